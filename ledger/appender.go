@@ -1,0 +1,162 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/writhq/writ"
+)
+
+// ErrOverloaded is returned by Append when the commit queue stays full for
+// longer than the appender's queue wait: writ applies backpressure instead
+// of dropping work.
+var ErrOverloaded = &writ.Error{Code: writ.EUNAVAILABLE, Message: "ledger commit queue is full; retry shortly"}
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = &writ.Error{Code: writ.EUNAVAILABLE, Message: "ledger is closed"}
+
+// AppenderConfig tunes group commit. Zero fields take the defaults.
+type AppenderConfig struct {
+	// MaxBatch caps the entries committed in one transaction (default 256).
+	MaxBatch int
+	// QueueSize bounds the entries waiting for a commit (default 4096).
+	QueueSize int
+	// QueueWait is how long Append waits for room in a full queue before
+	// it reports ErrOverloaded (default 100ms).
+	QueueWait time.Duration
+	// Seal seals each record (default Seal).
+	Seal SealFunc
+	// Logger receives commit failures (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Appender group-commits entries: concurrent Appends that arrive while a
+// transaction is in flight share the next transaction and its sync.
+type Appender struct {
+	store Store
+	cfg   AppenderConfig
+	queue chan *pending
+
+	mu     sync.RWMutex
+	closed bool
+	done   chan struct{}
+}
+
+type pending struct {
+	entry *Entry
+	err   chan error
+}
+
+// NewAppender starts the commit loop over store.
+func NewAppender(store Store, cfg AppenderConfig) *Appender {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 4096
+	}
+	if cfg.QueueWait <= 0 {
+		cfg.QueueWait = 100 * time.Millisecond
+	}
+	if cfg.Seal == nil {
+		cfg.Seal = Seal
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a := &Appender{store: store, cfg: cfg, queue: make(chan *pending, cfg.QueueSize), done: make(chan struct{})}
+	go a.loop()
+	return a
+}
+
+// Append seals and durably appends e, waiting for the commit. On success
+// e.Raw (or e.Prior) is set. An error means the entry may or may not be
+// durable (a context cancelled mid-commit) but never that a caller may act
+// on it: callers fail closed on any error.
+func (a *Appender) Append(ctx context.Context, e *Entry) error {
+	p := &pending{entry: e, err: make(chan error, 1)}
+	a.mu.RLock()
+	if a.closed {
+		a.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case a.queue <- p:
+	default:
+		t := time.NewTimer(a.cfg.QueueWait)
+		select {
+		case a.queue <- p:
+			t.Stop()
+		case <-t.C:
+			a.mu.RUnlock()
+			return ErrOverloaded
+		case <-ctx.Done():
+			t.Stop()
+			a.mu.RUnlock()
+			return ctx.Err()
+		}
+	}
+	a.mu.RUnlock()
+	select {
+	case err := <-p.err:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops accepting entries, commits those already queued, and waits.
+func (a *Appender) Close() error {
+	a.mu.Lock()
+	if !a.closed {
+		a.closed = true
+		close(a.queue)
+	}
+	a.mu.Unlock()
+	<-a.done
+	return nil
+}
+
+func (a *Appender) loop() {
+	defer close(a.done)
+	batch := make([]*pending, 0, a.cfg.MaxBatch)
+	entries := make([]*Entry, 0, a.cfg.MaxBatch)
+	for {
+		p, ok := <-a.queue
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], p)
+	drain:
+		for len(batch) < a.cfg.MaxBatch {
+			select {
+			case p, ok := <-a.queue:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		entries = entries[:0]
+		for _, p := range batch {
+			entries = append(entries, p.entry)
+		}
+		// The commit is not tied to any one caller's context: a caller
+		// that gives up must not abort the others' transaction.
+		err := a.store.Append(context.Background(), entries, a.cfg.Seal)
+		if err != nil {
+			a.cfg.Logger.Error("ledger commit failed", "entries", len(entries), "err", err)
+			if !errors.As(err, new(*writ.Error)) {
+				err = &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision record could not be committed"}
+			}
+		}
+		for _, p := range batch {
+			p.err <- err
+		}
+	}
+}

@@ -1,0 +1,135 @@
+// Package ledger appends decision records to each tenant's hash chain and
+// declares the storage operations it needs from a store.
+//
+// A record is sealed inside the store's append transaction: the store hands
+// the tenant's current head to a SealFunc, which fills the record's audit
+// block (seq, prev_hash, record_hash) and returns the exact bytes to keep.
+// Sealing inside the transaction is what keeps a chain linear when several
+// writers append at once. Stores never re-derive sealed bytes; they keep
+// and serve them as they are.
+//
+// The Appender batches concurrent appends into one store transaction and
+// one sync (group commit). ledger never answers a caller before the store
+// reports the batch durable.
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/record"
+)
+
+// Head is the last sealed position of a tenant's chain. The zero Head
+// (Seq 0) stands before the first record; its Hash is writ.GenesisHash.
+type Head struct {
+	Seq  int64
+	Hash string
+}
+
+// SealFunc seals rec as the record following prev: it sets rec.Audit and
+// returns the exact bytes the store must keep. It must be deterministic in
+// (prev, rec) and must not do I/O.
+type SealFunc func(prev Head, rec *writ.Record) (raw []byte, err error)
+
+// Seal is the SealFunc of the hash chain: it links rec to prev and sets
+// record_hash over the record's canonical bytes (record.HashInput).
+func Seal(prev Head, rec *writ.Record) ([]byte, error) {
+	if prev.Seq == 0 {
+		prev.Hash = writ.GenesisHash
+	}
+	rec.Audit = writ.Audit{Seq: prev.Seq + 1, PrevHash: prev.Hash}
+	body, err := record.Canonical(rec)
+	if err != nil {
+		return nil, fmt.Errorf("canonicalize record: %w", err)
+	}
+	rec.Audit.RecordHash = record.Digest(body)
+	return record.Canonical(rec)
+}
+
+// Blob is a content-addressed pinned input (a request envelope, a pack
+// file, a pack manifest). Hash is record.Digest(Data).
+type Blob struct {
+	Hash string
+	Kind string // "envelope", "pack_file", "pack_manifest"
+	Data []byte
+}
+
+// IdempotencyClaim binds an idempotency key to an argument digest.
+type IdempotencyClaim struct {
+	Key        string
+	ArgsDigest string
+}
+
+// BlockKey identifies an action that must not be retried unchanged: the
+// same decision key and arguments under the same pack.
+type BlockKey struct {
+	DecisionKey string
+	ArgsDigest  string
+	PackHash    string
+}
+
+// Prior is an earlier answer found in place of a new append.
+type Prior struct {
+	ArgsDigest string
+	Receipt    []byte
+	RecordID   string
+}
+
+// Entry is one record to append and what travels with it in the same
+// transaction.
+type Entry struct {
+	Record *writ.Record
+	// Receipt is the JSON receipt answered for this record.
+	Receipt []byte
+	// Blobs are stored content-addressed (insert if absent).
+	Blobs []Blob
+	// Idempotency, when set, is claimed in the same transaction.
+	Idempotency *IdempotencyClaim
+	// Block, when set, marks the action as blocked (first record wins).
+	Block *BlockKey
+
+	// Set by Store.Append:
+	// Raw is the sealed bytes (when the entry was appended).
+	Raw []byte
+	// Prior is set instead, when the idempotency key was already claimed
+	// (by an earlier transaction or an earlier entry of the same batch):
+	// the entry was not appended and Prior holds the first claim's answer.
+	Prior *Prior
+}
+
+// Store is what the ledger and the engine need from a store. Every method
+// is scoped to one tenant; nothing reads across tenants.
+type Store interface {
+	// Append seals and writes entries in one transaction and returns only
+	// once it is durable. For each entry, in order: if its idempotency key
+	// is already claimed, set entry.Prior and skip it; otherwise call seal
+	// with the tenant's head, insert the record with the returned bytes,
+	// its receipt, blobs, idempotency claim and block, and advance the
+	// head. If Append returns an error, nothing of the batch is durable.
+	Append(ctx context.Context, entries []*Entry, seal SealFunc) error
+	// Record returns one record exactly as sealed, or an ENOTFOUND error.
+	Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error)
+	// Records lists records matching q in chain order (oldest first).
+	Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error)
+	// Receipt returns the receipt answered with a record, or ENOTFOUND.
+	Receipt(ctx context.Context, tenantID, recordID string) ([]byte, error)
+	// Idempotent returns the prior answer for an idempotency key, or nil.
+	Idempotent(ctx context.Context, tenantID, key string) (*Prior, error)
+	// Blocked returns the first answer for a blocked action, or nil.
+	Blocked(ctx context.Context, tenantID string, key BlockKey) (*Prior, error)
+	// PutBlobs stores blobs content-addressed (insert if absent), durably.
+	PutBlobs(ctx context.Context, blobs []Blob) error
+	// Blob returns a blob by hash, or ENOTFOUND.
+	Blob(ctx context.Context, hash string) ([]byte, error)
+	// Head returns a tenant's chain head (the zero Head for an empty chain).
+	Head(ctx context.Context, tenantID string) (Head, error)
+	// Tenants lists the tenants that have records.
+	Tenants(ctx context.Context) ([]string, error)
+	// Chain returns up to limit raw records of a tenant with seq > after,
+	// in seq order.
+	Chain(ctx context.Context, tenantID string, after int64, limit int) ([]json.RawMessage, error)
+	Close() error
+}

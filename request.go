@@ -1,0 +1,162 @@
+package writ
+
+import "time"
+
+// CheckRequest asks whether one side effect may happen now. It names the
+// action (a tool, or a decision key directly), the actor, the subjects, the
+// evidence the caller holds and the resources it has used so far.
+//
+// Arguments, Context and Outputs are free-form JSON objects; everything else
+// is typed. Decoders must reject unknown fields.
+type CheckRequest struct {
+	// TenantID is the isolated customer space the check belongs to. Required.
+	TenantID string `json:"tenant_id"`
+	// DecisionKey names the decision spec. Optional when Tool is given and
+	// the pack's tool manifest maps the tool to a decision key.
+	DecisionKey string `json:"decision_key,omitempty"`
+	// Tool is the tool (or MCP tool) whose call is being checked.
+	Tool string `json:"tool,omitempty"`
+	// Arguments are the arguments of the side effect. Their RFC 8785 digest
+	// binds idempotency, must_not_retry_same_action and (later) approvals.
+	Arguments map[string]any `json:"arguments,omitempty"`
+	// ApprovalMode is the approval mode the caller asks to act under; it may
+	// not exceed the tool's ceiling. Empty means the tool's ceiling.
+	ApprovalMode ApprovalMode `json:"approval_mode,omitempty"`
+	// IdempotencyKey makes the check safe to retry: the same tenant, key and
+	// arguments return the same receipt and write one record.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+
+	Actor      Actor        `json:"actor"`
+	IntentRef  string       `json:"intent_ref,omitempty"`
+	SubjectIDs []string     `json:"subject_ids,omitempty"`
+	InputsRefs *InputsRefs  `json:"inputs_refs,omitempty"`
+	Workflow   *WorkflowRef `json:"workflow,omitempty"`
+
+	// Evidence are typed references to facts the caller holds.
+	Evidence []Evidence `json:"evidence,omitempty"`
+	// Context carries facts that rules may read (for example a fraud score).
+	Context map[string]any `json:"context,omitempty"`
+	// Outputs is the typed result the action will produce if allowed; it is
+	// validated against the decision spec's outputs schema.
+	Outputs map[string]any `json:"outputs,omitempty"`
+
+	Usage       *Usage             `json:"usage,omitempty"`
+	Scorecard   map[string]float64 `json:"scorecard,omitempty"`
+	ToolLineage []ToolLineage      `json:"tool_lineage,omitempty"`
+	// Lineage pins the parts of the runtime substrate that the caller owns
+	// (knowledge-graph snapshot, model profile, evaluator suite).
+	Lineage *CallerLineage `json:"lineage,omitempty"`
+
+	// TraceID is the W3C trace id (32 lowercase hex). Over HTTP it comes from
+	// the traceparent header; when absent, writ generates one.
+	TraceID string `json:"trace_id,omitempty"`
+}
+
+// Actor separates who proposed the action from who delegated authority.
+type Actor struct {
+	Type             string `json:"type"` // AGENT, HUMAN or SERVICE
+	ID               string `json:"id"`
+	WorkloadIdentity string `json:"workload_identity,omitempty"`
+	DelegatedUserID  string `json:"delegated_user_id,omitempty"`
+}
+
+// Actor types.
+const (
+	ActorAgent   = "AGENT"
+	ActorHuman   = "HUMAN"
+	ActorService = "SERVICE"
+)
+
+// InputsRefs references the request, the session and attachments by id and
+// hash; raw payloads are never stored in a record.
+type InputsRefs struct {
+	Request     string   `json:"request,omitempty"`
+	Session     string   `json:"session,omitempty"`
+	Attachments []string `json:"attachments,omitempty"`
+}
+
+// WorkflowRef places the check inside a larger workflow.
+type WorkflowRef struct {
+	WorkflowID string `json:"workflow_id,omitempty"`
+	NodeID     string `json:"node_id,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	StepID     string `json:"step_id,omitempty"`
+}
+
+// Evidence is a typed reference to a fact: kind:id#version, its content
+// hash, the tenant it belongs to and when it was observed. Attributes carry
+// the few typed facts rules need (a review status, say), never raw payloads.
+type Evidence struct {
+	Kind       string         `json:"kind"`
+	ID         string         `json:"id"`
+	Version    string         `json:"version,omitempty"`
+	Hash       string         `json:"hash,omitempty"`
+	TenantID   string         `json:"tenant_id,omitempty"`
+	ObservedAt *time.Time     `json:"observed_at,omitempty"`
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+// Ref renders the evidence reference as kind:id#version (or #hash).
+func (e Evidence) Ref() string {
+	ref := e.Kind + ":" + e.ID
+	switch {
+	case e.Version != "":
+		ref += "#" + e.Version
+	case e.Hash != "":
+		ref += "#" + e.Hash
+	}
+	return ref
+}
+
+// Usage is the resource use of the run so far, checked against the spec's budgets.
+type Usage struct {
+	Tokens       int64   `json:"tokens,omitempty"`
+	ToolCalls    int64   `json:"tool_calls,omitempty"`
+	CostUSDCents float64 `json:"cost_usd_cents,omitempty"`
+	WallClockMS  int64   `json:"wall_clock_ms,omitempty"`
+}
+
+// ToolLineage references one side-effect transcript entry.
+type ToolLineage struct {
+	ToolCallID            string       `json:"tool_call_id"`
+	ToolResultID          string       `json:"tool_result_id,omitempty"`
+	ApprovalModeEffective ApprovalMode `json:"approval_mode_effective,omitempty"`
+	IdempotencyKey        string       `json:"idempotency_key,omitempty"`
+	ReversalToken         string       `json:"reversal_token,omitempty"`
+}
+
+// CallerLineage pins versions the caller owns.
+type CallerLineage struct {
+	KGSnapshot     string `json:"kg_snapshot,omitempty"`
+	ModelProfile   string `json:"model_profile,omitempty"`
+	EvaluatorSuite string `json:"evaluator_suite,omitempty"`
+}
+
+// ApprovalMode is the approval class of an action, from least to most risky.
+type ApprovalMode string
+
+// Approval modes, in increasing order of risk.
+const (
+	ModeReadOnly    ApprovalMode = "read_only"
+	ModeLocalWrite  ApprovalMode = "local_write"
+	ModeNetwork     ApprovalMode = "network"
+	ModeDelegated   ApprovalMode = "delegated"
+	ModeDestructive ApprovalMode = "destructive"
+)
+
+// Rank orders approval modes; an unknown mode ranks -1.
+func (m ApprovalMode) Rank() int {
+	switch m {
+	case ModeReadOnly:
+		return 0
+	case ModeLocalWrite:
+		return 1
+	case ModeNetwork:
+		return 2
+	case ModeDelegated:
+		return 3
+	case ModeDestructive:
+		return 4
+	}
+	return -1
+}

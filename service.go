@@ -1,0 +1,50 @@
+package writ
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Service is what an agent builder programs against. The in-process engine
+// (package engine) and the HTTP client (package httpapi) both satisfy it.
+type Service interface {
+	// Check evaluates one boundary under the pinned pack and returns its
+	// receipt. A receipt that permits execution is returned only after its
+	// record is durably committed. If the record cannot be committed, Check
+	// returns a fail-closed receipt (SafeToExecute false, Metadata.FailClosed)
+	// together with an EUNAVAILABLE error.
+	Check(ctx context.Context, req *CheckRequest) (*Receipt, error)
+	// Record returns one record of the tenant, exactly as sealed.
+	Record(ctx context.Context, tenantID, recordID string) (*StoredRecord, error)
+	// Records lists the tenant's records matching q, oldest first.
+	Records(ctx context.Context, q RecordQuery) (*RecordPage, error)
+}
+
+// StoredRecord is a record as the ledger keeps it: Raw holds the exact
+// sealed JSON bytes; Record is the same record parsed.
+type StoredRecord struct {
+	Record Record
+	Raw    json.RawMessage
+}
+
+// RecordQuery filters a tenant's records. Zero fields do not filter.
+type RecordQuery struct {
+	TenantID    string
+	DecisionKey string
+	Status      Status
+	SubjectID   string
+	TraceID     string
+	// From is inclusive, To exclusive.
+	From, To time.Time
+	// Limit caps the page size (default 100, at most 1000).
+	Limit int
+	// Cursor continues a previous page (RecordPage.NextCursor).
+	Cursor string
+}
+
+// RecordPage is one page of records; NextCursor is empty on the last page.
+type RecordPage struct {
+	Records    []StoredRecord
+	NextCursor string
+}
