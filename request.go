@@ -22,6 +22,9 @@ type CheckRequest struct {
 	// ApprovalMode is the approval mode the caller asks to act under; it may
 	// not exceed the tool's ceiling. Empty means the tool's ceiling.
 	ApprovalMode ApprovalMode `json:"approval_mode,omitempty"`
+	// ToolCallID identifies the tool call being checked, when the caller
+	// has one; it becomes the record's tool_lineage entry for this call.
+	ToolCallID string `json:"tool_call_id,omitempty"`
 	// IdempotencyKey makes the check safe to retry: the same tenant, key and
 	// arguments return the same receipt and write one record.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`

@@ -1,0 +1,250 @@
+// Package engine runs writ's decision loop for boundary checks:
+//
+//	request → resolve (pinned pack) → decide (pure) → build record →
+//	seal + durable append (group commit) → receipt
+//
+// An Engine answers a receipt that permits execution only after the
+// record behind it is durable. When the record cannot be committed, the
+// answer is a fail-closed receipt (safe_to_execute false) and an
+// EUNAVAILABLE error; writ never drops a record to keep up.
+//
+// Engine satisfies writ.Service. It owns no storage: the caller opens a
+// ledger.Store (SQLite, PostgreSQL) and hands it in.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/record"
+)
+
+var _ writ.Service = (*Engine)(nil)
+
+// Config configures an Engine. Policy and Store are required.
+type Config struct {
+	// Policy is the compiled, pinned pack every check is decided under.
+	Policy *policy.Policy
+	// Store keeps the ledger.
+	Store ledger.Store
+	// Now is the clock (default time.Now). Each check reads it once, and
+	// the reading is the decision's timestamp.
+	Now func() time.Time
+	// Random is the source of ids and trace ids (default crypto/rand). It
+	// must be safe for concurrent use.
+	Random io.Reader
+	// Appender tunes group commit.
+	Appender ledger.AppenderConfig
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Engine is the in-process writ runtime.
+type Engine struct {
+	policy   *policy.Policy
+	store    ledger.Store
+	appender *ledger.Appender
+	now      func() time.Time
+	random   io.Reader
+	redactor *record.Redactor
+	log      *slog.Logger
+}
+
+// New starts an engine. It stores the pack's files content-addressed (so
+// that replay can find the exact pack later) before it accepts checks.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.Policy == nil || cfg.Store == nil {
+		return nil, errors.New("engine: Config.Policy and Config.Store are required")
+	}
+	e := &Engine{policy: cfg.Policy, store: cfg.Store, now: cfg.Now, random: cfg.Random, log: cfg.Logger}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.random == nil {
+		e.random = rand.Reader
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if cfg.Appender.Logger == nil {
+		cfg.Appender.Logger = e.log
+	}
+	p := cfg.Policy.Pack
+	e.redactor = record.NewRedactor(p.Controls.Redaction)
+	blobs := []ledger.Blob{{Hash: p.Hash, Kind: "pack_manifest", Data: p.Manifest}}
+	for _, f := range p.Files {
+		blobs = append(blobs, ledger.Blob{Hash: f.Hash, Kind: "pack_file", Data: f.Data})
+	}
+	if err := cfg.Store.PutBlobs(ctx, blobs); err != nil {
+		return nil, fmt.Errorf("engine: store pack %s: %w", p.ID(), err)
+	}
+	e.appender = ledger.NewAppender(cfg.Store, cfg.Appender)
+	return e, nil
+}
+
+// Close stops accepting checks and waits for queued records to commit.
+// It does not close the store.
+func (e *Engine) Close() error { return e.appender.Close() }
+
+// Pack returns the pinned pack.
+func (e *Engine) Pack() *pack.Pack { return e.policy.Pack }
+
+// Check runs one boundary check. See writ.Service.
+func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty check request")
+	}
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	r, err := e.policy.Resolve(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateOutputs(r.Spec, req.Outputs); err != nil {
+		return nil, err
+	}
+	argsDigest, err := record.ArgumentsDigest(req.Arguments)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	if req.IdempotencyKey != "" {
+		prior, err := e.store.Idempotent(ctx, req.TenantID, req.IdempotencyKey)
+		if err != nil {
+			return e.failClosed(req, r, "the idempotency key could not be looked up", err)
+		}
+		if prior != nil {
+			return repeated(prior, argsDigest, writ.RepeatedIdempotent)
+		}
+	}
+	block := ledger.BlockKey{DecisionKey: r.Spec.DecisionKey, ArgsDigest: argsDigest, PackHash: e.policy.Pack.Hash}
+	prior, err := e.store.Blocked(ctx, req.TenantID, block)
+	if err != nil {
+		return e.failClosed(req, r, "blocked actions could not be looked up", err)
+	}
+	if prior != nil {
+		return repeated(prior, argsDigest, writ.RepeatedMustNotRetry)
+	}
+
+	// Copy before filling in defaults: the caller's request stays theirs.
+	rq := *req
+	if rq.TraceID == "" {
+		rq.TraceID = e.newHex(16)
+	}
+	now := e.now().UTC()
+	d := e.policy.Decide(r, &rq, now)
+
+	envelope, err := record.Envelope(&rq, e.redactor)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	envHash := record.Digest(envelope)
+	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
+	rec, err := record.Build(record.Input{
+		RecordID: recordID, DecisionID: decisionID, Now: now,
+		Request: &rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor,
+	})
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	rc := d.Receipt(r, &rq, decisionID)
+	rc.Metadata = writ.Metadata{RecordID: recordID, DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: rq.TraceID}
+	redactReceipt(e.redactor, rc)
+	rcJSON, err := json.Marshal(rc)
+	if err != nil {
+		return nil, fmt.Errorf("encode receipt: %w", err)
+	}
+
+	entry := &ledger.Entry{Record: rec, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}}
+	if req.IdempotencyKey != "" {
+		entry.Idempotency = &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: argsDigest}
+	}
+	if rc.MustNotRetrySameAction && !rc.SafeToExecute {
+		entry.Block = &block
+	}
+	if err := e.appender.Append(ctx, entry); err != nil {
+		return e.failClosed(&rq, r, "the decision record could not be committed", err)
+	}
+	if entry.Prior != nil {
+		// A concurrent check claimed the same idempotency key first.
+		return repeated(entry.Prior, argsDigest, writ.RepeatedIdempotent)
+	}
+	return rc, nil
+}
+
+// repeated answers an earlier decision again: the stored receipt, marked,
+// or a conflict when an idempotency key is reused with other arguments.
+func repeated(prior *ledger.Prior, argsDigest, why string) (*writ.Receipt, error) {
+	if prior.ArgsDigest != argsDigest {
+		return nil, &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("idempotency key was already used with other arguments (record %s)", prior.RecordID)}
+	}
+	var rc writ.Receipt
+	if err := json.Unmarshal(prior.Receipt, &rc); err != nil {
+		return nil, fmt.Errorf("stored receipt of record %s: %w", prior.RecordID, err)
+	}
+	rc.Metadata.Repeated = why
+	return &rc, nil
+}
+
+// failClosed answers a check whose record could not be committed: the
+// action must not run, and the caller may retry the check later.
+func (e *Engine) failClosed(req *writ.CheckRequest, r *policy.Resolved, what string, cause error) (*writ.Receipt, error) {
+	code := "record_not_committed"
+	if errors.Is(cause, ledger.ErrOverloaded) {
+		code = "ledger_overloaded"
+	}
+	if !errors.As(cause, new(*writ.Error)) {
+		e.log.Error("check failed closed", "tenant", req.TenantID, "decision_key", r.Spec.DecisionKey, "reason", what, "err", cause)
+	}
+	now := e.now().UTC()
+	msg := "writ could not durably record this decision (" + what + "), so the action must not run. Retry the check shortly."
+	rc := &writ.Receipt{
+		ReceiptType:   writ.ReceiptType,
+		DecisionID:    e.newID("dec_", now),
+		Outcome:       writ.OutcomeReplanRequired,
+		ActionClass:   r.ActionClass,
+		SafeToExecute: false,
+		Reasons:       []writ.Reason{{Code: code, Message: msg}},
+		SafeNextSteps: []writ.Reason{{Code: "RETRY_CHECK_LATER", Message: "Retry the same check after a short delay; do not perform the action until a receipt allows it."}},
+		ViewerGuidance: []string{}, WhatWouldChangeThis: []string{"writ's ledger accepts the record again."},
+		WhatWouldChangeThisConditions: []writ.Condition{},
+		Disposition:                   writ.Disposition{Mode: writ.ModeLocalReplan, LocalReplanRecommended: true},
+		Routing:                       writ.Routing{Direction: writ.DirectionLocal},
+		ResumeContract:                writ.ResumeContract{RetryThisNode: true, ResumeWhen: []string{"writ's ledger accepts the record again."}, ResumeWhenConditions: []writ.Condition{}},
+		RuntimeLoopback:               writ.RuntimeLoopback{SameGoalState: true},
+		Metadata:                      writ.Metadata{DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: req.TraceID, FailClosed: true},
+	}
+	if w := req.Workflow; w != nil {
+		rc.Routing.WorkflowID, rc.Routing.NodeID = w.WorkflowID, w.NodeID
+	}
+	return rc, &writ.Error{Code: writ.EUNAVAILABLE, Message: msg}
+}
+
+// Record returns one of the tenant's records, exactly as sealed.
+func (e *Engine) Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error) {
+	if tenantID == "" {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "tenant_id is required", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	}
+	return e.store.Record(ctx, tenantID, recordID)
+}
+
+// Records lists the tenant's records matching q.
+func (e *Engine) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
+	if q.TenantID == "" {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "tenant_id is required", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	}
+	if q.Limit < 0 || q.Limit > 1000 {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "limit must be between 1 and 1000", Details: []writ.Detail{{Field: "limit", Message: "out of range"}}}
+	}
+	return e.store.Records(ctx, q)
+}

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/record"
+)
+
+var (
+	tenantPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$`)
+	traceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+)
+
+const maxKeyLen = 255
+
+// validate checks the shape of a request: what no pack can make valid.
+// Every problem is reported, each naming its field.
+func validate(req *writ.CheckRequest) error {
+	var ds []writ.Detail
+	bad := func(field, format string, args ...any) {
+		ds = append(ds, writ.Detail{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case req.TenantID == "":
+		bad("tenant_id", "required")
+	case !tenantPattern.MatchString(req.TenantID):
+		bad("tenant_id", "must be 1-128 letters, digits, '_', '.', ':' or '-', starting with a letter or digit")
+	}
+	switch req.Actor.Type {
+	case writ.ActorAgent, writ.ActorHuman, writ.ActorService:
+	case "":
+		bad("actor.type", "required (AGENT, HUMAN or SERVICE)")
+	default:
+		bad("actor.type", "must be AGENT, HUMAN or SERVICE, not %q", req.Actor.Type)
+	}
+	if req.Actor.ID == "" {
+		bad("actor.id", "required")
+	}
+	for i, s := range req.SubjectIDs {
+		if s == "" {
+			bad(fmt.Sprintf("subject_ids[%d]", i), "must not be empty")
+		}
+	}
+	for i, e := range req.Evidence {
+		if e.Kind == "" {
+			bad(fmt.Sprintf("evidence[%d].kind", i), "required")
+		}
+		if e.ID == "" {
+			bad(fmt.Sprintf("evidence[%d].id", i), "required")
+		}
+	}
+	if req.TraceID != "" && (!traceIDPattern.MatchString(req.TraceID) || req.TraceID == strings.Repeat("0", 32)) {
+		bad("trace_id", "must be a W3C trace id: 32 lowercase hex digits, not all zero")
+	}
+	if len(req.IdempotencyKey) > maxKeyLen {
+		bad("idempotency_key", "longer than %d bytes", maxKeyLen)
+	}
+	if _, ok := req.Outputs["outcome"]; ok {
+		bad("outputs.outcome", "is set by writ (the receipt outcome); leave it out")
+	}
+	if u := req.Usage; u != nil && (u.Tokens < 0 || u.ToolCalls < 0 || u.CostUSDCents < 0 || u.WallClockMS < 0) {
+		bad("usage", "must not be negative")
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	return &writ.Error{Code: writ.EINVALID, Message: "invalid check request: " + detailsSummary(ds), Details: ds}
+}
+
+func detailsSummary(ds []writ.Detail) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// validateOutputs checks proposed outputs against the spec's outputs
+// schema: a record whose outputs break it is never written.
+func validateOutputs(s *pack.Spec, outputs map[string]any) error {
+	if s.OutputsSchema == nil {
+		return nil
+	}
+	var v any = map[string]any{}
+	if outputs != nil {
+		v = outputs
+	}
+	err := s.OutputsSchema.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return &writ.Error{Code: writ.EINVALID, Message: "outputs: " + err.Error()}
+	}
+	var ds []writ.Detail
+	var walk func(*jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		field := strings.Join(append([]string{"outputs"}, e.InstanceLocation...), ".")
+		ds = append(ds, writ.Detail{Field: field, Message: fmt.Sprint(e.ErrorKind)})
+	}
+	walk(ve)
+	return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("outputs do not match the outputs schema of %s: %s", s.ID(), detailsSummary(ds)), Details: ds}
+}
+
+// redactReceipt applies the pack's redaction patterns to the text of a
+// receipt: messages may quote arguments.
+func redactReceipt(red *record.Redactor, rc *writ.Receipt) {
+	if !red.Active() {
+		return
+	}
+	for _, list := range [][]writ.Reason{rc.Reasons, rc.SafeNextSteps} {
+		for i := range list {
+			list[i].Message = red.String(list[i].Message)
+		}
+	}
+	rc.ViewerGuidance = red.Strings(rc.ViewerGuidance)
+	rc.WhatWouldChangeThis = red.Strings(rc.WhatWouldChangeThis)
+	rc.ResumeContract.ResumeWhen = red.Strings(rc.ResumeContract.ResumeWhen)
+	for _, list := range [][]writ.Condition{rc.WhatWouldChangeThisConditions, rc.ResumeContract.ResumeWhenConditions} {
+		for i := range list {
+			list[i].Text = red.String(list[i].Text)
+		}
+	}
+}
+
+// newID returns prefix + a time-ordered, 128-bit id: 48 bits of Unix
+// milliseconds and 80 random bits, in lowercase Crockford base32.
+func (e *Engine) newID(prefix string, t time.Time) string {
+	var b [16]byte
+	ms := uint64(t.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	if _, err := e.random.Read(b[6:]); err != nil {
+		panic("engine: random source failed: " + err.Error())
+	}
+	return prefix + crockford(b)
+}
+
+const crockfordAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+func crockford(b [16]byte) string {
+	// 128 bits → 26 characters, most significant first.
+	var out [26]byte
+	var acc uint64
+	var bits uint
+	j := 0
+	// Left-pad to 130 bits so the 26 characters divide evenly.
+	acc, bits = 0, 2
+	for _, x := range b {
+		acc = acc<<8 | uint64(x)
+		bits += 8
+		for bits >= 5 {
+			bits -= 5
+			out[j] = crockfordAlphabet[(acc>>bits)&31]
+			j++
+		}
+	}
+	return string(out[:j])
+}
+
+// newHex returns n random bytes in lowercase hex (a W3C trace id for n = 16).
+func (e *Engine) newHex(n int) string {
+	b := make([]byte, n)
+	if _, err := e.random.Read(b); err != nil {
+		panic("engine: random source failed: " + err.Error())
+	}
+	return hex.EncodeToString(b)
+}

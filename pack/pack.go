@@ -1,0 +1,700 @@
+// Package pack loads and validates packs: the versioned, content-hashed
+// directories of YAML files in which policy owners keep decision specs,
+// policy bundles, runtime controls and a tool manifest.
+//
+// Loading is strict. Every file is checked against an embedded JSON Schema
+// (schema/*.schema.json), then cross-references are resolved (a spec's
+// bundles, a tool's decision key, a rule's gate). Every problem is reported
+// with its file and line; a pack with any problem does not load. Package
+// pack does no evaluation: rule conditions are compiled by package policy.
+package pack
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/writhq/writ"
+)
+
+// ManifestFile is the file at the root of every pack.
+const ManifestFile = "pack.yaml"
+
+// Pack is a loaded, validated pack.
+type Pack struct {
+	Name        string
+	Version     string
+	Description string
+	// Hash is the pack's content hash: Digest of Manifest.
+	Hash string
+	// Manifest lists every file the pack loaded, one "<sha256:hex>  <path>\n"
+	// line per file, sorted by path.
+	Manifest []byte
+	// Files are the files the pack loaded (pack.yaml included), sorted by path.
+	Files []File
+	// Dir is where the pack was loaded from (for messages only).
+	Dir string
+
+	Limits   Limits
+	Specs    map[string]*Spec   // by decision key
+	Bundles  map[string]*Bundle // by bundle id
+	Tools    map[string]*Tool   // by tool name
+	Controls Controls
+	Gates    map[string]*Gate // by gate id
+}
+
+// ID is the pack's pinned version, name@version.
+func (p *Pack) ID() string { return p.Name + "@" + p.Version }
+
+// File is one file of a pack, content-addressed.
+type File struct {
+	Path string // slash-separated, relative to the pack root
+	Hash string // sha256:hex of Data
+	Data []byte
+}
+
+// Pos locates a definition in a pack file.
+type Pos struct {
+	File string
+	Line int
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%s:%d", p.File, p.Line) }
+
+// Limits bound evaluation.
+type Limits struct {
+	// CELCost is the runtime cost limit of one condition evaluation.
+	CELCost uint64
+}
+
+// DefaultCELCost is the default runtime cost limit of one CEL evaluation.
+const DefaultCELCost = 100_000
+
+// Spec is a decision spec, decision_key@version.
+type Spec struct {
+	DecisionKey      string   `yaml:"decision_key"`
+	Version          string   `yaml:"version"`
+	Description      string   `yaml:"description"`
+	ActionClass      string   `yaml:"action_class"`
+	AllowedOutcomes  []string `yaml:"allowed_outcomes"`
+	ApprovalMode     string   `yaml:"approval_mode"`
+	Policies         []string `yaml:"policies"`
+	OutputsSchemaDoc any      `yaml:"-"`
+	RequiredEvidence []*EvidenceRequirement `yaml:"required_evidence"`
+	Budgets          *Budgets               `yaml:"budgets"`
+
+	// OutputsSchema is the compiled outputs schema, or nil.
+	OutputsSchema *jsonschema.Schema `yaml:"-"`
+	Pos           Pos                `yaml:"-"`
+}
+
+// ID is decision_key@version.
+func (s *Spec) ID() string { return s.DecisionKey + "@" + s.Version }
+
+// EvidenceRequirement is evidence a spec requires before it allows.
+type EvidenceRequirement struct {
+	Kind         string  `yaml:"kind"`
+	MaxAgeText   string  `yaml:"max_age"`
+	OnMissing    string  `yaml:"on_missing"`
+	Reason       *Reason `yaml:"reason"`
+	SafeNextStep *Reason `yaml:"safe_next_step"`
+	Routing      Routing `yaml:"routing"`
+
+	MaxAge time.Duration `yaml:"-"`
+	Pos    Pos           `yaml:"-"`
+}
+
+// Budgets bound the resources a run may have used when it asks.
+type Budgets struct {
+	ToolCalls    *int64   `yaml:"tool_calls"`
+	Tokens       *int64   `yaml:"tokens"`
+	CostUSDCents *float64 `yaml:"cost_usd_cents"`
+	WallClockMS  *int64   `yaml:"wall_clock_ms"`
+	OnExceed     string   `yaml:"on_exceed"`
+	Pos          Pos      `yaml:"-"`
+}
+
+// Reason is a code and a message; messages may hold {{path}} templates.
+type Reason struct {
+	Code    string `yaml:"code"`
+	Message string `yaml:"message"`
+}
+
+// Routing carries routing hints.
+type Routing struct {
+	TargetHint   string `yaml:"target_hint"`
+	ReturnToNode string `yaml:"return_to_node"`
+}
+
+// AppliesTo narrows a rule or control; empty lists match everything.
+type AppliesTo struct {
+	Tools         []string `yaml:"tools"`
+	ActionClasses []string `yaml:"action_classes"`
+	DecisionKeys  []string `yaml:"decision_keys"`
+}
+
+// Bundle is a policy bundle, bundle_id@version.
+type Bundle struct {
+	BundleID    string  `yaml:"bundle_id"`
+	Version     string  `yaml:"version"`
+	Description string  `yaml:"description"`
+	Rules       []*Rule `yaml:"rules"`
+	Pos         Pos     `yaml:"-"`
+}
+
+// ID is bundle_id@version.
+func (b *Bundle) ID() string { return b.BundleID + "@" + b.Version }
+
+// Rule is one deterministic rule: when its condition holds, its effect applies.
+type Rule struct {
+	ID                     string       `yaml:"id"`
+	Description            string       `yaml:"description"`
+	AppliesTo              AppliesTo    `yaml:"applies_to"`
+	When                   string       `yaml:"when"`
+	Effect                 string       `yaml:"effect"`
+	Gate                   string       `yaml:"gate"`
+	Reason                 Reason       `yaml:"reason"`
+	SafeNextSteps          []Reason     `yaml:"safe_next_steps"`
+	ViewerGuidance         []string     `yaml:"viewer_guidance"`
+	WhatWouldChangeThis    []*Condition `yaml:"what_would_change_this"`
+	Routing                Routing      `yaml:"routing"`
+	MustNotRetrySameAction bool         `yaml:"must_not_retry_same_action"`
+
+	Pos     Pos `yaml:"-"`
+	WhenPos Pos `yaml:"-"`
+}
+
+// Condition is what would change a decision, as text and for machines.
+type Condition struct {
+	Text         string `yaml:"text"`
+	Kind         string `yaml:"kind"`
+	EvidenceKind string `yaml:"evidence_kind"`
+	MaxAge       string `yaml:"max_age"`
+	Gate         string `yaml:"gate"`
+	Expression   string `yaml:"expression"`
+	Pos          Pos    `yaml:"-"`
+}
+
+// Controls are the runtime controls in force for every check of the pack.
+type Controls struct {
+	MustRefuse    []*Control       `yaml:"must_refuse"`
+	MustEscalate  []*Control       `yaml:"must_escalate"`
+	ApprovalGates []*Gate          `yaml:"approval_gates"`
+	Redaction     []*RedactionRule `yaml:"redaction"`
+}
+
+// Control is a must_refuse or must_escalate control.
+type Control struct {
+	ID            string    `yaml:"id"`
+	Description   string    `yaml:"description"`
+	AppliesTo     AppliesTo `yaml:"applies_to"`
+	When          string    `yaml:"when"`
+	Reason        Reason    `yaml:"reason"`
+	SafeNextSteps []Reason  `yaml:"safe_next_steps"`
+	Routing       Routing   `yaml:"routing"`
+
+	Pos     Pos `yaml:"-"`
+	WhenPos Pos `yaml:"-"`
+}
+
+// Gate is an approval gate.
+type Gate struct {
+	ID           string `yaml:"id"`
+	Description  string `yaml:"description"`
+	ApprovalMode string `yaml:"approval_mode"`
+	TargetHint   string `yaml:"target_hint"`
+	TTLText      string `yaml:"ttl"`
+
+	TTL time.Duration `yaml:"-"`
+	Pos Pos           `yaml:"-"`
+}
+
+// RedactionRule removes sensitive values before anything is stored.
+type RedactionRule struct {
+	ID           string   `yaml:"id"`
+	Description  string   `yaml:"description"`
+	Fields       []string `yaml:"fields"`
+	PatternTexts []string `yaml:"patterns"`
+
+	Patterns []*regexp.Regexp `yaml:"-"`
+	Pos      Pos              `yaml:"-"`
+}
+
+// Tool is one entry of the tool manifest.
+type Tool struct {
+	Name                string `yaml:"name"`
+	Description         string `yaml:"description"`
+	DecisionKey         string `yaml:"decision_key"`
+	ActionClass         string `yaml:"action_class"`
+	ApprovalModeCeiling string `yaml:"approval_mode_ceiling"`
+	Pos                 Pos    `yaml:"-"`
+}
+
+type manifest struct {
+	Name        string   `yaml:"name"`
+	Version     string   `yaml:"version"`
+	Description string   `yaml:"description"`
+	Specs       []string `yaml:"specs"`
+	Policies    []string `yaml:"policies"`
+	Controls    string   `yaml:"controls"`
+	Tools       string   `yaml:"tools"`
+	Limits      struct {
+		CELCost uint64 `yaml:"cel_cost"`
+	} `yaml:"limits"`
+}
+
+// Load loads the pack rooted at dir.
+func Load(dir string) (*Pack, error) {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("cannot open pack %s: %v", dir, unwrapPathError(err))}
+	}
+	if !info.IsDir() {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("pack %s is not a directory", dir)}
+	}
+	return LoadFS(os.DirFS(dir), dir)
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if ok := asPathError(err, &pe); ok {
+		return pe.Err
+	}
+	return err
+}
+
+// LoadFS loads a pack from fsys; dir names it in messages.
+func LoadFS(fsys fs.FS, dir string) (*Pack, error) {
+	l := &loader{fsys: fsys, dir: dir, files: map[string]*File{}}
+	p := l.load()
+	if len(l.problems) > 0 {
+		return nil, &writ.Error{
+			Code:    writ.EINVALID,
+			Message: fmt.Sprintf("pack %s is invalid (%d %s)", dir, len(l.problems), plural(len(l.problems), "problem", "problems")),
+			Details: l.problems,
+		}
+	}
+	return p, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+type loader struct {
+	fsys     fs.FS
+	dir      string
+	files    map[string]*File
+	problems []writ.Detail
+}
+
+// display is how a pack file is named in messages: joined to the pack dir.
+func (l *loader) display(rel string) string { return filepath.Join(l.dir, filepath.FromSlash(rel)) }
+
+func (l *loader) add(err error) {
+	if d, ok := err.(*problem); ok {
+		l.problems = append(l.problems, writ.Detail(*d))
+		return
+	}
+	l.problems = append(l.problems, writ.Detail{File: l.dir, Message: err.Error()})
+}
+
+func (l *loader) addf(pos Pos, format string, args ...any) {
+	l.problems = append(l.problems, writ.Detail{File: pos.File, Line: pos.Line, Message: fmt.Sprintf(format, args...)})
+}
+
+// read reads, hashes and parses one pack file and validates it against
+// its schema. It returns nil when the file has problems (already recorded).
+func (l *loader) read(rel, schemaName string) *document {
+	if !fs.ValidPath(rel) {
+		l.addf(Pos{File: l.display(ManifestFile)}, "%q is not a path inside the pack", rel)
+		return nil
+	}
+	data, err := fs.ReadFile(l.fsys, rel)
+	if err != nil {
+		l.addf(Pos{File: l.display(rel)}, "cannot read: %v", unwrapPathError(err))
+		return nil
+	}
+	l.files[rel] = &File{Path: rel, Hash: digest(data), Data: data}
+	doc, err := parseDocument(l.display(rel), data)
+	if err != nil {
+		l.add(err)
+		return nil
+	}
+	if errs := validate(schemaName, doc); len(errs) > 0 {
+		l.problems = append(l.problems, errs...)
+		return nil
+	}
+	return doc
+}
+
+// expand resolves the glob patterns of a manifest list to sorted paths.
+func (l *loader) expand(field string, patterns []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, pat := range patterns {
+		if strings.HasPrefix(pat, "/") || strings.Contains(pat, "..") {
+			l.addf(Pos{File: l.display(ManifestFile), Line: 0}, "%s: %q must be a path inside the pack", field, pat)
+			continue
+		}
+		matches, err := fs.Glob(l.fsys, path.Clean(pat))
+		if err != nil {
+			l.addf(Pos{File: l.display(ManifestFile)}, "%s: bad pattern %q: %v", field, pat, err)
+			continue
+		}
+		if len(matches) == 0 {
+			l.addf(Pos{File: l.display(ManifestFile)}, "%s: %q matches no file", field, pat)
+		}
+		sort.Strings(matches)
+		for _, m := range matches {
+			if !seen[m] {
+				seen[m] = true
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+func (l *loader) load() *Pack {
+	doc := l.read(ManifestFile, "pack")
+	if doc == nil {
+		return nil
+	}
+	var m manifest
+	if err := doc.root.Decode(&m); err != nil {
+		l.addf(Pos{File: doc.path, Line: doc.root.Line}, "%v", err)
+		return nil
+	}
+	p := &Pack{
+		Name: m.Name, Version: m.Version, Description: m.Description, Dir: l.dir,
+		Limits:  Limits{CELCost: m.Limits.CELCost},
+		Specs:   map[string]*Spec{},
+		Bundles: map[string]*Bundle{},
+		Tools:   map[string]*Tool{},
+		Gates:   map[string]*Gate{},
+	}
+	if p.Limits.CELCost == 0 {
+		p.Limits.CELCost = DefaultCELCost
+	}
+	for _, rel := range l.expand("specs", m.Specs) {
+		l.loadSpec(p, rel)
+	}
+	for _, rel := range l.expand("policies", m.Policies) {
+		l.loadBundle(p, rel)
+	}
+	if m.Controls != "" {
+		l.loadControls(p, m.Controls)
+	}
+	if m.Tools != "" {
+		l.loadTools(p, m.Tools)
+	}
+	l.crossCheck(p)
+
+	for _, f := range l.files {
+		p.Files = append(p.Files, *f)
+	}
+	slices.SortFunc(p.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	var b strings.Builder
+	for _, f := range p.Files {
+		fmt.Fprintf(&b, "%s  %s\n", f.Hash, f.Path)
+	}
+	p.Manifest = []byte(b.String())
+	p.Hash = digest(p.Manifest)
+	return p
+}
+
+func (l *loader) pos(doc *document, ptr string) Pos {
+	return Pos{File: doc.path, Line: doc.line(ptr)}
+}
+
+func (l *loader) duration(doc *document, ptr, text string) time.Duration {
+	if text == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(text)
+	if err != nil || d <= 0 {
+		l.addf(l.pos(doc, ptr), "%q is not a positive duration", text)
+	}
+	return d
+}
+
+func (l *loader) loadSpec(p *Pack, rel string) {
+	doc := l.read(rel, "spec")
+	if doc == nil {
+		return
+	}
+	s := new(Spec)
+	if err := doc.root.Decode(s); err != nil {
+		l.addf(l.pos(doc, ""), "%v", err)
+		return
+	}
+	s.Pos = l.pos(doc, "")
+	if prev, dup := p.Specs[s.DecisionKey]; dup {
+		l.addf(l.pos(doc, "/decision_key"), "decision key %q is already defined at %s", s.DecisionKey, prev.Pos)
+		return
+	}
+	if v, ok := doc.value.(map[string]any)["outputs_schema"]; ok {
+		s.OutputsSchemaDoc = v
+	}
+	if s.OutputsSchemaDoc != nil {
+		sch, err := compileOutputsSchema(s.DecisionKey, s.OutputsSchemaDoc)
+		if err != nil {
+			l.addf(l.pos(doc, "/outputs_schema"), "outputs_schema: %v", err)
+		}
+		s.OutputsSchema = sch
+	}
+	for i, r := range s.RequiredEvidence {
+		ptr := fmt.Sprintf("/required_evidence/%d", i)
+		r.Pos = l.pos(doc, ptr)
+		r.MaxAge = l.duration(doc, ptr+"/max_age", r.MaxAgeText)
+		if r.OnMissing == "" {
+			r.OnMissing = "replan_local"
+		}
+	}
+	if s.Budgets != nil {
+		s.Budgets.Pos = l.pos(doc, "/budgets")
+		if s.Budgets.OnExceed == "" {
+			s.Budgets.OnExceed = "deny"
+		}
+	}
+	p.Specs[s.DecisionKey] = s
+}
+
+func (l *loader) loadBundle(p *Pack, rel string) {
+	doc := l.read(rel, "policy")
+	if doc == nil {
+		return
+	}
+	b := new(Bundle)
+	if err := doc.root.Decode(b); err != nil {
+		l.addf(l.pos(doc, ""), "%v", err)
+		return
+	}
+	b.Pos = l.pos(doc, "")
+	if prev, dup := p.Bundles[b.BundleID]; dup {
+		l.addf(l.pos(doc, "/bundle_id"), "bundle %q is already defined at %s", b.BundleID, prev.Pos)
+		return
+	}
+	seen := map[string]Pos{}
+	for i, r := range b.Rules {
+		ptr := fmt.Sprintf("/rules/%d", i)
+		r.Pos = l.pos(doc, ptr)
+		r.WhenPos = l.pos(doc, ptr+"/when")
+		if prev, dup := seen[r.ID]; dup {
+			l.addf(l.pos(doc, ptr+"/id"), "rule %q is already defined at %s", r.ID, prev)
+		}
+		seen[r.ID] = r.Pos
+		for j, c := range r.WhatWouldChangeThis {
+			c.Pos = l.pos(doc, fmt.Sprintf("%s/what_would_change_this/%d", ptr, j))
+			l.checkCondition(doc, c)
+		}
+	}
+	p.Bundles[b.BundleID] = b
+}
+
+func (l *loader) checkCondition(doc *document, c *Condition) {
+	if c.Kind == "" {
+		switch {
+		case c.Gate != "":
+			c.Kind = writ.ConditionApproval
+		case c.EvidenceKind != "":
+			c.Kind = writ.ConditionEvidence
+		case c.Expression != "":
+			c.Kind = writ.ConditionExpression
+		}
+	}
+	switch c.Kind {
+	case writ.ConditionEvidence:
+		if c.EvidenceKind == "" {
+			l.addf(c.Pos, "an evidence condition needs evidence_kind")
+		}
+	case writ.ConditionApproval:
+		if c.Gate == "" {
+			l.addf(c.Pos, "an approval condition needs gate")
+		}
+	case writ.ConditionExpression:
+		if c.Expression == "" {
+			l.addf(c.Pos, "an expression condition needs expression")
+		}
+	}
+	if c.MaxAge != "" {
+		if d, err := time.ParseDuration(c.MaxAge); err != nil || d <= 0 {
+			l.addf(c.Pos, "max_age %q is not a positive duration", c.MaxAge)
+		}
+	}
+}
+
+func (l *loader) loadControls(p *Pack, rel string) {
+	doc := l.read(rel, "controls")
+	if doc == nil {
+		return
+	}
+	if err := doc.root.Decode(&p.Controls); err != nil {
+		l.addf(l.pos(doc, ""), "%v", err)
+		return
+	}
+	ids := map[string]Pos{}
+	claim := func(id string, pos Pos) {
+		if prev, dup := ids[id]; dup {
+			l.addf(pos, "control %q is already defined at %s", id, prev)
+		}
+		ids[id] = pos
+	}
+	for name, list := range map[string][]*Control{"must_refuse": p.Controls.MustRefuse, "must_escalate": p.Controls.MustEscalate} {
+		for i, c := range list {
+			ptr := fmt.Sprintf("/%s/%d", name, i)
+			c.Pos = l.pos(doc, ptr)
+			c.WhenPos = l.pos(doc, ptr+"/when")
+		}
+	}
+	for _, list := range [][]*Control{p.Controls.MustRefuse, p.Controls.MustEscalate} {
+		for _, c := range list {
+			claim(c.ID, c.Pos)
+		}
+	}
+	for i, g := range p.Controls.ApprovalGates {
+		ptr := fmt.Sprintf("/approval_gates/%d", i)
+		g.Pos = l.pos(doc, ptr)
+		g.TTL = l.duration(doc, ptr+"/ttl", g.TTLText)
+		claim(g.ID, g.Pos)
+		p.Gates[g.ID] = g
+	}
+	for i, r := range p.Controls.Redaction {
+		ptr := fmt.Sprintf("/redaction/%d", i)
+		r.Pos = l.pos(doc, ptr)
+		claim(r.ID, r.Pos)
+		for j, pat := range r.PatternTexts {
+			re, err := regexp.Compile(pat)
+			if err != nil {
+				l.addf(l.pos(doc, fmt.Sprintf("%s/patterns/%d", ptr, j)), "bad pattern: %v", err)
+				continue
+			}
+			r.Patterns = append(r.Patterns, re)
+		}
+	}
+}
+
+func (l *loader) loadTools(p *Pack, rel string) {
+	doc := l.read(rel, "tools")
+	if doc == nil {
+		return
+	}
+	var m struct {
+		Tools []*Tool `yaml:"tools"`
+	}
+	if err := doc.root.Decode(&m); err != nil {
+		l.addf(l.pos(doc, ""), "%v", err)
+		return
+	}
+	for i, t := range m.Tools {
+		t.Pos = l.pos(doc, fmt.Sprintf("/tools/%d", i))
+		if prev, dup := p.Tools[t.Name]; dup {
+			l.addf(t.Pos, "tool %q is already defined at %s", t.Name, prev.Pos)
+			continue
+		}
+		p.Tools[t.Name] = t
+	}
+}
+
+// crossCheck resolves references between files.
+func (l *loader) crossCheck(p *Pack) {
+	for _, s := range sortedSpecs(p) {
+		for _, id := range s.Policies {
+			if _, ok := p.Bundles[id]; !ok {
+				l.addf(s.Pos, "spec %s names policy bundle %q, which the pack does not define", s.DecisionKey, id)
+			}
+		}
+	}
+	for _, t := range sortedTools(p) {
+		s, ok := p.Specs[t.DecisionKey]
+		if !ok {
+			l.addf(t.Pos, "tool %q maps to decision key %q, which the pack does not define", t.Name, t.DecisionKey)
+			continue
+		}
+		if t.ActionClass == "" {
+			t.ActionClass = s.ActionClass
+		} else if t.ActionClass != s.ActionClass {
+			l.addf(t.Pos, "tool %q has action class %q but its decision spec %s has %q", t.Name, t.ActionClass, s.DecisionKey, s.ActionClass)
+		}
+		if s.ApprovalMode != "" && writ.ApprovalMode(s.ApprovalMode).Rank() > writ.ApprovalMode(t.ApprovalModeCeiling).Rank() {
+			l.addf(t.Pos, "tool %q has approval-mode ceiling %s, below its spec's approval mode %s", t.Name, t.ApprovalModeCeiling, s.ApprovalMode)
+		}
+	}
+	checkScope := func(pos Pos, what string, a AppliesTo) {
+		for _, k := range a.DecisionKeys {
+			if _, ok := p.Specs[k]; !ok {
+				l.addf(pos, "%s applies to decision key %q, which the pack does not define", what, k)
+			}
+		}
+		for _, t := range a.Tools {
+			if _, ok := p.Tools[t]; !ok {
+				l.addf(pos, "%s applies to tool %q, which the tool manifest does not define", what, t)
+			}
+		}
+	}
+	checkGate := func(pos Pos, what, gate string) {
+		if gate != "" {
+			if _, ok := p.Gates[gate]; !ok {
+				l.addf(pos, "%s names approval gate %q, which the runtime controls do not define", what, gate)
+			}
+		}
+	}
+	for _, b := range sortedBundles(p) {
+		for _, r := range b.Rules {
+			what := fmt.Sprintf("rule %s", r.ID)
+			checkScope(r.Pos, what, r.AppliesTo)
+			checkGate(r.Pos, what, r.Gate)
+			if r.Gate != "" && r.Effect != "require_approval" {
+				l.addf(r.Pos, "rule %s names gate %q but its effect is %s, not require_approval", r.ID, r.Gate, r.Effect)
+			}
+			for _, c := range r.WhatWouldChangeThis {
+				checkGate(c.Pos, what, c.Gate)
+			}
+		}
+	}
+	for _, list := range [][]*Control{p.Controls.MustRefuse, p.Controls.MustEscalate} {
+		for _, c := range list {
+			checkScope(c.Pos, "control "+c.ID, c.AppliesTo)
+		}
+	}
+}
+
+func sortedSpecs(p *Pack) []*Spec {
+	out := make([]*Spec, 0, len(p.Specs))
+	for _, s := range p.Specs {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *Spec) int { return strings.Compare(a.DecisionKey, b.DecisionKey) })
+	return out
+}
+
+func sortedTools(p *Pack) []*Tool {
+	out := make([]*Tool, 0, len(p.Tools))
+	for _, t := range p.Tools {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func sortedBundles(p *Pack) []*Bundle {
+	out := make([]*Bundle, 0, len(p.Bundles))
+	for _, b := range p.Bundles {
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b *Bundle) int { return strings.Compare(a.BundleID, b.BundleID) })
+	return out
+}

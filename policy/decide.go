@@ -1,0 +1,371 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/common/types"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/pack"
+)
+
+// Resolved is a check resolved under the pinned pack: its spec, its tool,
+// and the candidate checks that apply.
+type Resolved struct {
+	Spec         *pack.Spec
+	Tool         *pack.Tool // nil when the check named only a decision key
+	ActionClass  string
+	ApprovalMode writ.ApprovalMode
+	// PolicyVersions are the spec's bundles, bundle_id@version.
+	PolicyVersions []string
+	Controls       writ.ControlsActive
+
+	pack  *pack.Pack
+	index *specIndex
+	cands *candidates
+}
+
+// Resolve finds the spec, tool and candidates of req. An unknown tool or
+// decision key, or a tool and decision key that disagree, is EINVALID.
+func (p *Policy) Resolve(req *writ.CheckRequest) (*Resolved, error) {
+	key := req.DecisionKey
+	var tool *pack.Tool
+	if req.Tool != "" {
+		t, ok := p.Pack.Tools[req.Tool]
+		if !ok {
+			return nil, invalid("tool", "tool %q is not in the tool manifest of pack %s", req.Tool, p.Pack.ID())
+		}
+		if key != "" && key != t.DecisionKey {
+			return nil, invalid("decision_key", "tool %q maps to decision key %q, not %q", req.Tool, t.DecisionKey, key)
+		}
+		key, tool = t.DecisionKey, t
+	}
+	if key == "" {
+		return nil, invalid("decision_key", "a check needs a decision_key or a tool")
+	}
+	idx, ok := p.specs[key]
+	if !ok {
+		return nil, invalid("decision_key", "decision key %q is not defined in pack %s", key, p.Pack.ID())
+	}
+	if req.ApprovalMode != "" && req.ApprovalMode.Rank() < 0 {
+		return nil, invalid("approval_mode", "unknown approval mode %q (want read_only, local_write, network, delegated or destructive)", req.ApprovalMode)
+	}
+	r := &Resolved{pack: p.Pack, Spec: idx.spec, Tool: tool, ActionClass: idx.spec.ActionClass, PolicyVersions: idx.policyVersions, index: idx, cands: idx.noTool}
+	if tool != nil {
+		r.ActionClass = tool.ActionClass
+		r.cands = idx.byTool[tool.Name]
+	}
+	switch {
+	case req.ApprovalMode != "":
+		r.ApprovalMode = req.ApprovalMode
+	case idx.spec.ApprovalMode != "":
+		r.ApprovalMode = writ.ApprovalMode(idx.spec.ApprovalMode)
+	case tool != nil:
+		r.ApprovalMode = writ.ApprovalMode(tool.ApprovalModeCeiling)
+	}
+	r.Controls = r.cands.controls
+	return r, nil
+}
+
+func invalid(field, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return &writ.Error{Code: writ.EINVALID, Message: msg, Details: []writ.Detail{{Field: field, Message: msg}}}
+}
+
+// CheckID names one check a decision can apply: a rule, a control, an
+// evidence requirement, a budget or the approval-mode ceiling. It is built
+// once, when the pack compiles.
+type CheckID struct {
+	// BundleID is "bundle@version" for a rule, "controls" for a control,
+	// "spec:key@version" for an evidence requirement or a budget, and
+	// "tool_manifest" for the approval-mode ceiling.
+	BundleID string
+	RuleID   string
+	// PolicyDecisionID identifies the check at its version; the applied
+	// verdict is appended (":allow", ":deny", ...), so the same check with
+	// the same verdict has the same id in every record.
+	PolicyDecisionID string
+
+	idAllow, idFired string
+}
+
+func newCheckID(bundleID, ruleID, pdPrefix string, e Effect) *CheckID {
+	pd := pdPrefix + ruleID
+	return &CheckID{BundleID: bundleID, RuleID: ruleID, PolicyDecisionID: pd, idAllow: pd + ":allow", idFired: pd + ":" + e.String()}
+}
+
+// Applied is one check that was applied to a decision.
+type Applied struct {
+	ID *CheckID
+	// Verdict is the check's effect when it fired, Allow when it did not.
+	Verdict Effect
+	// Firing is set when the check fired.
+	Firing *Firing
+}
+
+// PolicyDecisionID is the id of the check with its verdict.
+func (a Applied) PolicyDecisionID() string {
+	if a.Firing != nil {
+		return a.ID.idFired
+	}
+	return a.ID.idAllow
+}
+
+// Firing is what a fired check contributes to the receipt.
+type Firing struct {
+	// EvalError is set when the condition could not be evaluated; the
+	// check then fires (fail closed).
+	EvalError    string
+	Reason       writ.Reason
+	NextSteps    []writ.Reason
+	Guidance     []string
+	Changes      []writ.Condition
+	Routing      pack.Routing
+	Gate         string
+	MustNotRetry bool
+}
+
+// Decision is the result of Decide.
+type Decision struct {
+	// Effect is the strongest effect among the checks that fired.
+	Effect  Effect
+	Applied []Applied
+	// Gates are the approval gates the fired checks require.
+	Gates []string
+}
+
+// Decide evaluates req under r at the clock reading now. It is pure: the
+// same inputs always give the same decision.
+func (p *Policy) Decide(r *Resolved, req *writ.CheckRequest, now time.Time) *Decision {
+	v := newVars(req, r, now)
+	d := &Decision{Applied: make([]Applied, 0, len(r.cands.checks)+len(r.index.evidence)+5)}
+	d.ceiling(r)
+	for _, ch := range r.cands.checks {
+		if ch.bundleID == "controls" {
+			d.add(ch.apply(v))
+		}
+	}
+	for _, e := range r.index.evidence {
+		d.add(e.apply(req, now, r.Spec))
+	}
+	d.budgets(r.index, req.Usage)
+	for _, ch := range r.cands.checks {
+		if ch.bundleID != "controls" {
+			d.add(ch.apply(v))
+		}
+	}
+	return d
+}
+
+func (d *Decision) add(a Applied) {
+	if f := a.Firing; f != nil {
+		if a.Verdict > d.Effect {
+			d.Effect = a.Verdict
+		}
+		if f.Gate != "" && !slices.Contains(d.Gates, f.Gate) {
+			d.Gates = append(d.Gates, f.Gate)
+		}
+	}
+	d.Applied = append(d.Applied, a)
+}
+
+func (ch *check) apply(v *vars) Applied {
+	a := Applied{ID: ch.cid}
+	var evalErr string
+	out, _, err := ch.prg.Eval(v)
+	switch {
+	case err != nil:
+		evalErr = err.Error()
+	case out == types.True:
+	case out == types.False:
+		return a
+	default:
+		evalErr = fmt.Sprintf("condition evaluated to %v, not a bool", out)
+	}
+	f := &Firing{
+		EvalError:    evalErr,
+		Reason:       writ.Reason{Code: ch.reason.code, Message: ch.reason.message.render(v)},
+		Routing:      ch.routing,
+		Gate:         ch.gate,
+		MustNotRetry: ch.mustNotRetry || ch.effect == Deny,
+	}
+	if evalErr != "" {
+		f.Reason.Message += " (the condition could not be evaluated: " + evalErr + "; writ fails closed)"
+	}
+	for _, s := range ch.nextSteps {
+		f.NextSteps = append(f.NextSteps, writ.Reason{Code: s.code, Message: s.message.render(v)})
+	}
+	for _, g := range ch.guidance {
+		f.Guidance = append(f.Guidance, g.render(v))
+	}
+	for _, c := range ch.changes {
+		cond := c.c
+		cond.Text = c.text.render(v)
+		f.Changes = append(f.Changes, cond)
+	}
+	a.Verdict, a.Firing = ch.effect, f
+	return a
+}
+
+// ceiling denies a check that asks for an approval mode above its tool's
+// ceiling.
+func (d *Decision) ceiling(r *Resolved) {
+	if r.Tool == nil {
+		return
+	}
+	a := Applied{ID: r.index.ceilings[r.Tool.Name]}
+	ceil := writ.ApprovalMode(r.Tool.ApprovalModeCeiling)
+	if r.ApprovalMode.Rank() > ceil.Rank() {
+		a.Verdict = Deny
+		a.Firing = &Firing{
+			Reason:       writ.Reason{Code: "approval_mode_above_ceiling", Message: fmt.Sprintf("Tool %s may act at most as %s; the check asked for %s.", r.Tool.Name, ceil, r.ApprovalMode)},
+			NextSteps:    []writ.Reason{{Code: "LOWER_APPROVAL_MODE", Message: fmt.Sprintf("Retry with an approval mode of %s or lower.", ceil)}},
+			MustNotRetry: true,
+		}
+	}
+	d.add(a)
+}
+
+// apply checks one evidence requirement: present, of the request's tenant,
+// not observed in the future, and no older than its maximum age.
+func (e *evidenceCheck) apply(req *writ.CheckRequest, now time.Time, spec *pack.Spec) Applied {
+	a := Applied{ID: e.cid}
+	kind, maxAge := e.req.Kind, e.req.MaxAge
+	var best *writ.Evidence
+	var foreign, future *writ.Evidence
+	for i := range req.Evidence {
+		ev := &req.Evidence[i]
+		switch {
+		case ev.Kind != kind:
+		case ev.TenantID != "" && ev.TenantID != req.TenantID:
+			foreign = ev
+		case ev.ObservedAt != nil && ev.ObservedAt.After(now.Add(ClockSkew)):
+			future = ev
+		case best == nil || observed(ev).After(observed(best)):
+			best = ev
+		}
+	}
+	var reason writ.Reason
+	switch {
+	case best == nil && foreign != nil:
+		reason = writ.Reason{Code: "evidence_wrong_tenant", Message: fmt.Sprintf("Evidence %s belongs to another tenant; required %s evidence of this tenant is missing.", foreign.Ref(), kind)}
+	case best == nil && future != nil:
+		reason = writ.Reason{Code: "evidence_from_future", Message: fmt.Sprintf("Evidence %s was observed in the future (%s); required %s evidence is missing.", future.Ref(), future.ObservedAt.UTC().Format(time.RFC3339), kind)}
+	case best == nil:
+		reason = writ.Reason{Code: "missing_evidence", Message: fmt.Sprintf("Required %s evidence is missing.", kind)}
+	case maxAge > 0 && best.ObservedAt == nil:
+		reason = writ.Reason{Code: "stale_evidence", Message: fmt.Sprintf("Evidence %s has no observed_at, so it cannot be shown to be younger than %s.", best.Ref(), e.req.MaxAgeText)}
+	case maxAge > 0 && now.Sub(*best.ObservedAt) > maxAge:
+		reason = writ.Reason{Code: "stale_evidence", Message: fmt.Sprintf("Evidence %s was observed %s ago, more than the allowed %s.", best.Ref(), now.Sub(*best.ObservedAt).Round(time.Second), e.req.MaxAgeText)}
+	default:
+		return a
+	}
+	if e.req.Reason != nil {
+		// The pack's own words, with writ's diagnosis kept alongside.
+		reason = writ.Reason{Code: e.req.Reason.Code, Message: e.req.Reason.Message + " (" + reason.Message + ")"}
+	}
+	f := &Firing{Reason: reason, Routing: e.req.Routing}
+	a.Verdict, a.Firing = e.effect, f
+	step := writ.Reason{Code: "FETCH_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(kind)), Message: fmt.Sprintf("Fetch current %s evidence and retry the check.", kind)}
+	if e.req.SafeNextStep != nil {
+		step = writ.Reason{Code: e.req.SafeNextStep.Code, Message: e.req.SafeNextStep.Message}
+	}
+	f.NextSteps = []writ.Reason{step}
+	text := fmt.Sprintf("Evidence of kind %s for this tenant.", kind)
+	if maxAge > 0 {
+		text = fmt.Sprintf("Evidence of kind %s for this tenant, observed within %s.", kind, e.req.MaxAgeText)
+	}
+	f.Changes = []writ.Condition{{Kind: writ.ConditionEvidence, Text: text, EvidenceKind: kind, MaxAge: e.req.MaxAgeText}}
+	return a
+}
+
+func observed(e *writ.Evidence) time.Time {
+	if e.ObservedAt == nil {
+		return time.Time{}
+	}
+	return *e.ObservedAt
+}
+
+// budgets checks the request's usage against the spec's budgets, one
+// applied check per budgeted dimension.
+func (d *Decision) budgets(idx *specIndex, u *writ.Usage) {
+	if len(idx.budgets) == 0 {
+		return
+	}
+	if u == nil {
+		u = &writ.Usage{}
+	}
+	for _, b := range idx.budgets {
+		d.add(b.apply(u))
+	}
+}
+
+// budgetCheck is one budgeted dimension of a spec.
+type budgetCheck struct {
+	cid    *CheckID
+	dim    string
+	limit  float64
+	used   func(*writ.Usage) float64
+	effect Effect
+}
+
+func compileBudgets(s *pack.Spec) []*budgetCheck {
+	b := s.Budgets
+	if b == nil {
+		return nil
+	}
+	effect, _ := ParseEffect(b.OnExceed)
+	var out []*budgetCheck
+	add := func(dim string, limit *float64, used func(*writ.Usage) float64) {
+		if limit == nil {
+			return
+		}
+		cid := newCheckID("spec:"+s.ID(), "budget."+dim, "pd:"+s.ID()+":", effect)
+		out = append(out, &budgetCheck{cid: cid, dim: dim, limit: *limit, used: used, effect: effect})
+	}
+	add("tool_calls", intLimit(b.ToolCalls), func(u *writ.Usage) float64 { return float64(u.ToolCalls) })
+	add("tokens", intLimit(b.Tokens), func(u *writ.Usage) float64 { return float64(u.Tokens) })
+	add("cost_usd_cents", b.CostUSDCents, func(u *writ.Usage) float64 { return u.CostUSDCents })
+	add("wall_clock_ms", intLimit(b.WallClockMS), func(u *writ.Usage) float64 { return float64(u.WallClockMS) })
+	return out
+}
+
+func (b *budgetCheck) apply(u *writ.Usage) Applied {
+	a := Applied{ID: b.cid}
+	used := b.used(u)
+	if used <= b.limit {
+		return a
+	}
+	lim := strconv.FormatFloat(b.limit, 'f', -1, 64)
+	a.Verdict = b.effect
+	a.Firing = &Firing{
+		Reason:    writ.Reason{Code: "budget_exceeded", Message: fmt.Sprintf("Budget %s exceeded: used %s, allowed %s.", b.dim, strconv.FormatFloat(used, 'f', -1, 64), lim)},
+		NextSteps: []writ.Reason{{Code: "REDUCE_" + strings.ToUpper(b.dim), Message: fmt.Sprintf("Finish within the %s budget of %s, or ask the policy owner for a larger one.", b.dim, lim)}},
+		Changes:   []writ.Condition{{Kind: writ.ConditionBudget, Text: fmt.Sprintf("The run's %s stay within %s.", b.dim, lim), Expression: fmt.Sprintf("usage.%s <= %s", b.dim, floatLiteral(b.limit))}},
+	}
+	return a
+}
+
+func intLimit(n *int64) *float64 {
+	if n == nil {
+		return nil
+	}
+	f := float64(*n)
+	return &f
+}
+
+// floatLiteral renders f as a CEL double literal.
+func floatLiteral(f float64) string {
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".e") {
+		s += ".0"
+	}
+	return s
+}
+
+// Pack is the pack r was resolved under.
+func (r *Resolved) Pack() *pack.Pack { return r.pack }

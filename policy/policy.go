@@ -1,0 +1,341 @@
+// Package policy turns a loaded pack into a compiled policy and decides
+// boundary checks with it.
+//
+// Compile type-checks every CEL condition of the pack and indexes rules
+// and controls by decision spec and tool, so that a check evaluates only
+// its candidates. Decide is pure: a deterministic function of the request,
+// the compiled pack and the clock reading it is given. It does no I/O and
+// keeps no state between calls, which is what makes replay exact.
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/pack"
+)
+
+// Policy is a compiled pack. It is safe for concurrent use.
+type Policy struct {
+	Pack  *pack.Pack
+	env   *cel.Env
+	specs map[string]*specIndex
+}
+
+// specIndex holds the candidates of one decision spec.
+type specIndex struct {
+	spec           *pack.Spec
+	policyVersions []string
+	evidence       []*evidenceCheck
+	budgets        []*budgetCheck
+	ceilings       map[string]*CheckID // by tool
+	// byTool lists the candidate checks for each tool of the manifest
+	// that maps to this spec; noTool is used when the check names only
+	// the decision key.
+	byTool map[string]*candidates
+	noTool *candidates
+}
+
+// candidates are the checks that apply to one (spec, tool) pair, in
+// evaluation order: must_refuse controls, must_escalate controls, then the
+// rules of the spec's bundles in bundle and file order.
+type candidates struct {
+	checks   []*check
+	controls writ.ControlsActive
+}
+
+// check is one compiled condition: a rule or a control.
+type check struct {
+	cid          *CheckID
+	id           string // rule or control id
+	bundleID     string // "bundle@version" of a rule; "controls" for a control
+	effect       Effect
+	gate         string
+	mustNotRetry bool
+	when         string
+	prg          cel.Program
+	reason       reasonTemplate
+	nextSteps    []reasonTemplate
+	guidance     []template
+	changes      []conditionTemplate
+	routing      pack.Routing
+	appliesTo    pack.AppliesTo
+}
+
+type reasonTemplate struct {
+	code    string
+	message template
+}
+
+type conditionTemplate struct {
+	c    writ.Condition
+	text template
+}
+
+type evidenceCheck struct {
+	cid    *CheckID
+	req    *pack.EvidenceRequirement
+	effect Effect
+}
+
+// Compile compiles p. Every problem is reported with its file and line.
+func Compile(p *pack.Pack) (*Policy, error) {
+	env, err := newEnv()
+	if err != nil {
+		return nil, fmt.Errorf("policy: CEL environment: %w", err)
+	}
+	c := &compiler{env: env, pack: p}
+	pol := &Policy{Pack: p, env: env, specs: map[string]*specIndex{}}
+
+	refuse := c.controls(p.Controls.MustRefuse, Deny)
+	escalate := c.controls(p.Controls.MustEscalate, Escalate)
+	rules := map[string][]*check{}
+	for id, b := range p.Bundles {
+		for _, r := range b.Rules {
+			rules[id] = append(rules[id], c.rule(b, r))
+		}
+	}
+	for key, s := range p.Specs {
+		idx := &specIndex{spec: s, byTool: map[string]*candidates{}, ceilings: map[string]*CheckID{}}
+		var specChecks []*check
+		specChecks = append(specChecks, refuse...)
+		specChecks = append(specChecks, escalate...)
+		for _, id := range s.Policies {
+			b, ok := p.Bundles[id]
+			if !ok {
+				continue // reported by pack.Load
+			}
+			idx.policyVersions = append(idx.policyVersions, b.ID())
+			specChecks = append(specChecks, rules[id]...)
+		}
+		for _, r := range s.RequiredEvidence {
+			e, _ := ParseEffect(r.OnMissing)
+			cid := newCheckID("spec:"+s.ID(), "evidence."+r.Kind, "pd:"+s.ID()+":", e)
+			idx.evidence = append(idx.evidence, &evidenceCheck{cid: cid, req: r, effect: e})
+		}
+		c.checkOutcomes(s, specChecks)
+		idx.noTool = c.candidates(s, "", specChecks)
+		for name, t := range p.Tools {
+			if t.DecisionKey == key {
+				idx.byTool[name] = c.candidates(s, name, specChecks)
+				idx.ceilings[name] = newCheckID("tool_manifest", "approval_mode_ceiling", "pd:tool:"+name+":", Deny)
+			}
+		}
+		idx.budgets = compileBudgets(s)
+		pol.specs[key] = idx
+	}
+	if len(c.problems) > 0 {
+		slices.SortStableFunc(c.problems, func(a, b writ.Detail) int {
+			if n := strings.Compare(a.File, b.File); n != 0 {
+				return n
+			}
+			return a.Line - b.Line
+		})
+		return nil, &writ.Error{
+			Code:    writ.EINVALID,
+			Message: fmt.Sprintf("pack %s is invalid (%d problems in conditions and templates)", p.Dir, len(c.problems)),
+			Details: c.problems,
+		}
+	}
+	return pol, nil
+}
+
+type compiler struct {
+	env      *cel.Env
+	pack     *pack.Pack
+	problems []writ.Detail
+	seen     map[string]bool
+}
+
+func (c *compiler) addf(pos pack.Pos, format string, args ...any) {
+	d := writ.Detail{File: pos.File, Line: pos.Line, Message: fmt.Sprintf(format, args...)}
+	if c.seen == nil {
+		c.seen = map[string]bool{}
+	}
+	if key := d.String(); !c.seen[key] {
+		c.seen[key] = true
+		c.problems = append(c.problems, d)
+	}
+}
+
+// program compiles and type-checks one boolean CEL condition.
+func (c *compiler) program(pos pack.Pos, what, expr string) cel.Program {
+	ast, iss := c.env.Compile(expr)
+	if iss != nil && iss.Err() != nil {
+		c.addf(pos, "%s: invalid CEL condition %q: %s", what, expr, oneLine(iss.Err().Error()))
+		return nil
+	}
+	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
+		c.addf(pos, "%s: condition %q has type %s, want bool", what, expr, cel.FormatCELType(ast.OutputType()))
+		return nil
+	}
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if _, ok := costBounded(c.env, ast, c.pack.Limits.CELCost); !ok {
+		// Not provably cheap (a comprehension or a string function over
+		// caller data): bound it while it runs.
+		opts = append(opts, cel.CostLimit(c.pack.Limits.CELCost))
+	}
+	prg, err := c.env.Program(ast, opts...)
+	if err != nil {
+		c.addf(pos, "%s: %v", what, err)
+		return nil
+	}
+	return prg
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
+}
+
+func (c *compiler) template(pos pack.Pos, what, s string) template {
+	t, err := parseTemplate(s)
+	if err != nil {
+		c.addf(pos, "%s: %v", what, err)
+	}
+	return t
+}
+
+func (c *compiler) reason(pos pack.Pos, what string, r pack.Reason) reasonTemplate {
+	return reasonTemplate{code: r.Code, message: c.template(pos, what, r.Message)}
+}
+
+func (c *compiler) rule(b *pack.Bundle, r *pack.Rule) *check {
+	what := "rule " + r.ID
+	e, err := ParseEffect(r.Effect)
+	if err != nil {
+		c.addf(r.Pos, "%s: %v", what, err)
+	}
+	ch := &check{
+		id:           r.ID,
+		bundleID:     b.ID(),
+		cid:          newCheckID(b.ID(), r.ID, "pd:"+b.ID()+":", e),
+		effect:       e,
+		gate:         r.Gate,
+		mustNotRetry: r.MustNotRetrySameAction,
+		when:         r.When,
+		prg:          c.program(r.WhenPos, what, r.When),
+		reason:       c.reason(r.Pos, what, r.Reason),
+		routing:      r.Routing,
+		appliesTo:    r.AppliesTo,
+	}
+	for _, s := range r.SafeNextSteps {
+		ch.nextSteps = append(ch.nextSteps, c.reason(r.Pos, what, s))
+	}
+	for _, g := range r.ViewerGuidance {
+		ch.guidance = append(ch.guidance, c.template(r.Pos, what, g))
+	}
+	for _, w := range r.WhatWouldChangeThis {
+		if w.Expression != "" {
+			c.program(w.Pos, what+" what_would_change_this", w.Expression)
+		}
+		ch.changes = append(ch.changes, conditionTemplate{
+			c:    writ.Condition{Kind: w.Kind, EvidenceKind: w.EvidenceKind, MaxAge: w.MaxAge, GateID: w.Gate, Expression: w.Expression},
+			text: c.template(w.Pos, what, w.Text),
+		})
+	}
+	if e == RequireApproval && len(ch.changes) == 0 {
+		ch.changes = append(ch.changes, conditionTemplate{
+			c:    writ.Condition{Kind: writ.ConditionApproval, GateID: r.Gate},
+			text: template{parts: []templatePart{{lit: "An approval at gate " + r.Gate + " for this exact action."}}},
+		})
+	}
+	return ch
+}
+
+func (c *compiler) controls(list []*pack.Control, e Effect) []*check {
+	var out []*check
+	for _, ctl := range list {
+		what := "control " + ctl.ID
+		ch := &check{
+			id:           ctl.ID,
+			bundleID:     "controls",
+			cid:          newCheckID("controls", ctl.ID, "pd:"+c.pack.ID()+":controls:", e),
+			effect:       e,
+			mustNotRetry: true,
+			when:         ctl.When,
+			prg:          c.program(ctl.WhenPos, what, ctl.When),
+			reason:       c.reason(ctl.Pos, what, ctl.Reason),
+			routing:      ctl.Routing,
+			appliesTo:    ctl.AppliesTo,
+		}
+		for _, s := range ctl.SafeNextSteps {
+			ch.nextSteps = append(ch.nextSteps, c.reason(ctl.Pos, what, s))
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+// checkOutcomes refuses a spec whose rules, evidence or budgets can
+// produce an outcome the spec does not allow. Controls are exempt: a
+// safety control always wins.
+func (c *compiler) checkOutcomes(s *pack.Spec, checks []*check) {
+	if len(s.AllowedOutcomes) == 0 {
+		return
+	}
+	allowed := func(e Effect) bool { return slices.Contains(s.AllowedOutcomes, string(e.Outcome())) }
+	for _, ch := range checks {
+		if ch.bundleID != "controls" && matches(ch.appliesTo, s, "") && !allowed(ch.effect) {
+			c.addf(s.Pos, "spec %s allows outcomes %v, but rule %s (%s) can decide %s", s.DecisionKey, s.AllowedOutcomes, ch.id, ch.bundleID, ch.effect.Outcome())
+		}
+	}
+	for _, r := range s.RequiredEvidence {
+		if e, _ := ParseEffect(r.OnMissing); !allowed(e) {
+			c.addf(r.Pos, "spec %s allows outcomes %v, but missing %s evidence decides %s", s.DecisionKey, s.AllowedOutcomes, r.Kind, e.Outcome())
+		}
+	}
+	if b := s.Budgets; b != nil {
+		if e, _ := ParseEffect(b.OnExceed); !allowed(e) {
+			c.addf(b.Pos, "spec %s allows outcomes %v, but an exceeded budget decides %s", s.DecisionKey, s.AllowedOutcomes, e.Outcome())
+		}
+	}
+}
+
+// matches reports whether a rule or control scoped by a applies to spec s
+// called through tool ("" for none). A rule scoped to tools never applies
+// to a check that names no tool.
+func matches(a pack.AppliesTo, s *pack.Spec, tool string) bool {
+	if len(a.DecisionKeys) > 0 && !slices.Contains(a.DecisionKeys, s.DecisionKey) {
+		return false
+	}
+	if len(a.ActionClasses) > 0 && !slices.Contains(a.ActionClasses, s.ActionClass) {
+		return false
+	}
+	if len(a.Tools) > 0 && (tool == "" || !slices.Contains(a.Tools, tool)) {
+		return false
+	}
+	return true
+}
+
+func (c *compiler) candidates(s *pack.Spec, tool string, all []*check) *candidates {
+	cs := &candidates{controls: writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: []string{}}}
+	gates := map[string]bool{}
+	for _, ch := range all {
+		if !matches(ch.appliesTo, s, tool) {
+			continue
+		}
+		cs.checks = append(cs.checks, ch)
+		switch {
+		case ch.bundleID == "controls" && ch.effect == Deny:
+			cs.controls.MustRefuse = append(cs.controls.MustRefuse, ch.id)
+		case ch.bundleID == "controls" && ch.effect == Escalate:
+			cs.controls.MustEscalate = append(cs.controls.MustEscalate, ch.id)
+		}
+		if ch.gate != "" {
+			gates[ch.gate] = true
+		}
+	}
+	for _, g := range c.pack.Controls.ApprovalGates {
+		if gates[g.ID] {
+			cs.controls.ApprovalGatesActive = append(cs.controls.ApprovalGatesActive, g.ID)
+		}
+	}
+	for _, r := range c.pack.Controls.Redaction {
+		cs.controls.RedactionRulesActive = append(cs.controls.RedactionRulesActive, r.ID)
+	}
+	return cs
+}
