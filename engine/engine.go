@@ -209,13 +209,13 @@ func (e *Engine) failClosed(req *writ.CheckRequest, r *policy.Resolved, what str
 	now := e.now().UTC()
 	msg := "writ could not durably record this decision (" + what + "), so the action must not run. Retry the check shortly."
 	rc := &writ.Receipt{
-		ReceiptType:   writ.ReceiptType,
-		DecisionID:    e.newID("dec_", now),
-		Outcome:       writ.OutcomeReplanRequired,
-		ActionClass:   r.ActionClass,
-		SafeToExecute: false,
-		Reasons:       []writ.Reason{{Code: code, Message: msg}},
-		SafeNextSteps: []writ.Reason{{Code: "RETRY_CHECK_LATER", Message: "Retry the same check after a short delay; do not perform the action until a receipt allows it."}},
+		ReceiptType:    writ.ReceiptType,
+		DecisionID:     e.newID("dec_", now),
+		Outcome:        writ.OutcomeReplanRequired,
+		ActionClass:    r.ActionClass,
+		SafeToExecute:  false,
+		Reasons:        []writ.Reason{{Code: code, Message: msg}},
+		SafeNextSteps:  []writ.Reason{{Code: "RETRY_CHECK_LATER", Message: "Retry the same check after a short delay; do not perform the action until a receipt allows it."}},
 		ViewerGuidance: []string{}, WhatWouldChangeThis: []string{"writ's ledger accepts the record again."},
 		WhatWouldChangeThisConditions: []writ.Condition{},
 		Disposition:                   writ.Disposition{Mode: writ.ModeLocalReplan, LocalReplanRecommended: true},

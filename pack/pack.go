@@ -81,14 +81,14 @@ const DefaultCELCost = 100_000
 
 // Spec is a decision spec, decision_key@version.
 type Spec struct {
-	DecisionKey      string   `yaml:"decision_key"`
-	Version          string   `yaml:"version"`
-	Description      string   `yaml:"description"`
-	ActionClass      string   `yaml:"action_class"`
-	AllowedOutcomes  []string `yaml:"allowed_outcomes"`
-	ApprovalMode     string   `yaml:"approval_mode"`
-	Policies         []string `yaml:"policies"`
-	OutputsSchemaDoc any      `yaml:"-"`
+	DecisionKey      string                 `yaml:"decision_key"`
+	Version          string                 `yaml:"version"`
+	Description      string                 `yaml:"description"`
+	ActionClass      string                 `yaml:"action_class"`
+	AllowedOutcomes  []string               `yaml:"allowed_outcomes"`
+	ApprovalMode     string                 `yaml:"approval_mode"`
+	Policies         []string               `yaml:"policies"`
+	OutputsSchemaDoc any                    `yaml:"-"`
 	RequiredEvidence []*EvidenceRequirement `yaml:"required_evidence"`
 	Budgets          *Budgets               `yaml:"budgets"`
 
