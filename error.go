@@ -23,7 +23,13 @@ type Error struct {
 	Code    string
 	Message string
 	Details []Detail
+	// Err is the underlying cause, if any. It is for logs and errors.Is;
+	// it is never shown to callers.
+	Err error
 }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Detail locates one problem.
 type Detail struct {

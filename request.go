@@ -163,3 +163,20 @@ func (m ApprovalMode) Rank() int {
 	}
 	return -1
 }
+
+// ValidTraceID reports whether id is a W3C Trace Context trace id: 32
+// lowercase hex digits, not all zero.
+func ValidTraceID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	zero := true
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+		zero = zero && c == '0'
+	}
+	return !zero
+}

@@ -16,8 +16,7 @@ import (
 )
 
 var (
-	tenantPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$`)
-	traceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	tenantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$`)
 )
 
 const maxKeyLen = 255
@@ -58,7 +57,7 @@ func validate(req *writ.CheckRequest) error {
 			bad(fmt.Sprintf("evidence[%d].id", i), "required")
 		}
 	}
-	if req.TraceID != "" && (!traceIDPattern.MatchString(req.TraceID) || req.TraceID == strings.Repeat("0", 32)) {
+	if req.TraceID != "" && !writ.ValidTraceID(req.TraceID) {
 		bad("trace_id", "must be a W3C trace id: 32 lowercase hex digits, not all zero")
 	}
 	if len(req.IdempotencyKey) > maxKeyLen {

@@ -1,0 +1,203 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/writhq/writ"
+)
+
+// Client is a writ.Service backed by a writ server's HTTP API. Errors the
+// server reports come back as *writ.Error with the server's code and
+// details, so writ.ErrorCode works as it does in-process. Transport
+// failures are returned wrapped, as plain errors (writ.ErrorCode reports
+// them as EINTERNAL); context errors stay visible to errors.Is.
+type Client struct {
+	baseURL string
+	hc      *http.Client
+	header  http.Header
+}
+
+var _ writ.Service = (*Client)(nil)
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithHTTPClient makes the client send requests with hc instead of
+// http.DefaultClient.
+func WithHTTPClient(hc *http.Client) ClientOption {
+	return func(c *Client) { c.hc = hc }
+}
+
+// WithHeader adds a header to every request, such as an Authorization
+// bearer token.
+func WithHeader(key, value string) ClientOption {
+	return func(c *Client) { c.header.Add(key, value) }
+}
+
+// NewClient returns a client of the writ server at baseURL (for example
+// "http://localhost:8080"; a path prefix is kept).
+func NewClient(baseURL string, opts ...ClientOption) *Client {
+	c := &Client{
+		baseURL: strings.TrimRight(baseURL, "/"),
+		hc:      http.DefaultClient,
+		header:  http.Header{},
+	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c
+}
+
+// Check posts req to /v1/check. A valid req.TraceID is also sent as a
+// traceparent header. When the server answers with a fail-closed receipt
+// (503 with a receipt body), Check returns that receipt together with an
+// EUNAVAILABLE error, as the in-process service does.
+func (c *Client) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: encode check request: %w", err)
+	}
+	hreq, err := c.newRequest(ctx, http.MethodPost, "/v1/check", nil, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", mediaJSON)
+	if writ.ValidTraceID(req.TraceID) {
+		if tp, err := formatTraceparent(req.TraceID, sampledFlag, rand.Reader); err == nil {
+			hreq.Header.Set("traceparent", tp)
+		}
+	}
+	resp, err := c.do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.status == http.StatusOK:
+		var rcpt writ.Receipt
+		if err := json.Unmarshal(resp.body, &rcpt); err != nil {
+			return nil, fmt.Errorf("httpapi: decode receipt: %w", err)
+		}
+		return &rcpt, nil
+	case resp.status == http.StatusServiceUnavailable && resp.mediaType == mediaJSON:
+		var rcpt writ.Receipt
+		if err := json.Unmarshal(resp.body, &rcpt); err == nil && rcpt.ReceiptType != "" {
+			return &rcpt, writ.Errorf(writ.EUNAVAILABLE, "writ could not commit the decision record; the receipt is fail-closed")
+		}
+	}
+	return nil, resp.error()
+}
+
+// Record gets one record of the tenant. Raw holds the bytes exactly as the
+// server sent them; Record is parsed from Raw.
+func (c *Client) Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error) {
+	query := url.Values{paramTenantID: {tenantID}}
+	hreq, err := c.newRequest(ctx, http.MethodGet, "/v1/records/"+url.PathEscape(recordID), query, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	if resp.status != http.StatusOK {
+		return nil, resp.error()
+	}
+	return parseStoredRecord(resp.body)
+}
+
+// Records lists the tenant's records matching q.
+func (c *Client) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
+	hreq, err := c.newRequest(ctx, http.MethodGet, "/v1/records", recordQueryValues(q), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	if resp.status != http.StatusOK {
+		return nil, resp.error()
+	}
+	var wire struct {
+		Records    []json.RawMessage `json:"records"`
+		NextCursor string            `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(resp.body, &wire); err != nil {
+		return nil, fmt.Errorf("httpapi: decode record page: %w", err)
+	}
+	page := &writ.RecordPage{NextCursor: wire.NextCursor, Records: make([]writ.StoredRecord, 0, len(wire.Records))}
+	for _, raw := range wire.Records {
+		rec, err := parseStoredRecord(raw)
+		if err != nil {
+			return nil, err
+		}
+		page.Records = append(page.Records, *rec)
+	}
+	return page, nil
+}
+
+// parseStoredRecord keeps raw and parses the record from it.
+func parseStoredRecord(raw []byte) (*writ.StoredRecord, error) {
+	rec := &writ.StoredRecord{Raw: json.RawMessage(raw)}
+	if err := json.Unmarshal(raw, &rec.Record); err != nil {
+		return nil, fmt.Errorf("httpapi: decode record: %w", err)
+	}
+	return rec, nil
+}
+
+func (c *Client) newRequest(ctx context.Context, method, path string, query url.Values, body io.Reader) (*http.Request, error) {
+	u := c.baseURL + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %s %s: %w", method, path, err)
+	}
+	for k, vs := range c.header {
+		req.Header[k] = append([]string(nil), vs...)
+	}
+	req.Header.Set("Accept", mediaJSON+", "+mediaProblem)
+	return req, nil
+}
+
+// response is a server answer read in full.
+type response struct {
+	status    int
+	mediaType string
+	body      []byte
+}
+
+func (c *Client) do(req *http.Request) (*response, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %s %s: %w", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %s %s: read response: %w", req.Method, req.URL.Path, err)
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return &response{status: resp.StatusCode, mediaType: mt, body: body}, nil
+}
+
+// error turns a non-success answer into a *writ.Error: the problem's code,
+// detail and errors when the server sent a problem, else a code derived
+// from the status.
+func (r *response) error() error {
+	var p problem
+	if r.mediaType == mediaProblem && json.Unmarshal(r.body, &p) == nil && p.Code != "" {
+		return &writ.Error{Code: p.Code, Message: p.Detail, Details: p.Errors}
+	}
+	return writ.Errorf(codeOf(r.status), "unexpected answer from writ server: HTTP %d", r.status)
+}

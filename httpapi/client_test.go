@@ -1,0 +1,255 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/writhq/writ"
+)
+
+// headerSpy records the headers of the requests it passes on.
+type headerSpy struct {
+	next http.Handler
+	mu   sync.Mutex
+	seen []http.Header
+}
+
+func (h *headerSpy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.seen = append(h.seen, r.Header.Clone())
+	h.mu.Unlock()
+	h.next.ServeHTTP(w, r)
+}
+
+func (h *headerSpy) last() http.Header {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen[len(h.seen)-1]
+}
+
+// newTestClient serves fake over HTTP and returns a client of it.
+func newTestClient(t *testing.T, fake *fakeService) (*Client, *headerSpy) {
+	t.Helper()
+	s, _ := newTestServer(fake, Config{})
+	spy := &headerSpy{next: s}
+	srv := httptest.NewServer(spy)
+	t.Cleanup(srv.Close)
+	return NewClient(srv.URL+"/", WithHTTPClient(srv.Client()), WithHeader("Authorization", "Bearer k1")), spy
+}
+
+func TestClientCheck(t *testing.T) {
+	fake := &fakeService{receipt: fullReceipt()}
+	c, spy := newTestClient(t, fake)
+	req := fullCheckRequest()
+	got, err := c.Check(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Check() error = %v", err)
+	}
+	if !reflect.DeepEqual(got, fake.receipt) {
+		t.Errorf("Check() = %+v, want %+v", got, fake.receipt)
+	}
+	if !reflect.DeepEqual(fake.lastCheck(), req) {
+		t.Errorf("Check(): service got %+v, want %+v", fake.lastCheck(), req)
+	}
+	h := spy.last()
+	tp, ok := parseTraceparent(h.Values("traceparent"))
+	if !ok || tp.TraceID != req.TraceID {
+		t.Errorf("Check(): traceparent %q, want one carrying trace id %s", h.Values("traceparent"), req.TraceID)
+	}
+	if got := h.Get("Authorization"); got != "Bearer k1" {
+		t.Errorf("Check(): Authorization = %q, want the WithHeader value", got)
+	}
+
+	req.TraceID = ""
+	if _, err := c.Check(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if v := spy.last().Values("traceparent"); v != nil {
+		t.Errorf("Check() without a trace id sent traceparent %q", v)
+	}
+}
+
+func TestClientCheckFailClosed(t *testing.T) {
+	rcpt := fullReceipt()
+	rcpt.Metadata.FailClosed = true
+	fake := &fakeService{receipt: rcpt, err: writ.Errorf(writ.EUNAVAILABLE, "disk full")}
+	c, _ := newTestClient(t, fake)
+	got, err := c.Check(context.Background(), &writ.CheckRequest{TenantID: "t"})
+	if !reflect.DeepEqual(got, rcpt) {
+		t.Errorf("Check() receipt = %+v, want the fail-closed receipt %+v", got, rcpt)
+	}
+	var werr *writ.Error
+	if !errors.As(err, &werr) || werr.Code != writ.EUNAVAILABLE {
+		t.Errorf("Check() error = %#v, want a *writ.Error with code %s", err, writ.EUNAVAILABLE)
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	details := []writ.Detail{{Field: "arguments.amount", Message: "must be positive"}, {File: "specs/a.yaml", Line: 3, Message: "x"}}
+	tests := []struct {
+		svcErr error
+		want   *writ.Error
+	}{
+		{&writ.Error{Code: writ.EINVALID, Message: "bad", Details: details}, &writ.Error{Code: writ.EINVALID, Message: "bad", Details: details}},
+		{&writ.Error{Code: writ.ENOTFOUND, Message: "no such record"}, &writ.Error{Code: writ.ENOTFOUND, Message: "no such record"}},
+		{&writ.Error{Code: writ.ECONFLICT, Message: "key reused", Details: details}, &writ.Error{Code: writ.ECONFLICT, Message: "key reused", Details: details}},
+		{&writ.Error{Code: writ.ETOOLARGE, Message: "too big"}, &writ.Error{Code: writ.ETOOLARGE, Message: "too big"}},
+		{&writ.Error{Code: writ.EUNAVAILABLE, Message: "store down"}, &writ.Error{Code: writ.EUNAVAILABLE, Message: "store down"}},
+		{errors.New("secret"), &writ.Error{Code: writ.EINTERNAL, Message: "internal error"}},
+	}
+	for _, tt := range tests {
+		fake := &fakeService{err: tt.svcErr}
+		c, _ := newTestClient(t, fake)
+		calls := map[string]func() error{
+			"Check": func() error {
+				_, err := c.Check(context.Background(), &writ.CheckRequest{TenantID: "t"})
+				return err
+			},
+			"Record": func() error {
+				_, err := c.Record(context.Background(), "t", "r1")
+				return err
+			},
+			"Records": func() error {
+				_, err := c.Records(context.Background(), writ.RecordQuery{TenantID: "t"})
+				return err
+			},
+		}
+		for name, call := range calls {
+			err := call()
+			var got *writ.Error
+			if !errors.As(err, &got) || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("%s() with service error %v = %#v, want %#v", name, tt.svcErr, err, tt.want)
+			}
+			if writ.ErrorCode(err) != tt.want.Code {
+				t.Errorf("writ.ErrorCode(%s() error) = %q, want %q", name, writ.ErrorCode(err), tt.want.Code)
+			}
+		}
+	}
+}
+
+func TestClientValidationErrors(t *testing.T) {
+	fake := &fakeService{}
+	c, _ := newTestClient(t, fake)
+	_, err := c.Check(context.Background(), &writ.CheckRequest{})
+	want := &writ.Error{Code: writ.EINVALID, Message: "tenant_id is required", Details: []writ.Detail{{Field: "tenant_id", Message: "is required"}}}
+	var got *writ.Error
+	if !errors.As(err, &got) || !reflect.DeepEqual(got, want) {
+		t.Errorf("Check(no tenant) error = %#v, want %#v", err, want)
+	}
+	_, err = c.Records(context.Background(), writ.RecordQuery{TenantID: "t", Limit: 5000})
+	if !errors.As(err, &got) || got.Code != writ.EINVALID || len(got.Details) != 1 || got.Details[0].Field != "limit" {
+		t.Errorf("Records(limit 5000) error = %#v, want EINVALID naming limit", err)
+	}
+	if fake.calls() != 0 {
+		t.Errorf("the service was called %d times for invalid input", fake.calls())
+	}
+}
+
+func TestClientRecord(t *testing.T) {
+	stored := storedRecord(fullRecord())
+	fake := &fakeService{record: stored}
+	c, _ := newTestClient(t, fake)
+	got, err := c.Record(context.Background(), "acme", "rec/1 x?")
+	if err != nil {
+		t.Fatalf("Record() error = %v", err)
+	}
+	if !bytes.Equal(got.Raw, stored.Raw) {
+		t.Errorf("Record().Raw =\n%s\nwant byte for byte\n%s", got.Raw, stored.Raw)
+	}
+	if !reflect.DeepEqual(got.Record, stored.Record) {
+		t.Errorf("Record().Record = %+v, want %+v", got.Record, stored.Record)
+	}
+	if want := [][2]string{{"acme", "rec/1 x?"}}; !reflect.DeepEqual(fake.recordArgs(), want) {
+		t.Errorf("Record(): service got %q, want %q", fake.recordArgs(), want)
+	}
+}
+
+func TestClientRecords(t *testing.T) {
+	r1 := storedRecord(fullRecord())
+	rec2 := fullRecord()
+	rec2.RecordID, rec2.Audit.Seq = "dr_2", 8
+	r2 := storedRecord(rec2)
+	fake := &fakeService{page: &writ.RecordPage{Records: []writ.StoredRecord{*r1, *r2}, NextCursor: "next/8"}}
+	c, _ := newTestClient(t, fake)
+	q := writ.RecordQuery{
+		TenantID: "acme & co", DecisionKey: "support.refund.execute", Status: writ.StatusEscalated,
+		SubjectID: "customer:cus_77", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		From: time.Date(2026, 5, 1, 0, 0, 0, 1, time.UTC), To: time.Date(2026, 5, 2, 3, 4, 5, 0, time.FixedZone("", 2*3600)),
+		Limit: 1000, Cursor: "c+1/=",
+	}
+	page, err := c.Records(context.Background(), q)
+	if err != nil {
+		t.Fatalf("Records() error = %v", err)
+	}
+	got := fake.recordQueries()[0]
+	if !got.From.Equal(q.From) || !got.To.Equal(q.To) {
+		t.Errorf("Records(): service got from, to = %v, %v; want %v, %v", got.From, got.To, q.From, q.To)
+	}
+	want := q
+	got.From, got.To, want.From, want.To = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if got != want {
+		t.Errorf("Records(): service got %+v, want %+v", got, want)
+	}
+	if page.NextCursor != "next/8" || len(page.Records) != 2 {
+		t.Fatalf("Records() = %d records, cursor %q; want 2, %q", len(page.Records), page.NextCursor, "next/8")
+	}
+	for i, want := range []*writ.StoredRecord{r1, r2} {
+		if !bytes.Equal(page.Records[i].Raw, want.Raw) || !reflect.DeepEqual(page.Records[i].Record, want.Record) {
+			t.Errorf("Records().Records[%d] = %s, want %s", i, page.Records[i].Raw, want.Raw)
+		}
+	}
+
+	// The zero query sends nothing but the parameters that are set.
+	if _, err := c.Records(context.Background(), writ.RecordQuery{TenantID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fake.recordQueries()[1], (writ.RecordQuery{TenantID: "t"}); got != want {
+		t.Errorf("Records(%+v): service got %+v", want, got)
+	}
+}
+
+func TestClientNonProblemErrors(t *testing.T) {
+	tests := []struct {
+		status int
+		want   string
+	}{
+		{http.StatusBadGateway, writ.EUNAVAILABLE},
+		{http.StatusGatewayTimeout, writ.EUNAVAILABLE},
+		{http.StatusServiceUnavailable, writ.EUNAVAILABLE},
+		{http.StatusNotFound, writ.ENOTFOUND},
+		{http.StatusUnauthorized, writ.EINTERNAL},
+		{http.StatusTeapot, writ.EINTERNAL},
+	}
+	for _, tt := range tests {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "proxy says no", tt.status)
+		}))
+		c := NewClient(srv.URL)
+		_, err := c.Check(context.Background(), &writ.CheckRequest{TenantID: "t"})
+		if got := writ.ErrorCode(err); got != tt.want {
+			t.Errorf("Check() against a plain %d = %v (code %q), want code %q", tt.status, err, got, tt.want)
+		}
+		srv.Close()
+	}
+}
+
+func TestClientTransportError(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	c := NewClient(srv.URL)
+	if _, err := c.Record(context.Background(), "t", "r"); err == nil {
+		t.Errorf("Record() against a closed server: no error")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Check(ctx, &writ.CheckRequest{TenantID: "t"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Check(canceled context) error = %v, want context.Canceled", err)
+	}
+}

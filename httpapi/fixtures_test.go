@@ -1,0 +1,252 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/writhq/writ"
+)
+
+// fakeService is a writ.Service for handler-level tests: it records what it
+// was called with and answers with the values it was given.
+type fakeService struct {
+	receipt *writ.Receipt
+	record  *writ.StoredRecord
+	page    *writ.RecordPage
+	err     error
+	// entered, when set, receives once a Check has started; Check then
+	// waits for release to be closed.
+	entered chan struct{}
+	release chan struct{}
+	// panicWith, when set, makes every method panic with it.
+	panicWith any
+
+	mu          sync.Mutex
+	checks      []*writ.CheckRequest
+	recordCalls [][2]string // tenant id, record id
+	queries     []writ.RecordQuery
+}
+
+var _ writ.Service = (*fakeService)(nil)
+
+func (f *fakeService) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
+	f.mu.Lock()
+	f.checks = append(f.checks, req)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	if f.entered != nil {
+		f.entered <- struct{}{}
+		<-f.release
+	}
+	return f.receipt, f.err
+}
+
+func (f *fakeService) Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error) {
+	f.mu.Lock()
+	f.recordCalls = append(f.recordCalls, [2]string{tenantID, recordID})
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.record, f.err
+}
+
+func (f *fakeService) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
+	f.mu.Lock()
+	f.queries = append(f.queries, q)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.page, f.err
+}
+
+// calls returns how many times any method was called.
+func (f *fakeService) calls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.checks) + len(f.recordCalls) + len(f.queries)
+}
+
+// recordQueries returns the queries Records was called with.
+func (f *fakeService) recordQueries() []writ.RecordQuery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.queries)
+}
+
+// recordArgs returns the tenant and record ids Record was called with.
+func (f *fakeService) recordArgs() [][2]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.recordCalls)
+}
+
+func (f *fakeService) lastCheck() *writ.CheckRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.checks) == 0 {
+		return nil
+	}
+	return f.checks[len(f.checks)-1]
+}
+
+var testTime = time.Date(2026, time.May, 9, 9, 31, 42, 123456789, time.UTC)
+
+// fullCheckRequest returns a CheckRequest with every field set, using only
+// values that survive a JSON round trip unchanged (float64 numbers, UTC
+// times).
+func fullCheckRequest() *writ.CheckRequest {
+	observed := testTime.Add(-time.Minute)
+	return &writ.CheckRequest{
+		TenantID:       "acme",
+		DecisionKey:    "support.refund.execute",
+		Tool:           "payments.issue_refund",
+		Arguments:      map[string]any{"order_id": "ord_881", "amount_inr": 4200.0, "lines": []any{"a", "b"}},
+		ApprovalMode:   writ.ModeDestructive,
+		ToolCallID:     "tc_121",
+		IdempotencyKey: "ik_2x9k4j7m1q8w0p3z",
+		Actor: writ.Actor{
+			Type: writ.ActorAgent, ID: "agt_support",
+			WorkloadIdentity: "spiffe://acme/agents/support", DelegatedUserID: "usr_771",
+		},
+		IntentRef:  "support.refund",
+		SubjectIDs: []string{"customer:cus_77", "order:ord_881"},
+		InputsRefs: &writ.InputsRefs{Request: "req_9f3a12", Session: "sess_42f1", Attachments: []string{"artifact:invoice_881#sha256:2f9cc0"}},
+		Workflow:   &writ.WorkflowRef{WorkflowID: "REQ-2302", NodeID: "refund_node", RunID: "run_1", StepID: "step_3"},
+		Evidence: []writ.Evidence{{
+			Kind: "order", ID: "ord_881", Version: "2", Hash: "sha256:b2a1", TenantID: "acme",
+			ObservedAt: &observed, Attributes: map[string]any{"review_status": "approved"},
+		}},
+		Context:   map[string]any{"fraud_score": 0.12},
+		Outputs:   map[string]any{"refund_amount_inr": 4200.0, "currency": "INR"},
+		Usage:     &writ.Usage{Tokens: 4720, ToolCalls: 4, CostUSDCents: 0.91, WallClockMS: 1840},
+		Scorecard: map[string]float64{"policy": 1, "utility": 0.94},
+		ToolLineage: []writ.ToolLineage{{
+			ToolCallID: "tc_121", ToolResultID: "tr_121", ApprovalModeEffective: writ.ModeDestructive,
+			IdempotencyKey: "ik_2x9k4j7m1q8w0p3z", ReversalToken: "rv_refund_txn_q9",
+		}},
+		Lineage: &writ.CallerLineage{KGSnapshot: "kg_2026_05_09", ModelProfile: "model.safe@1", EvaluatorSuite: "eval.refund@1"},
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+	}
+}
+
+// fullReceipt returns a Receipt with every field set.
+func fullReceipt() *writ.Receipt {
+	cond := writ.Condition{
+		Kind: writ.ConditionEvidence, Text: "A legal review event confirming WF-2302.",
+		EvidenceKind: "legal_review", MaxAge: "24h", GateID: "GATE_LEGAL",
+		Expression: `evidence.legal_review.status == "approved"`,
+	}
+	return &writ.Receipt{
+		ReceiptType:                   writ.ReceiptType,
+		DecisionID:                    "dec_composed_replan_1",
+		Outcome:                       writ.OutcomeReplanRequired,
+		ActionClass:                   "system_change",
+		SafeToExecute:                 false,
+		HumanReviewTerminal:           true,
+		MustNotRetrySameAction:        true,
+		Reasons:                       []writ.Reason{{Code: "missing_upstream_support", Message: "The workflow update is missing required upstream approval."}},
+		SafeNextSteps:                 []writ.Reason{{Code: "GET_LEGAL_REVIEW", Message: "Obtain legal review approval for WF-2302."}},
+		ViewerGuidance:                []string{"Route to legal."},
+		WhatWouldChangeThis:           []string{cond.Text},
+		WhatWouldChangeThisConditions: []writ.Condition{cond},
+		Disposition: writ.Disposition{
+			Mode: writ.ModeUpstreamReplan, DownstreamAllowed: false, LocalReplanRecommended: true, UpstreamReplanRequired: true,
+		},
+		Routing: writ.Routing{
+			Direction: writ.DirectionUpstream, TargetHint: "workflow_supervisor", ReturnToNode: "workflow_supervisor",
+			WorkflowID: "REQ-2302", NodeID: "handoff_note_node",
+		},
+		ResumeContract: writ.ResumeContract{
+			RetryThisNode: true, PassReceiptUpstream: true, PassNewUpstreamContextOnRetry: true,
+			ResumeWhen: []string{cond.Text}, ResumeWhenConditions: []writ.Condition{cond},
+		},
+		RuntimeLoopback: writ.RuntimeLoopback{SameGoalState: true},
+		Metadata: writ.Metadata{
+			RecordID: "dr_2026_05_09_a17", DecisionKey: "support.refund.execute", Pack: "ctxpack.support@1.0.0",
+			PackHash: "sha256:9f0b", TraceID: "0af7651916cd43dd8448eb211c80319c",
+			Repeated: writ.RepeatedIdempotent, FailClosed: true,
+		},
+	}
+}
+
+// fullRecord returns a Record with every field set.
+func fullRecord() *writ.Record {
+	return &writ.Record{
+		RecordID:        "dr_2026_05_09_a17",
+		DecisionID:      "dec_1",
+		TenantID:        "acme",
+		DecisionKey:     "support.refund.execute",
+		DecisionVersion: "1.0.0",
+		Timestamp:       testTime,
+		Status:          writ.StatusDecided,
+		ActionClass:     "record_mutation",
+		Supersedes:      "dr_2026_05_09_a16",
+		Actor:           writ.Actor{Type: writ.ActorAgent, ID: "agt_support", WorkloadIdentity: "spiffe://x", DelegatedUserID: "usr_771"},
+		IntentRef:       "support.refund",
+		SubjectIDs:      []string{"customer:cus_77"},
+		InputsRefs:      writ.InputsRefs{Request: "req_1", Session: "sess_1", Attachments: []string{"artifact:a#sha256:1"}},
+		Outputs:         map[string]any{"refund_amount_inr": 4200.0},
+		EvidenceRefs:    []string{"kg:order:ord_881#snap"},
+		PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pol_9900", BundleID: "POLICY_RETURNS_V1", RuleIDs: []string{"R1"}, Verdict: "allow"}},
+		Approvals: []writ.Approval{{
+			GateID: "GATE_FINANCE", Approver: "user_77", ApprovalModeEffective: writ.ModeDestructive,
+			EvidenceSnapshotHash: "sha256:b2a1", DecidedAt: testTime.Add(-time.Second),
+		}},
+		ApprovalModeEffective: writ.ModeDestructive,
+		ControlsActive: writ.ControlsActive{
+			MustRefuse: []string{"a"}, MustEscalate: []string{"fraud_signal_high"},
+			ApprovalGatesActive: []string{"GATE_FINANCE"}, RedactionRulesActive: []string{"pan"},
+		},
+		ToolLineage: []writ.ToolLineage{{ToolCallID: "tc_121", ToolResultID: "tr_121", ApprovalModeEffective: writ.ModeDestructive, IdempotencyKey: "ik", ReversalToken: "rv"}},
+		Scorecard:   map[string]float64{"policy": 1},
+		BudgetUsage: &writ.Usage{Tokens: 1, ToolCalls: 2, CostUSDCents: 0.5, WallClockMS: 4},
+		Lineage: writ.Lineage{
+			PackVersion: "ctxpack.support@1.0.0", PackHash: "sha256:9f0b", PolicyVersions: []string{"POLICY_RETURNS_V1@1.0.0"},
+			DecisionSpec: "support.refund.execute@1.0.0", KGSnapshot: "kg_1", ModelProfile: "mp_1", EvaluatorSuite: "ev_1",
+		},
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		Replay: writ.Replay{
+			ReplayPacketID: "sha256:01", CompiledContextHash: "sha256:02", EvidenceSnapshotHash: "sha256:03",
+			ArgumentsDigest: "sha256:04", ToolTranscriptChainHash: "sha256:05",
+		},
+		Audit: writ.Audit{Seq: 7, PrevHash: "sha256:6ad0", RecordHash: "sha256:9ea1", SignedBy: "kid_runtime_2026Q2", Signature: "c2ln"},
+	}
+}
+
+// storedRecord returns rec as a StoredRecord whose raw bytes have its
+// members in reverse alphabetical order, spaced oddly, so that any
+// re-encoding would show.
+func storedRecord(rec *writ.Record) *writ.StoredRecord {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		panic(err)
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		panic(err)
+	}
+	keys := slices.Sorted(maps.Keys(members))
+	slices.Reverse(keys)
+	raw := []byte("{\n")
+	for i, k := range keys {
+		if i > 0 {
+			raw = append(raw, " ,\n"...)
+		}
+		raw = fmt.Appendf(raw, "  %q :  %s", k, members[k])
+	}
+	raw = append(raw, "\n}"...)
+	var back writ.Record
+	if err := json.Unmarshal(raw, &back); err != nil {
+		panic(err)
+	}
+	return &writ.StoredRecord{Record: back, Raw: raw}
+}

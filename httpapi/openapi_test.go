@@ -1,0 +1,451 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/writhq/writ"
+)
+
+// loadOpenAPI parses the embedded document into JSON values (maps, slices,
+// strings, float64 numbers, booleans).
+func loadOpenAPI(t *testing.T) map[string]any {
+	t.Helper()
+	var y any
+	if err := yaml.Unmarshal(OpenAPI(), &y); err != nil {
+		t.Fatalf("openapi.yaml does not parse: %v", err)
+	}
+	b, err := json.Marshal(y)
+	if err != nil {
+		t.Fatalf("openapi.yaml is not JSON-compatible: %v", err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// obj follows keys from v through nested objects; it fails the test if one
+// is missing.
+func obj(t *testing.T, v any, keys ...string) map[string]any {
+	t.Helper()
+	for i, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("openapi.yaml: %s is not an object", strings.Join(keys[:i], "."))
+		}
+		if v, ok = m[k]; !ok {
+			t.Fatalf("openapi.yaml: %s is missing", strings.Join(keys[:i+1], "."))
+		}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("openapi.yaml: %s is not an object", strings.Join(keys, "."))
+	}
+	return m
+}
+
+func TestOpenAPIDocument(t *testing.T) {
+	doc := loadOpenAPI(t)
+	if v, _ := doc["openapi"].(string); !regexp.MustCompile(`^3\.1\.\d+$`).MatchString(v) {
+		t.Errorf("openapi = %q, want 3.1.x", v)
+	}
+	paths := obj(t, doc, "paths")
+	s := NewServer(&fakeService{}, Config{})
+	registered := map[string]bool{}
+	for _, r := range s.routes {
+		key := strings.ToLower(r.method) + " " + r.path
+		registered[key] = true
+		op, ok := paths[r.path].(map[string]any)[strings.ToLower(r.method)].(map[string]any)
+		if !ok {
+			t.Errorf("route %s %s is not in the document's paths", r.method, r.path)
+			continue
+		}
+		if id, _ := op["operationId"].(string); id == "" {
+			t.Errorf("%s %s has no operationId", r.method, r.path)
+		}
+		if _, ok := op["responses"].(map[string]any)["200"]; !ok {
+			t.Errorf("%s %s documents no 200 response", r.method, r.path)
+		}
+		for _, name := range regexp.MustCompile(`\{(\w+)\}`).FindAllStringSubmatch(r.path, -1) {
+			if !hasParameter(doc, op, name[1], "path") {
+				t.Errorf("%s %s does not document path parameter %s", r.method, r.path, name[1])
+			}
+		}
+	}
+	for path, item := range paths {
+		for method := range item.(map[string]any) {
+			if !registered[method+" "+path] {
+				t.Errorf("the document describes %s %s, which the server does not serve", method, path)
+			}
+		}
+	}
+
+	// Every query parameter the server reads is documented, and no other.
+	var documented []string
+	for _, p := range obj(t, paths, "/v1/records", "get")["parameters"].([]any) {
+		p := resolve(t, doc, p)
+		if p["in"] == "query" {
+			documented = append(documented, p["name"].(string))
+		}
+	}
+	wantParams := slices.Sorted(maps.Keys(recordQueryValues(writ.RecordQuery{
+		TenantID: "t", DecisionKey: "k", Status: "s", SubjectID: "s", TraceID: "t",
+		From: testTime, To: testTime, Limit: 1, Cursor: "c",
+	})))
+	if slices.Sort(documented); !slices.Equal(documented, wantParams) {
+		t.Errorf("GET /v1/records documents query parameters %q, want %q", documented, wantParams)
+	}
+}
+
+// hasParameter reports whether op declares the parameter name in where.
+func hasParameter(doc map[string]any, op map[string]any, name, where string) bool {
+	params, _ := op["parameters"].([]any)
+	for _, p := range params {
+		m, _ := p.(map[string]any)
+		if ref, ok := m["$ref"].(string); ok {
+			m, _ = pointer(doc, ref).(map[string]any)
+		}
+		if m["name"] == name && m["in"] == where {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve follows v's $ref, if any.
+func resolve(t *testing.T, doc map[string]any, v any) map[string]any {
+	t.Helper()
+	m, _ := v.(map[string]any)
+	if ref, ok := m["$ref"].(string); ok {
+		m, _ = pointer(doc, ref).(map[string]any)
+	}
+	if m == nil {
+		t.Fatalf("openapi.yaml: cannot resolve %v", v)
+	}
+	return m
+}
+
+// pointer resolves a local reference ("#/a/b") in doc, or returns nil.
+func pointer(doc map[string]any, ref string) any {
+	rest, ok := strings.CutPrefix(ref, "#/")
+	if !ok {
+		return nil
+	}
+	var v any = doc
+	for _, tok := range strings.Split(rest, "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		if v, ok = m[tok]; !ok {
+			return nil
+		}
+	}
+	return v
+}
+
+func TestOpenAPIRefsResolve(t *testing.T) {
+	doc := loadOpenAPI(t)
+	var walk func(path string, v any)
+	n := 0
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				n++
+				if pointer(doc, ref) == nil {
+					t.Errorf("openapi.yaml %s: $ref %q does not resolve", path, ref)
+				}
+			}
+			for k, e := range v {
+				walk(path+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s/%d", path, i), e)
+			}
+		}
+	}
+	walk("#", doc)
+	if n < 20 {
+		t.Errorf("found only %d $refs; the walk is broken", n)
+	}
+}
+
+// schemaTypes maps the document's object schemas to the Go types whose
+// JSON they describe.
+var schemaTypes = map[string]reflect.Type{
+	"CheckRequest":    reflect.TypeFor[writ.CheckRequest](),
+	"Actor":           reflect.TypeFor[writ.Actor](),
+	"InputsRefs":      reflect.TypeFor[writ.InputsRefs](),
+	"WorkflowRef":     reflect.TypeFor[writ.WorkflowRef](),
+	"Evidence":        reflect.TypeFor[writ.Evidence](),
+	"Usage":           reflect.TypeFor[writ.Usage](),
+	"ToolLineage":     reflect.TypeFor[writ.ToolLineage](),
+	"CallerLineage":   reflect.TypeFor[writ.CallerLineage](),
+	"Receipt":         reflect.TypeFor[writ.Receipt](),
+	"Reason":          reflect.TypeFor[writ.Reason](),
+	"Condition":       reflect.TypeFor[writ.Condition](),
+	"Disposition":     reflect.TypeFor[writ.Disposition](),
+	"Routing":         reflect.TypeFor[writ.Routing](),
+	"ResumeContract":  reflect.TypeFor[writ.ResumeContract](),
+	"RuntimeLoopback": reflect.TypeFor[writ.RuntimeLoopback](),
+	"ReceiptMetadata": reflect.TypeFor[writ.Metadata](),
+	"Record":          reflect.TypeFor[writ.Record](),
+	"PolicyDecision":  reflect.TypeFor[writ.PolicyDecision](),
+	"Approval":        reflect.TypeFor[writ.Approval](),
+	"ControlsActive":  reflect.TypeFor[writ.ControlsActive](),
+	"Lineage":         reflect.TypeFor[writ.Lineage](),
+	"Replay":          reflect.TypeFor[writ.Replay](),
+	"Audit":           reflect.TypeFor[writ.Audit](),
+	"Problem":         reflect.TypeFor[problem](),
+	"ProblemDetail":   reflect.TypeFor[writ.Detail](),
+	"Health":          reflect.TypeFor[HealthReport](),
+}
+
+// goFields lists the json names of t's fields, and those without omitempty
+// (always present when encoded).
+func goFields(t reflect.Type) (names, always []string) {
+	for f := range t.Fields() {
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		names = append(names, name)
+		if !strings.Contains(opts, "omitempty") {
+			always = append(always, name)
+		}
+	}
+	slices.Sort(names)
+	slices.Sort(always)
+	return names, always
+}
+
+func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	schemas := obj(t, doc, "components", "schemas")
+	for name, s := range schemas {
+		s := s.(map[string]any)
+		if s["type"] != "object" {
+			continue
+		}
+		typ, ok := schemaTypes[name]
+		if !ok {
+			if name != "RecordPage" { // encoded by hand (recordPageJSON)
+				t.Errorf("schema %s describes no Go type; add it to schemaTypes", name)
+			}
+			continue
+		}
+		names, always := goFields(typ)
+		props := slices.Sorted(maps.Keys(obj(t, s, "properties")))
+		if !slices.Equal(props, names) {
+			t.Errorf("schema %s properties = %q, want the json names of %s: %q", name, props, typ, names)
+		}
+		var required []string
+		reqs, _ := s["required"].([]any)
+		for _, r := range reqs {
+			required = append(required, r.(string))
+		}
+		if slices.Sort(required); !slices.Equal(required, always) {
+			t.Errorf("schema %s required = %q, want the fields %s always encodes: %q", name, required, typ, always)
+		}
+	}
+	for name := range schemaTypes {
+		if _, ok := schemas[name]; !ok {
+			t.Errorf("schemaTypes names %s, which the document does not define", name)
+		}
+	}
+}
+
+func TestOpenAPIEnumsMatchGo(t *testing.T) {
+	doc := loadOpenAPI(t)
+	schemas := obj(t, doc, "components", "schemas")
+	tests := []struct {
+		path []string
+		want []string
+	}{
+		{[]string{"ApprovalMode"}, strs(writ.ModeReadOnly, writ.ModeLocalWrite, writ.ModeNetwork, writ.ModeDelegated, writ.ModeDestructive)},
+		{[]string{"Actor", "properties", "type"}, strs(writ.ActorAgent, writ.ActorHuman, writ.ActorService)},
+		{[]string{"Outcome"}, strs(writ.OutcomeAllow, writ.OutcomeAllowWithWarning, writ.OutcomeReplanRequired, writ.OutcomeGoalFailTerminal)},
+		{[]string{"DispositionMode"}, strs(writ.ModeContinueDownstream, writ.ModeLocalReplan, writ.ModeUpstreamReplan, writ.ModeHumanReview, writ.ModeTerminalBlock)},
+		{[]string{"Routing", "properties", "direction"}, strs(writ.DirectionDownstream, writ.DirectionLocal, writ.DirectionUpstream, writ.DirectionHuman, writ.DirectionStop)},
+		{[]string{"Condition", "properties", "kind"}, strs(writ.ConditionEvidence, writ.ConditionApproval, writ.ConditionExpression, writ.ConditionBudget)},
+		{[]string{"ReceiptMetadata", "properties", "repeated"}, strs(writ.RepeatedIdempotent, writ.RepeatedMustNotRetry)},
+		{[]string{"RecordStatus"}, strs(writ.StatusDecided, writ.StatusDeferred, writ.StatusRejected, writ.StatusEscalated, writ.StatusInFlight, writ.StatusClosed)},
+		{[]string{"Problem", "properties", "code"}, slices.Collect(maps.Keys(problemKinds))},
+	}
+	for _, tt := range tests {
+		var got []string
+		for _, v := range obj(t, schemas, tt.path...)["enum"].([]any) {
+			got = append(got, v.(string))
+		}
+		slices.Sort(got)
+		slices.Sort(tt.want)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("enum of %s = %q, want %q", strings.Join(tt.path, "."), got, tt.want)
+		}
+	}
+	if got := obj(t, schemas, "Receipt", "properties", "receipt_type")["const"]; got != writ.ReceiptType {
+		t.Errorf("Receipt receipt_type const = %v, want %q", got, writ.ReceiptType)
+	}
+}
+
+func strs[S ~string](v ...S) []string {
+	out := make([]string, len(v))
+	for i, s := range v {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// compileSchemas compiles the document's component schemas (OpenAPI 3.1
+// schemas are JSON Schema 2020-12) with format assertions on. The whole
+// document is one resource, so "#/components/schemas/X" references
+// resolve as they are.
+func compileSchemas(t *testing.T) func(name string) *jsonschema.Schema {
+	t.Helper()
+	b, err := json.Marshal(loadOpenAPI(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const url = "https://writ.invalid/openapi.json"
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	if err := c.AddResource(url, doc); err != nil {
+		t.Fatal(err)
+	}
+	return func(name string) *jsonschema.Schema {
+		t.Helper()
+		s, err := c.Compile(url + "#/components/schemas/" + name)
+		if err != nil {
+			t.Fatalf("compile schema %s: %v", name, err)
+		}
+		return s
+	}
+}
+
+// validate checks the JSON body against a schema.
+func validate(s *jsonschema.Schema, body []byte) error {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	return s.Validate(v)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestOpenAPIValidatesGoValues(t *testing.T) {
+	schema := compileSchemas(t)
+	valid := []struct {
+		schema string
+		body   []byte
+	}{
+		{"CheckRequest", mustJSON(t, fullCheckRequest())},
+		{"CheckRequest", []byte(`{"tenant_id":"t","actor":{"type":"HUMAN","id":"u"}}`)},
+		{"Receipt", mustJSON(t, fullReceipt())},
+		{"Record", mustJSON(t, fullRecord())},
+		{"Record", storedRecord(fullRecord()).Raw},
+		{"ProblemDetail", mustJSON(t, writ.Detail{Field: "a", File: "b", Line: 1, Message: "c"})},
+		{"Health", mustJSON(t, HealthReport{Status: HealthOK, Version: "v", Pack: "p@1", PackHash: "h", Store: "sqlite"})},
+	}
+	for _, tt := range valid {
+		if err := validate(schema(tt.schema), tt.body); err != nil {
+			t.Errorf("%s does not validate %s:\n%v", tt.schema, tt.body, err)
+		}
+	}
+
+	// The schemas are strict enough to reject what Go would not produce.
+	full := string(mustJSON(t, fullReceipt()))
+	invalid := []struct {
+		schema string
+		body   string
+	}{
+		{"Receipt", strings.Replace(full, `"outcome":"replan_required"`, `"outcome":"maybe"`, 1)},
+		{"Receipt", strings.Replace(full, `"receipt_type":"verifiedx_decision_receipt"`, `"receipt_type":"other"`, 1)},
+		{"Receipt", strings.Replace(full, `"reasons":`, `"reason":`, 1)},
+		{"Receipt", strings.Replace(full, `"direction":"upstream"`, `"direction":"sideways"`, 1)},
+		{"Receipt", strings.Replace(full, `"safe_to_execute":false`, `"safe_to_execute":"no"`, 1)},
+		{"CheckRequest", `{"tenant_id":"t","actor":{"type":"ROBOT","id":"a"}}`},
+		{"CheckRequest", `{"tenant_id":"t","actor":{"type":"AGENT","id":"a"},"approval_mode":"yolo"}`},
+		{"CheckRequest", `{"tenant_id":"t","actor":{"type":"AGENT","id":"a"},"extra":1}`},
+		{"CheckRequest", `{"tenant_id":"t","actor":{"type":"AGENT","id":"a"},"evidence":[{"kind":"k","id":"i","observed_at":"soon"}]}`},
+		{"CheckRequest", `{"actor":{"type":"AGENT","id":"a"}}`},
+		{"Record", strings.Replace(string(mustJSON(t, fullRecord())), `"status":"DECIDED"`, `"status":"DONE"`, 1)},
+	}
+	for _, tt := range invalid {
+		if err := validate(schema(tt.schema), []byte(tt.body)); err == nil {
+			t.Errorf("%s validates %s, want an error", tt.schema, tt.body)
+		}
+	}
+}
+
+// TestOpenAPIDescribesServerAnswers validates what the server actually
+// sends against the documented response schemas.
+func TestOpenAPIDescribesServerAnswers(t *testing.T) {
+	schema := compileSchemas(t)
+	bare := &writ.Receipt{ // nil lists: the server must still send arrays
+		ReceiptType: writ.ReceiptType, DecisionID: "d", Outcome: writ.OutcomeAllow, ActionClass: "memory_write",
+		SafeToExecute: true, Disposition: writ.Disposition{Mode: writ.ModeContinueDownstream, DownstreamAllowed: true},
+		Routing: writ.Routing{Direction: writ.DirectionDownstream}, Metadata: writ.Metadata{RecordID: "r"},
+	}
+	stored := storedRecord(fullRecord())
+	tests := []struct {
+		svc    *fakeService
+		req    *http.Request
+		status int
+		schema string
+	}{
+		{&fakeService{receipt: bare}, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), 200, "Receipt"},
+		{&fakeService{receipt: fullReceipt(), err: writ.Errorf(writ.EUNAVAILABLE, "x")}, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), 503, "Receipt"},
+		{&fakeService{}, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":1,"x":[]}`), 400, "Problem"},
+		{&fakeService{err: errors500{}}, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), 500, "Problem"},
+		{&fakeService{}, newRequest(http.MethodGet, "/v1/nowhere", ""), 404, "Problem"},
+		{&fakeService{record: stored}, newRequest(http.MethodGet, "/v1/records/r?tenant_id=t", ""), 200, "Record"},
+		{&fakeService{page: &writ.RecordPage{Records: []writ.StoredRecord{*stored, *stored}, NextCursor: "n"}}, newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""), 200, "RecordPage"},
+		{&fakeService{page: &writ.RecordPage{}}, newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""), 200, "RecordPage"},
+		{&fakeService{}, newRequest(http.MethodGet, "/healthz", ""), 200, "Health"},
+	}
+	for _, tt := range tests {
+		s, _ := newTestServer(tt.svc, Config{})
+		rec := serve(s, tt.req)
+		if rec.Code != tt.status {
+			t.Errorf("%s %s = %d, want %d", tt.req.Method, tt.req.URL, rec.Code, tt.status)
+			continue
+		}
+		if err := validate(schema(tt.schema), rec.Body.Bytes()); err != nil {
+			t.Errorf("%s %s: the %d body does not validate against %s:\n%s\n%v", tt.req.Method, tt.req.URL, rec.Code, tt.schema, rec.Body, err)
+		}
+	}
+}
+
+type errors500 struct{}
+
+func (errors500) Error() string { return "boom" }

@@ -1,0 +1,464 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/writhq/writ"
+)
+
+// Config configures a Server. The zero value of every field selects its
+// default.
+type Config struct {
+	// MaxBodyBytes caps the size of a request body; a larger body is
+	// answered with 413. Zero or less means 1 MiB.
+	MaxBodyBytes int64
+	// MaxInFlight caps the requests to the service (check and records
+	// routes) served at once; a request beyond it is answered at once with
+	// 503 and Retry-After, never queued. Health and the OpenAPI document are
+	// not counted, so probes keep answering under load. Zero or less means
+	// 1024.
+	MaxInFlight int
+	// Logger receives one debug line per request (method, path, status,
+	// duration; never bodies) and the real text of internal errors. Nil
+	// means slog.Default().
+	Logger *slog.Logger
+	// Health reports readiness for GET /healthz: 200 when the report's
+	// status is "ok", 503 otherwise. Nil means always {"status":"ok"}.
+	Health func(ctx context.Context) HealthReport
+	// Now is the clock used to time requests. Nil means time.Now.
+	Now func() time.Time
+	// Rand is the random source of span ids in traceparent responses.
+	// Reads are serialized, so it need not be safe for concurrent use.
+	// Nil means crypto/rand.Reader.
+	Rand io.Reader
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxInFlight  = 1024
+)
+
+// HealthOK is the HealthReport status of a server ready to take work.
+const HealthOK = "ok"
+
+// HealthReport is the body of GET /healthz.
+type HealthReport struct {
+	// Status is HealthOK when the server is ready; any other value (for
+	// example "degraded" or "unavailable") answers 503.
+	Status string `json:"status"`
+	// Version is the writ build version.
+	Version string `json:"version,omitempty"`
+	// Pack is the pinned pack as name@version, and PackHash its content hash.
+	Pack     string `json:"pack,omitempty"`
+	PackHash string `json:"pack_hash,omitempty"`
+	// Store names the storage kind, such as "sqlite" or "postgres".
+	Store string `json:"store,omitempty"`
+}
+
+// Server serves a writ.Service over HTTP. It implements http.Handler;
+// create one with NewServer.
+type Server struct {
+	svc      writ.Service
+	cfg      Config
+	log      *slog.Logger
+	rand     io.Reader
+	mux      *http.ServeMux
+	routes   []route
+	inflight chan struct{}
+}
+
+// route is one registered method and path pattern.
+type route struct {
+	method, path string
+}
+
+// NewServer returns a Server that answers the routes of the OpenAPI
+// document with svc.
+func NewServer(svc writ.Service, cfg Config) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	s := &Server{
+		svc:      svc,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		rand:     &lockedReader{r: cfg.Rand},
+		mux:      http.NewServeMux(),
+		inflight: make(chan struct{}, cfg.MaxInFlight),
+	}
+	s.handle(http.MethodPost, "/v1/check", s.limit(s.handleCheck))
+	s.handle(http.MethodGet, "/v1/records/{id}", s.limit(s.handleRecord))
+	s.handle(http.MethodGet, "/v1/records", s.limit(s.handleRecords))
+	s.handle(http.MethodGet, "/healthz", s.handleHealth)
+	s.handle(http.MethodGet, "/v1/openapi.yaml", s.handleOpenAPI)
+	return s
+}
+
+func (s *Server) handle(method, path string, h http.HandlerFunc) {
+	s.routes = append(s.routes, route{method, path})
+	s.mux.HandleFunc(method+" "+path, h)
+}
+
+// ServeHTTP routes the request, answers unknown routes and methods with
+// problems, recovers panics as internal errors, and logs the request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.cfg.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status), slog.Duration("duration", s.cfg.Now().Sub(start)))
+	}()
+	defer s.recoverPanic(sw, r)
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.unrouted(sw, r)
+		return
+	}
+	s.mux.ServeHTTP(sw, r)
+}
+
+// recoverPanic turns a handler panic into an internal error. If the
+// response has started, the connection is aborted instead, so a partial
+// answer is never mistaken for a complete one.
+func (s *Server) recoverPanic(w *statusWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler || w.status != 0 {
+		s.log.ErrorContext(r.Context(), "panic serving request", slog.Any("panic", v), slog.String("path", r.URL.Path))
+		panic(http.ErrAbortHandler)
+	}
+	s.writeError(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
+}
+
+// unrouted answers a request no route matches: 405 with Allow when the
+// path exists under other methods, 404 otherwise.
+func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host}
+		if _, pattern := s.mux.Handler(probe); pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		s.writeError(w, r, writ.Errorf(writ.ENOTFOUND, "nothing is served at %s", r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	s.writeProblem(w, r, http.StatusMethodNotAllowed,
+		writ.Errorf(writ.EINVALID, "method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+}
+
+// limit answers 503 at once when MaxInFlight requests are being served.
+func (s *Server) limit(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.inflight <- struct{}{}:
+			defer func() { <-s.inflight }()
+		default:
+			s.writeError(w, r, writ.Errorf(writ.EUNAVAILABLE, "writ is serving %d requests; retry later", cap(s.inflight)))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// handleCheck serves POST /v1/check.
+func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+	tp, traced := parseTraceparent(r.Header.Values("traceparent"))
+	if traced {
+		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
+	}
+	req, err := s.decodeCheckRequest(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if traced {
+		req.TraceID = tp.TraceID
+	}
+	rcpt, err := s.svc.Check(r.Context(), req)
+	if !traced {
+		s.setTraceparent(w, r, responseTraceID(rcpt, req), sampledFlag)
+	}
+	switch {
+	case rcpt != nil && err != nil:
+		s.writeFailClosed(w, r, rcpt, err)
+	case err != nil:
+		s.writeError(w, r, err)
+	case rcpt == nil:
+		s.writeError(w, r, errors.New("service returned neither a receipt nor an error"))
+	case rcpt.SafeToExecute && rcpt.Metadata.RecordID == "":
+		s.writeError(w, r, fmt.Errorf("service permitted decision %s without a record id", rcpt.DecisionID))
+	default:
+		s.writeJSON(w, r, http.StatusOK, wireReceipt(rcpt))
+	}
+}
+
+// decodeCheckRequest reads and strictly decodes the body of a check. It
+// checks only what needs no pack: the shape, and that tenant_id is set.
+func (s *Server) decodeCheckRequest(w http.ResponseWriter, r *http.Request) (*writ.CheckRequest, error) {
+	if err := noQuery(r); err != nil {
+		return nil, err
+	}
+	body, err := readJSONBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	var req writ.CheckRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, err
+	}
+	if req.TenantID == "" {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "tenant_id is required",
+			Details: []writ.Detail{{Field: "tenant_id", Message: "is required"}}}
+	}
+	return &req, nil
+}
+
+// writeFailClosed answers a receipt whose record was not committed: 503
+// with the receipt as the body, so the caller sees why, and may retry.
+// Whatever the service put in it, that receipt permits nothing.
+func (s *Server) writeFailClosed(w http.ResponseWriter, r *http.Request, rcpt *writ.Receipt, err error) {
+	s.log.WarnContext(r.Context(), "fail-closed receipt: decision record not committed",
+		slog.String("decision_id", rcpt.DecisionID), slog.Any("error", err))
+	body := wireReceipt(rcpt)
+	body.SafeToExecute = false
+	body.Disposition.DownstreamAllowed = false
+	body.Metadata.FailClosed = true
+	w.Header().Set("Retry-After", "1")
+	s.writeJSON(w, r, http.StatusServiceUnavailable, body)
+}
+
+// handleRecord serves GET /v1/records/{id}: the record's sealed bytes.
+func (s *Server) handleRecord(w http.ResponseWriter, r *http.Request) {
+	values, err := parseQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tenantID, err := parseRecordParams(values)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rec, err := s.svc.Record(r.Context(), tenantID, r.PathValue("id"))
+	if err == nil && (rec == nil || !json.Valid(rec.Raw)) {
+		err = errors.New("service returned a record without valid raw JSON")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeBody(w, http.StatusOK, mediaJSON, rec.Raw)
+}
+
+// handleRecords serves GET /v1/records: a page of sealed records.
+func (s *Server) handleRecords(w http.ResponseWriter, r *http.Request) {
+	values, err := parseQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := parseRecordQuery(values)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.svc.Records(r.Context(), q)
+	if err == nil && page == nil {
+		err = errors.New("service returned neither a page nor an error")
+	}
+	var body []byte
+	if err == nil {
+		body, err = recordPageJSON(page)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeBody(w, http.StatusOK, mediaJSON, body)
+}
+
+// handleHealth serves GET /healthz.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	report := HealthReport{Status: HealthOK}
+	if s.cfg.Health != nil {
+		report = s.cfg.Health(r.Context())
+	}
+	status := http.StatusOK
+	if report.Status != HealthOK {
+		status = http.StatusServiceUnavailable
+	}
+	s.writeJSON(w, r, status, report)
+}
+
+// handleOpenAPI serves GET /v1/openapi.yaml.
+func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
+	writeBody(w, http.StatusOK, "application/yaml", openAPIDocument)
+}
+
+// writeJSON answers with v encoded as JSON.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	writeBody(w, status, mediaJSON, body)
+}
+
+// setTraceparent sets the response's traceparent: traceID with a fresh
+// span id. An invalid traceID sets nothing.
+func (s *Server) setTraceparent(w http.ResponseWriter, r *http.Request, traceID string, flags byte) {
+	if !writ.ValidTraceID(traceID) {
+		return
+	}
+	tp, err := formatTraceparent(traceID, flags, s.rand)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "cannot set traceparent", slog.Any("error", err))
+		return
+	}
+	w.Header().Set("traceparent", tp)
+}
+
+// responseTraceID is the trace id a check answer carries when the request
+// had no valid traceparent: the receipt's, else the request body's.
+func responseTraceID(rcpt *writ.Receipt, req *writ.CheckRequest) string {
+	if rcpt != nil && rcpt.Metadata.TraceID != "" {
+		return rcpt.Metadata.TraceID
+	}
+	return req.TraceID
+}
+
+// wireReceipt returns rcpt with nil lists replaced by empty ones, so every
+// list the receipt contract names is a JSON array on the wire.
+func wireReceipt(rcpt *writ.Receipt) *writ.Receipt {
+	c := *rcpt
+	c.Reasons = nonNil(c.Reasons)
+	c.SafeNextSteps = nonNil(c.SafeNextSteps)
+	c.ViewerGuidance = nonNil(c.ViewerGuidance)
+	c.WhatWouldChangeThis = nonNil(c.WhatWouldChangeThis)
+	c.WhatWouldChangeThisConditions = nonNil(c.WhatWouldChangeThisConditions)
+	c.ResumeContract.ResumeWhen = nonNil(c.ResumeContract.ResumeWhen)
+	c.ResumeContract.ResumeWhenConditions = nonNil(c.ResumeContract.ResumeWhenConditions)
+	return &c
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// recordPageJSON renders a page with each record's sealed bytes spliced in
+// unchanged. (json.Marshal would compact json.RawMessage values.)
+func recordPageJSON(page *writ.RecordPage) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"records":[`)
+	for i, rec := range page.Records {
+		if !json.Valid(rec.Raw) {
+			return nil, fmt.Errorf("record %d of the page has no valid raw JSON", i)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(rec.Raw)
+	}
+	b.WriteByte(']')
+	if page.NextCursor != "" {
+		cursor, err := json.Marshal(page.NextCursor)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(`,"next_cursor":`)
+		b.Write(cursor)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// parseQuery parses the request's query string; a malformed one is
+// EINVALID (r.URL.Query would drop the bad parts silently).
+func parseQuery(r *http.Request) (url.Values, error) {
+	values, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, writ.Errorf(writ.EINVALID, "malformed query string: %v", err)
+	}
+	return values, nil
+}
+
+// noQuery rejects query parameters on a route that takes none.
+func noQuery(r *http.Request) error {
+	values, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	p := queryParser{values: values}
+	p.allow()
+	return p.err()
+}
+
+// statusWriter records the status of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// lockedReader serializes reads of a random source.
+type lockedReader struct {
+	mu sync.Mutex
+	r  io.Reader
+}
+
+func (l *lockedReader) Read(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Read(p)
+}
