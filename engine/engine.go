@@ -127,13 +127,17 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 			return repeated(prior, argsDigest, writ.RepeatedIdempotent)
 		}
 	}
-	block := ledger.BlockKey{DecisionKey: r.Spec.DecisionKey, ArgsDigest: argsDigest, PackHash: e.policy.Pack.Hash}
+	actionDigest, err := record.ActionDigest(req, r.Spec.DecisionKey)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	block := ledger.BlockKey{DecisionKey: r.Spec.DecisionKey, ArgsDigest: actionDigest, PackHash: e.policy.Pack.Hash}
 	prior, err := e.store.Blocked(ctx, req.TenantID, block)
 	if err != nil {
 		return e.failClosed(req, r, "blocked actions could not be looked up", err)
 	}
 	if prior != nil {
-		return repeated(prior, argsDigest, writ.RepeatedMustNotRetry)
+		return repeated(prior, actionDigest, writ.RepeatedMustNotRetry)
 	}
 
 	// Copy before filling in defaults: the caller's request stays theirs.
@@ -184,8 +188,8 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 
 // repeated answers an earlier decision again: the stored receipt, marked,
 // or a conflict when an idempotency key is reused with other arguments.
-func repeated(prior *ledger.Prior, argsDigest, why string) (*writ.Receipt, error) {
-	if prior.ArgsDigest != argsDigest {
+func repeated(prior *ledger.Prior, digest, why string) (*writ.Receipt, error) {
+	if prior.ArgsDigest != digest {
 		return nil, &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("idempotency key was already used with other arguments (record %s)", prior.RecordID)}
 	}
 	var rc writ.Receipt

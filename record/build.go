@@ -197,3 +197,39 @@ func compiledContext(r *policy.Resolved, d *policy.Decision) map[string]any {
 		"controls":        r.Controls,
 	}
 }
+
+// ActionDigest fingerprints what a check asks to do, for
+// must_not_retry_same_action: the decision key, tool, approval mode,
+// arguments, proposed outputs, subjects, actor, evidence and context.
+// Transport and bookkeeping fields (idempotency key, trace id, tool call
+// id, input refs, usage, scorecard, lineage) are left out, so a retry
+// that changes nothing that could change the decision has the same
+// digest.
+func ActionDigest(req *writ.CheckRequest, decisionKey string) (string, error) {
+	evidence := req.Evidence
+	if evidence == nil {
+		evidence = []writ.Evidence{}
+	}
+	d, err := CanonicalDigest(map[string]any{
+		"decision_key":  decisionKey,
+		"tool":          req.Tool,
+		"approval_mode": req.ApprovalMode,
+		"arguments":     orEmptyMap(req.Arguments),
+		"outputs":       orEmptyMap(req.Outputs),
+		"subject_ids":   orEmpty(req.SubjectIDs),
+		"actor":         req.Actor,
+		"evidence":      evidence,
+		"context":       orEmptyMap(req.Context),
+	})
+	if err != nil {
+		return "", fmt.Errorf("action: %w", err)
+	}
+	return d, nil
+}
+
+func orEmptyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
