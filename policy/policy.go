@@ -166,7 +166,7 @@ func (c *compiler) addf(pos pack.Pos, format string, args ...any) {
 func (c *compiler) program(pos pack.Pos, what, expr string) cel.Program {
 	ast, iss := c.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
-		c.addf(pos, "%s: invalid CEL condition %q: %s", what, expr, oneLine(iss.Err().Error()))
+		c.addf(pos, "%s: invalid CEL condition %q: %s", what, expr, celIssues(iss))
 		return nil
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
@@ -187,8 +187,14 @@ func (c *compiler) program(pos pack.Pos, what, expr string) cel.Program {
 	return prg
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
+// celIssues renders CEL's errors on one line, each with its column in
+// the expression.
+func celIssues(iss *cel.Issues) string {
+	var parts []string
+	for _, e := range iss.Errors() {
+		parts = append(parts, fmt.Sprintf("column %d: %s", e.Location.Column()+1, e.Message))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (c *compiler) template(pos pack.Pos, what, s string) template {

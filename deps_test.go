@@ -1,0 +1,48 @@
+package writ_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLayering keeps the architecture honest: the pure packages never
+// reach for I/O adapters, and adapters do not import each other.
+func TestLayering(t *testing.T) {
+	const mod = "github.com/writhq/writ"
+	forbidden := map[string][]string{
+		// Pure: decisions are a function of their inputs and a clock.
+		mod:             {"database/sql", "net/http", "os/exec", mod + "/"},
+		mod + "/pack":   {"database/sql", "net/http", mod + "/policy", mod + "/engine", mod + "/ledger"},
+		mod + "/policy": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/record"},
+		mod + "/record": {"database/sql", "net/http", mod + "/engine", mod + "/ledger"},
+		mod + "/ledger": {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/engine": {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
+		// Adapters stay apart.
+		mod + "/sqlite":  {"net/http", mod + "/httpapi", mod + "/engine"},
+		mod + "/httpapi": {"database/sql", mod + "/sqlite", mod + "/engine"},
+	}
+	for pkg, bad := range forbidden {
+		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(out)))
+		for dec.More() {
+			var p struct{ ImportPath string }
+			if err := dec.Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range bad {
+				hit := p.ImportPath == b
+				if strings.HasSuffix(b, "/") {
+					hit = strings.HasPrefix(p.ImportPath, b) && p.ImportPath != pkg
+				}
+				if hit {
+					t.Errorf("%s depends on %s, which its layer forbids", pkg, p.ImportPath)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package pack_test
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/pack"
+)
+
+const (
+	okManifest = "name: demo\nversion: 1.0.0\nspecs: [specs/*.yaml]\npolicies: [policies/p.yaml]\ncontrols: controls.yaml\ntools: tools.yaml\n"
+	okSpec     = "decision_key: demo.act\nversion: 1.0.0\naction_class: record_mutation\npolicies: [P1]\n"
+	okPolicy   = "bundle_id: P1\nversion: 1.0.0\nrules:\n  - id: R1\n    when: args.amount > 10\n    effect: require_approval\n    gate: G1\n    reason: {code: big, message: Big.}\n"
+	okControls = "approval_gates:\n  - id: G1\n    approval_mode: destructive\n"
+	okTools    = "tools:\n  - name: act\n    decision_key: demo.act\n    approval_mode_ceiling: destructive\n"
+)
+
+func fsWith(overrides map[string]string) fstest.MapFS {
+	files := map[string]string{
+		"pack.yaml":             okManifest,
+		"specs/s.yaml":          okSpec,
+		"policies/p.yaml":       okPolicy,
+		"controls.yaml":         okControls,
+		"tools.yaml":            okTools,
+		"requests/ignored.json": "{not a pack file",
+	}
+	for k, v := range overrides {
+		if v == "" {
+			delete(files, k)
+		} else {
+			files[k] = v
+		}
+	}
+	m := fstest.MapFS{}
+	for k, v := range files {
+		m[k] = &fstest.MapFile{Data: []byte(v)}
+	}
+	return m
+}
+
+func TestLoadValid(t *testing.T) {
+	p, err := pack.LoadFS(fsWith(nil), "demo")
+	if err != nil {
+		t.Fatalf("LoadFS = %v", err)
+	}
+	if p.ID() != "demo@1.0.0" || !strings.HasPrefix(p.Hash, "sha256:") || len(p.Hash) != 71 {
+		t.Errorf("pack %s hash %s, want demo@1.0.0 and a sha256 hash", p.ID(), p.Hash)
+	}
+	if len(p.Files) != 5 {
+		t.Errorf("pack loaded %d files, want the 5 it references (not the request file)", len(p.Files))
+	}
+	if got := p.Tools["act"].ActionClass; got != "record_mutation" {
+		t.Errorf("tool action class defaults to %q, want the spec's record_mutation", got)
+	}
+	want := ""
+	for _, f := range p.Files {
+		want += f.Hash + "  " + f.Path + "\n"
+	}
+	if string(p.Manifest) != want {
+		t.Errorf("manifest = %q, want %q", p.Manifest, want)
+	}
+}
+
+func TestContentHash(t *testing.T) {
+	a, err := pack.LoadFS(fsWith(nil), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pack.LoadFS(fsWith(map[string]string{"requests/other.json": "{}"}), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Hash != b.Hash {
+		t.Error("a file the pack does not load changed its hash")
+	}
+	c, err := pack.LoadFS(fsWith(map[string]string{"policies/p.yaml": strings.Replace(okPolicy, "> 10", "> 11", 1)}), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Hash == c.Hash {
+		t.Error("changing a rule did not change the pack hash")
+	}
+}
+
+func TestLoadErrorsNameFileAndLine(t *testing.T) {
+	tests := []struct {
+		name      string
+		overrides map[string]string
+		want      string // "file:line: substring"
+	}{
+		{"yaml syntax", map[string]string{"specs/s.yaml": "decision_key: [\n"}, "demo/specs/s.yaml:1: did not find expected node content"},
+		{"unknown field", map[string]string{"specs/s.yaml": okSpec + "bogus: 1\n"}, `demo/specs/s.yaml:5: unknown field "bogus"`},
+		{"wrong type", map[string]string{"policies/p.yaml": strings.Replace(okPolicy, "version: 1.0.0", "version: 1.0", 1)}, "demo/policies/p.yaml:2: version: got number, want string"},
+		{"bad effect", map[string]string{"policies/p.yaml": strings.Replace(okPolicy, "require_approval", "maybe", 1)}, "demo/policies/p.yaml:6: rules.0.effect"},
+		{"approval without gate", map[string]string{"policies/p.yaml": strings.Replace(okPolicy, "    gate: G1\n", "", 1)}, "demo/policies/p.yaml:4: rules.0: missing property 'gate'"},
+		{"unknown gate", map[string]string{"controls.yaml": "approval_gates:\n  - id: G2\n"}, "demo/policies/p.yaml:4: rule R1 names approval gate \"G1\""},
+		{"unknown bundle", map[string]string{"specs/s.yaml": strings.Replace(okSpec, "[P1]", "[P2]", 1)}, "names policy bundle \"P2\""},
+		{"tool to unknown spec", map[string]string{"tools.yaml": strings.Replace(okTools, "demo.act", "demo.nope", 1)}, "demo/tools.yaml:2: tool \"act\" maps to decision key \"demo.nope\""},
+		{"tool class mismatch", map[string]string{"tools.yaml": okTools + "    action_class: upload\n"}, "action class \"upload\""},
+		{"duplicate rule", map[string]string{"policies/p.yaml": okPolicy + strings.SplitN(okPolicy, "rules:\n", 2)[1]}, "rule \"R1\" is already defined"},
+		{"duplicate key", map[string]string{"specs/s.yaml": okSpec + "version: 2.0.0\n"}, "demo/specs/s.yaml:5: key \"version\" is defined twice"},
+		{"missing file", map[string]string{"tools.yaml": ""}, "demo/tools.yaml: cannot read"},
+		{"glob matches nothing", map[string]string{"pack.yaml": strings.Replace(okManifest, "specs/*.yaml", "nothing/*.yaml", 1)}, "\"nothing/*.yaml\" matches no file"},
+		{"bad duration", map[string]string{"specs/s.yaml": okSpec + "required_evidence:\n  - kind: idv\n    max_age: 3 days\n"}, "demo/specs/s.yaml:7: required_evidence.0.max_age"},
+		{"bad regex", map[string]string{"controls.yaml": okControls + "redaction:\n  - id: r\n    patterns: ['(']\n"}, "demo/controls.yaml:6: redaction.0.patterns.0"},
+		{"path escape", map[string]string{"pack.yaml": strings.Replace(okManifest, "tools.yaml", "../tools.yaml", 1)}, "not a path inside the pack"},
+		{"empty file", map[string]string{"pack.yaml": "# nothing\n"}, "demo/pack.yaml: the file is empty"},
+		{"bad outputs schema", map[string]string{"specs/s.yaml": okSpec + "outputs_schema: {type: nonsense}\n"}, "demo/specs/s.yaml:5: outputs_schema"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := pack.LoadFS(fsWith(tt.overrides), "demo")
+			if writ.ErrorCode(err) != writ.EINVALID {
+				t.Fatalf("LoadFS = %v, want EINVALID", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("LoadFS error:\n%v\nwant it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzLoadSpec(f *testing.F) {
+	f.Add(okSpec)
+	f.Add("decision_key: x\nversion: 1.0.0\naction_class: upload\nrequired_evidence: [{kind: a, max_age: 1h}]\nbudgets: {tokens: 3}\n")
+	f.Add("a: &x 1\nb: *x\n")
+	f.Fuzz(func(t *testing.T, spec string) {
+		p, err := pack.LoadFS(fsWith(map[string]string{"specs/s.yaml": spec + "\n"}), "fuzz")
+		if err == nil && p.Specs["demo.act"] == nil && len(p.Specs) == 0 {
+			t.Fatal("a pack loaded without any spec")
+		}
+		if err != nil && writ.ErrorCode(err) != writ.EINVALID {
+			t.Fatalf("LoadFS error is not EINVALID: %v", err)
+		}
+	})
+}
