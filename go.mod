@@ -8,10 +8,13 @@ require (
 	golang.org/x/text v0.43.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.6
+require (
+	cel.dev/cel-go v0.33.2
+	go.yaml.in/yaml/v3 v3.0.6
+	modernc.org/sqlite v1.60.1
+)
 
 require (
-	cel.dev/cel-go v0.33.2 // indirect
 	cel.dev/expr v0.25.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
@@ -28,5 +31,4 @@ require (
 	modernc.org/libc v1.77.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.60.1 // indirect
 )

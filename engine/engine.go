@@ -156,7 +156,7 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
 	rec, err := record.Build(record.Input{
 		RecordID: recordID, DecisionID: decisionID, Now: now,
-		Request: &rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor,
+		Request: &rq, Resolved: r, Decision: d, EnvelopeHash: envHash, ArgumentsDigest: argsDigest, Redactor: e.redactor,
 	})
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
@@ -169,7 +169,11 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 		return nil, fmt.Errorf("encode receipt: %w", err)
 	}
 
-	entry := &ledger.Entry{Record: rec, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}}
+	presealed, err := record.Preseal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("canonicalize record: %w", err)
+	}
+	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}}
 	if req.IdempotencyKey != "" {
 		entry.Idempotency = &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: argsDigest}
 	}

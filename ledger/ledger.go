@@ -29,24 +29,32 @@ type Head struct {
 	Hash string
 }
 
-// SealFunc seals rec as the record following prev: it sets rec.Audit and
-// returns the exact bytes the store must keep. It must be deterministic in
-// (prev, rec) and must not do I/O.
-type SealFunc func(prev Head, rec *writ.Record) (raw []byte, err error)
+// SealFunc seals the record of e as the record following prev: it sets
+// e.Record.Audit and returns the exact bytes the store must keep. It must
+// be deterministic in (prev, e) and must not do I/O. It runs inside the
+// store's transaction, one entry at a time, so it must be cheap: the
+// canonicalization is done beforehand (Entry.Presealed).
+type SealFunc func(prev Head, e *Entry) (raw []byte, err error)
 
-// Seal is the SealFunc of the hash chain: it links rec to prev and sets
-// record_hash over the record's canonical bytes (record.HashInput).
-func Seal(prev Head, rec *writ.Record) ([]byte, error) {
+// Seal is the SealFunc of the hash chain: it links the record to prev and
+// sets record_hash over the record's canonical bytes (record.HashInput).
+func Seal(prev Head, e *Entry) ([]byte, error) {
 	if prev.Seq == 0 {
 		prev.Hash = writ.GenesisHash
 	}
-	rec.Audit = writ.Audit{Seq: prev.Seq + 1, PrevHash: prev.Hash}
-	body, err := record.Canonical(rec)
-	if err != nil {
-		return nil, fmt.Errorf("canonicalize record: %w", err)
+	body := e.Presealed
+	if body == nil {
+		var err error
+		if body, err = record.Preseal(e.Record); err != nil {
+			return nil, fmt.Errorf("canonicalize record: %w", err)
+		}
 	}
-	rec.Audit.RecordHash = record.Digest(body)
-	return record.Canonical(rec)
+	_, raw, hash, err := record.SealBody(body, prev.Seq+1, prev.Hash)
+	if err != nil {
+		return nil, err
+	}
+	e.Record.Audit = writ.Audit{Seq: prev.Seq + 1, PrevHash: prev.Hash, RecordHash: hash}
+	return raw, nil
 }
 
 // Blob is a content-addressed pinned input (a request envelope, a pack
@@ -82,6 +90,9 @@ type Prior struct {
 // transaction.
 type Entry struct {
 	Record *writ.Record
+	// Presealed is record.Preseal(Record), computed by the caller outside
+	// the commit path; Seal computes it when it is nil.
+	Presealed []byte
 	// Receipt is the JSON receipt answered for this record.
 	Receipt []byte
 	// Blobs are stored content-addressed (insert if absent).

@@ -9,6 +9,7 @@
 package record
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -29,25 +30,19 @@ type Input struct {
 	// EnvelopeHash is the content address of the stored, redacted request
 	// envelope (see Envelope).
 	EnvelopeHash string
-	Redactor     *Redactor
+	// ArgumentsDigest is ArgumentsDigest(Request.Arguments).
+	ArgumentsDigest string
+	Redactor        *Redactor
 }
 
 // Build builds the unsealed decision record of a boundary check. The
 // audit block is left for the ledger to seal.
 func Build(in Input) (*writ.Record, error) {
 	req, r, d, red := in.Request, in.Resolved, in.Decision, in.Redactor
-	argsDigest, err := ArgumentsDigest(req.Arguments)
-	if err != nil {
-		return nil, err
-	}
 	evidence, refs := validEvidence(req, in.Now)
 	evidenceHash, err := CanonicalDigest(evidence)
 	if err != nil {
 		return nil, fmt.Errorf("evidence snapshot: %w", err)
-	}
-	contextHash, err := CanonicalDigest(compiledContext(r, d))
-	if err != nil {
-		return nil, fmt.Errorf("compiled context: %w", err)
 	}
 
 	outputs := red.Map(req.Outputs)
@@ -85,9 +80,9 @@ func Build(in Input) (*writ.Record, error) {
 		TraceID: req.TraceID,
 		Replay: writ.Replay{
 			ReplayPacketID:       in.EnvelopeHash,
-			CompiledContextHash:  contextHash,
+			CompiledContextHash:  r.CompiledContextHash,
 			EvidenceSnapshotHash: evidenceHash,
-			ArgumentsDigest:      argsDigest,
+			ArgumentsDigest:      in.ArgumentsDigest,
 		},
 	}
 	rec.Lineage.PackVersion, rec.Lineage.PackHash = packPin(r)
@@ -174,30 +169,6 @@ func validEvidence(req *writ.CheckRequest, now time.Time) ([]writ.Evidence, []st
 	return out, refs
 }
 
-// compiledContext is what resolution produced for a check: the hash of
-// its canonical form pins the compiled context in the record.
-func compiledContext(r *policy.Resolved, d *policy.Decision) map[string]any {
-	checks := make([]string, len(d.Applied))
-	for i, a := range d.Applied {
-		checks[i] = a.ID.BundleID + "/" + a.ID.RuleID
-	}
-	tool := ""
-	if r.Tool != nil {
-		tool = r.Tool.Name
-	}
-	_, packHash := packPin(r)
-	return map[string]any{
-		"pack_hash":       packHash,
-		"decision_spec":   r.Spec.ID(),
-		"tool":            tool,
-		"action_class":    r.ActionClass,
-		"approval_mode":   string(r.ApprovalMode),
-		"checks":          checks,
-		"policy_versions": r.PolicyVersions,
-		"controls":        r.Controls,
-	}
-}
-
 // ActionDigest fingerprints what a check asks to do, for
 // must_not_retry_same_action: the decision key, tool, approval mode,
 // arguments, proposed outputs, subjects, actor, evidence and context.
@@ -210,7 +181,9 @@ func ActionDigest(req *writ.CheckRequest, decisionKey string) (string, error) {
 	if evidence == nil {
 		evidence = []writ.Evidence{}
 	}
-	d, err := CanonicalDigest(map[string]any{
+	// encoding/json writes map keys sorted and struct fields in order, so
+	// this encoding is deterministic; the digest never leaves writ.
+	b, err := json.Marshal(map[string]any{
 		"decision_key":  decisionKey,
 		"tool":          req.Tool,
 		"approval_mode": req.ApprovalMode,
@@ -224,7 +197,7 @@ func ActionDigest(req *writ.CheckRequest, decisionKey string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("action: %w", err)
 	}
-	return d, nil
+	return Digest(b), nil
 }
 
 func orEmptyMap(m map[string]any) map[string]any {

@@ -2,12 +2,15 @@ package record
 
 import (
 	"bytes"
+	"strconv"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/writhq/writ"
 )
 
 // Canonical returns the RFC 8785 (JCS) form of v's JSON encoding.
@@ -109,4 +112,65 @@ func Equal(a, b []byte) bool {
 	ca, err1 := jcs.Transform(a)
 	cb, err2 := jcs.Transform(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
+}
+
+// auditPrefix opens the top-level audit object of a canonical record. In
+// RFC 8785 order the record's members before "audit" are action_class,
+// actor, approval_mode_effective and approvals, all typed by writ, so the
+// first occurrence of this prefix is the top-level audit block.
+var auditPrefix = []byte(`"audit":{"prev_hash":"`)
+
+// AddRecordHash returns the canonical bytes of a record whose canonical
+// bytes without audit.record_hash are body, once record_hash is set. The
+// member is inserted where RFC 8785 orders it (after prev_hash, before
+// seq), so the result equals canonicalizing the whole record again,
+// without paying for a second canonicalization.
+func AddRecordHash(body []byte, hash string) ([]byte, error) {
+	i := bytes.Index(body, auditPrefix)
+	if i < 0 {
+		return nil, fmt.Errorf("record has no audit block starting with prev_hash")
+	}
+	start := i + len(auditPrefix)
+	end := bytes.IndexByte(body[start:], '"')
+	if end < 0 {
+		return nil, fmt.Errorf("record's audit.prev_hash is not terminated")
+	}
+	at := start + end + 1
+	member := `,"record_hash":"` + hash + `"`
+	out := make([]byte, 0, len(body)+len(member))
+	out = append(out, body[:at]...)
+	out = append(out, member...)
+	return append(out, body[at:]...), nil
+}
+
+// unsealedAudit is the canonical audit block of a record before sealing.
+var unsealedAudit = []byte(`"audit":{"prev_hash":"","seq":0}`)
+
+// Preseal returns the canonical bytes of rec with an empty audit block
+// (prev_hash "" and seq 0). It is the expensive half of sealing and does
+// not depend on the chain, so callers run it concurrently; SealBody then
+// fills in the chain position cheaply.
+func Preseal(rec *writ.Record) ([]byte, error) {
+	rec.Audit = writ.Audit{}
+	return Canonical(rec)
+}
+
+// SealBody places a presealed record at seq after prevHash: it returns
+// the record's hash input (the canonical bytes without record_hash) and
+// the bytes to store (with record_hash). The audit block is spliced where
+// RFC 8785 puts it, so the result equals canonicalizing the sealed record
+// from scratch (a test holds this).
+func SealBody(presealed []byte, seq int64, prevHash string) (input []byte, sealed []byte, hash string, err error) {
+	i := bytes.Index(presealed, unsealedAudit)
+	if i < 0 {
+		return nil, nil, "", fmt.Errorf("record was not presealed")
+	}
+	audit := `"audit":{"prev_hash":"` + prevHash + `","seq":` + strconv.FormatInt(seq, 10) + `}`
+	input = make([]byte, 0, len(presealed)+len(audit))
+	input = append(input, presealed[:i]...)
+	input = append(input, audit...)
+	input = append(input, presealed[i+len(unsealedAudit):]...)
+	hash = Digest(input)
+	sealed, err = AddRecordHash(input, hash)
+	return input, sealed, hash, err
 }

@@ -101,12 +101,13 @@ func (r *Redactor) Map(m map[string]any) map[string]any {
 	return out
 }
 
-// Envelope returns the canonical JSON of the request as writ stores it for
-// replay: the whole request, redacted. Its Digest is the record's
-// replay.replay_packet_id.
+// Envelope returns the JSON of the request as writ stores it for replay:
+// the whole request, redacted, as encoding/json writes it (struct fields in
+// declaration order, map keys sorted). Its Digest, over exactly these
+// stored bytes, is the record's replay.replay_packet_id.
 func Envelope(req *writ.CheckRequest, red *Redactor) ([]byte, error) {
 	if !red.Active() {
-		return Canonical(req)
+		return json.Marshal(req)
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -116,5 +117,5 @@ func Envelope(req *writ.CheckRequest, red *Redactor) ([]byte, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, err
 	}
-	return Canonical(red.Value(v))
+	return json.Marshal(red.Value(v))
 }

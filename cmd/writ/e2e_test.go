@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/httpapi"
+	"github.com/writhq/writ/ledger"
+)
+
+// writBinary is the writ command built once for the end-to-end tests.
+var writBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "writ-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	writBinary = filepath.Join(dir, "writ")
+	build := exec.Command("go", "build", "-o", writBinary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building writ:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is a `writ serve` process on a loopback port.
+type server struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *strings.Builder
+	done   chan error
+}
+
+// startServer runs `writ serve` on 127.0.0.1:0 and waits until it says
+// where it listens.
+func startServer(t *testing.T, data, packDir string) *server {
+	t.Helper()
+	cmd := exec.Command(writBinary, "serve", "--addr", "127.0.0.1:0", "--data", data, "--pack", packDir, "--log-level", "warn")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, stderr: &strings.Builder{}, done: make(chan error, 1)}
+	cmd.Stderr = &lockedWriter{w: s.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	re := regexp.MustCompile(`listening on (http://\S+)`)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			s.url = m[1]
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	go func() { s.done <- cmd.Wait() }()
+	if s.url == "" {
+		<-s.done
+		t.Fatalf("writ serve did not start: %s", s.stderr)
+	}
+	t.Cleanup(func() { s.stop(t) })
+	return s
+}
+
+func (s *server) stop(t *testing.T) {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+		t.Errorf("writ serve did not stop on SIGINT")
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func readExample(t *testing.T, path string) *writ.CheckRequest {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := httpapi.DecodeCheckRequest(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return req
+}
+
+// expected reads the disposition an example names in its file name.
+func expected(name string) (writ.Outcome, writ.Mode, bool) {
+	switch {
+	case strings.HasSuffix(name, "-allow-with-warning"):
+		return writ.OutcomeAllowWithWarning, writ.ModeContinueDownstream, false
+	case strings.HasSuffix(name, "-allow"):
+		return writ.OutcomeAllow, writ.ModeContinueDownstream, false
+	case strings.HasSuffix(name, "-local-replan"):
+		return writ.OutcomeReplanRequired, writ.ModeLocalReplan, false
+	case strings.HasSuffix(name, "-upstream-replan"):
+		return writ.OutcomeReplanRequired, writ.ModeUpstreamReplan, false
+	case strings.HasSuffix(name, "-human-review"):
+		return writ.OutcomeReplanRequired, writ.ModeHumanReview, false
+	case strings.HasSuffix(name, "-terminal-review"):
+		return writ.OutcomeReplanRequired, writ.ModeHumanReview, true
+	case strings.HasSuffix(name, "-goal-fail"):
+		return writ.OutcomeGoalFailTerminal, writ.ModeTerminalBlock, false
+	}
+	return "", "", false
+}
+
+// TestServeEveryOutcome starts the real server, drives every example
+// over HTTP, and verifies the tenant's chain from the records the API
+// serves.
+func TestServeEveryOutcome(t *testing.T) {
+	ctx := context.Background()
+	seen := map[writ.Mode]bool{}
+	for _, packDir := range []string{"../../examples/refund", "../../examples/wf-2302"} {
+		srv := startServer(t, t.TempDir(), packDir)
+		c := httpapi.NewClient(srv.url)
+		files, _ := filepath.Glob(filepath.Join(packDir, "requests", "*.json"))
+		var ids []string
+		for _, f := range files {
+			name := strings.TrimSuffix(filepath.Base(f), ".json")
+			req := readExample(t, f)
+			// The examples are written for 2026-05-09; keep their evidence fresh.
+			for i := range req.Evidence {
+				if req.Evidence[i].ObservedAt != nil && !strings.Contains(name, "stale") {
+					fresh := time.Now().Add(-10 * time.Minute)
+					req.Evidence[i].ObservedAt = &fresh
+				}
+			}
+			rc, err := c.Check(ctx, req)
+			if err != nil {
+				t.Fatalf("%s: Check: %v", name, err)
+			}
+			outcome, mode, terminal := expected(name)
+			if rc.Outcome != outcome || rc.Disposition.Mode != mode || rc.HumanReviewTerminal != terminal {
+				t.Errorf("%s: got %s/%s terminal=%v, want %s/%s terminal=%v", name, rc.Outcome, rc.Disposition.Mode, rc.HumanReviewTerminal, outcome, mode, terminal)
+			}
+			if rc.Metadata.RecordID == "" {
+				t.Errorf("%s: receipt has no record id", name)
+			}
+			seen[mode] = true
+			ids = append(ids, rc.Metadata.RecordID)
+		}
+		page, err := c.Records(ctx, writ.RecordQuery{TenantID: "acme", Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Records) != len(ids) {
+			t.Fatalf("GET /v1/records returned %d records, want %d", len(page.Records), len(ids))
+		}
+		chk := &ledger.ChainChecker{TenantID: "acme"}
+		for i, r := range page.Records {
+			if r.Record.RecordID != ids[i] || r.Record.Audit.RecordHash == "" || r.Record.Audit.PrevHash == "" {
+				t.Errorf("record %d = %s with audit %+v, want %s with record_hash and prev_hash", i, r.Record.RecordID, r.Record.Audit, ids[i])
+			}
+			chk.Next(r.Raw)
+			one, err := c.Record(ctx, "acme", r.Record.RecordID)
+			if err != nil || string(one.Raw) != string(r.Raw) {
+				t.Errorf("GET /v1/records/%s = %v, differs from the listed bytes", r.Record.RecordID, err)
+			}
+		}
+		for _, f := range chk.Findings {
+			t.Errorf("chain finding over the API: %+v", f)
+		}
+	}
+	for _, m := range []writ.Mode{writ.ModeContinueDownstream, writ.ModeLocalReplan, writ.ModeUpstreamReplan, writ.ModeHumanReview, writ.ModeTerminalBlock} {
+		if !seen[m] {
+			t.Errorf("no example drove disposition %s", m)
+		}
+	}
+}
+
+// TestServeBadInputWritesNothing sends malformed bodies to the real server
+// and checks that they are refused with problem+json and leave the ledger empty.
+func TestServeBadInputWritesNothing(t *testing.T) {
+	srv := startServer(t, t.TempDir(), "../../examples/refund")
+	good, err := os.ReadFile("../../examples/refund/requests/refund-allow.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, body string
+		status     int
+	}{
+		{"malformed JSON", `{"tenant_id": "acme",`, 400},
+		{"unknown field", strings.Replace(string(good), `"tenant_id"`, `"bogus": 1, "tenant_id"`, 1), 400},
+		{"missing tenant", strings.Replace(string(good), `"tenant_id": "acme",`, ``, 1), 400},
+		{"unknown decision key", strings.Replace(string(good), `"tool": "payments.issue_refund"`, `"decision_key": "no.such.key"`, 1), 400},
+		{"wrong type", strings.Replace(string(good), `"subject_ids": [`, `"subject_ids": "x", "y": [`, 1), 400},
+		{"oversized body", `{"tenant_id": "acme", "context": {"pad": "` + strings.Repeat("x", 2<<20) + `"}}`, 413},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Post(srv.url+"/v1/check", "application/json", strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var p map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&p)
+			if resp.StatusCode != tt.status || resp.Header.Get("Content-Type") != "application/problem+json" || p["detail"] == "" {
+				t.Errorf("POST /v1/check (%s) = %d %s %v, want %d problem+json", tt.name, resp.StatusCode, resp.Header.Get("Content-Type"), p, tt.status)
+			}
+		})
+	}
+	page, err := httpapi.NewClient(srv.url).Records(context.Background(), writ.RecordQuery{TenantID: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Records) != 0 {
+		t.Errorf("bad input wrote %d records", len(page.Records))
+	}
+}
+
+// TestServeRefusesABrokenPack checks that a pack with an invalid CEL
+// condition stops the server before anything is opened or written.
+func TestServeRefusesABrokenPack(t *testing.T) {
+	packDir := t.TempDir()
+	copyDir(t, "../../examples/refund", packDir)
+	rules := filepath.Join(packDir, "policies", "returns.yaml")
+	b, err := os.ReadFile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(b), "when: args.amount_inr > 10000", "when: args.amount_inr >>> 10000", 1)
+	if broken == string(b) {
+		t.Fatal("the rule to break was not found")
+	}
+	if err := os.WriteFile(rules, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	out, err := exec.Command(writBinary, "serve", "--addr", "127.0.0.1:0", "--data", data, "--pack", packDir).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("writ serve on a broken pack: %v, want a non-zero exit\n%s", err, out)
+	}
+	if !regexp.MustCompile(`returns\.yaml:\d+: rule R_HIGH_VALUE_REQUIRES_APPROVAL: invalid CEL`).Match(out) {
+		t.Errorf("the error does not name the file, line and rule:\n%s", out)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("the data directory was created (%v); a broken pack must write nothing", err)
+	}
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.Walk(from, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if info.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCrashKeepsEveryAcknowledgedRecord kills the server with SIGKILL
+// while clients are checking, restarts it, and checks that every receipt a
+// client received has its record and that the chain is intact.
+func TestCrashKeepsEveryAcknowledgedRecord(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	packDir := "../../examples/wf-2302"
+	srv := startServer(t, data, packDir)
+	base := readExample(t, filepath.Join(packDir, "requests", "wf-2302-allow.json"))
+
+	var mu sync.Mutex
+	var acked []*writ.Receipt
+	enough := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := httpapi.NewClient(srv.url)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req := *base
+				req.IdempotencyKey = fmt.Sprintf("crash-%d-%d", w, i)
+				req.Arguments = map[string]any{"workflow_ref": "WF-2302", "seq": float64(w*1_000_000 + i)}
+				rc, err := c.Check(ctx, &req)
+				if err != nil {
+					return // the server is gone
+				}
+				mu.Lock()
+				acked = append(acked, rc)
+				if len(acked) >= 400 {
+					once.Do(func() { close(enough) })
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	select {
+	case <-enough:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the clients did not get 400 receipts within a minute")
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.done
+	close(stop)
+	wg.Wait()
+
+	restarted := startServer(t, data, packDir)
+	c := httpapi.NewClient(restarted.url)
+	for _, rc := range acked {
+		rec, err := c.Record(ctx, "acme", rc.Metadata.RecordID)
+		if err != nil {
+			t.Fatalf("receipt %s was acknowledged but its record %s is missing after the crash: %v", rc.DecisionID, rc.Metadata.RecordID, err)
+		}
+		if rec.Record.DecisionID != rc.DecisionID {
+			t.Errorf("record %s has decision %s, receipt %s", rec.Record.RecordID, rec.Record.DecisionID, rc.DecisionID)
+		}
+	}
+	restarted.stop(t)
+	out, err := exec.Command(writBinary, "ledger", "verify", "--data", data).CombinedOutput()
+	if err != nil {
+		t.Fatalf("writ ledger verify after the crash: %v\n%s", err, out)
+	}
+	t.Logf("%d receipts acknowledged before SIGKILL; %s", len(acked), strings.TrimSpace(string(out)))
+}

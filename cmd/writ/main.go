@@ -1,0 +1,168 @@
+// Command writ is the writ governance runtime: a server, an offline
+// checker, and the tools to read and verify its ledger.
+//
+// This package does wiring only: flags, environment, opening stores and
+// packs, and printing. Everything it runs lives in the library packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/writhq/writ"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := NewMain()
+	err := m.Run(ctx, os.Args[1:])
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(m.Stderr, "writ:", err)
+		for _, d := range writ.ErrorDetails(err) {
+			if !strings.Contains(err.Error(), d.String()) {
+				fmt.Fprintln(m.Stderr, "  "+d.String())
+			}
+		}
+	}
+	os.Exit(exitCode(err))
+}
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitError    = 1 // the command failed
+	exitUsage    = 2 // bad flags or arguments
+	exitFindings = 3 // a verification found problems
+)
+
+// usageError marks bad command-line use.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// findingsError reports that a verification completed and found problems.
+type findingsError struct{ n int }
+
+func (e *findingsError) Error() string { return fmt.Sprintf("%d problem(s) found", e.n) }
+
+func exitCode(err error) int {
+	var ue *usageError
+	var fe *findingsError
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &fe):
+		return exitFindings
+	}
+	return exitError
+}
+
+// Main holds the process's standard streams and environment so that tests
+// can run commands in-process.
+type Main struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+// NewMain returns a Main on the process's streams.
+func NewMain() *Main {
+	return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+}
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(m *Main, ctx context.Context, args []string) error
+}
+
+var commands = map[string]command{
+	"serve":   {"run the HTTP server", (*Main).serve},
+	"check":   {"decide one check request offline and print its receipt", (*Main).check},
+	"records": {"list or show records of a ledger", (*Main).records},
+	"ledger":  {"verify a ledger", (*Main).ledger},
+	"bench":   {"measure durable checks per second over HTTP", (*Main).bench},
+	"version": {"print the version", (*Main).printVersion},
+}
+
+// Run runs the subcommand named by args[0].
+func (m *Main) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		m.usage()
+		if len(args) == 0 {
+			return usagef("no command given")
+		}
+		return nil
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		m.usage()
+		return usagef("unknown command %q", args[0])
+	}
+	return c.run(m, ctx, args[1:])
+}
+
+func (m *Main) usage() {
+	fmt.Fprintln(m.Stderr, "writ: a governance runtime for AI agents\n\nUsage: writ <command> [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(m.Stderr, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(m.Stderr, "\nRun 'writ <command> -h' for a command's flags.")
+}
+
+func (m *Main) printVersion(_ context.Context, _ []string) error {
+	fmt.Fprintln(m.Stdout, "writ", version)
+	return nil
+}
+
+// flags returns a flag set that reports errors instead of exiting.
+func (m *Main) flags(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet("writ "+name, flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(m.Stderr, "Usage: writ %s %s\n\nFlags:\n", name, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags, turning flag errors into usage errors.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	return nil
+}
+
+func (m *Main) logger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("bad --log-level %q (want debug, info, warn or error)", level)
+	}
+	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: l})), nil
+}

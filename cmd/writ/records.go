@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/writhq/writ"
+)
+
+func (m *Main) records(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("usage: writ records list|get [flags]")
+	}
+	switch args[0] {
+	case "list":
+		return m.recordsList(ctx, args[1:])
+	case "get":
+		return m.recordsGet(ctx, args[1:])
+	}
+	return usagef("unknown records command %q (want list or get)", args[0])
+}
+
+func (m *Main) recordsList(ctx context.Context, args []string) error {
+	fs := m.flags("records list", "--tenant T [filters]")
+	data := fs.String("data", defaultDataDir, "data directory")
+	var q writ.RecordQuery
+	fs.StringVar(&q.TenantID, "tenant", "", "tenant (required)")
+	fs.StringVar(&q.DecisionKey, "decision-key", "", "only this decision key")
+	status := fs.String("status", "", "only this status (DECIDED, DEFERRED, REJECTED, ESCALATED, ...)")
+	fs.StringVar(&q.SubjectID, "subject", "", "only records about this subject id")
+	fs.StringVar(&q.TraceID, "trace", "", "only this trace id")
+	from := fs.String("from", "", "records at or after this time (RFC 3339)")
+	to := fs.String("to", "", "records before this time (RFC 3339)")
+	fs.IntVar(&q.Limit, "limit", 100, "page size (1-1000)")
+	fs.StringVar(&q.Cursor, "cursor", "", "continue from a previous page")
+	asJSON := fs.Bool("json", false, "print records as JSON lines, exactly as sealed")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if q.TenantID == "" {
+		return usagef("records list needs --tenant")
+	}
+	q.Status = writ.Status(*status)
+	for _, t := range []struct {
+		flag string
+		in   string
+		out  *time.Time
+	}{{"--from", *from, &q.From}, {"--to", *to, &q.To}} {
+		if t.in == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.in)
+		if err != nil {
+			return usagef("bad %s %q: want RFC 3339", t.flag, t.in)
+		}
+		*t.out = v
+	}
+	st, err := openExistingStore(*data)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	page, err := st.Records(ctx, q)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		for _, r := range page.Records {
+			fmt.Fprintf(m.Stdout, "%s\n", r.Raw)
+		}
+	} else {
+		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tRECORD\tTIME\tDECISION KEY\tSTATUS\tOUTCOME")
+		for _, r := range page.Records {
+			rec := r.Record
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%v\n", rec.Audit.Seq, rec.RecordID, rec.Timestamp.Format(time.RFC3339), rec.DecisionKey, rec.Status, rec.Outputs["outcome"])
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(m.Stderr, "more records: --cursor %s\n", page.NextCursor)
+	}
+	return nil
+}
+
+func (m *Main) recordsGet(ctx context.Context, args []string) error {
+	fs := m.flags("records get", "--tenant T RECORD_ID")
+	data := fs.String("data", defaultDataDir, "data directory")
+	tenant := fs.String("tenant", "", "tenant (required)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *tenant == "" || fs.NArg() != 1 {
+		return usagef("usage: writ records get --tenant T RECORD_ID")
+	}
+	st, err := openExistingStore(*data)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r, err := st.Record(ctx, *tenant, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(m.Stdout, "%s\n", r.Raw)
+	return err
+}
+
+// openExistingStore opens a data directory that must already exist:
+// reading commands never create an empty ledger by mistake.
+func openExistingStore(dir string) (interface {
+	Records(context.Context, writ.RecordQuery) (*writ.RecordPage, error)
+	Record(context.Context, string, string) (*writ.StoredRecord, error)
+	Close() error
+}, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("no ledger at %s: %w", dir, err)
+	}
+	return openStore(dir)
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/writhq/writ/httpapi"
+)
+
+func (m *Main) serve(ctx context.Context, args []string) error {
+	fs := m.flags("serve", "--pack DIR [--addr ADDR] [--data DIR]")
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	data := fs.String("data", defaultDataDir, "data directory of the embedded SQLite store")
+	packDir := fs.String("pack", "", "pack directory to pin (required)")
+	maxBody := fs.Int64("max-body", httpapi.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *packDir == "" {
+		return usagef("serve needs --pack DIR")
+	}
+	if fs.NArg() > 0 {
+		return usagef("serve takes no arguments, got %q", fs.Args())
+	}
+	log, err := m.logger(*logLevel)
+	if err != nil {
+		return err
+	}
+	pol, err := loadPolicy(*packDir)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(*data)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	eng, err := openEngine(ctx, pol, st, log)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	p := pol.Pack
+	srv := &http.Server{
+		Handler: httpapi.NewServer(eng, httpapi.Config{
+			MaxBodyBytes: *maxBody,
+			Logger:       log,
+			Health: func(context.Context) httpapi.HealthReport {
+				return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: "sqlite"}
+			},
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "writ %s listening on http://%s (pack %s %s, data %s)\n", version, ln.Addr(), p.ID(), p.Hash, *data)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight checks")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

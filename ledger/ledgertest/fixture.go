@@ -1,0 +1,129 @@
+package ledgertest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/record"
+)
+
+// baseTime anchors fixture timestamps. It has sub-second digits so that
+// stores keeping less than nanosecond precision fail the time filters.
+var baseTime = time.Date(2025, time.March, 14, 9, 26, 53, 589793238, time.UTC)
+
+// fixtureID derives a stable identifier from its parts, so that the same
+// (tenant, n) always names the same record and different tenants never
+// share a record id.
+func fixtureID(prefix string, parts ...any) string {
+	sum := sha256.Sum256(fmt.Append(nil, parts...))
+	return prefix + hex.EncodeToString(sum[:12])
+}
+
+// NewRecord returns a valid, unsealed decision record of tenant, as the
+// engine would build it for a refund check. n makes its record and decision
+// ids unique (for that tenant) and spreads its timestamp (n seconds after a
+// fixed instant), subjects and trace id; callers adjust the fields a test is
+// about.
+func NewRecord(tenant string, n int) *writ.Record {
+	args := map[string]any{"order_id": fmt.Sprintf("o-%05d", n), "amount_cents": 1250 + n}
+	argsDigest, err := record.CanonicalDigest(args)
+	if err != nil {
+		panic(err) // a fixed map of strings and numbers always encodes
+	}
+	return &writ.Record{
+		RecordID:        fixtureID("rec_", tenant, n),
+		DecisionID:      fixtureID("dec_", tenant, n),
+		TenantID:        tenant,
+		DecisionKey:     "payments.refund",
+		DecisionVersion: "3",
+		Timestamp:       baseTime.Add(time.Duration(n) * time.Second),
+		Status:          writ.StatusDecided,
+		ActionClass:     "refund",
+		Actor: writ.Actor{
+			Type:             writ.ActorAgent,
+			ID:               "agent:support-bot",
+			WorkloadIdentity: "spiffe://acme.example/agents/support-bot",
+			DelegatedUserID:  "user:u-1042",
+		},
+		IntentRef:  fmt.Sprintf("intent:refund-%d", n),
+		SubjectIDs: []string{fmt.Sprintf("customer:c-%03d", n%10), fmt.Sprintf("order:o-%05d", n)},
+		InputsRefs: writ.InputsRefs{
+			Request: fixtureID("req_", tenant, n),
+			Session: "sess_7f3a9c",
+		},
+		Outputs:      map[string]any{"refund_id": fmt.Sprintf("rf-%05d", n), "currency": "EUR"},
+		EvidenceRefs: []string{fmt.Sprintf("order:o-%05d#v2", n), "policy_ack:refunds#2025-01"},
+		PolicyDecisions: []writ.PolicyDecision{{
+			PolicyDecisionID: "pd_refund_limit_v3",
+			BundleID:         "refunds",
+			RuleIDs:          []string{"refund_under_limit"},
+			Verdict:          "allow",
+		}},
+		Approvals:             []writ.Approval{},
+		ApprovalModeEffective: writ.ModeNetwork,
+		ControlsActive: writ.ControlsActive{
+			MustRefuse:           []string{},
+			MustEscalate:         []string{"refund_over_500"},
+			ApprovalGatesActive:  []string{},
+			RedactionRulesActive: []string{"pii_email"},
+		},
+		BudgetUsage: &writ.Usage{Tokens: 5120, ToolCalls: 3, CostUSDCents: 1.5, WallClockMS: 2300},
+		Lineage: writ.Lineage{
+			PackVersion:    "2025.03.1",
+			PackHash:       "sha256:4f1b2d0c9e8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c",
+			PolicyVersions: []string{"refunds@3"},
+			DecisionSpec:   "payments.refund@3",
+		},
+		TraceID: fixtureID("", "trace", tenant, n%7) + "00000000",
+		Replay: writ.Replay{
+			ReplayPacketID:       fixtureID("sha256:", "envelope", tenant, n),
+			CompiledContextHash:  fixtureID("sha256:", "context", tenant, n),
+			EvidenceSnapshotHash: fixtureID("sha256:", "evidence", tenant, n),
+			ArgumentsDigest:      argsDigest,
+		},
+	}
+}
+
+// NewEntry returns an entry for rec carrying the receipt the engine would
+// have answered with it: an allow, naming the record. It sets no
+// idempotency claim, block or blobs.
+func NewEntry(rec *writ.Record) *ledger.Entry {
+	rcpt := writ.Receipt{
+		ReceiptType:                   writ.ReceiptType,
+		DecisionID:                    rec.DecisionID,
+		Outcome:                       writ.OutcomeAllow,
+		ActionClass:                   rec.ActionClass,
+		SafeToExecute:                 true,
+		Reasons:                       []writ.Reason{{Code: "refund_under_limit", Message: "The refund is under the agent's limit."}},
+		SafeNextSteps:                 []writ.Reason{},
+		ViewerGuidance:                []string{},
+		WhatWouldChangeThis:           []string{},
+		WhatWouldChangeThisConditions: []writ.Condition{},
+		Disposition:                   writ.Disposition{Mode: writ.ModeContinueDownstream, DownstreamAllowed: true},
+		Routing:                       writ.Routing{Direction: writ.DirectionDownstream},
+		ResumeContract:                writ.ResumeContract{ResumeWhen: []string{}, ResumeWhenConditions: []writ.Condition{}},
+		RuntimeLoopback:               writ.RuntimeLoopback{SameGoalState: true},
+		Metadata: writ.Metadata{
+			RecordID:    rec.RecordID,
+			DecisionKey: rec.DecisionKey,
+			Pack:        "acme-payments",
+			PackHash:    rec.Lineage.PackHash,
+			TraceID:     rec.TraceID,
+		},
+	}
+	b, err := json.Marshal(rcpt)
+	if err != nil {
+		panic(err) // a receipt of plain fields always encodes
+	}
+	return &ledger.Entry{Record: rec, Receipt: b}
+}
+
+// NewBlob returns a content-addressed blob of kind holding data.
+func NewBlob(kind string, data []byte) ledger.Blob {
+	return ledger.Blob{Hash: record.Digest(data), Kind: kind, Data: data}
+}

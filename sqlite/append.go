@@ -1,0 +1,335 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/record"
+)
+
+// writeStmts are the statements of an append transaction: prepared on
+// the write connection, or bound to one transaction.
+type writeStmts struct {
+	claim, head                                     *sql.Stmt
+	record, subject, idempotency, block, blob, move *sql.Stmt
+}
+
+func (w *writeStmts) prepare(db *sql.DB) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&w.claim, `SELECT i.args_digest, i.record_id, r.receipt FROM idempotency i
+			JOIN records r ON r.record_id = i.record_id AND r.tenant_id = i.tenant_id
+			WHERE i.tenant_id = ? AND i.key = ?`},
+		{&w.head, `SELECT seq, hash FROM heads WHERE tenant_id = ?`},
+		{&w.record, `INSERT INTO records (tenant_id, seq, record_id, decision_id, decision_key, status, trace_id, ts, approval_mode, raw, receipt)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.subject, `INSERT INTO record_subjects (tenant_id, subject_id, seq) VALUES (?, ?, ?)`},
+		{&w.idempotency, `INSERT INTO idempotency (tenant_id, key, args_digest, record_id) VALUES (?, ?, ?, ?)`},
+		// First record wins: a later block of the same action keeps the
+		// first answer.
+		{&w.block, `INSERT INTO blocks (tenant_id, decision_key, args_digest, pack_hash, record_id) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`},
+		{&w.blob, `INSERT INTO blobs (hash, kind, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&w.move, `INSERT INTO heads (tenant_id, seq, hash) VALUES (?, ?, ?)
+			ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`},
+	} {
+		st, err := db.Prepare(p.sql)
+		if err != nil {
+			w.close()
+			return fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		*p.stmt = st
+	}
+	return nil
+}
+
+func (w *writeStmts) close() {
+	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// minTime and maxTime bound the timestamps an int64 of unix nanoseconds
+// can hold.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// validate rejects an entry before anything of its batch is written.
+func validate(i int, e *ledger.Entry) error {
+	bad := func(format string, args ...any) error {
+		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("ledger entry %d: "+format, append([]any{i}, args...)...)}
+	}
+	switch {
+	case e == nil || e.Record == nil:
+		return bad("no record")
+	case e.Record.TenantID == "":
+		return bad("record has no tenant_id")
+	case e.Record.RecordID == "":
+		return bad("record has no record_id")
+	case e.Record.Timestamp.Before(minTime) || e.Record.Timestamp.After(maxTime):
+		return bad("record timestamp %s is out of range", e.Record.Timestamp)
+	case e.Idempotency != nil && e.Idempotency.Key == "":
+		return bad("empty idempotency key")
+	}
+	return checkBlobs(e.Blobs)
+}
+
+// checkBlobs refuses a blob whose hash is not the digest of its data:
+// blobs are insert-if-absent, so a wrong one would squat its address
+// forever.
+func checkBlobs(blobs []ledger.Blob) error {
+	for _, b := range blobs {
+		if got := record.Digest(b.Data); got != b.Hash {
+			return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("blob %s: its data hashes to %s", b.Hash, got)}
+		}
+	}
+	return nil
+}
+
+type claimKey struct{ tenant, key string }
+
+// Append seals and writes entries in one transaction, as ledger.Store
+// specifies. Entries' Raw and Prior are set only once the transaction has
+// committed.
+func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger.SealFunc) (err error) {
+	if len(entries) == 0 {
+		return nil
+	}
+	ids := make(map[string]bool, len(entries))
+	for i, e := range entries {
+		if err := validate(i, e); err != nil {
+			return err
+		}
+		// A record id names one record: say so before the database
+		// refuses it half-way through the transaction.
+		if ids[e.Record.RecordID] {
+			return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("ledger entry %d: record %s appears twice in the batch", i, e.Record.RecordID)}
+		}
+		ids[e.Record.RecordID] = true
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ledger.ErrClosed
+	}
+	// heads holds the batch's heads; it reaches s.heads only after the
+	// commit.
+	heads := make(map[string]ledger.Head)
+	defer func() {
+		if err != nil {
+			// The failure may come from the database disagreeing with
+			// the cache (another writer, say): read the heads afresh
+			// next time.
+			for t := range heads {
+				delete(s.heads, t)
+			}
+		}
+	}()
+
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin append: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	st := s.stmts.bind(ctx, tx)
+	defer st.close()
+
+	// First settle which entries are appended: an entry whose key is
+	// claimed, in the database or earlier in this batch, is answered with
+	// the first claim instead. Everything needed for that is known before
+	// sealing.
+	priors := make([]*ledger.Prior, len(entries))
+	todo := make([]int, 0, len(entries))
+	claims := make(map[claimKey]*ledger.Prior)
+	for i, e := range entries {
+		rec := e.Record
+		if c := e.Idempotency; c != nil {
+			k := claimKey{rec.TenantID, c.Key}
+			prior, ok := claims[k]
+			if !ok {
+				if prior, err = st.claimed(ctx, rec.TenantID, c.Key); err != nil {
+					return err
+				}
+			}
+			if prior != nil {
+				priors[i] = prior
+				continue
+			}
+			claims[k] = &ledger.Prior{ArgsDigest: c.ArgsDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
+		}
+		if _, ok := heads[rec.TenantID]; !ok {
+			if heads[rec.TenantID], err = s.cachedHead(ctx, st.head, rec.TenantID); err != nil {
+				return err
+			}
+		}
+		todo = append(todo, i)
+	}
+
+	raws := make([][]byte, len(entries))
+	for _, i := range todo {
+		rec := entries[i].Record
+		head := heads[rec.TenantID]
+		raw, err := seal(head, entries[i])
+		if err != nil {
+			return fmt.Errorf("sqlite: seal record %s: %w", rec.RecordID, err)
+		}
+		// The head the next record links to is what the seal says; a
+		// SealFunc that does not follow the head would fork the chain.
+		a := rec.Audit
+		if a.Seq != head.Seq+1 || a.RecordHash == "" {
+			return fmt.Errorf("sqlite: the SealFunc sealed record %s at seq %d with hash %q after head %d", rec.RecordID, a.Seq, a.RecordHash, head.Seq)
+		}
+		heads[rec.TenantID] = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
+		if err := st.insert(ctx, entries[i], raw); err != nil {
+			return err
+		}
+		raws[i] = raw
+	}
+	for t, h := range heads {
+		if _, err := st.move.ExecContext(ctx, t, h.Seq, h.Hash); err != nil {
+			return fmt.Errorf("sqlite: advance head of tenant %s: %w", t, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit append: %w", err)
+	}
+
+	for t, h := range heads {
+		s.heads[t] = h
+	}
+	for i, e := range entries {
+		e.Raw, e.Prior = raws[i], priors[i]
+	}
+	return nil
+}
+
+// insert writes one sealed entry: its record and receipt, its subjects,
+// its idempotency claim, its block and its blobs.
+func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) error {
+	rec := e.Record
+	tenant, seq := rec.TenantID, rec.Audit.Seq
+	receipt := e.Receipt
+	if receipt == nil {
+		receipt = []byte{}
+	}
+	if _, err := w.record.ExecContext(ctx, tenant, seq, rec.RecordID, rec.DecisionID, rec.DecisionKey,
+		string(rec.Status), rec.TraceID, rec.Timestamp.UnixNano(), string(rec.ApprovalModeEffective), raw, receipt); err != nil {
+		return fmt.Errorf("sqlite: insert record %s: %w", rec.RecordID, err)
+	}
+	for j, sub := range rec.SubjectIDs {
+		if slices.Contains(rec.SubjectIDs[:j], sub) {
+			continue
+		}
+		if _, err := w.subject.ExecContext(ctx, tenant, sub, seq); err != nil {
+			return fmt.Errorf("sqlite: insert subject of record %s: %w", rec.RecordID, err)
+		}
+	}
+	if c := e.Idempotency; c != nil {
+		if _, err := w.idempotency.ExecContext(ctx, tenant, c.Key, c.ArgsDigest, rec.RecordID); err != nil {
+			return fmt.Errorf("sqlite: claim idempotency key of record %s: %w", rec.RecordID, err)
+		}
+	}
+	if b := e.Block; b != nil {
+		if _, err := w.block.ExecContext(ctx, tenant, b.DecisionKey, b.ArgsDigest, b.PackHash, rec.RecordID); err != nil {
+			return fmt.Errorf("sqlite: block of record %s: %w", rec.RecordID, err)
+		}
+	}
+	for _, b := range e.Blobs {
+		if _, err := w.blob.ExecContext(ctx, b.Hash, b.Kind, b.Data); err != nil {
+			return fmt.Errorf("sqlite: blob %s of record %s: %w", b.Hash, rec.RecordID, err)
+		}
+	}
+	return nil
+}
+
+// cachedHead returns a tenant's durable head, reading it once from the
+// database. The caller holds s.mu.
+func (s *Store) cachedHead(ctx context.Context, q *sql.Stmt, tenant string) (ledger.Head, error) {
+	if h, ok := s.heads[tenant]; ok {
+		return h, nil
+	}
+	var h ledger.Head
+	err := q.QueryRowContext(ctx, tenant).Scan(&h.Seq, &h.Hash)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return ledger.Head{}, fmt.Errorf("sqlite: read head of tenant %s: %w", tenant, err)
+	}
+	s.heads[tenant] = h
+	return h, nil
+}
+
+// bind returns the statements bound to tx. The write pool has one
+// connection, so binding reuses the statements prepared on it.
+func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
+	return &writeStmts{
+		claim:       tx.StmtContext(ctx, w.claim),
+		head:        tx.StmtContext(ctx, w.head),
+		record:      tx.StmtContext(ctx, w.record),
+		subject:     tx.StmtContext(ctx, w.subject),
+		idempotency: tx.StmtContext(ctx, w.idempotency),
+		block:       tx.StmtContext(ctx, w.block),
+		blob:        tx.StmtContext(ctx, w.blob),
+		move:        tx.StmtContext(ctx, w.move),
+	}
+}
+
+// claimed returns the first answer under an idempotency key, or nil.
+func (t *writeStmts) claimed(ctx context.Context, tenant, key string) (*ledger.Prior, error) {
+	var p ledger.Prior
+	err := t.claim.QueryRowContext(ctx, tenant, key).Scan(&p.ArgsDigest, &p.RecordID, &p.Receipt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("sqlite: read idempotency key: %w", err)
+	}
+	return &p, nil
+}
+
+// PutBlobs stores blobs content-addressed (insert if absent) in one
+// durable transaction.
+func (s *Store) PutBlobs(ctx context.Context, blobs []ledger.Blob) (err error) {
+	if len(blobs) == 0 {
+		return nil
+	}
+	if err := checkBlobs(blobs); err != nil {
+		return err
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin put blobs: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	st := tx.StmtContext(ctx, s.stmts.blob)
+	defer st.Close()
+	for _, b := range blobs {
+		if _, err := st.ExecContext(ctx, b.Hash, b.Kind, b.Data); err != nil {
+			return fmt.Errorf("sqlite: put blob %s: %w", b.Hash, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit put blobs: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,339 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+)
+
+// Page sizes of Records.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// notFound is the error of a record the tenant cannot see. It says the same
+// whether the id is unknown or belongs to another tenant.
+func notFound(recordID string) error {
+	return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("record %q not found", recordID)}
+}
+
+// Record returns one record of the tenant exactly as sealed.
+func (s *Store) Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error) {
+	var raw []byte
+	err := s.reads.record.QueryRowContext(ctx, recordID, tenantID).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(recordID)
+	} else if err != nil {
+		return nil, fmt.Errorf("sqlite: read record: %w", err)
+	}
+	return parseStored(raw)
+}
+
+func parseStored(raw []byte) (*writ.StoredRecord, error) {
+	sr := &writ.StoredRecord{Raw: raw}
+	if err := json.Unmarshal(raw, &sr.Record); err != nil {
+		return nil, fmt.Errorf("sqlite: stored record does not parse: %w", err)
+	}
+	return sr, nil
+}
+
+// Receipt returns the receipt answered with a record of the tenant.
+func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte, error) {
+	var receipt []byte
+	err := s.reads.receipt.QueryRowContext(ctx, recordID, tenantID).Scan(&receipt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(recordID)
+	} else if err != nil {
+		return nil, fmt.Errorf("sqlite: read receipt: %w", err)
+	}
+	if len(receipt) == 0 {
+		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("record %q has no receipt", recordID)}
+	}
+	return receipt, nil
+}
+
+// cursor is what a page's NextCursor encodes: the seq of the last record
+// served. It is JSON so that it can grow fields without breaking old
+// cursors, and base64url so that it is opaque and URL-safe.
+type cursor struct {
+	After int64 `json:"after"`
+}
+
+func encodeCursor(after int64) string {
+	b, _ := json.Marshal(cursor{After: after})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (int64, error) {
+	invalid := &writ.Error{Code: writ.EINVALID, Message: "invalid cursor", Details: []writ.Detail{{Field: "cursor", Message: "not a cursor this store issued"}}}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, invalid
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c cursor
+	if err := dec.Decode(&c); err != nil || dec.More() || c.After < 1 {
+		return 0, invalid
+	}
+	return c.After, nil
+}
+
+// unixNanos converts a query bound to the ts column, clamping instants an
+// int64 cannot hold (which then still compare correctly).
+func unixNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minTime):
+		return minTime.UnixNano()
+	case t.After(maxTime):
+		return maxTime.UnixNano()
+	}
+	return t.UnixNano()
+}
+
+// Records lists the tenant's records matching q in chain order. Pages are
+// cut by seq, so records appended while a client pages through appear on
+// later pages and nothing is served twice.
+func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
+	if q.TenantID == "" {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "a record query needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	}
+	limit := q.Limit
+	switch {
+	case limit < 0:
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid limit", Details: []writ.Detail{{Field: "limit", Message: "must not be negative"}}}
+	case limit == 0:
+		limit = DefaultLimit
+	case limit > MaxLimit:
+		limit = MaxLimit
+	}
+	var after int64
+	if q.Cursor != "" {
+		var err error
+		if after, err = decodeCursor(q.Cursor); err != nil {
+			return nil, err
+		}
+	}
+
+	// One row more than the page tells whether another page follows.
+	query, args := recordsQuery(q, after, limit+1)
+	rows, err := s.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: query records: %w", err)
+	}
+	defer rows.Close()
+	page := &writ.RecordPage{Records: make([]writ.StoredRecord, 0, min(limit, 64))}
+	var last int64
+	for rows.Next() {
+		if len(page.Records) == limit {
+			page.NextCursor = encodeCursor(last)
+			break
+		}
+		var raw []byte
+		if err := rows.Scan(&last, &raw); err != nil {
+			return nil, fmt.Errorf("sqlite: query records: %w", err)
+		}
+		sr, err := parseStored(raw)
+		if err != nil {
+			return nil, err
+		}
+		page.Records = append(page.Records, *sr)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: query records: %w", err)
+	}
+	return page, nil
+}
+
+// recordsQuery builds the SQL of a record query: q's filters, records after
+// seq after, at most limit rows in chain order.
+func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
+	var sb strings.Builder
+	args := []any{}
+	sb.WriteString(`SELECT r.seq, r.raw FROM records r`)
+	if q.SubjectID != "" {
+		// record_subjects' key (tenant_id, subject_id, seq) serves the
+		// subject and the chain order at once.
+		sb.WriteString(` JOIN record_subjects s ON s.tenant_id = r.tenant_id AND s.seq = r.seq AND s.subject_id = ?`)
+		args = append(args, q.SubjectID)
+	}
+	sb.WriteString(` WHERE r.tenant_id = ? AND r.seq > ?`)
+	args = append(args, q.TenantID, after)
+	if q.DecisionKey != "" {
+		sb.WriteString(` AND r.decision_key = ?`)
+		args = append(args, q.DecisionKey)
+	}
+	if q.Status != "" {
+		sb.WriteString(` AND r.status = ?`)
+		args = append(args, string(q.Status))
+	}
+	if q.TraceID != "" {
+		sb.WriteString(` AND r.trace_id = ?`)
+		args = append(args, q.TraceID)
+	}
+	if !q.From.IsZero() {
+		sb.WriteString(` AND r.ts >= ?`)
+		args = append(args, unixNanos(q.From))
+	}
+	if !q.To.IsZero() {
+		sb.WriteString(` AND r.ts < ?`)
+		args = append(args, unixNanos(q.To))
+	}
+	sb.WriteString(` ORDER BY r.seq LIMIT ?`)
+	args = append(args, limit)
+	return sb.String(), args
+}
+
+// Idempotent returns the first answer under a tenant's idempotency key, or
+// nil if the key is unclaimed.
+func (s *Store) Idempotent(ctx context.Context, tenantID, key string) (*ledger.Prior, error) {
+	var p ledger.Prior
+	err := s.reads.idempotent.QueryRowContext(ctx, tenantID, key).Scan(&p.ArgsDigest, &p.RecordID, &p.Receipt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("sqlite: read idempotency key: %w", err)
+	}
+	return &p, nil
+}
+
+// Blocked returns the first answer for a blocked action of the tenant, or
+// nil if the action is not blocked.
+func (s *Store) Blocked(ctx context.Context, tenantID string, key ledger.BlockKey) (*ledger.Prior, error) {
+	p := ledger.Prior{ArgsDigest: key.ArgsDigest}
+	err := s.reads.blocked.QueryRowContext(ctx, tenantID, key.DecisionKey, key.ArgsDigest, key.PackHash).Scan(&p.RecordID, &p.Receipt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("sqlite: read block: %w", err)
+	}
+	return &p, nil
+}
+
+// Blob returns a blob's data by its hash.
+func (s *Store) Blob(ctx context.Context, hash string) ([]byte, error) {
+	var data []byte
+	err := s.read.QueryRowContext(ctx, `SELECT data FROM blobs WHERE hash = ?`, hash).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("blob %q not found", hash)}
+	} else if err != nil {
+		return nil, fmt.Errorf("sqlite: read blob: %w", err)
+	}
+	return data, nil
+}
+
+// Head returns a tenant's durable chain head.
+func (s *Store) Head(ctx context.Context, tenantID string) (ledger.Head, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.heads[tenantID]; ok {
+		return h, nil
+	}
+	var h ledger.Head
+	err := s.read.QueryRowContext(ctx, `SELECT seq, hash FROM heads WHERE tenant_id = ?`, tenantID).Scan(&h.Seq, &h.Hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Not cached: probing unknown tenants must not grow the cache.
+		return ledger.Head{}, nil
+	} else if err != nil {
+		return ledger.Head{}, fmt.Errorf("sqlite: read head: %w", err)
+	}
+	// s.mu keeps appends out, so what was just read is the durable head.
+	s.heads[tenantID] = h
+	return h, nil
+}
+
+// Tenants lists the tenants that have records: those with a chain head,
+// which the first append of a tenant creates in the same transaction.
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT tenant_id FROM heads ORDER BY tenant_id`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list tenants: %w", err)
+	}
+	defer rows.Close()
+	var tenants []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("sqlite: list tenants: %w", err)
+		}
+		tenants = append(tenants, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list tenants: %w", err)
+	}
+	return tenants, nil
+}
+
+// Chain returns up to limit raw records of a tenant with seq > after, in
+// seq order.
+func (s *Store) Chain(ctx context.Context, tenantID string, after int64, limit int) ([]json.RawMessage, error) {
+	if limit <= 0 {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid limit", Details: []writ.Detail{{Field: "limit", Message: "must be positive"}}}
+	}
+	rows, err := s.read.QueryContext(ctx, `SELECT raw FROM records WHERE tenant_id = ? AND seq > ? ORDER BY seq LIMIT ?`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read chain: %w", err)
+	}
+	defer rows.Close()
+	var raws []json.RawMessage
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("sqlite: read chain: %w", err)
+		}
+		raws = append(raws, raw)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: read chain: %w", err)
+	}
+	return raws, nil
+}
+
+// readStmts are the point reads of the check path, prepared once: the
+// engine looks up idempotency keys and blocked actions on every check, and
+// parsing their SQL each time cost more than running it.
+type readStmts struct {
+	idempotent, blocked, record, receipt *sql.Stmt
+}
+
+func (r *readStmts) prepare(db *sql.DB) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{&r.idempotent, `SELECT i.args_digest, i.record_id, r.receipt FROM idempotency i
+			JOIN records r ON r.record_id = i.record_id AND r.tenant_id = i.tenant_id
+			WHERE i.tenant_id = ? AND i.key = ?`},
+		{&r.blocked, `SELECT b.record_id, r.receipt FROM blocks b
+			JOIN records r ON r.record_id = b.record_id AND r.tenant_id = b.tenant_id
+			WHERE b.tenant_id = ? AND b.decision_key = ? AND b.args_digest = ? AND b.pack_hash = ?`},
+		{&r.record, `SELECT raw FROM records WHERE record_id = ? AND tenant_id = ?`},
+		{&r.receipt, `SELECT receipt FROM records WHERE record_id = ? AND tenant_id = ?`},
+	} {
+		st, err := db.Prepare(p.sql)
+		if err != nil {
+			r.close()
+			return fmt.Errorf("sqlite: prepare read: %w", err)
+		}
+		*p.stmt = st
+	}
+	return nil
+}
+
+func (r *readStmts) close() {
+	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}

@@ -1,0 +1,258 @@
+// Package sqlite is writ's embedded store: the ledger (decision records,
+// their receipts, idempotency claims, blocks, content-addressed blobs and
+// chain heads) in one SQLite database file, writ.db, inside a data
+// directory. It implements ledger.Store and passes ledgertest.
+//
+// The store keeps what the SealFunc returned byte for byte and serves it as
+// it is. It must never rewrite sealed bytes, and never update or delete a
+// record or anything appended with it: the database enforces this too, with
+// triggers that abort any UPDATE or DELETE of those tables. Only a tenant's
+// chain head moves, and only forward.
+//
+// Writes go through a single connection (one writer is all SQLite allows
+// anyway, and it lets the store keep chain heads in memory); reads use a
+// separate pool of query-only connections, which WAL mode lets run while a
+// write transaction is open. One Store should own a data directory at a
+// time. A second one on the same directory cannot fork a chain, though: an
+// append sealed on a stale cached head is refused by the database (the
+// seq is taken), and the head is read afresh for the next batch.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/writhq/writ/ledger"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// FileName is the name of the database file inside the data directory.
+const FileName = "writ.db"
+
+// busyTimeout is how long a connection waits for a lock held by another
+// connection (a checkpoint, or another process reading) before it fails.
+const busyTimeout = 5 * time.Second
+
+// Store is the SQLite ledger store. Its methods are safe for concurrent use.
+type Store struct {
+	path  string
+	write *sql.DB // exactly one connection: the only writer
+	read  *sql.DB // query-only connections
+
+	// stmts are prepared once on the write connection and bound to each
+	// append transaction, so a batch does not re-parse its SQL.
+	stmts writeStmts
+	// reads are the prepared point reads of the check path.
+	reads readStmts
+
+	// mu serialises appends and guards heads. heads caches each tenant's
+	// durable chain head; it is only ever set from values that have been
+	// committed, so a failed transaction cannot leave it ahead of the
+	// database.
+	mu     sync.Mutex
+	heads  map[string]ledger.Head
+	closed bool
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// Open opens (creating it if needed) the store in dir: the directory is
+// created with mode 0700 and the database file with mode 0600, since
+// records name customers and decisions. Missing schema migrations are
+// applied before Open returns.
+func Open(dir string) (*Store, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: data directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite: create data directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	// SQLite creates the -wal and -shm files with the database file's
+	// mode, so creating it ourselves sets the mode of all three.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: create database file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("sqlite: create database file: %w", err)
+	}
+
+	s := &Store{path: path, heads: make(map[string]ledger.Head)}
+	// The driver applies DSN parameters on every new connection, so a
+	// connection the pool replaces gets the same settings. The shorthand
+	// keys are validated by the driver, unlike free-form _pragma values.
+	w := url.Values{}
+	w.Set("_busy_timeout", strconv.FormatInt(busyTimeout.Milliseconds(), 10))
+	w.Set("_foreign_keys", "1")
+	w.Set("_journal_mode", "WAL")
+	// FULL syncs the WAL on every commit: a record is durable before the
+	// caller hears of it, even across power loss.
+	w.Set("_synchronous", "FULL")
+	// The write transaction takes the write lock at BEGIN, so it cannot
+	// fail half-way with SQLITE_BUSY when it first writes.
+	w.Set("_txlock", "immediate")
+	w.Add("_pragma", "cache_size(-32768)")
+	// Large pages suit rows of a few KiB (a record and its receipt): fewer
+	// page splits, and fewer WAL frames, each one write, per commit. It
+	// takes effect only when the file is created.
+	w.Add("_pragma", "page_size(16384)")
+	// Statement journals (a statement that may abort half-way, as any
+	// insert guarded by a trigger can) go to temporary storage; on disk
+	// that is a write per page, in memory it is free.
+	w.Add("_pragma", "temp_store(MEMORY)")
+	s.write, err = sql.Open("sqlite", dsn(path, w))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	s.write.SetMaxOpenConns(1)
+	s.write.SetMaxIdleConns(1)
+	s.write.SetConnMaxLifetime(0)
+	s.write.SetConnMaxIdleTime(0)
+
+	if err := migrate(s.write); err != nil {
+		s.write.Close()
+		return nil, err
+	}
+	if err := s.stmts.prepare(s.write); err != nil {
+		s.write.Close()
+		return nil, err
+	}
+
+	r := url.Values{}
+	r.Set("_busy_timeout", strconv.FormatInt(busyTimeout.Milliseconds(), 10))
+	r.Set("_foreign_keys", "1")
+	r.Add("_pragma", "cache_size(-16384)")
+	r.Add("_pragma", "temp_store(MEMORY)")
+	r.Set("_query_only", "1")
+	s.read, err = sql.Open("sqlite", dsn(path, r))
+	if err != nil {
+		s.stmts.close()
+		s.write.Close()
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	s.read.SetMaxOpenConns(n)
+	s.read.SetMaxIdleConns(n)
+	if err := s.read.Ping(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open read pool: %w", err)
+	}
+	if err := s.reads.prepare(s.read); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dsn builds a file: URI, which keeps a path with '?' or '#' in it intact.
+func dsn(path string, params url.Values) string {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: params.Encode()}
+	return u.String()
+}
+
+// Close closes the store. Appends in flight finish first.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.stmts.close()
+	s.reads.close()
+	return errors.Join(s.read.Close(), s.write.Close())
+}
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one schema version. Versions are numbered from 1 by the
+// file name prefix (0001_name.sql) and applied in order; a released
+// migration is never edited, only followed by a new one.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		prefix, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil || v != len(ms)+1 {
+			return nil, fmt.Errorf("sqlite: migration %s: want the name %04d_*.sql", e.Name(), len(ms)+1)
+		}
+		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	return ms, nil
+}
+
+// migrate applies the migrations the database does not have yet, all in
+// one transaction: a database is at one known version or another, never
+// between two.
+func migrate(db *sql.DB) (err error) {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (
+		version    INTEGER NOT NULL PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	if have > len(ms) {
+		return fmt.Errorf("sqlite: the database is at schema version %d, newer than this writ knows (%d)", have, len(ms))
+	}
+	for _, m := range ms[have:] {
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.version, m.name, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	return nil
+}

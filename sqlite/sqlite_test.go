@@ -1,0 +1,649 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/record"
+)
+
+func TestConformance(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledger.Store { return mustOpen(t, t.TempDir()) })
+}
+
+// mustOpen opens the store in dir; the caller closes it.
+func mustOpen(t testing.TB, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatalf("Open(%s) = %v", dir, err)
+	}
+	return s
+}
+
+// openTemp opens a store in a fresh directory, closed when the test ends.
+func openTemp(t testing.TB) *Store {
+	t.Helper()
+	s := mustOpen(t, t.TempDir())
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func appendAll(t testing.TB, s *Store, es ...*ledger.Entry) {
+	t.Helper()
+	if err := s.Append(context.Background(), es, ledger.Seal); err != nil {
+		t.Fatalf("Append(%d entries) = %v", len(es), err)
+	}
+}
+
+func newEntries(tenant string, from, count int) []*ledger.Entry {
+	es := make([]*ledger.Entry, count)
+	for i := range es {
+		es[i] = ledgertest.NewEntry(ledgertest.NewRecord(tenant, from+i))
+	}
+	return es
+}
+
+func verify(t *testing.T, s *Store) ([]ledger.ChainFinding, int64) {
+	t.Helper()
+	findings, n, err := ledger.VerifyChains(t.Context(), s)
+	if err != nil {
+		t.Fatalf("VerifyChains() = %v", err)
+	}
+	return findings, n
+}
+
+func TestOpenCreatesPrivateFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data", "writ")
+	s := mustOpen(t, dir)
+	defer s.Close()
+	for path, want := range map[string]os.FileMode{dir: 0o700 | os.ModeDir, filepath.Join(dir, FileName): 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The umask may only take permissions away.
+		if got := fi.Mode(); got&^want != 0 {
+			t.Errorf("mode of %s = %v, want at most %v", path, got, want)
+		}
+	}
+}
+
+func TestOpenOddPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data dir #1?x=%20")
+	s := mustOpen(t, dir)
+	defer s.Close()
+	appendAll(t, s, newEntries("acme", 1, 1)...)
+	if _, err := os.Stat(filepath.Join(dir, FileName)); err != nil {
+		t.Errorf("after Open(%q), the database file is not inside the directory: %v", dir, err)
+	}
+}
+
+// TestPragmas checks the settings on several connections of each pool at
+// once: the DSN must apply them to every connection, not just the first.
+func TestPragmas(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	pragma := func(c *sql.Conn, name string) string {
+		var v string
+		if err := c.QueryRowContext(ctx, "PRAGMA "+name).Scan(&v); err != nil {
+			t.Fatalf("PRAGMA %s = %v", name, err)
+		}
+		return v
+	}
+	tests := []struct {
+		pool  string
+		db    *sql.DB
+		conns int
+		want  map[string]string
+	}{
+		{"write", s.write, 1, map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "5000", "query_only": "0", "page_size": "16384", "temp_store": "2"}},
+		{"read", s.read, 3, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "5000", "query_only": "1", "temp_store": "2"}},
+	}
+	for _, tc := range tests {
+		var conns []*sql.Conn
+		for range tc.conns {
+			c, err := tc.db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		for i, c := range conns {
+			for name, want := range tc.want {
+				if got := pragma(c, name); got != want {
+					t.Errorf("%s connection %d: PRAGMA %s = %s, want %s", tc.pool, i, name, got, want)
+				}
+			}
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	if _, err := s.read.ExecContext(ctx, `INSERT INTO heads (tenant_id, seq, hash) VALUES ('acme', 1, 'x')`); err == nil {
+		t.Error("INSERT through the read pool succeeded, want it refused (query_only)")
+	}
+}
+
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	s := mustOpen(t, dir)
+	appendAll(t, s, newEntries("acme", 1, 3)...)
+	appendAll(t, s, append(newEntries("acme", 4, 2), newEntries("globex", 1, 3)...)...)
+	before, err := s.Head(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+
+	s = mustOpen(t, dir)
+	defer s.Close()
+	if got, err := s.Head(ctx, "acme"); err != nil || got != before {
+		t.Errorf("after reopening, Head(acme) = %+v, %v; want %+v", got, err, before)
+	}
+	more := newEntries("acme", 6, 2)
+	appendAll(t, s, more...)
+	prev := before
+	for _, e := range more {
+		l, err := record.ParseLink(e.Raw)
+		if err != nil || l.Seq != prev.Seq+1 || l.PrevHash != prev.Hash {
+			t.Errorf("after reopening, %s was sealed at seq %d after %s (%v), want seq %d after %s", e.Record.RecordID, l.Seq, l.PrevHash, err, prev.Seq+1, prev.Hash)
+		}
+		prev = ledger.Head{Seq: l.Seq, Hash: l.RecordHash}
+	}
+	findings, n := verify(t, s)
+	if len(findings) != 0 || n != 10 {
+		t.Errorf("after reopening, VerifyChains() = %+v over %d records, want no findings over 10", findings, n)
+	}
+
+	// Reopening applies no migration twice.
+	var versions []int
+	rows, err := s.read.QueryContext(ctx, `SELECT version FROM migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		versions = append(versions, v)
+	}
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != len(ms) || versions[0] != 1 || versions[len(versions)-1] != len(ms) {
+		t.Errorf("migrations table holds versions %v, want 1..%d once each", versions, len(ms))
+	}
+}
+
+func TestSecondStoreCannotFork(t *testing.T) {
+	dir := t.TempDir()
+	a, b := mustOpen(t, dir), mustOpen(t, dir)
+	defer a.Close()
+	defer b.Close()
+	appendAll(t, a, newEntries("acme", 1, 1)...)
+	appendAll(t, b, newEntries("acme", 2, 1)...)
+	// a's cached head is seq 1 now, one behind.
+	if err := a.Append(t.Context(), newEntries("acme", 3, 1), ledger.Seal); err == nil {
+		t.Fatal("Append on a stale head = nil, want the database to refuse it")
+	}
+	appendAll(t, a, newEntries("acme", 3, 1)...)
+	if findings, n := verify(t, a); len(findings) != 0 || n != 3 {
+		t.Errorf("VerifyChains() = %+v over %d records, want no findings over 3", findings, n)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	if _, err := s.write.Exec(`INSERT INTO migrations (version, name, applied_at) VALUES (999, '0999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err := Open(dir); err == nil || !strings.Contains(err.Error(), "newer") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("Open(dir of schema version 999) = %v, want an error naming the newer schema", err)
+	}
+}
+
+// appendOneOfEach appends a record of acme with a subject, an idempotency
+// claim, a block and a blob, and a second record after it.
+func appendOneOfEach(t *testing.T, s *Store) (*ledger.Entry, ledger.BlockKey, ledger.Blob) {
+	t.Helper()
+	e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 1))
+	e.Idempotency = &ledger.IdempotencyClaim{Key: "refund-o-00001", ArgsDigest: e.Record.Replay.ArgumentsDigest}
+	block := ledger.BlockKey{DecisionKey: e.Record.DecisionKey, ArgsDigest: e.Record.Replay.ArgumentsDigest, PackHash: e.Record.Lineage.PackHash}
+	e.Block = &block
+	blob := ledgertest.NewBlob("envelope", []byte(`{"tenant_id":"acme","tool":"refund"}`))
+	e.Blobs = []ledger.Blob{blob}
+	appendAll(t, s, e, ledgertest.NewEntry(ledgertest.NewRecord("acme", 2)))
+	return e, block, blob
+}
+
+func TestAppendOnlyTriggers(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	e, block, blob := appendOneOfEach(t, s)
+	id := e.Record.RecordID
+
+	tests := []struct {
+		stmt string
+		want string // in the error
+	}{
+		{`UPDATE records SET status = 'REJECTED' WHERE seq = 1`, "append-only"},
+		{`UPDATE records SET raw = CAST('{}' AS BLOB)`, "append-only"},
+		{`DELETE FROM records WHERE seq = 2`, "append-only"},
+		{`INSERT OR REPLACE INTO records SELECT * FROM records WHERE seq = 1`, "append-only"},
+		{`UPDATE record_subjects SET subject_id = 'customer:c-999'`, "append-only"},
+		{`DELETE FROM record_subjects`, "append-only"},
+		{`INSERT OR REPLACE INTO record_subjects SELECT * FROM record_subjects`, "append-only"},
+		{`UPDATE idempotency SET args_digest = 'sha256:00'`, "append-only"},
+		{`DELETE FROM idempotency`, "append-only"},
+		{`INSERT OR REPLACE INTO idempotency (tenant_id, key, args_digest, record_id)
+			SELECT tenant_id, key, 'sha256:00', record_id FROM idempotency`, "append-only"},
+		{`UPDATE blocks SET record_id = 'rec_other'`, "append-only"},
+		{`DELETE FROM blocks`, "append-only"},
+		{`UPDATE blobs SET data = x'00'`, "append-only"},
+		{`DELETE FROM blobs`, "append-only"},
+		{`UPDATE heads SET seq = seq - 1`, "only moves forward"},
+		{`UPDATE heads SET hash = 'sha256:00'`, "only moves forward"},
+		{`UPDATE heads SET tenant_id = 'globex', seq = seq + 1`, "only moves forward"},
+		{`INSERT OR REPLACE INTO heads (tenant_id, seq, hash) VALUES ('acme', 1, 'sha256:00')`, "only moves forward"},
+		{`DELETE FROM heads`, "never deleted"},
+	}
+	for _, tc := range tests {
+		_, err := s.write.ExecContext(ctx, tc.stmt)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Exec(%s) = %v, want an error containing %q", tc.stmt, err, tc.want)
+		}
+	}
+
+	// Insert-if-absent tables ignore a replacement instead of failing: the
+	// first block and the first blob stay.
+	for _, stmt := range []string{
+		`INSERT OR REPLACE INTO blocks (tenant_id, decision_key, args_digest, pack_hash, record_id)
+			SELECT tenant_id, decision_key, args_digest, pack_hash, 'rec_other' FROM blocks`,
+		`INSERT OR REPLACE INTO blobs (hash, kind, data) SELECT hash, kind, x'00' FROM blobs`,
+	} {
+		if _, err := s.write.ExecContext(ctx, stmt); err != nil {
+			t.Errorf("Exec(%s) = %v, want it ignored", stmt, err)
+		}
+	}
+	if p, err := s.Blocked(ctx, "acme", block); err != nil || p == nil || p.RecordID != id {
+		t.Errorf("after INSERT OR REPLACE INTO blocks, Blocked(acme, %+v) = %+v, %v; want record %s", block, p, err, id)
+	}
+	if data, err := s.Blob(ctx, blob.Hash); err != nil || !bytes.Equal(data, blob.Data) {
+		t.Errorf("after INSERT OR REPLACE INTO blobs, Blob(%s) = %q, %v; want %q", blob.Hash, data, err, blob.Data)
+	}
+	if p, err := s.Idempotent(ctx, "acme", "refund-o-00001"); err != nil || p == nil || p.ArgsDigest != e.Idempotency.ArgsDigest {
+		t.Errorf("after the refused statements, Idempotent(acme, refund-o-00001) = %+v, %v; want the first claim", p, err)
+	}
+	if findings, n := verify(t, s); len(findings) != 0 || n != 2 {
+		t.Errorf("after the refused statements, VerifyChains() = %+v over %d records, want no findings over 2", findings, n)
+	}
+	page, err := s.Records(ctx, writ.RecordQuery{TenantID: "acme", SubjectID: e.Record.SubjectIDs[0]})
+	if err != nil || len(page.Records) != 1 {
+		t.Errorf("after the refused statements, Records(subject %s) = %v, %v; want 1 record", e.Record.SubjectIDs[0], page, err)
+	}
+
+	// The head still moves forward, which is how appends advance it.
+	if _, err := s.write.ExecContext(ctx, `UPDATE heads SET seq = seq + 1`); err != nil {
+		t.Errorf("moving a head forward = %v, want allowed", err)
+	}
+}
+
+// rawConn opens the store's database file with a connection of its own and
+// no settings, as someone with access to the file could, and drops the
+// triggers that would stop it.
+func rawConn(t *testing.T, s *Store, triggers ...string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", s.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, tr := range triggers {
+		if _, err := db.Exec(`DROP TRIGGER ` + tr); err != nil {
+			t.Fatalf("DROP TRIGGER %s = %v", tr, err)
+		}
+	}
+	return db
+}
+
+func TestTamperDetection(t *testing.T) {
+	tests := []struct {
+		name      string
+		tamper    func(t *testing.T, s *Store, db *sql.DB)
+		triggers  []string
+		wantKinds []string
+		wantSeq   int64
+		wantID    string // record named by the finding, if any
+	}{
+		{
+			name:     "one byte of a stored record changed",
+			triggers: []string{"records_no_update"},
+			tamper: func(t *testing.T, s *Store, db *sql.DB) {
+				var raw []byte
+				if err := db.QueryRow(`SELECT raw FROM records WHERE tenant_id = 'acme' AND seq = 3`).Scan(&raw); err != nil {
+					t.Fatal(err)
+				}
+				i := bytes.Index(raw, []byte(`"decision_key":"payments.refund"`))
+				if i < 0 {
+					t.Fatalf("no decision_key in %s", raw)
+				}
+				raw[i+len(`"decision_key":"payments.r`)] = 'R'
+				if _, err := db.Exec(`UPDATE records SET raw = ? WHERE tenant_id = 'acme' AND seq = 3`, raw); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantKinds: []string{ledger.FindingHashMismatch},
+			wantSeq:   3,
+			wantID:    ledgertest.NewRecord("acme", 3).RecordID,
+		},
+		{
+			name:     "a middle record deleted",
+			triggers: []string{"records_no_delete", "record_subjects_no_delete"},
+			tamper: func(t *testing.T, s *Store, db *sql.DB) {
+				for _, stmt := range []string{
+					`DELETE FROM record_subjects WHERE tenant_id = 'acme' AND seq = 3`,
+					`DELETE FROM records WHERE tenant_id = 'acme' AND seq = 3`,
+				} {
+					if _, err := db.Exec(stmt); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			wantKinds: []string{ledger.FindingMissingRecord, ledger.FindingChainBreak},
+			wantSeq:   4,
+			wantID:    ledgertest.NewRecord("acme", 4).RecordID,
+		},
+		{
+			name:     "the last record deleted",
+			triggers: []string{"records_no_delete", "record_subjects_no_delete"},
+			tamper: func(t *testing.T, s *Store, db *sql.DB) {
+				for _, stmt := range []string{
+					`DELETE FROM record_subjects WHERE tenant_id = 'acme' AND seq = 5`,
+					`DELETE FROM records WHERE tenant_id = 'acme' AND seq = 5`,
+				} {
+					if _, err := db.Exec(stmt); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			wantKinds: []string{ledger.FindingMissingRecord},
+			wantSeq:   5,
+		},
+		{
+			name:     "two records swapped",
+			triggers: []string{"records_no_update"},
+			tamper: func(t *testing.T, s *Store, db *sql.DB) {
+				for _, stmt := range []string{
+					`UPDATE records SET seq = 1000 WHERE tenant_id = 'acme' AND seq = 2`,
+					`UPDATE records SET seq = 2 WHERE tenant_id = 'acme' AND seq = 3`,
+					`UPDATE records SET seq = 3 WHERE tenant_id = 'acme' AND seq = 1000`,
+				} {
+					if _, err := db.Exec(stmt); err != nil {
+						t.Fatalf("%s: %v", stmt, err)
+					}
+				}
+			},
+			// Record 3 now comes right after record 1, record 2 after
+			// record 3: the chain checker sees a gap, then a step back.
+			wantKinds: []string{ledger.FindingChainBreak},
+			wantSeq:   2,
+			wantID:    ledgertest.NewRecord("acme", 2).RecordID,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTemp(t)
+			appendAll(t, s, newEntries("acme", 1, 5)...)
+			appendAll(t, s, newEntries("globex", 1, 2)...)
+			if findings, _ := verify(t, s); len(findings) != 0 {
+				t.Fatalf("before tampering, VerifyChains() = %+v, want no findings", findings)
+			}
+			tc.tamper(t, s, rawConn(t, s, tc.triggers...))
+
+			findings, _ := verify(t, s)
+			found := false
+			for _, f := range findings {
+				if f.TenantID != "acme" {
+					t.Errorf("VerifyChains() finding in an untouched chain: %+v", f)
+				}
+				if slices.Contains(tc.wantKinds, f.Kind) && f.Seq == tc.wantSeq && (tc.wantID == "" || f.RecordID == tc.wantID) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("VerifyChains() = %+v, want a finding of kind %v at acme seq %d naming %q", findings, tc.wantKinds, tc.wantSeq, tc.wantID)
+			}
+		})
+	}
+}
+
+// TestServesTamperedBytes shows the store does not repair or re-derive
+// what it serves: a changed record comes back changed, for verification to
+// catch.
+func TestServesTamperedBytes(t *testing.T) {
+	s := openTemp(t)
+	es := newEntries("acme", 1, 2)
+	appendAll(t, s, es...)
+	db := rawConn(t, s, "records_no_update")
+	tampered := bytes.Replace(es[0].Raw, []byte(`"status":"DECIDED"`), []byte(`"status":"REJECTED"`), 1)
+	if _, err := db.Exec(`UPDATE records SET raw = ? WHERE record_id = ?`, tampered, es[0].Record.RecordID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Record(t.Context(), "acme", es[0].Record.RecordID)
+	if err != nil || !bytes.Equal(got.Raw, tampered) {
+		t.Errorf("Record(acme, %s) = %v; want the bytes as stored", es[0].Record.RecordID, err)
+	}
+}
+
+func TestBlobHashMismatch(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	bad := ledger.Blob{Hash: record.Digest([]byte("what was claimed")), Kind: "envelope", Data: []byte("what was sent")}
+	err := s.PutBlobs(ctx, []ledger.Blob{ledgertest.NewBlob("pack_file", []byte("ok")), bad})
+	if writ.ErrorCode(err) != writ.EINVALID {
+		t.Errorf("PutBlobs(blob whose hash is not its digest) = %v, want EINVALID", err)
+	}
+	e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 1))
+	e.Blobs = []ledger.Blob{bad}
+	if err := s.Append(ctx, []*ledger.Entry{e}, ledger.Seal); writ.ErrorCode(err) != writ.EINVALID {
+		t.Errorf("Append(entry with a blob whose hash is not its digest) = %v, want EINVALID", err)
+	}
+	if _, err := s.Blob(ctx, bad.Hash); writ.ErrorCode(err) != writ.ENOTFOUND {
+		t.Errorf("Blob(%s) after the refused writes = %v, want ENOTFOUND", bad.Hash, err)
+	}
+	if h, err := s.Head(ctx, "acme"); err != nil || h != (ledger.Head{}) {
+		t.Errorf("Head(acme) after the refused append = %+v, %v; want the zero Head", h, err)
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	appendAll(t, s, newEntries("acme", 1, 2)...)
+	cursor := func(json string) string { return base64.RawURLEncoding.EncodeToString([]byte(json)) }
+
+	queries := []writ.RecordQuery{
+		{},
+		{TenantID: "acme", Limit: -1},
+		{TenantID: "acme", Cursor: cursor(`{"after":0}`)},
+		{TenantID: "acme", Cursor: cursor(`{"after":-5}`)},
+		{TenantID: "acme", Cursor: cursor(`{"after":1,"tenant":"acme"}`)},
+		{TenantID: "acme", Cursor: cursor(`{"after":1}{"after":2}`)},
+		{TenantID: "acme", Cursor: cursor(`{"after":1}`) + "="},
+	}
+	for _, q := range queries {
+		if _, err := s.Records(ctx, q); writ.ErrorCode(err) != writ.EINVALID {
+			t.Errorf("Records(%+v) = %v, want EINVALID", q, err)
+		}
+	}
+	if page, err := s.Records(ctx, writ.RecordQuery{TenantID: "acme", Cursor: cursor(`{"after":1}`)}); err != nil || len(page.Records) != 1 {
+		t.Errorf("Records(acme, cursor after 1) = %v, %v; want 1 record", page, err)
+	}
+	if _, err := s.Chain(ctx, "acme", 0, 0); writ.ErrorCode(err) != writ.EINVALID {
+		t.Errorf("Chain(acme, 0, 0) = %v, want EINVALID", err)
+	}
+
+	entries := []struct {
+		name string
+		bad  func(ok *ledger.Entry) *ledger.Entry
+	}{
+		{"nil record", func(*ledger.Entry) *ledger.Entry { return &ledger.Entry{} }},
+		{"no tenant", func(*ledger.Entry) *ledger.Entry { return ledgertest.NewEntry(ledgertest.NewRecord("", 3)) }},
+		{"no record id", func(*ledger.Entry) *ledger.Entry {
+			e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 3))
+			e.Record.RecordID = ""
+			return e
+		}},
+		{"timestamp beyond int64 nanoseconds", func(*ledger.Entry) *ledger.Entry {
+			e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 3))
+			e.Record.Timestamp = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
+			return e
+		}},
+		{"empty idempotency key", func(*ledger.Entry) *ledger.Entry {
+			e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 3))
+			e.Idempotency = &ledger.IdempotencyClaim{ArgsDigest: e.Record.Replay.ArgumentsDigest}
+			return e
+		}},
+		{"the same record twice", func(ok *ledger.Entry) *ledger.Entry { return ok }},
+	}
+	for _, tc := range entries {
+		// A valid entry ahead of the bad one must not be written either.
+		ok := ledgertest.NewEntry(ledgertest.NewRecord("acme", 4))
+		if err := s.Append(ctx, []*ledger.Entry{ok, tc.bad(ok)}, ledger.Seal); writ.ErrorCode(err) != writ.EINVALID {
+			t.Errorf("Append(valid entry, %s) = %v, want EINVALID", tc.name, err)
+		}
+	}
+	if h, err := s.Head(ctx, "acme"); err != nil || h.Seq != 2 {
+		t.Errorf("Head(acme) after the refused appends = %+v, %v; want seq 2", h, err)
+	}
+}
+
+// TestAppendFailureKeepsCacheBehind makes the database refuse a batch after
+// the SealFunc has run for it (a record id that is already taken), and
+// checks the chain continues from the durable head.
+func TestAppendFailureKeepsCacheBehind(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	first := newEntries("acme", 1, 2)
+	appendAll(t, s, first...)
+	head, err := s.Head(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup := ledgertest.NewEntry(ledgertest.NewRecord("acme", 1))
+	if err := s.Append(ctx, append(newEntries("acme", 3, 2), dup), ledger.Seal); err == nil {
+		t.Fatal("Append(batch re-using a record id) = nil, want an error")
+	}
+	if got, err := s.Head(ctx, "acme"); err != nil || got != head {
+		t.Errorf("Head(acme) after the failed append = %+v, %v; want %+v", got, err, head)
+	}
+	next := newEntries("acme", 3, 1)
+	appendAll(t, s, next...)
+	if l, _ := record.ParseLink(next[0].Raw); l.Seq != 3 || l.PrevHash != head.Hash {
+		t.Errorf("after the failed append, the next record was sealed at seq %d after %s, want seq 3 after %s", l.Seq, l.PrevHash, head.Hash)
+	}
+	if findings, n := verify(t, s); len(findings) != 0 || n != 3 {
+		t.Errorf("VerifyChains() = %+v over %d records, want no findings over 3", findings, n)
+	}
+}
+
+// TestQueriesUseIndexes checks that every filter of Records is served by
+// an index scoped by tenant rather than a scan of all records.
+func TestQueriesUseIndexes(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	now := time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)
+	queries := []writ.RecordQuery{
+		{TenantID: "acme"},
+		{TenantID: "acme", DecisionKey: "payments.refund"},
+		{TenantID: "acme", Status: writ.StatusDecided},
+		{TenantID: "acme", SubjectID: "customer:c-001"},
+		{TenantID: "acme", TraceID: strings.Repeat("ab", 16)},
+		{TenantID: "acme", From: now, To: now.Add(time.Hour)},
+	}
+	for _, q := range queries {
+		query, args := recordsQuery(q, 0, 101)
+		rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
+		if err != nil {
+			t.Fatalf("EXPLAIN QUERY PLAN %s = %v", query, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		for _, step := range plan {
+			if strings.HasPrefix(step, "SCAN") {
+				t.Errorf("Records(%+v) plan %q scans a table", q, plan)
+			}
+		}
+	}
+}
+
+// BenchmarkAppend measures appends of realistic entries (a record, its
+// receipt, its request envelope and an idempotency claim) in batches, as
+// the Appender's group commit produces them, with every commit synced. The
+// entries come presealed, as the engine hands them over, so the figures are
+// the store's: its inserts, its commit and the cheap in-transaction seal.
+func BenchmarkAppend(b *testing.B) {
+	for _, size := range []int{1, 16, 128} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			benchmarkAppend(b, ledger.Seal, size)
+		})
+	}
+}
+
+func benchmarkAppend(b *testing.B, seal ledger.SealFunc, size int) {
+	s := openTemp(b)
+	batches := make([][]*ledger.Entry, b.N)
+	for i := range batches {
+		batches[i] = newEntries("acme", i*size, size)
+		for _, e := range batches[i] {
+			e.Idempotency = &ledger.IdempotencyClaim{Key: "idem-" + e.Record.RecordID, ArgsDigest: e.Record.Replay.ArgumentsDigest}
+			envelope := fmt.Appendf(nil, `{"tenant_id":"acme","tool":"refund","arguments":{"order_id":%q,"amount_cents":1250},"actor":{"type":"AGENT","id":"agent:support-bot"},"subject_ids":[%q,%q],"trace_id":%q}`,
+				e.Record.RecordID, e.Record.SubjectIDs[0], e.Record.SubjectIDs[1], e.Record.TraceID)
+			e.Blobs = []ledger.Blob{ledgertest.NewBlob("envelope", envelope)}
+			var err error
+			if e.Presealed, err = record.Preseal(e.Record); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := s.Append(ctx, batches[i], seal); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "records/s")
+}
