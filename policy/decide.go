@@ -23,6 +23,9 @@ type Resolved struct {
 	// PolicyVersions are the spec's bundles, bundle_id@version.
 	PolicyVersions []string
 	Controls       writ.ControlsActive
+	// CompiledContextHash pins what resolution compiled (see
+	// compiledContextHash).
+	CompiledContextHash string
 
 	pack  *pack.Pack
 	index *specIndex
@@ -68,6 +71,7 @@ func (p *Policy) Resolve(req *writ.CheckRequest) (*Resolved, error) {
 		r.ApprovalMode = writ.ApprovalMode(tool.ApprovalModeCeiling)
 	}
 	r.Controls = r.cands.controls
+	r.CompiledContextHash = r.cands.contextHash
 	return r, nil
 }
 

@@ -9,11 +9,15 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"github.com/gowebpki/jcs"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/pack"
@@ -46,6 +50,9 @@ type specIndex struct {
 type candidates struct {
 	checks   []*check
 	controls writ.ControlsActive
+	// contextHash pins what resolution compiled for this (spec, tool):
+	// see compiledContextHash.
+	contextHash string
 }
 
 // check is one compiled condition: a rule or a control.
@@ -118,14 +125,17 @@ func Compile(p *pack.Pack) (*Policy, error) {
 			idx.evidence = append(idx.evidence, &evidenceCheck{cid: cid, req: r, effect: e})
 		}
 		c.checkOutcomes(s, specChecks)
+		idx.budgets = compileBudgets(s)
 		idx.noTool = c.candidates(s, "", specChecks)
+		idx.noTool.contextHash = compiledContextHash(p, idx, nil, idx.noTool)
 		for name, t := range p.Tools {
 			if t.DecisionKey == key {
-				idx.byTool[name] = c.candidates(s, name, specChecks)
 				idx.ceilings[name] = newCheckID("tool_manifest", "approval_mode_ceiling", "pd:tool:"+name+":", Deny)
+				cs := c.candidates(s, name, specChecks)
+				cs.contextHash = compiledContextHash(p, idx, t, cs)
+				idx.byTool[name] = cs
 			}
 		}
-		idx.budgets = compileBudgets(s)
 		pol.specs[key] = idx
 	}
 	if len(c.problems) > 0 {
@@ -344,4 +354,44 @@ func (c *compiler) candidates(s *pack.Spec, tool string, all []*check) *candidat
 		cs.controls.RedactionRulesActive = append(cs.controls.RedactionRulesActive, r.ID)
 	}
 	return cs
+}
+
+// compiledContextHash is the digest of the RFC 8785 form of what
+// resolution compiles for one (spec, tool): the pack, the spec, the tool,
+// its action class and ceiling, and every check in evaluation order.
+// Records pin it as replay.compiled_context_hash.
+func compiledContextHash(p *pack.Pack, idx *specIndex, tool *pack.Tool, cs *candidates) string {
+	var checks []string
+	add := func(id *CheckID) { checks = append(checks, id.BundleID+"/"+id.RuleID) }
+	ctx := map[string]any{"pack": p.ID(), "pack_hash": p.Hash, "decision_spec": idx.spec.ID(), "action_class": idx.spec.ActionClass, "policy_versions": idx.policyVersions, "controls": cs.controls}
+	if tool != nil {
+		ctx["tool"], ctx["action_class"], ctx["approval_mode_ceiling"] = tool.Name, tool.ActionClass, tool.ApprovalModeCeiling
+		add(idx.ceilings[tool.Name])
+	}
+	for _, ch := range cs.checks {
+		if ch.bundleID == "controls" {
+			add(ch.cid)
+		}
+	}
+	for _, e := range idx.evidence {
+		add(e.cid)
+	}
+	for _, b := range idx.budgets {
+		add(b.cid)
+	}
+	for _, ch := range cs.checks {
+		if ch.bundleID != "controls" {
+			add(ch.cid)
+		}
+	}
+	ctx["checks"] = checks
+	b, err := json.Marshal(ctx)
+	if err == nil {
+		b, err = jcs.Transform(b)
+	}
+	if err != nil {
+		panic("policy: compiled context does not encode: " + err.Error()) // only plain strings and lists
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

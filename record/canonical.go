@@ -2,11 +2,11 @@ package record
 
 import (
 	"bytes"
-	"strconv"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/gowebpki/jcs"
 
