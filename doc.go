@@ -5,7 +5,8 @@
 //
 //   - May this side effect happen now? A boundary check answers with a
 //     [Receipt] (the decision receipt contract).
-//   - Is this step really done? (verification contracts; see package acceptance.)
+//   - Is this step really done? Verification contracts accept a step only
+//     on evidence (not built yet).
 //   - What was decided, on what evidence, under which rules? Every governed
 //     decision emits a [Record] into an append-only, hash-chained ledger.
 //

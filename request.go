@@ -19,8 +19,10 @@ type CheckRequest struct {
 	// Arguments are the arguments of the side effect. Their RFC 8785 digest
 	// binds idempotency, must_not_retry_same_action and (later) approvals.
 	Arguments map[string]any `json:"arguments,omitempty"`
-	// ApprovalMode is the approval mode the caller asks to act under; it may
-	// not exceed the tool's ceiling. Empty means the tool's ceiling.
+	// ApprovalMode is the approval mode the caller asks to act under. The
+	// effective mode is the riskier of this and the spec's mode (the tool's
+	// ceiling when neither is set); above the tool's ceiling, the check is
+	// denied.
 	ApprovalMode ApprovalMode `json:"approval_mode,omitempty"`
 	// ToolCallID identifies the tool call being checked, when the caller
 	// has one; it becomes the record's tool_lineage entry for this call.

@@ -37,6 +37,11 @@ type Config struct {
 	Policy *policy.Policy
 	// Store keeps the ledger.
 	Store ledger.Store
+	// BindingKey (at least 32 secret bytes) keys the digests that bind
+	// idempotency keys and blocked actions to exact, unredacted inputs. It
+	// must stay the same across restarts of the same ledger, and it must
+	// not be stored in the ledger.
+	BindingKey []byte
 	// Now is the clock (default time.Now). Each check reads it once, and
 	// the reading is the decision's timestamp.
 	Now func() time.Time
@@ -57,6 +62,7 @@ type Engine struct {
 	now      func() time.Time
 	random   io.Reader
 	redactor *record.Redactor
+	binder   *record.Binder
 	log      *slog.Logger
 }
 
@@ -66,7 +72,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Policy == nil || cfg.Store == nil {
 		return nil, errors.New("engine: Config.Policy and Config.Store are required")
 	}
-	e := &Engine{policy: cfg.Policy, store: cfg.Store, now: cfg.Now, random: cfg.Random, log: cfg.Logger}
+	binder, err := record.NewBinder(cfg.BindingKey)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -114,7 +124,21 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	if err := validateOutputs(r.Spec, req.Outputs); err != nil {
 		return nil, err
 	}
-	argsDigest, err := record.ArgumentsDigest(req.Arguments)
+	// Copy before filling in defaults: the caller's request stays theirs.
+	rq := *req
+	if rq.TraceID == "" {
+		rq.TraceID = e.newHex(16)
+	}
+	envelope, err := record.Envelope(&rq, e.redactor)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	if len(envelope) > policy.MaxInputBytes {
+		// Conditions are proven cheap for inputs up to this size (see
+		// policy.MaxInputBytes); larger ones are refused, not evaluated.
+		return nil, writ.Errorf(writ.ETOOLARGE, "the check request is %d bytes; the limit is %d", len(envelope), policy.MaxInputBytes)
+	}
+	argsDigest, err := e.binder.Arguments(req.Arguments)
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
@@ -127,7 +151,7 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 			return repeated(prior, argsDigest, writ.RepeatedIdempotent)
 		}
 	}
-	actionDigest, err := record.ActionDigest(req, r.Spec.DecisionKey)
+	actionDigest, err := e.binder.Action(req, r.Spec.DecisionKey)
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
@@ -140,23 +164,13 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 		return repeated(prior, actionDigest, writ.RepeatedMustNotRetry)
 	}
 
-	// Copy before filling in defaults: the caller's request stays theirs.
-	rq := *req
-	if rq.TraceID == "" {
-		rq.TraceID = e.newHex(16)
-	}
 	now := e.now().UTC()
 	d := e.policy.Decide(r, &rq, now)
-
-	envelope, err := record.Envelope(&rq, e.redactor)
-	if err != nil {
-		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
-	}
 	envHash := record.Digest(envelope)
 	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
 	rec, err := record.Build(record.Input{
 		RecordID: recordID, DecisionID: decisionID, Now: now,
-		Request: &rq, Resolved: r, Decision: d, EnvelopeHash: envHash, ArgumentsDigest: argsDigest, Redactor: e.redactor,
+		Request: &rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor,
 	})
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}

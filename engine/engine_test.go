@@ -12,6 +12,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/record"
 )
 
 func refundRequest(t testing.TB, name string) *writ.CheckRequest {
@@ -94,9 +95,10 @@ func TestMustNotRetrySameAction(t *testing.T) {
 	if !blocked.MustNotRetrySameAction || blocked.SafeToExecute {
 		t.Fatalf("denied refund: must_not_retry=%v safe=%v, want true/false", blocked.MustNotRetrySameAction, blocked.SafeToExecute)
 	}
-	// The same action again, with a fresh trace and usage: the earlier decision comes back.
+	// The same action again, with only bookkeeping changed: the earlier decision comes back.
 	retry := refundRequest(t, "refund-exceeds-order-goal-fail")
-	retry.Usage.Tokens += 500
+	retry.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	retry.ToolCallID = "tc_999"
 	again, err := h.eng.Check(ctx, retry)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +108,12 @@ func TestMustNotRetrySameAction(t *testing.T) {
 	}
 	if n := h.count(t, "acme"); n != 1 {
 		t.Errorf("records = %d, want 1", n)
+	}
+	// More usage is a change that could change the decision: decided afresh.
+	more := refundRequest(t, "refund-exceeds-order-goal-fail")
+	more.Usage.Tokens += 500
+	if rc, err := h.eng.Check(ctx, more); err != nil || rc.Metadata.Repeated != "" || rc.DecisionID == blocked.DecisionID {
+		t.Errorf("retry with more usage = %v (%v), want a fresh decision", rc, err)
 	}
 	// A changed action is decided afresh.
 	changed := refundRequest(t, "refund-exceeds-order-goal-fail")
@@ -294,4 +302,62 @@ func TestConcurrentChecksKeepTheChain(t *testing.T) {
 		t.Errorf("records = %d + %d, want %d", a, g, n)
 	}
 	h.verify(t)
+}
+
+func TestBindingsAreKeyed(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, example("refund"))
+	req := refundRequest(t, "refund-allow")
+	rc, err := h.eng.Check(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := h.eng.Record(ctx, "acme", rc.Metadata.RecordID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := record.ArgumentsDigest(req.Arguments)
+	redacted, _ := record.ArgumentsDigest(record.NewRedactor(nil).Map(map[string]any{"order_id": "ord_881", "amount_inr": 4200.0, "currency": "INR", "card_number": "[redacted:pan]"}))
+	if rec.Record.Replay.ArgumentsDigest != redacted {
+		t.Errorf("record arguments_digest = %s, want the digest of the redacted arguments %s", rec.Record.Replay.ArgumentsDigest, redacted)
+	}
+	prior, err := h.store.Idempotent(ctx, "acme", req.IdempotencyKey)
+	if err != nil || prior == nil {
+		t.Fatalf("Idempotent = %v, %v", prior, err)
+	}
+	for _, d := range []string{rec.Record.Replay.ArgumentsDigest, prior.ArgsDigest} {
+		if d == plain {
+			t.Errorf("a stored digest is the plain hash of the unredacted arguments (%s), which can be reversed", d)
+		}
+	}
+	if !strings.HasPrefix(prior.ArgsDigest, "hmac-sha256:") {
+		t.Errorf("idempotency binding = %s, want a keyed hmac-sha256 digest", prior.ArgsDigest)
+	}
+}
+
+func TestOversizedRequestIsRefused(t *testing.T) {
+	h := newHarness(t, example("refund"))
+	req := refundRequest(t, "refund-allow")
+	req.Context["pad"] = strings.Repeat("x", 1<<20)
+	rc, err := h.eng.Check(context.Background(), req)
+	if rc != nil || writ.ErrorCode(err) != writ.ETOOLARGE {
+		t.Errorf("Check(>1 MiB) = %v, %v; want ETOOLARGE", rc, err)
+	}
+	if n := h.count(t, "acme"); n != 0 {
+		t.Errorf("records = %d, want 0", n)
+	}
+}
+
+func TestRequestCannotLowerTheApprovalMode(t *testing.T) {
+	h := newHarness(t, example("refund"))
+	req := refundRequest(t, "refund-allow")
+	req.ApprovalMode = writ.ModeReadOnly
+	rc, err := h.eng.Check(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := h.eng.Record(context.Background(), "acme", rc.Metadata.RecordID)
+	if rec.Record.ApprovalModeEffective != writ.ModeDestructive {
+		t.Errorf("approval_mode_effective = %s, want the spec's destructive", rec.Record.ApprovalModeEffective)
+	}
 }

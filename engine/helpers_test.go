@@ -19,6 +19,9 @@ import (
 	"github.com/writhq/writ/sqlite"
 )
 
+// testBindingKey keys argument bindings in tests.
+var testBindingKey = []byte("writ-test-binding-key-0123456789abcdef")
+
 // exampleClock is the time the examples are written for.
 var exampleClock = time.Date(2026, 5, 9, 9, 31, 42, 0, time.UTC)
 
@@ -57,7 +60,7 @@ func newHarness(t testing.TB, packDir string, opts ...func(*engine.Config)) *har
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := engine.Config{Policy: pol, Store: st, Now: func() time.Time { return exampleClock }, Random: newSeededReader(1)}
+	cfg := engine.Config{Policy: pol, Store: st, BindingKey: testBindingKey, Now: func() time.Time { return exampleClock }, Random: newSeededReader(1)}
 	for _, o := range opts {
 		o(&cfg)
 	}

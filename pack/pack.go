@@ -517,6 +517,8 @@ func (l *loader) checkCondition(doc *document, c *Condition) {
 		}
 	}
 	switch c.Kind {
+	case "":
+		l.addf(c.Pos, "what_would_change_this needs a condition a machine can check: a kind with its gate, evidence_kind or expression")
 	case writ.ConditionEvidence:
 		if c.EvidenceKind == "" {
 			l.addf(c.Pos, "an evidence condition needs evidence_kind")

@@ -107,6 +107,7 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"bad regex", map[string]string{"controls.yaml": okControls + "redaction:\n  - id: r\n    patterns: ['(']\n"}, "demo/controls.yaml:6: redaction.0.patterns.0"},
 		{"path escape", map[string]string{"pack.yaml": strings.Replace(okManifest, "tools.yaml", "../tools.yaml", 1)}, "not a path inside the pack"},
 		{"empty file", map[string]string{"pack.yaml": "# nothing\n"}, "demo/pack.yaml: the file is empty"},
+		{"condition without a machine part", map[string]string{"policies/p.yaml": okPolicy + "    what_would_change_this: [{text: Something else.}]\n"}, "demo/policies/p.yaml:9: what_would_change_this needs a condition a machine can check"},
 		{"bad outputs schema", map[string]string{"specs/s.yaml": okSpec + "outputs_schema: {type: nonsense}\n"}, "demo/specs/s.yaml:5: outputs_schema"},
 	}
 	for _, tt := range tests {

@@ -62,11 +62,14 @@ func (p *Policy) Resolve(req *writ.CheckRequest) (*Resolved, error) {
 		r.ActionClass = tool.ActionClass
 		r.cands = idx.byTool[tool.Name]
 	}
+	// The spec's mode is inherent to the action: a request may ask for a
+	// riskier mode (up to the tool's ceiling), never a safer one.
+	spec := writ.ApprovalMode(idx.spec.ApprovalMode)
 	switch {
-	case req.ApprovalMode != "":
+	case req.ApprovalMode != "" && req.ApprovalMode.Rank() > spec.Rank():
 		r.ApprovalMode = req.ApprovalMode
-	case idx.spec.ApprovalMode != "":
-		r.ApprovalMode = writ.ApprovalMode(idx.spec.ApprovalMode)
+	case spec != "":
+		r.ApprovalMode = spec
 	case tool != nil:
 		r.ApprovalMode = writ.ApprovalMode(tool.ApprovalModeCeiling)
 	}
@@ -154,7 +157,7 @@ func (p *Policy) Decide(r *Resolved, req *writ.CheckRequest, now time.Time) *Dec
 		}
 	}
 	for _, e := range r.index.evidence {
-		d.add(e.apply(req, now, r.Spec))
+		d.add(e.apply(v, req, now))
 	}
 	d.budgets(r.index, req.Usage)
 	for _, ch := range r.cands.checks {
@@ -236,7 +239,7 @@ func (d *Decision) ceiling(r *Resolved) {
 
 // apply checks one evidence requirement: present, of the request's tenant,
 // not observed in the future, and no older than its maximum age.
-func (e *evidenceCheck) apply(req *writ.CheckRequest, now time.Time, spec *pack.Spec) Applied {
+func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Applied {
 	a := Applied{ID: e.cid}
 	kind, maxAge := e.req.Kind, e.req.MaxAge
 	var best *writ.Evidence
@@ -268,15 +271,15 @@ func (e *evidenceCheck) apply(req *writ.CheckRequest, now time.Time, spec *pack.
 	default:
 		return a
 	}
-	if e.req.Reason != nil {
+	if e.reason != nil {
 		// The pack's own words, with writ's diagnosis kept alongside.
-		reason = writ.Reason{Code: e.req.Reason.Code, Message: e.req.Reason.Message + " (" + reason.Message + ")"}
+		reason = writ.Reason{Code: e.reason.code, Message: e.reason.message.render(v) + " (" + reason.Message + ")"}
 	}
 	f := &Firing{Reason: reason, Routing: e.req.Routing}
 	a.Verdict, a.Firing = e.effect, f
 	step := writ.Reason{Code: "FETCH_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(kind)), Message: fmt.Sprintf("Fetch current %s evidence and retry the check.", kind)}
-	if e.req.SafeNextStep != nil {
-		step = writ.Reason{Code: e.req.SafeNextStep.Code, Message: e.req.SafeNextStep.Message}
+	if e.step != nil {
+		step = writ.Reason{Code: e.step.code, Message: e.step.message.render(v)}
 	}
 	f.NextSteps = []writ.Reason{step}
 	text := fmt.Sprintf("Evidence of kind %s for this tenant.", kind)

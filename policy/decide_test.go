@@ -268,14 +268,16 @@ func TestCompileErrors(t *testing.T) {
 		{"typed mismatch", rule("R", "tenant > 1", "deny"), "", "invalid CEL condition"},
 		{"bad template", rule("R", "true", "deny", "safe_next_steps: [{code: X, message: '{{ nope.x }}'}]"), "", "\"nope\" is not a variable"},
 		{"outcome not allowed", rule("R", "true", "deny"), "allowed_outcomes: [allow, replan_required]\n", "can decide goal_fail_terminal"},
+		{"outcome not allowed through a tool", rule("R", "true", "deny", "applies_to: {tools: [act]}"), "allowed_outcomes: [allow, replan_required]\n", "rule R (B@2.0.0) can decide goal_fail_terminal"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := fstest.MapFS{
-				"pack.yaml":     {Data: []byte("name: t\nversion: 1.0.0\nspecs: [spec.yaml]\npolicies: [rules.yaml]\ncontrols: controls.yaml\n")},
+				"pack.yaml":     {Data: []byte("name: t\nversion: 1.0.0\nspecs: [spec.yaml]\npolicies: [rules.yaml]\ncontrols: controls.yaml\ntools: tools.yaml\n")},
 				"spec.yaml":     {Data: []byte("decision_key: t.act\nversion: 1.0.0\naction_class: record_mutation\npolicies: [B]\n" + tt.specExtra)},
 				"rules.yaml":    {Data: []byte("bundle_id: B\nversion: 2.0.0\nrules:\n" + tt.rules)},
 				"controls.yaml": {Data: []byte("approval_gates: [{id: G}]\n")},
+				"tools.yaml":    {Data: []byte("tools: [{name: act, decision_key: t.act, approval_mode_ceiling: network}]\n")},
 			}
 			p, err := pack.LoadFS(m, "t")
 			if err != nil {

@@ -25,7 +25,7 @@ import (
 //	subject_ids   list(string)         the subjects
 //	actor         map(string, string)  type, id, workload_identity, delegated_user_id
 //	workflow      map(string, string)  workflow_id, node_id, run_id, step_id
-//	evidence      map(string, dyn)     valid evidence by kind: id, version, hash,
+//	evidence      map(string, dyn)     valid evidence by kind: id, version, hash, ref,
 //	                                   observed_at (timestamp), age_seconds (double), attributes (map)
 //	usage         map(string, double)  tokens, tool_calls, cost_usd_cents, wall_clock_ms
 //	scorecard     map(string, double)  evaluator scores

@@ -84,9 +84,10 @@ type conditionTemplate struct {
 }
 
 type evidenceCheck struct {
-	cid    *CheckID
-	req    *pack.EvidenceRequirement
-	effect Effect
+	cid          *CheckID
+	req          *pack.EvidenceRequirement
+	effect       Effect
+	reason, step *reasonTemplate // the pack's own words, when it gives them
 }
 
 // Compile compiles p. Every problem is reported with its file and line.
@@ -122,7 +123,17 @@ func Compile(p *pack.Pack) (*Policy, error) {
 		for _, r := range s.RequiredEvidence {
 			e, _ := ParseEffect(r.OnMissing)
 			cid := newCheckID("spec:"+s.ID(), "evidence."+r.Kind, "pd:"+s.ID()+":", e)
-			idx.evidence = append(idx.evidence, &evidenceCheck{cid: cid, req: r, effect: e})
+			ec := &evidenceCheck{cid: cid, req: r, effect: e}
+			what := "spec " + s.DecisionKey + " evidence " + r.Kind
+			if r.Reason != nil {
+				rt := c.reason(r.Pos, what, *r.Reason)
+				ec.reason = &rt
+			}
+			if r.SafeNextStep != nil {
+				st := c.reason(r.Pos, what, *r.SafeNextStep)
+				ec.step = &st
+			}
+			idx.evidence = append(idx.evidence, ec)
 		}
 		c.checkOutcomes(s, specChecks)
 		idx.budgets = compileBudgets(s)
@@ -147,7 +158,7 @@ func Compile(p *pack.Pack) (*Policy, error) {
 		})
 		return nil, &writ.Error{
 			Code:    writ.EINVALID,
-			Message: fmt.Sprintf("pack %s is invalid (%d problems in conditions and templates)", p.Dir, len(c.problems)),
+			Message: fmt.Sprintf("pack %s is invalid (%d %s in conditions and templates)", p.Dir, len(c.problems), plural(len(c.problems), "problem", "problems")),
 			Details: c.problems,
 		}
 	}
@@ -295,7 +306,12 @@ func (c *compiler) checkOutcomes(s *pack.Spec, checks []*check) {
 	}
 	allowed := func(e Effect) bool { return slices.Contains(s.AllowedOutcomes, string(e.Outcome())) }
 	for _, ch := range checks {
-		if ch.bundleID != "controls" && matches(ch.appliesTo, s, "") && !allowed(ch.effect) {
+		// Any rule that can apply to the spec, through any tool or none.
+		reachable := matches(ch.appliesTo, s, "")
+		for _, t := range ch.appliesTo.Tools {
+			reachable = reachable || matches(ch.appliesTo, s, t)
+		}
+		if ch.bundleID != "controls" && reachable && !allowed(ch.effect) {
 			c.addf(s.Pos, "spec %s allows outcomes %v, but rule %s (%s) can decide %s", s.DecisionKey, s.AllowedOutcomes, ch.id, ch.bundleID, ch.effect.Outcome())
 		}
 	}
@@ -394,4 +410,11 @@ func compiledContextHash(p *pack.Pack, idx *specIndex, tool *pack.Tool, cs *cand
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

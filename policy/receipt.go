@@ -39,7 +39,13 @@ func (d *Decision) Receipt(r *Resolved, req *writ.CheckRequest, decisionID strin
 			}
 		}
 		rc.ViewerGuidance = append(rc.ViewerGuidance, f.Guidance...)
-		if a.Verdict >= Warn {
+		// A terminal decision changes only if its own causes go away;
+		// otherwise every blocking or warning cause is listed.
+		relevant := a.Verdict >= Warn
+		if e == Deny || e == Escalate {
+			relevant = a.Verdict == e
+		}
+		if relevant {
 			for _, c := range f.Changes {
 				rc.WhatWouldChangeThis = append(rc.WhatWouldChangeThis, c.Text)
 				rc.WhatWouldChangeThisConditions = append(rc.WhatWouldChangeThisConditions, c)

@@ -30,9 +30,7 @@ type Input struct {
 	// EnvelopeHash is the content address of the stored, redacted request
 	// envelope (see Envelope).
 	EnvelopeHash string
-	// ArgumentsDigest is ArgumentsDigest(Request.Arguments).
-	ArgumentsDigest string
-	Redactor        *Redactor
+	Redactor     *Redactor
 }
 
 // Build builds the unsealed decision record of a boundary check. The
@@ -40,9 +38,13 @@ type Input struct {
 func Build(in Input) (*writ.Record, error) {
 	req, r, d, red := in.Request, in.Resolved, in.Decision, in.Redactor
 	evidence, refs := validEvidence(req, in.Now)
-	evidenceHash, err := CanonicalDigest(evidence)
+	evidenceHash, err := CanonicalDigest(redacted(red, evidence))
 	if err != nil {
 		return nil, fmt.Errorf("evidence snapshot: %w", err)
+	}
+	argsDigest, err := ArgumentsDigest(red.Map(req.Arguments))
+	if err != nil {
+		return nil, err
 	}
 
 	outputs := red.Map(req.Outputs)
@@ -82,7 +84,7 @@ func Build(in Input) (*writ.Record, error) {
 			ReplayPacketID:       in.EnvelopeHash,
 			CompiledContextHash:  r.CompiledContextHash,
 			EvidenceSnapshotHash: evidenceHash,
-			ArgumentsDigest:      in.ArgumentsDigest,
+			ArgumentsDigest:      argsDigest,
 		},
 	}
 	rec.Lineage.PackVersion, rec.Lineage.PackHash = packPin(r)
@@ -90,18 +92,29 @@ func Build(in Input) (*writ.Record, error) {
 		rec.InputsRefs = writ.InputsRefs{Request: red.String(ir.Request), Session: red.String(ir.Session), Attachments: red.Strings(ir.Attachments)}
 	}
 	if l := req.Lineage; l != nil {
-		rec.Lineage.KGSnapshot, rec.Lineage.ModelProfile, rec.Lineage.EvaluatorSuite = l.KGSnapshot, l.ModelProfile, l.EvaluatorSuite
+		rec.Lineage.KGSnapshot, rec.Lineage.ModelProfile, rec.Lineage.EvaluatorSuite = red.String(l.KGSnapshot), red.String(l.ModelProfile), red.String(l.EvaluatorSuite)
 	}
 	if req.Usage != nil {
 		u := *req.Usage
 		rec.BudgetUsage = &u
 	}
-	rec.ToolLineage = slices.Clone(req.ToolLineage)
-	if req.Tool != "" {
+	for _, t := range req.ToolLineage {
 		rec.ToolLineage = append(rec.ToolLineage, writ.ToolLineage{
-			ToolCallID:            req.ToolCallID,
+			ToolCallID: red.String(t.ToolCallID), ToolResultID: red.String(t.ToolResultID), ApprovalModeEffective: t.ApprovalModeEffective,
+			IdempotencyKey: red.String(t.IdempotencyKey), ReversalToken: red.String(t.ReversalToken),
+		})
+	}
+	if req.Tool != "" {
+		// The call being checked. Until the caller names it, the call is
+		// known by its decision.
+		callID := req.ToolCallID
+		if callID == "" {
+			callID = in.DecisionID
+		}
+		rec.ToolLineage = append(rec.ToolLineage, writ.ToolLineage{
+			ToolCallID:            red.String(callID),
 			ApprovalModeEffective: r.ApprovalMode,
-			IdempotencyKey:        req.IdempotencyKey,
+			IdempotencyKey:        red.String(req.IdempotencyKey),
 		})
 	}
 	if len(rec.ToolLineage) > 0 {
@@ -138,8 +151,9 @@ func PolicyDecisions(d *policy.Decision) []writ.PolicyDecision {
 }
 
 // ArgumentsDigest is the digest of the canonical JSON of an action's
-// arguments (an absent argument object digests like {}). It binds
-// idempotency keys, blocked actions and approvals to exact arguments.
+// arguments (an absent argument object digests like {}). Records carry it
+// over the redacted arguments, so it can be recomputed from the stored
+// envelope; bindings use Binder instead.
 func ArgumentsDigest(args map[string]any) (string, error) {
 	if args == nil {
 		args = map[string]any{}
@@ -169,40 +183,27 @@ func validEvidence(req *writ.CheckRequest, now time.Time) ([]writ.Evidence, []st
 	return out, refs
 }
 
-// ActionDigest fingerprints what a check asks to do, for
-// must_not_retry_same_action: the decision key, tool, approval mode,
-// arguments, proposed outputs, subjects, actor, evidence and context.
-// Transport and bookkeeping fields (idempotency key, trace id, tool call
-// id, input refs, usage, scorecard, lineage) are left out, so a retry
-// that changes nothing that could change the decision has the same
-// digest.
-func ActionDigest(req *writ.CheckRequest, decisionKey string) (string, error) {
-	evidence := req.Evidence
-	if evidence == nil {
-		evidence = []writ.Evidence{}
-	}
-	// encoding/json writes map keys sorted and struct fields in order, so
-	// this encoding is deterministic; the digest never leaves writ.
-	b, err := json.Marshal(map[string]any{
-		"decision_key":  decisionKey,
-		"tool":          req.Tool,
-		"approval_mode": req.ApprovalMode,
-		"arguments":     orEmptyMap(req.Arguments),
-		"outputs":       orEmptyMap(req.Outputs),
-		"subject_ids":   orEmpty(req.SubjectIDs),
-		"actor":         req.Actor,
-		"evidence":      evidence,
-		"context":       orEmptyMap(req.Context),
-	})
-	if err != nil {
-		return "", fmt.Errorf("action: %w", err)
-	}
-	return Digest(b), nil
-}
-
 func orEmptyMap(m map[string]any) map[string]any {
 	if m == nil {
 		return map[string]any{}
 	}
 	return m
+}
+
+// redacted returns v with redaction applied: as v itself when no rule is
+// active, else converted to the JSON data model and redacted, so that what
+// is hashed is what may be stored.
+func redacted(red *Redactor, v any) any {
+	if !red.Active() {
+		return v
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return v
+	}
+	return red.Value(out)
 }

@@ -66,7 +66,7 @@ func (m *Main) check(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	log, _ := m.logger("warn")
-	eng, err := engine.New(ctx, engine.Config{Policy: pol, Store: st, Now: clock, Logger: log})
+	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Now: clock, Logger: log}, dir, "")
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -37,9 +37,14 @@ func openStore(dir string) (ledger.Store, error) {
 	return st, nil
 }
 
-// openEngine opens a store and starts an engine on it.
-func openEngine(ctx context.Context, pol *policy.Policy, st ledger.Store, log *slog.Logger) (*engine.Engine, error) {
-	return engine.New(ctx, engine.Config{Policy: pol, Store: st, Logger: log})
+// openEngine starts an engine on a store.
+func openEngine(ctx context.Context, cfg engine.Config, dataDir, keyFile string) (*engine.Engine, error) {
+	key, err := loadBindingKey(dataDir, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg.BindingKey = key
+	return engine.New(ctx, cfg)
 }
 
 // findPack returns the nearest directory at or above the request file
@@ -59,4 +64,45 @@ func findPack(requestFile string) (string, error) {
 			return "", usagef("no %s found above %s; pass --pack", pack.ManifestFile, requestFile)
 		}
 	}
+}
+
+// bindingKeyFile is the binding key's file name inside a data directory.
+const bindingKeyFile = "binding.key"
+
+// loadBindingKey reads the secret that keys argument bindings (see
+// engine.Config.BindingKey) from path, or from the data directory when
+// path is empty, creating it there (32 random bytes, mode 0600) on first
+// use. The key never enters the database.
+func loadBindingKey(dataDir, path string) ([]byte, error) {
+	if path == "" {
+		path = filepath.Join(dataDir, bindingKeyFile)
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, err
+		}
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, werr := f.Write(key)
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				return nil, fmt.Errorf("write binding key %s: %w", path, werr)
+			}
+			return key, nil
+		} else if !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("create binding key %s: %w", path, err)
+		}
+	}
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read binding key: %w", err)
+	}
+	if len(key) < 32 {
+		return nil, fmt.Errorf("binding key %s holds %d bytes; it needs at least 32", path, len(key))
+	}
+	return key, nil
 }

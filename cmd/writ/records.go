@@ -43,6 +43,9 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 	if q.TenantID == "" {
 		return usagef("records list needs --tenant")
 	}
+	if q.Limit < 1 || q.Limit > 1000 {
+		return usagef("--limit must be 1..1000")
+	}
 	q.Status = writ.Status(*status)
 	for _, t := range []struct {
 		flag string

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"time"
 
+	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/httpapi"
 )
 
@@ -16,8 +19,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	data := fs.String("data", defaultDataDir, "data directory of the embedded SQLite store")
 	packDir := fs.String("pack", "", "pack directory to pin (required)")
+	keyFile := fs.String("binding-key", "", "file holding the secret that keys argument bindings (default: DATA/binding.key, created on first use)")
 	maxBody := fs.Int64("max-body", httpapi.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server's run to this file (for performance work)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -31,6 +36,17 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	pol, err := loadPolicy(*packDir)
 	if err != nil {
 		return err
@@ -40,7 +56,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	eng, err := openEngine(ctx, pol, st, log)
+	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Logger: log}, *data, *keyFile)
 	if err != nil {
 		return err
 	}
