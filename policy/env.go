@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 
@@ -58,32 +60,20 @@ func newEnv() (*cel.Env, error) {
 	)
 }
 
-// vars is the activation of one check. Scalars are resolved by a switch;
-// the map-valued variables are built on first use and kept for the rest
-// of the decision, so a condition that never reads evidence never pays
-// for it.
+// vars is the activation of one check. Each variable is computed and
+// adapted to a CEL value on first use and kept for the rest of the
+// decision: a condition that never reads evidence never pays for it, and
+// ten conditions that read args share one adapted map.
 type vars struct {
 	req                                    *writ.CheckRequest
 	decisionKey, actionClass, approvalMode string
 	now                                    time.Time
 
-	actor, workflow map[string]string
-	usage           map[string]float64
-	evidence        map[string]any
-	// boxed caches the interface values of non-map variables: boxing a
-	// string, slice or time allocates, so each is boxed once per decision.
-	boxed [len(boxedNames)]any
-	built uint8
+	vals [numVariables]ref.Val
 }
 
-var boxedNames = [...]string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "subject_ids", "now"}
-
-const (
-	builtActor uint8 = 1 << iota
-	builtWorkflow
-	builtUsage
-	builtEvidence
-)
+// numVariables is len(Variables).
+const numVariables = 15
 
 var (
 	emptyAny = map[string]any{}
@@ -91,80 +81,99 @@ var (
 	emptyNum = map[string]float64{}
 )
 
-func (v *vars) ResolveName(name string) (any, bool) {
-	req := v.req
-	for i, n := range boxedNames {
-		if n == name {
-			if v.boxed[i] == nil {
-				v.boxed[i] = v.box(name)
-			}
-			return v.boxed[i], true
-		}
-	}
-	switch name {
-	case "args":
-		return orEmpty(req.Arguments), true
-	case "context":
-		return orEmpty(req.Context), true
-	case "outputs":
-		return orEmpty(req.Outputs), true
-	case "actor":
-		if v.built&builtActor == 0 {
-			v.built |= builtActor
-			a := req.Actor
-			v.actor = map[string]string{"type": a.Type, "id": a.ID, "workload_identity": a.WorkloadIdentity, "delegated_user_id": a.DelegatedUserID}
-		}
-		return v.actor, true
-	case "workflow":
-		if v.built&builtWorkflow == 0 {
-			v.built |= builtWorkflow
-			v.workflow = emptyStr
-			if w := req.Workflow; w != nil {
-				v.workflow = map[string]string{"workflow_id": w.WorkflowID, "node_id": w.NodeID, "run_id": w.RunID, "step_id": w.StepID}
-			}
-		}
-		return v.workflow, true
-	case "evidence":
-		if v.built&builtEvidence == 0 {
-			v.built |= builtEvidence
-			v.evidence = orEmpty(validEvidence(req, v.now))
-		}
-		return v.evidence, true
-	case "usage":
-		if v.built&builtUsage == 0 {
-			v.built |= builtUsage
-			v.usage = emptyNum
-			if u := req.Usage; u != nil {
-				v.usage = map[string]float64{"tokens": float64(u.Tokens), "tool_calls": float64(u.ToolCalls), "cost_usd_cents": u.CostUSDCents, "wall_clock_ms": float64(u.WallClockMS)}
-			}
-		}
-		return v.usage, true
-	case "scorecard":
-		if req.Scorecard == nil {
-			return emptyNum, true
-		}
-		return req.Scorecard, true
-	}
-	return nil, false
-}
-
-func (v *vars) box(name string) any {
+// varIndex maps a variable name to its index in Variables.
+func varIndex(name string) int {
 	switch name {
 	case "tenant":
-		return v.req.TenantID
+		return 0
 	case "decision_key":
-		return v.decisionKey
+		return 1
 	case "tool":
-		return v.req.Tool
+		return 2
 	case "action_class":
-		return v.actionClass
+		return 3
 	case "approval_mode":
-		return v.approvalMode
+		return 4
+	case "args":
+		return 5
+	case "context":
+		return 6
+	case "outputs":
+		return 7
 	case "subject_ids":
-		if v.req.SubjectIDs == nil {
+		return 8
+	case "actor":
+		return 9
+	case "workflow":
+		return 10
+	case "evidence":
+		return 11
+	case "usage":
+		return 12
+	case "scorecard":
+		return 13
+	case "now":
+		return 14
+	}
+	return -1
+}
+
+func (v *vars) ResolveName(name string) (any, bool) {
+	i := varIndex(name)
+	if i < 0 {
+		return nil, false
+	}
+	if v.vals[i] == nil {
+		v.vals[i] = types.DefaultTypeAdapter.NativeToValue(v.native(i))
+	}
+	return v.vals[i], true
+}
+
+// native computes variable i as a Go value.
+func (v *vars) native(i int) any {
+	req := v.req
+	switch i {
+	case 0:
+		return req.TenantID
+	case 1:
+		return v.decisionKey
+	case 2:
+		return req.Tool
+	case 3:
+		return v.actionClass
+	case 4:
+		return v.approvalMode
+	case 5:
+		return orEmpty(req.Arguments)
+	case 6:
+		return orEmpty(req.Context)
+	case 7:
+		return orEmpty(req.Outputs)
+	case 8:
+		if req.SubjectIDs == nil {
 			return []string{}
 		}
-		return v.req.SubjectIDs
+		return req.SubjectIDs
+	case 9:
+		a := req.Actor
+		return map[string]string{"type": a.Type, "id": a.ID, "workload_identity": a.WorkloadIdentity, "delegated_user_id": a.DelegatedUserID}
+	case 10:
+		if w := req.Workflow; w != nil {
+			return map[string]string{"workflow_id": w.WorkflowID, "node_id": w.NodeID, "run_id": w.RunID, "step_id": w.StepID}
+		}
+		return emptyStr
+	case 11:
+		return orEmpty(validEvidence(req, v.now))
+	case 12:
+		if u := req.Usage; u != nil {
+			return map[string]float64{"tokens": float64(u.Tokens), "tool_calls": float64(u.ToolCalls), "cost_usd_cents": u.CostUSDCents, "wall_clock_ms": float64(u.WallClockMS)}
+		}
+		return emptyNum
+	case 13:
+		if req.Scorecard == nil {
+			return emptyNum
+		}
+		return req.Scorecard
 	}
 	return v.now
 }
@@ -181,11 +190,12 @@ func orEmpty(m map[string]any) map[string]any {
 // lookup resolves a dotted path (args.amount, workflow.workflow_id) for
 // message templates.
 func (v *vars) lookup(path []string) (any, bool) {
-	root, ok := v.ResolveName(path[0])
-	if !ok {
+	i := varIndex(path[0])
+	if i < 0 {
 		return nil, false
 	}
-	cur := root
+	var ok bool
+	cur := v.native(i)
 	for _, p := range path[1:] {
 		switch m := cur.(type) {
 		case map[string]any:
