@@ -2,7 +2,8 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
+	"cmp"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/writhq/writ"
 )
 
@@ -44,41 +47,51 @@ func readJSONBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, 
 	return body, nil
 }
 
+// decodeOptions make unmarshaling strict. JSON v2 already rejects
+// duplicate object members (ambiguous JSON that parsers disagree on; RFC
+// 8785 requires I-JSON), invalid UTF-8 and trailing data, and matches
+// member names exactly, case included; unknown members are rejected too.
+var decodeOptions = json.RejectUnknownMembers(true)
+
+// msgSchema is the message of an error that says what in a body does not
+// match the expected schema; its details name the path.
+const msgSchema = "request body does not match the expected schema"
+
 // decodeStrict decodes body, which must hold exactly one JSON object, into
-// v (a pointer to a struct). Before decoding, the body's shape is checked
-// against v's type so that every problem is reported with its JSON path:
-// unknown fields (names match json tags exactly, case included), values of
-// the wrong type, and duplicate object members (ambiguous JSON that
-// parsers disagree on; RFC 8785 requires I-JSON). Problems with the body
-// are EINVALID; any other error is a bug.
+// v (a pointer to a struct): no unknown or duplicate members, every value
+// of the right type. A problem is reported with its JSON path (or, for
+// malformed JSON, its position). Problems with the body are EINVALID; any
+// other error is a bug.
 func decodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return writ.Errorf(writ.EINVALID, "request body is empty; it must be a JSON object")
 	}
+	// JSON v2 would decode null into a struct; only an object will do.
+	if value := bytes.TrimLeft(body, " \t\r\n"); value[0] != '{' {
+		if err := checkSingleValue(body); err != nil {
+			return err
+		}
+		return &writ.Error{Code: writ.EINVALID, Message: msgSchema, Details: []writ.Detail{
+			{Message: "request body must be a JSON object, not " + jsonKind(jsontext.Value(value).Kind())}}}
+	}
+	err := json.Unmarshal(body, v, decodeOptions)
+	if err == nil {
+		return nil
+	}
+	// JSON v2 stops at the first problem, but malformed JSON anywhere
+	// in the body is what the caller must fix first.
 	if err := checkSingleValue(body); err != nil {
 		return err
 	}
-	details, err := checkShape(body, reflect.TypeOf(v).Elem())
-	if err != nil {
-		return err // a bug: internal
-	}
-	if len(details) > 0 {
-		return &writ.Error{Code: writ.EINVALID, Message: "request body does not match the expected schema", Details: details}
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		// checkShape accepts only what Decode accepts; this is a safety net.
-		return writ.Errorf(writ.EINVALID, "request body does not match the expected schema: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	return nil
+	return schemaError(body, err)
 }
 
 // checkSingleValue checks that body is well-formed JSON holding exactly
-// one value, and says where it is not.
+// one value, and says where it is not. It uses encoding/json, which
+// places syntax errors at the offending byte.
 func checkSingleValue(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var first json.RawMessage
+	dec := stdjson.NewDecoder(bytes.NewReader(body))
+	var first stdjson.RawMessage
 	if err := dec.Decode(&first); err != nil {
 		return syntaxError(body, err)
 	}
@@ -93,7 +106,7 @@ func checkSingleValue(body []byte) error {
 
 // syntaxError describes a decoding error of malformed JSON.
 func syntaxError(body []byte, err error) error {
-	var se *json.SyntaxError
+	var se *stdjson.SyntaxError
 	switch {
 	case errors.As(err, &se):
 		// Offset counts the bytes read, the offending one included.
@@ -113,257 +126,162 @@ func position(body []byte, off int) string {
 	return fmt.Sprintf("line %d, column %d (byte offset %d)", line, col, off)
 }
 
-// maxShapeDetails caps the problems one request reports.
-const maxShapeDetails = 20
-
 var timeType = reflect.TypeFor[time.Time]()
 
-// checkShape walks well-formed JSON against the Go type t and lists what
-// encoding/json would reject (or silently accept) in strict decoding:
-// unknown fields, wrong types, duplicate members. The root must be an
-// object. An error means a bug: body was not checked by checkSingleValue,
-// or t holds a kind checkShape does not know.
-func checkShape(body []byte, t reflect.Type) ([]writ.Detail, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	c := &shapeChecker{dec: dec}
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
+// schemaError turns an error of json.Unmarshal on well-formed body into
+// an EINVALID error whose detail names the path of the problem. An error
+// it cannot explain is a bug, returned as is.
+func schemaError(body []byte, err error) error {
+	var (
+		syn *jsontext.SyntacticError
+		sem *json.SemanticError
+		d   writ.Detail
+	)
+	switch {
+	case errors.As(err, &syn) && errors.Is(err, jsontext.ErrDuplicateName):
+		d = writ.Detail{Field: fieldPath(body, syn.JSONPointer), Message: "duplicate field"}
+	case errors.As(err, &syn):
+		// What encoding/json accepts and JSON v2 does not: invalid UTF-8.
+		return writ.Errorf(writ.EINVALID, "malformed JSON at %s: %s", position(body, int(syn.ByteOffset)), syn.Err)
+	case errors.As(err, &sem) && errors.Is(err, json.ErrUnknownName):
+		d = writ.Detail{Field: fieldPath(body, sem.JSONPointer), Message: "unknown field"}
+	case errors.As(err, &sem):
+		msg, ok := valueProblem(sem)
+		if !ok {
+			return fmt.Errorf("httpapi: decoding the request body: %w", err)
+		}
+		d = writ.Detail{Field: fieldPath(body, sem.JSONPointer), Message: msg}
+	default:
+		return fmt.Errorf("httpapi: decoding the request body: %w", err)
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return []writ.Detail{{Message: "request body must be a JSON object, not " + jsonKind(tok)}}, nil
-	}
-	if err := c.object("", t, true); err != nil {
-		return nil, err
-	}
-	return c.details, nil
+	return &writ.Error{Code: writ.EINVALID, Message: msgSchema, Details: []writ.Detail{d}}
 }
 
-// shapeChecker holds the state of one checkShape walk. Shape problems are
-// collected in details; its methods return an error only for a bug (see
-// checkShape).
-type shapeChecker struct {
-	dec     *json.Decoder
-	details []writ.Detail
-}
-
-func (c *shapeChecker) report(path, format string, args ...any) {
-	if len(c.details) < maxShapeDetails {
-		c.details = append(c.details, writ.Detail{Field: path, Message: fmt.Sprintf(format, args...)})
+// valueProblem says what is wrong with a JSON value that e reports could
+// not be unmarshaled into a Go value: its kind, or its value. It reports
+// false for a Go type that writ's request types do not use.
+func valueProblem(e *json.SemanticError) (string, bool) {
+	t := e.GoType
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
+	if t == nil {
+		return "", false
+	}
+	var (
+		want     string        // the JSON the Go type takes
+		wantKind jsontext.Kind // its kind
+		problem  string        // what is wrong with a value of that kind
+	)
+	switch k := t.Kind(); {
+	case t == timeType:
+		want, wantKind = "an RFC 3339 date-time string", '"'
+		problem = "must be an RFC 3339 date-time, such as 2026-05-09T09:31:42Z"
+	case k == reflect.Struct || k == reflect.Map:
+		want, wantKind = "an object", '{'
+	case k == reflect.Slice:
+		want, wantKind = "an array", '['
+	case k == reflect.String:
+		want, wantKind = "a string", '"'
+	case k == reflect.Bool:
+		want, wantKind = "a boolean", 't'
+	case k >= reflect.Int && k <= reflect.Int64:
+		want, wantKind = "an integer", '0'
+		problem = fmt.Sprintf("must be an integer that fits in %d bits, not %s", t.Bits(), e.JSONValue)
+	case k >= reflect.Uint && k <= reflect.Uint64:
+		want, wantKind = "a non-negative integer", '0'
+		problem = fmt.Sprintf("must be a non-negative integer that fits in %d bits, not %s", t.Bits(), e.JSONValue)
+	case k == reflect.Float64 || k == reflect.Float32:
+		want, wantKind = "a number", '0'
+		problem = fmt.Sprintf("number %s is out of range", e.JSONValue)
+	default:
+		return "", false
+	}
+	got := e.JSONKind
+	if got == 'f' {
+		got = 't'
+	}
+	switch {
+	case got != wantKind:
+		return "must be " + want + ", not " + jsonKind(e.JSONKind), true
+	case problem != "":
+		return problem, true
+	}
+	return "", false
 }
 
-// value checks the next value against t.
-func (c *shapeChecker) value(path string, t reflect.Type) error {
-	tok, err := c.dec.Token()
+// fieldPath renders ptr, a JSON Pointer into body, as a path in the style
+// of writ's details: member names joined by dots, array indexes in
+// brackets (evidence[1].bogus). Whether a token is an index is read from
+// body; should body not hold the path, the rest is taken as names.
+func fieldPath(body []byte, ptr jsontext.Pointer) string {
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	var path strings.Builder
+	for name := range ptr.Tokens() {
+		isIndex := dec != nil && dec.PeekKind() == '['
+		if dec != nil && descend(dec, name) != nil {
+			dec = nil
+		}
+		switch {
+		case isIndex:
+			path.WriteString("[" + name + "]")
+		case path.Len() > 0:
+			path.WriteString("." + name)
+		default:
+			path.WriteString(name)
+		}
+	}
+	return path.String()
+}
+
+// descend reads dec up to the value of the member or element name of the
+// object or array that comes next.
+func descend(dec *jsontext.Decoder, name string) error {
+	open, err := dec.ReadToken()
 	if err != nil {
 		return err
 	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if tok == nil {
-		return nil // null leaves the Go zero value, for every type
-	}
-	delim, isDelim := tok.(json.Delim)
-	want, ok := "", false
-	switch {
-	case t == timeType:
-		s, isString := tok.(string)
-		if ok = isString; ok {
-			if _, err := time.Parse(time.RFC3339, s); err != nil {
-				c.report(path, "must be an RFC 3339 date-time, such as 2026-05-09T09:31:42Z")
+	switch open.Kind() {
+	case '[':
+		n, err := strconv.Atoi(name)
+		for i := 0; err == nil && i < n; i++ {
+			err = dec.SkipValue()
+		}
+		return err
+	case '{':
+		for {
+			tok, err := dec.ReadToken()
+			if err != nil || tok.Kind() != '"' {
+				return cmp.Or(err, errors.New("no such member"))
+			}
+			if tok.String() == name {
+				return nil
+			}
+			if err := dec.SkipValue(); err != nil {
+				return err
 			}
 		}
-		want = "an RFC 3339 date-time string"
-	case t.Kind() == reflect.Interface:
-		return c.anyValue(path, tok)
-	case t.Kind() == reflect.Struct:
-		if ok = isDelim && delim == '{'; ok {
-			return c.object(path, t, true)
-		}
-		want = "an object"
-	case t.Kind() == reflect.Map:
-		if ok = isDelim && delim == '{'; ok {
-			return c.object(path, t.Elem(), false)
-		}
-		want = "an object"
-	case t.Kind() == reflect.Slice:
-		if ok = isDelim && delim == '['; ok {
-			return c.array(path, t.Elem())
-		}
-		want = "an array"
-	case t.Kind() == reflect.String:
-		_, ok = tok.(string)
-		want = "a string"
-	case t.Kind() == reflect.Bool:
-		_, ok = tok.(bool)
-		want = "a boolean"
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
-		n, isNumber := tok.(json.Number)
-		if ok = isNumber; ok {
-			if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
-				c.report(path, "must be an integer that fits in %d bits, not %s", t.Bits(), n)
-			}
-		}
-		want = "an integer"
-	case t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
-		n, isNumber := tok.(json.Number)
-		if ok = isNumber; ok {
-			if _, err := strconv.ParseUint(string(n), 10, t.Bits()); err != nil {
-				c.report(path, "must be a non-negative integer that fits in %d bits, not %s", t.Bits(), n)
-			}
-		}
-		want = "a non-negative integer"
-	case t.Kind() == reflect.Float64 || t.Kind() == reflect.Float32:
-		n, isNumber := tok.(json.Number)
-		if ok = isNumber; ok {
-			if _, err := strconv.ParseFloat(string(n), t.Bits()); err != nil {
-				c.report(path, "number %s is out of range", n)
-			}
-		}
-		want = "a number"
-	default:
-		return fmt.Errorf("httpapi: checkShape does not support %s", t)
 	}
-	if !ok {
-		c.report(path, "must be %s, not %s", want, jsonKind(tok))
-		if isDelim {
-			return c.skipRest()
-		}
-	}
-	return nil
+	return errors.New("not an object or array")
 }
 
-// object checks the members of an object whose '{' was read. For a struct
-// (isStruct), members are matched against json tags; for a map, every
-// member is checked against the element type t.
-func (c *shapeChecker) object(path string, t reflect.Type, isStruct bool) error {
-	var fields map[string]reflect.Type
-	if isStruct {
-		fields = jsonFields(t)
-	}
-	seen := make(map[string]bool)
-	for c.dec.More() {
-		tok, err := c.dec.Token()
-		if err != nil {
-			return err
-		}
-		name := tok.(string) // object keys are always strings
-		p := joinPath(path, name)
-		if seen[name] {
-			c.report(p, "duplicate field")
-		}
-		seen[name] = true
-		ft := t
-		if isStruct {
-			var known bool
-			if ft, known = fields[name]; !known {
-				c.report(p, "unknown field")
-				if err := c.skipValue(); err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		if err := c.value(p, ft); err != nil {
-			return err
-		}
-	}
-	_, err := c.dec.Token() // '}'
-	return err
-}
-
-// array checks the elements of an array whose '[' was read.
-func (c *shapeChecker) array(path string, elem reflect.Type) error {
-	for i := 0; c.dec.More(); i++ {
-		if err := c.value(fmt.Sprintf("%s[%d]", path, i), elem); err != nil {
-			return err
-		}
-	}
-	_, err := c.dec.Token() // ']'
-	return err
-}
-
-// anyValue checks a free-form value (decoded into any) whose first token
-// was read: any JSON is accepted, but members must not repeat.
-func (c *shapeChecker) anyValue(path string, tok json.Token) error {
-	switch tok {
-	case json.Delim('{'):
-		return c.object(path, reflect.TypeFor[any](), false)
-	case json.Delim('['):
-		return c.array(path, reflect.TypeFor[any]())
-	}
-	return nil
-}
-
-// skipValue consumes the next value.
-func (c *shapeChecker) skipValue() error {
-	var raw json.RawMessage
-	return c.dec.Decode(&raw)
-}
-
-// skipRest consumes the rest of an object or array whose opening
-// delimiter was read.
-func (c *shapeChecker) skipRest() error {
-	for depth := 1; depth > 0; {
-		tok, err := c.dec.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-	}
-	return nil
-}
-
-// jsonFields maps the json names of t's exported fields to their types.
-// writ's request types have no embedded structs.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	fields := make(map[string]reflect.Type, t.NumField())
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if !f.IsExported() || name == "-" {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		fields[name] = f.Type
-	}
-	return fields
-}
-
-func joinPath(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
-}
-
-// jsonKind names the kind of the JSON value that starts with tok.
-func jsonKind(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '[' {
-			return "an array"
-		}
+// jsonKind names a JSON kind.
+func jsonKind(k jsontext.Kind) string {
+	switch k {
+	case '{':
 		return "an object"
-	case string:
+	case '[':
+		return "an array"
+	case '"':
 		return "a string"
-	case json.Number, float64:
+	case '0':
 		return "a number"
-	case bool:
+	case 't', 'f':
 		return "a boolean"
-	case nil:
+	case 'n':
 		return "null"
 	}
-	return fmt.Sprintf("%T", tok)
+	return "invalid JSON"
 }
 
 // DecodeCheckRequest decodes a check request exactly as POST /v1/check
