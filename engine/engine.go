@@ -133,10 +133,17 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
-	if len(envelope) > policy.MaxInputBytes {
+	size := len(envelope)
+	if e.redactor.Active() {
+		// Redaction shortens what is stored; the bound is on what decide sees.
+		if raw, err := json.Marshal(&rq); err == nil {
+			size = len(raw)
+		}
+	}
+	if size > policy.MaxInputBytes {
 		// Conditions are proven cheap for inputs up to this size (see
 		// policy.MaxInputBytes); larger ones are refused, not evaluated.
-		return nil, writ.Errorf(writ.ETOOLARGE, "the check request is %d bytes; the limit is %d", len(envelope), policy.MaxInputBytes)
+		return nil, writ.Errorf(writ.ETOOLARGE, "the check request is %d bytes; the limit is %d", size, policy.MaxInputBytes)
 	}
 	argsDigest, err := e.binder.Arguments(req.Arguments)
 	if err != nil {

@@ -15,6 +15,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
@@ -36,26 +37,55 @@ type Head struct {
 // canonicalization is done beforehand (Entry.Presealed).
 type SealFunc func(prev Head, e *Entry) (raw []byte, err error)
 
-// Seal is the SealFunc of the hash chain: it links the record to prev and
-// sets record_hash over the record's canonical bytes (record.HashInput).
-func Seal(prev Head, e *Entry) ([]byte, error) {
-	if prev.Seq == 0 {
-		prev.Hash = writ.GenesisHash
-	}
-	body := e.Presealed
-	if body == nil {
-		var err error
-		if body, err = record.Preseal(e.Record); err != nil {
-			return nil, fmt.Errorf("canonicalize record: %w", err)
+// RecordSigner signs record hashes (a key of the signing key ring, or a
+// KMS behind it).
+type RecordSigner interface {
+	// KeyID names the key, as the record's audit.signed_by.
+	KeyID() string
+	// SignMessage returns the Ed25519 signature of msg.
+	SignMessage(msg []byte) ([]byte, error)
+}
+
+// NewSeal returns the SealFunc of the chain: it links the record to prev,
+// sets record_hash over the record's canonical bytes, and, with a signer,
+// signs record.SignatureMessage(record_hash) as audit.signature (standard
+// base64) with audit.signed_by naming the key.
+func NewSeal(signer RecordSigner) SealFunc {
+	var sign func(string) (string, string, error)
+	if signer != nil {
+		sign = func(hash string) (string, string, error) {
+			sig, err := signer.SignMessage(record.SignatureMessage(hash))
+			if err != nil {
+				return "", "", err
+			}
+			return signer.KeyID(), base64.StdEncoding.EncodeToString(sig), nil
 		}
 	}
-	_, raw, hash, err := record.SealBody(body, prev.Seq+1, prev.Hash)
-	if err != nil {
-		return nil, err
+	return func(prev Head, e *Entry) ([]byte, error) {
+		if prev.Seq == 0 {
+			prev.Hash = writ.GenesisHash
+		}
+		body := e.Presealed
+		if body == nil {
+			var err error
+			if body, err = record.Preseal(e.Record); err != nil {
+				return nil, fmt.Errorf("canonicalize record: %w", err)
+			}
+		}
+		raw, hash, err := record.SealPresealed(body, record.Seal{Seq: prev.Seq + 1, PrevHash: prev.Hash, Sign: sign})
+		if err != nil {
+			return nil, err
+		}
+		e.Record.Audit = writ.Audit{Seq: prev.Seq + 1, PrevHash: prev.Hash, RecordHash: hash}
+		if signer != nil {
+			_, e.Record.Audit, _ = record.SplitSeal(raw)
+		}
+		return raw, nil
 	}
-	e.Record.Audit = writ.Audit{Seq: prev.Seq + 1, PrevHash: prev.Hash, RecordHash: hash}
-	return raw, nil
 }
+
+// Seal is the unsigned SealFunc of the chain (NewSeal(nil)).
+var Seal SealFunc = NewSeal(nil)
 
 // Blob is a content-addressed pinned input (a request envelope, a pack
 // file, a pack manifest). Hash is record.Digest(Data).

@@ -45,7 +45,7 @@ func (c *ChainChecker) Next(raw []byte) {
 		c.Findings = append(c.Findings, ChainFinding{TenantID: c.TenantID, Seq: seq, RecordID: id.RecordID, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 	c.Checked++
-	link, err := record.CheckHash(raw)
+	link, err := record.CheckSealHash(raw)
 	if err != nil {
 		kind := FindingHashMismatch
 		if link.RecordHash == "" {

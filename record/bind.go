@@ -51,9 +51,10 @@ func (b *Binder) Arguments(args map[string]any) (string, error) {
 // Action fingerprints what a check asks for, for
 // must_not_retry_same_action: every input decide reads (decision key,
 // tool, approval mode, arguments, outputs, subjects, actor, workflow,
-// evidence, context, usage, scorecard). Only bookkeeping (idempotency key,
-// trace id, tool call id, input refs, tool lineage, caller lineage) is left
-// out, so a retry that could not change the decision binds the same.
+// evidence, context, usage, scorecard). What decide never reads is left
+// out (idempotency key, trace id, tool call id, intent ref, input refs,
+// tool lineage, caller lineage), so a retry that could not change the
+// decision binds the same.
 func (b *Binder) Action(req *writ.CheckRequest, decisionKey string) (string, error) {
 	evidence := req.Evidence
 	if evidence == nil {

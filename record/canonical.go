@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/gowebpki/jcs"
 
@@ -155,22 +154,3 @@ func Preseal(rec *writ.Record) ([]byte, error) {
 	return Canonical(rec)
 }
 
-// SealBody places a presealed record at seq after prevHash: it returns
-// the record's hash input (the canonical bytes without record_hash) and
-// the bytes to store (with record_hash). The audit block is spliced where
-// RFC 8785 puts it, so the result equals canonicalizing the sealed record
-// from scratch (a test holds this).
-func SealBody(presealed []byte, seq int64, prevHash string) (input []byte, sealed []byte, hash string, err error) {
-	i := bytes.Index(presealed, unsealedAudit)
-	if i < 0 {
-		return nil, nil, "", fmt.Errorf("record was not presealed")
-	}
-	audit := `"audit":{"prev_hash":"` + prevHash + `","seq":` + strconv.FormatInt(seq, 10) + `}`
-	input = make([]byte, 0, len(presealed)+len(audit))
-	input = append(input, presealed[:i]...)
-	input = append(input, audit...)
-	input = append(input, presealed[i+len(unsealedAudit):]...)
-	hash = Digest(input)
-	sealed, err = AddRecordHash(input, hash)
-	return input, sealed, hash, err
-}

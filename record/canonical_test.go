@@ -57,6 +57,24 @@ func TestCheckHashDetectsChanges(t *testing.T) {
 	}
 }
 
+func FuzzSplitSeal(f *testing.F) {
+	pre, _ := record.Preseal(sampleRecord())
+	sealed, _, _ := record.SealPresealed(pre, record.Seal{Seq: 3, PrevHash: writ.GenesisHash})
+	f.Add(sealed)
+	f.Add([]byte(`{"audit":{"prev_hash":"x","seq":1}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		input, audit, err := record.SplitSeal(raw)
+		if err != nil {
+			return
+		}
+		// What a split yields re-seals to bytes that split the same way.
+		again, _, err := record.SplitSeal(append([]byte{}, input...))
+		if err == nil && audit.RecordHash == "" && !bytes.Equal(again, input) {
+			t.Fatalf("splitting an unsealed input changed it")
+		}
+	})
+}
+
 func FuzzHashInput(f *testing.F) {
 	rec := sampleRecord()
 	body, _ := record.Canonical(rec)
@@ -78,22 +96,53 @@ func FuzzHashInput(f *testing.F) {
 	})
 }
 
-func TestSealBodyEqualsCanonicalizingTheSealedRecord(t *testing.T) {
-	rec := sampleRecord()
-	pre, err := record.Preseal(rec)
-	if err != nil {
-		t.Fatal(err)
+func TestSealPresealedEqualsCanonicalizingTheSealedRecord(t *testing.T) {
+	for _, signed := range []bool{false, true} {
+		rec := sampleRecord()
+		pre, err := record.Preseal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev := "sha256:" + string(bytes.Repeat([]byte("cd"), 32))
+		s := record.Seal{Seq: 42, PrevHash: prev}
+		if signed {
+			s.Sign = func(h string) (string, string, error) { return "writ-test+0a1b2c3d", "c2lnbmF0dXJl+/==", nil }
+		}
+		sealed, hash, err := record.SealPresealed(pre, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Audit = writ.Audit{Seq: 42, PrevHash: prev}
+		wantInput, _ := record.Canonical(rec)
+		rec.Audit.RecordHash = hash
+		if signed {
+			rec.Audit.SignedBy, rec.Audit.Signature = "writ-test+0a1b2c3d", "c2lnbmF0dXJl+/=="
+		}
+		wantSealed, _ := record.Canonical(rec)
+		if !bytes.Equal(sealed, wantSealed) || hash != record.Digest(wantInput) {
+			t.Errorf("signed=%v: SealPresealed differs from canonicalizing the sealed record:\n%s\n%s", signed, sealed, wantSealed)
+		}
+		input, audit, err := record.SplitSeal(sealed)
+		if err != nil || !bytes.Equal(input, wantInput) || audit.RecordHash != hash {
+			t.Errorf("signed=%v: SplitSeal = %s %+v %v, want the hash input back", signed, input, audit, err)
+		}
+		jcsInput, err := record.HashInput(sealed)
+		if err != nil || !bytes.Equal(jcsInput, input) {
+			t.Errorf("signed=%v: HashInput (canonicalizing) differs from SplitSeal (splicing)", signed)
+		}
+		if _, err := record.CheckSealHash(sealed); err != nil {
+			t.Errorf("CheckSealHash: %v", err)
+		}
+		if _, err := record.CheckSealHash(bytes.Replace(sealed, []byte("dr_1"), []byte("dr_9"), 1)); err == nil {
+			t.Errorf("CheckSealHash accepted a changed record")
+		}
 	}
-	prev := "sha256:" + string(bytes.Repeat([]byte("cd"), 32))
-	input, sealed, hash, err := record.SealBody(pre, 42, prev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Audit = writ.Audit{Seq: 42, PrevHash: prev}
-	wantInput, _ := record.Canonical(rec)
-	rec.Audit.RecordHash = hash
-	wantSealed, _ := record.Canonical(rec)
-	if !bytes.Equal(input, wantInput) || !bytes.Equal(sealed, wantSealed) || hash != record.Digest(wantInput) {
-		t.Errorf("SealBody differs from canonicalizing the sealed record:\n%s\n%s", sealed, wantSealed)
+}
+
+func TestSealRefusesUnsafeKeyIDs(t *testing.T) {
+	pre, _ := record.Preseal(sampleRecord())
+	_, _, err := record.SealPresealed(pre, record.Seal{Seq: 1, PrevHash: writ.GenesisHash, Sign: func(string) (string, string, error) { return `bad"id`, "x", nil }})
+	if err == nil {
+		t.Error("a key id with a quote was spliced into a seal")
 	}
 }

@@ -1,0 +1,135 @@
+package record
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/writhq/writ"
+)
+
+// The seal of a record is its audit block. In RFC 8785 member order it is
+//
+//	"audit":{"prev_hash":P,"record_hash":H,"seq":N,"signature":S,"signed_by":K}
+//
+// and the bytes that record_hash covers are the record's canonical form
+// with record_hash, signature and signed_by left out, that is with
+//
+//	"audit":{"prev_hash":P,"seq":N}
+//
+// In RFC 8785 order the record's members before "audit" are action_class,
+// actor, approval_mode_effective and approvals, all typed by writ, so the
+// first occurrence of `"audit":{"prev_hash":"` in a canonical record is
+// its top-level audit block. Sealing and splitting rely on that: they
+// splice the audit block instead of canonicalizing again. Tests hold both
+// against canonicalizing from scratch.
+
+// Seal is what a record is sealed with.
+type Seal struct {
+	Seq      int64
+	PrevHash string
+	// Sign, when set, signs the record's hash; it returns the key id
+	// (signed_by) and the signature (standard base64).
+	Sign func(recordHash string) (keyID, signature string, err error)
+}
+
+// SealPresealed seals a presealed record (see Preseal): it returns the
+// bytes to store and the record hash.
+func SealPresealed(presealed []byte, s Seal) (sealed []byte, hash string, err error) {
+	i := bytes.Index(presealed, unsealedAudit)
+	if i < 0 {
+		return nil, "", fmt.Errorf("record was not presealed")
+	}
+	if !safeJSONString(s.PrevHash) {
+		return nil, "", fmt.Errorf("prev_hash %q is not a digest", s.PrevHash)
+	}
+	head, tail := presealed[:i], presealed[i+len(unsealedAudit):]
+	seq := strconv.FormatInt(s.Seq, 10)
+	input := make([]byte, 0, len(presealed)+64)
+	input = append(input, head...)
+	input = append(input, `"audit":{"prev_hash":"`+s.PrevHash+`","seq":`+seq+`}`...)
+	input = append(input, tail...)
+	sum := sha256.Sum256(input)
+	hash = "sha256:" + hex.EncodeToString(sum[:])
+
+	audit := `"audit":{"prev_hash":"` + s.PrevHash + `","record_hash":"` + hash + `","seq":` + seq
+	if s.Sign != nil {
+		kid, sig, err := s.Sign(hash)
+		if err != nil {
+			return nil, "", fmt.Errorf("sign record: %w", err)
+		}
+		if !safeJSONString(kid) || !safeJSONString(sig) {
+			return nil, "", fmt.Errorf("signature or key id %q holds characters a seal does not allow", kid)
+		}
+		audit += `,"signature":"` + sig + `","signed_by":"` + kid + `"`
+	}
+	audit += `}`
+	sealed = make([]byte, 0, len(presealed)+len(audit))
+	sealed = append(sealed, head...)
+	sealed = append(sealed, audit...)
+	sealed = append(sealed, tail...)
+	return sealed, hash, nil
+}
+
+// safeJSONString reports whether s can be written between JSON quotes as
+// is and is canonical there: printable ASCII other than '"' and '\'.
+func safeJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// SplitSeal reads the seal of a stored record and returns it with the
+// bytes its record_hash covers, without canonicalizing: the stored bytes
+// are the sealed bytes, so the hash input is them with the hash and the
+// signature members cut out. A verifier checks Digest(input) against
+// audit.RecordHash; any change to the stored bytes breaks that equality.
+func SplitSeal(raw []byte) (input []byte, audit writ.Audit, err error) {
+	i := bytes.Index(raw, auditPrefix)
+	if i < 0 {
+		return nil, audit, fmt.Errorf("record has no audit block starting with prev_hash")
+	}
+	start := i + len(`"audit":`)
+	end := bytes.IndexByte(raw[start:], '}')
+	if end < 0 {
+		return nil, audit, fmt.Errorf("record's audit block is not terminated")
+	}
+	end += start + 1
+	if err := json.Unmarshal(raw[start:end], &audit); err != nil {
+		return nil, audit, fmt.Errorf("record's audit block: %w", err)
+	}
+	if !safeJSONString(audit.PrevHash) {
+		return nil, audit, fmt.Errorf("prev_hash %q is not a digest", audit.PrevHash)
+	}
+	block := `"audit":{"prev_hash":"` + audit.PrevHash + `","seq":` + strconv.FormatInt(audit.Seq, 10) + `}`
+	input = make([]byte, 0, len(raw))
+	input = append(input, raw[:i]...)
+	input = append(input, block...)
+	input = append(input, raw[end:]...)
+	return input, audit, nil
+}
+
+// CheckSealHash splits a stored record's seal and checks its record_hash
+// against the bytes it covers.
+func CheckSealHash(raw []byte) (writ.Audit, error) {
+	input, audit, err := SplitSeal(raw)
+	if err != nil {
+		return audit, err
+	}
+	if got := Digest(input); got != audit.RecordHash {
+		return audit, fmt.Errorf("record_hash %s does not match the record's bytes (%s)", audit.RecordHash, got)
+	}
+	return audit, nil
+}
+
+// SignatureMessage is what a record's signature covers: a domain
+// separation line and the record hash.
+func SignatureMessage(recordHash string) []byte {
+	return []byte("writ-record-signature-v1\n" + recordHash + "\n")
+}
