@@ -153,4 +153,3 @@ func Preseal(rec *writ.Record) ([]byte, error) {
 	rec.Audit = writ.Audit{}
 	return Canonical(rec)
 }
-

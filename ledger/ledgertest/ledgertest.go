@@ -221,10 +221,9 @@ func testAppendReadBack(t *testing.T, st ledger.Store) {
 	}
 }
 
-// testRawBytesKeptVerbatim seals records into indented JSON, which still
-// verifies (the hash covers the canonical form) but differs from anything a
-// store would produce by re-encoding: a store that normalises what it keeps
-// (a jsonb column, say) fails here.
+// testRawBytesKeptVerbatim seals records into indented JSON, which differs
+// from anything a store would produce by re-encoding: a store that
+// normalises what it keeps (a jsonb column, say) fails here.
 func testRawBytesKeptVerbatim(t *testing.T, st ledger.Store) {
 	ctx := t.Context()
 	indent := func(prev ledger.Head, e *ledger.Entry) ([]byte, error) {
@@ -260,7 +259,9 @@ func testRawBytesKeptVerbatim(t *testing.T, st ledger.Store) {
 			t.Errorf("Receipt(acme, %s) = %s, want %s", e.Record.RecordID, rcpt, e.Receipt)
 		}
 	}
-	wantNoFindings(t, st, 3)
+	// Verification reads seals from the exact stored bytes, so these
+	// indented records do not verify; that they come back byte for byte
+	// is what this test is about.
 }
 
 func testChain(t *testing.T, st ledger.Store) {
