@@ -19,6 +19,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/record"
 )
@@ -172,5 +174,18 @@ type Store interface {
 	// Chain returns up to limit raw records of a tenant with seq > after,
 	// in seq order.
 	Chain(ctx context.Context, tenantID string, after int64, limit int) ([]json.RawMessage, error)
+	// ReadHashes returns the tenant's stored tree hashes at the given tlog
+	// storage indexes, in order; an index not stored is an error. Append
+	// stores, for each appended record, the hashes TreeHashes returns, in
+	// the same transaction.
+	ReadHashes(ctx context.Context, tenantID string, indexes []int64) ([]tlog.Hash, error)
+	// PutCheckpoint stores a signed checkpoint. Storing the same
+	// checkpoint again is a no-op; a different checkpoint of the same
+	// tenant and size is an ECONFLICT error and is not stored.
+	PutCheckpoint(ctx context.Context, cp *Checkpoint) error
+	// Checkpoints lists a tenant's checkpoints by increasing size.
+	Checkpoints(ctx context.Context, tenantID string) ([]*Checkpoint, error)
+	// LatestCheckpoint returns the tenant's largest checkpoint, or nil.
+	LatestCheckpoint(ctx context.Context, tenantID string) (*Checkpoint, error)
 	Close() error
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
@@ -18,8 +20,8 @@ import (
 // writeStmts are the statements of an append transaction: prepared on
 // the write connection, or bound to one transaction.
 type writeStmts struct {
-	claim, head                                     *sql.Stmt
-	record, subject, idempotency, block, blob, move *sql.Stmt
+	claim, head, treeRead                                     *sql.Stmt
+	record, subject, idempotency, block, blob, move, treeHash *sql.Stmt
 }
 
 func (w *writeStmts) prepare(db *sql.DB) error {
@@ -42,6 +44,8 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.blob, `INSERT INTO blobs (hash, kind, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
 		{&w.move, `INSERT INTO heads (tenant_id, seq, hash) VALUES (?, ?, ?)
 			ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`},
+		{&w.treeRead, `SELECT hash FROM tree_hashes WHERE tenant_id = ? AND idx = ?`},
+		{&w.treeHash, `INSERT INTO tree_hashes (tenant_id, idx, hash) VALUES (?, ?, ?)`},
 	} {
 		st, err := db.Prepare(p.sql)
 		if err != nil {
@@ -54,7 +58,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 }
 
 func (w *writeStmts) close() {
-	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move} {
+	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move, w.treeRead, w.treeHash} {
 		if st != nil {
 			st.Close()
 		}
@@ -185,6 +189,9 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 	}
 
 	raws := make([][]byte, len(entries))
+	// Tree hashes written earlier in this transaction, by tenant: the
+	// hashes of a record depend on those of the records before it.
+	written := make(map[string]map[int64]tlog.Hash)
 	for _, i := range todo {
 		rec := entries[i].Record
 		head := heads[rec.TenantID]
@@ -200,6 +207,12 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		}
 		heads[rec.TenantID] = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
 		if err := st.insert(ctx, entries[i], raw); err != nil {
+			return err
+		}
+		if written[rec.TenantID] == nil {
+			written[rec.TenantID] = make(map[int64]tlog.Hash)
+		}
+		if err := st.addTreeHashes(ctx, rec.TenantID, a.Seq, raw, written[rec.TenantID]); err != nil {
 			return err
 		}
 		raws[i] = raw
@@ -261,6 +274,38 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 	return nil
 }
 
+// addTreeHashes stores the tree hashes of the record at seq; written
+// holds the tenant's hashes stored earlier in the same transaction.
+func (w *writeStmts) addTreeHashes(ctx context.Context, tenant string, seq int64, raw []byte, written map[int64]tlog.Hash) error {
+	read := tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(indexes))
+		for k, idx := range indexes {
+			if h, ok := written[idx]; ok {
+				out[k] = h
+				continue
+			}
+			var b []byte
+			if err := w.treeRead.QueryRowContext(ctx, tenant, idx).Scan(&b); err != nil {
+				return nil, fmt.Errorf("sqlite: tree hash %d of tenant %s: %w", idx, tenant, err)
+			}
+			copy(out[k][:], b)
+		}
+		return out, nil
+	})
+	first, hashes, err := ledger.TreeHashes(seq, raw, read)
+	if err != nil {
+		return err
+	}
+	for k, h := range hashes {
+		idx := first + int64(k)
+		if _, err := w.treeHash.ExecContext(ctx, tenant, idx, h[:]); err != nil {
+			return fmt.Errorf("sqlite: store tree hash %d of tenant %s: %w", idx, tenant, err)
+		}
+		written[idx] = h
+	}
+	return nil
+}
+
 // cachedHead returns a tenant's durable head, reading it once from the
 // database. The caller holds s.mu.
 func (s *Store) cachedHead(ctx context.Context, q *sql.Stmt, tenant string) (ledger.Head, error) {
@@ -288,6 +333,8 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		block:       tx.StmtContext(ctx, w.block),
 		blob:        tx.StmtContext(ctx, w.blob),
 		move:        tx.StmtContext(ctx, w.move),
+		treeRead:    tx.StmtContext(ctx, w.treeRead),
+		treeHash:    tx.StmtContext(ctx, w.treeHash),
 	}
 }
 

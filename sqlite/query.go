@@ -303,7 +303,7 @@ func (s *Store) Chain(ctx context.Context, tenantID string, after int64, limit i
 // engine looks up idempotency keys and blocked actions on every check, and
 // parsing their SQL each time cost more than running it.
 type readStmts struct {
-	idempotent, blocked, record, receipt *sql.Stmt
+	idempotent, blocked, record, receipt, treeHash *sql.Stmt
 }
 
 func (r *readStmts) prepare(db *sql.DB) error {
@@ -319,6 +319,7 @@ func (r *readStmts) prepare(db *sql.DB) error {
 			WHERE b.tenant_id = ? AND b.decision_key = ? AND b.args_digest = ? AND b.pack_hash = ?`},
 		{&r.record, `SELECT raw FROM records WHERE record_id = ? AND tenant_id = ?`},
 		{&r.receipt, `SELECT receipt FROM records WHERE record_id = ? AND tenant_id = ?`},
+		{&r.treeHash, `SELECT hash FROM tree_hashes WHERE tenant_id = ? AND idx = ?`},
 	} {
 		st, err := db.Prepare(p.sql)
 		if err != nil {
@@ -331,7 +332,7 @@ func (r *readStmts) prepare(db *sql.DB) error {
 }
 
 func (r *readStmts) close() {
-	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt} {
+	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt, r.treeHash} {
 		if st != nil {
 			st.Close()
 		}

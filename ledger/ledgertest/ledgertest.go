@@ -52,6 +52,8 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"TenantIsolation", testTenantIsolation},
 		{"SealFailureLeavesNothing", testSealFailureLeavesNothing},
 		{"Tenants", testTenants},
+		{"Tree", testTree},
+		{"Checkpoints", testCheckpoints},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

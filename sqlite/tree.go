@@ -1,0 +1,108 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+)
+
+// ReadHashes returns a tenant's stored tree hashes at tlog storage indexes.
+func (s *Store) ReadHashes(ctx context.Context, tenantID string, indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		var b []byte
+		err := s.reads.treeHash.QueryRowContext(ctx, tenantID, idx).Scan(&b)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("tree hash %d of tenant %s is not stored", idx, tenantID)}
+		} else if err != nil {
+			return nil, fmt.Errorf("sqlite: read tree hash: %w", err)
+		}
+		if len(b) != tlog.HashSize {
+			return nil, fmt.Errorf("sqlite: tree hash %d of tenant %s has %d bytes", idx, tenantID, len(b))
+		}
+		copy(out[i][:], b)
+	}
+	return out, nil
+}
+
+// PutCheckpoint stores a signed checkpoint; see ledger.Store.
+func (s *Store) PutCheckpoint(ctx context.Context, cp *ledger.Checkpoint) error {
+	if cp == nil || cp.TenantID == "" || cp.Size < 1 || len(cp.Note) == 0 {
+		return &writ.Error{Code: writ.EINVALID, Message: "a checkpoint needs a tenant, a positive size and a signed note"}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ledger.ErrClosed
+	}
+	var root, note []byte
+	err := s.write.QueryRowContext(ctx, `SELECT root, note FROM checkpoints WHERE tenant_id = ? AND size = ?`, cp.TenantID, cp.Size).Scan(&root, &note)
+	switch {
+	case err == nil:
+		if bytes.Equal(root, cp.Root[:]) && bytes.Equal(note, cp.Note) {
+			return nil
+		}
+		return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("tenant %s already has a different checkpoint of size %d", cp.TenantID, cp.Size)}
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("sqlite: read checkpoint: %w", err)
+	}
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO checkpoints (tenant_id, size, root, note, issued_ns) VALUES (?, ?, ?, ?, ?)`,
+		cp.TenantID, cp.Size, cp.Root[:], cp.Note, cp.IssuedAt.UnixNano()); err != nil {
+		return fmt.Errorf("sqlite: store checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Checkpoints lists a tenant's checkpoints by increasing size.
+func (s *Store) Checkpoints(ctx context.Context, tenantID string) ([]*ledger.Checkpoint, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT size, root, note, issued_ns FROM checkpoints WHERE tenant_id = ? ORDER BY size`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list checkpoints: %w", err)
+	}
+	defer rows.Close()
+	var out []*ledger.Checkpoint
+	for rows.Next() {
+		cp, err := scanCheckpoint(rows, tenantID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cp)
+	}
+	return out, rows.Err()
+}
+
+// LatestCheckpoint returns the tenant's largest checkpoint, or nil.
+func (s *Store) LatestCheckpoint(ctx context.Context, tenantID string) (*ledger.Checkpoint, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT size, root, note, issued_ns FROM checkpoints WHERE tenant_id = ? ORDER BY size DESC LIMIT 1`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: latest checkpoint: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	return scanCheckpoint(rows, tenantID)
+}
+
+func scanCheckpoint(rows *sql.Rows, tenantID string) (*ledger.Checkpoint, error) {
+	cp := &ledger.Checkpoint{TenantID: tenantID}
+	var root []byte
+	var issued int64
+	if err := rows.Scan(&cp.Size, &root, &cp.Note, &issued); err != nil {
+		return nil, fmt.Errorf("sqlite: read checkpoint: %w", err)
+	}
+	if len(root) != tlog.HashSize {
+		return nil, fmt.Errorf("sqlite: checkpoint %d of tenant %s has a %d-byte root", cp.Size, tenantID, len(root))
+	}
+	copy(cp.Root[:], root)
+	cp.IssuedAt = time.Unix(0, issued).UTC()
+	return cp, nil
+}
