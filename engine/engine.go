@@ -48,6 +48,15 @@ type Config struct {
 	// Random is the source of ids and trace ids (default crypto/rand). It
 	// must be safe for concurrent use.
 	Random io.Reader
+	// Keys signs records and checkpoints: the key valid at each record's
+	// timestamp. Without keys, records are hash-chained but unsigned and no
+	// checkpoints are issued.
+	Keys ledger.KeySource
+	// LedgerName names the ledger in checkpoint origins ("<name>/<tenant>";
+	// default "writ").
+	LedgerName string
+	// Checkpoints says when checkpoints are issued.
+	Checkpoints ledger.CheckpointPolicy
 	// Appender tunes group commit.
 	Appender ledger.AppenderConfig
 	// Logger (default slog.Default()).
@@ -56,7 +65,10 @@ type Config struct {
 
 // Engine is the in-process writ runtime.
 type Engine struct {
-	policy   *policy.Policy
+	policy       *policy.Policy
+	checkpointer *ledger.Checkpointer // nil without keys
+	stopCP       context.CancelFunc
+	cpDone       chan struct{}
 	store    ledger.Store
 	appender *ledger.Appender
 	now      func() time.Time
@@ -98,13 +110,39 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := cfg.Store.PutBlobs(ctx, blobs); err != nil {
 		return nil, fmt.Errorf("engine: store pack %s: %w", p.ID(), err)
 	}
+	if cfg.Keys != nil {
+		if cfg.LedgerName == "" {
+			cfg.LedgerName = "writ"
+		}
+		if _, err := cfg.Keys(e.now()); err != nil {
+			return nil, fmt.Errorf("engine: signing key: %w", err)
+		}
+		cfg.Appender.Seal = ledger.NewSeal(cfg.Keys)
+		e.checkpointer = ledger.NewCheckpointer(cfg.Store, cfg.Keys, cfg.LedgerName, cfg.Checkpoints, e.now, e.log)
+		cfg.Appender.OnCommit = e.checkpointer.Observe
+		var cpCtx context.Context
+		cpCtx, e.stopCP = context.WithCancel(context.Background())
+		e.cpDone = make(chan struct{})
+		go func() {
+			defer close(e.cpDone)
+			e.checkpointer.Run(cpCtx)
+		}()
+	}
 	e.appender = ledger.NewAppender(cfg.Store, cfg.Appender)
 	return e, nil
 }
 
-// Close stops accepting checks and waits for queued records to commit.
-// It does not close the store.
-func (e *Engine) Close() error { return e.appender.Close() }
+// Close stops accepting checks, waits for queued records to commit and
+// checkpoints every tenant with records not yet covered. It does not
+// close the store.
+func (e *Engine) Close() error {
+	err := e.appender.Close()
+	if e.stopCP != nil {
+		e.stopCP()
+		<-e.cpDone
+	}
+	return err
+}
 
 // Pack returns the pinned pack.
 func (e *Engine) Pack() *pack.Pack { return e.policy.Pack }

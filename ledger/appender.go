@@ -31,6 +31,9 @@ type AppenderConfig struct {
 	Seal SealFunc
 	// Logger receives commit failures (default slog.Default()).
 	Logger *slog.Logger
+	// OnCommit, when set, is called with each committed batch, after the
+	// callers have been answered (for example Checkpointer.Observe).
+	OnCommit func([]*Entry)
 }
 
 // Appender group-commits entries: concurrent Appends that arrive while a
@@ -157,6 +160,9 @@ func (a *Appender) loop() {
 		}
 		for _, p := range batch {
 			p.err <- err
+		}
+		if err == nil && a.cfg.OnCommit != nil {
+			a.cfg.OnCommit(entries)
 		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"time"
 
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ"
@@ -48,21 +50,23 @@ type RecordSigner interface {
 	SignMessage(msg []byte) ([]byte, error)
 }
 
+// Signer signs records and checkpoints with one key.
+type Signer interface {
+	RecordSigner
+	note.Signer
+}
+
+// KeySource returns the key to sign with at a given time: the key whose
+// validity window holds it. A record is signed with the key valid at the
+// record's timestamp, which is what verification checks.
+type KeySource func(at time.Time) (Signer, error)
+
 // NewSeal returns the SealFunc of the chain: it links the record to prev,
-// sets record_hash over the record's canonical bytes, and, with a signer,
-// signs record.SignatureMessage(record_hash) as audit.signature (standard
-// base64) with audit.signed_by naming the key.
-func NewSeal(signer RecordSigner) SealFunc {
-	var sign func(string) (string, string, error)
-	if signer != nil {
-		sign = func(hash string) (string, string, error) {
-			sig, err := signer.SignMessage(record.SignatureMessage(hash))
-			if err != nil {
-				return "", "", err
-			}
-			return signer.KeyID(), base64.StdEncoding.EncodeToString(sig), nil
-		}
-	}
+// sets record_hash over the record's canonical bytes, and, with keys,
+// signs record.SignatureMessage(record_hash) with the key valid at the
+// record's timestamp, as audit.signature (standard base64), with
+// audit.signed_by naming the key.
+func NewSeal(keys KeySource) SealFunc {
 	return func(prev Head, e *Entry) ([]byte, error) {
 		if prev.Seq == 0 {
 			prev.Hash = writ.GenesisHash
@@ -74,12 +78,26 @@ func NewSeal(signer RecordSigner) SealFunc {
 				return nil, fmt.Errorf("canonicalize record: %w", err)
 			}
 		}
-		raw, hash, err := record.SealPresealed(body, record.Seal{Seq: prev.Seq + 1, PrevHash: prev.Hash, Sign: sign})
+		s := record.Seal{Seq: prev.Seq + 1, PrevHash: prev.Hash}
+		if keys != nil {
+			signer, err := keys(e.Record.Timestamp)
+			if err != nil {
+				return nil, fmt.Errorf("no key to sign record %s: %w", e.Record.RecordID, err)
+			}
+			s.Sign = func(hash string) (string, string, error) {
+				sig, err := signer.SignMessage(record.SignatureMessage(hash))
+				if err != nil {
+					return "", "", err
+				}
+				return signer.KeyID(), base64.StdEncoding.EncodeToString(sig), nil
+			}
+		}
+		raw, hash, err := record.SealPresealed(body, s)
 		if err != nil {
 			return nil, err
 		}
-		e.Record.Audit = writ.Audit{Seq: prev.Seq + 1, PrevHash: prev.Hash, RecordHash: hash}
-		if signer != nil {
+		e.Record.Audit = writ.Audit{Seq: s.Seq, PrevHash: s.PrevHash, RecordHash: hash}
+		if keys != nil {
 			_, e.Record.Audit, _ = record.SplitSeal(raw)
 		}
 		return raw, nil
