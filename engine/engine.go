@@ -80,13 +80,18 @@ type Engine struct {
 
 // New starts an engine. It stores the pack's files content-addressed (so
 // that replay can find the exact pack later) before it accepts checks.
+// Without a Policy the engine serves the ledger only (checkpoints and
+// proofs) and refuses checks.
 func New(ctx context.Context, cfg Config) (*Engine, error) {
-	if cfg.Policy == nil || cfg.Store == nil {
-		return nil, errors.New("engine: Config.Policy and Config.Store are required")
+	if cfg.Store == nil {
+		return nil, errors.New("engine: Config.Store is required")
 	}
-	binder, err := record.NewBinder(cfg.BindingKey)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+	var binder *record.Binder
+	if cfg.Policy != nil {
+		var err error
+		if binder, err = record.NewBinder(cfg.BindingKey); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
 	}
 	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger}
 	if e.now == nil {
@@ -101,14 +106,15 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Appender.Logger == nil {
 		cfg.Appender.Logger = e.log
 	}
-	p := cfg.Policy.Pack
-	e.redactor = record.NewRedactor(p.Controls.Redaction)
-	blobs := []ledger.Blob{{Hash: p.Hash, Kind: "pack_manifest", Data: p.Manifest}}
-	for _, f := range p.Files {
-		blobs = append(blobs, ledger.Blob{Hash: f.Hash, Kind: "pack_file", Data: f.Data})
-	}
-	if err := cfg.Store.PutBlobs(ctx, blobs); err != nil {
-		return nil, fmt.Errorf("engine: store pack %s: %w", p.ID(), err)
+	if p := cfg.Policy; p != nil {
+		e.redactor = record.NewRedactor(p.Pack.Controls.Redaction)
+		blobs := []ledger.Blob{{Hash: p.Pack.Hash, Kind: "pack_manifest", Data: p.Pack.Manifest}}
+		for _, f := range p.Pack.Files {
+			blobs = append(blobs, ledger.Blob{Hash: f.Hash, Kind: "pack_file", Data: f.Data})
+		}
+		if err := cfg.Store.PutBlobs(ctx, blobs); err != nil {
+			return nil, fmt.Errorf("engine: store pack %s: %w", p.Pack.ID(), err)
+		}
 	}
 	if cfg.Keys != nil {
 		if cfg.LedgerName == "" {
@@ -149,6 +155,9 @@ func (e *Engine) Pack() *pack.Pack { return e.policy.Pack }
 
 // Check runs one boundary check. See writ.Service.
 func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
+	if e.policy == nil {
+		return nil, writ.Errorf(writ.EUNAVAILABLE, "no pack is pinned: this engine serves the ledger only")
+	}
 	if req == nil {
 		return nil, writ.Errorf(writ.EINVALID, "empty check request")
 	}

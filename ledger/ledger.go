@@ -205,5 +205,9 @@ type Store interface {
 	Checkpoints(ctx context.Context, tenantID string) ([]*Checkpoint, error)
 	// LatestCheckpoint returns the tenant's largest checkpoint, or nil.
 	LatestCheckpoint(ctx context.Context, tenantID string) (*Checkpoint, error)
+	// ScanHashes returns up to limit of the tenant's stored tree hashes
+	// from storage index from on, in index order, stopping early at the
+	// first index not stored.
+	ScanHashes(ctx context.Context, tenantID string, from int64, limit int) ([]tlog.Hash, error)
 	Close() error
 }

@@ -56,7 +56,7 @@ func newEntries(tenant string, from, count int) []*ledger.Entry {
 	return es
 }
 
-func verify(t *testing.T, s *Store) ([]ledger.ChainFinding, int64) {
+func verify(t *testing.T, s *Store) ([]ledger.Finding, int64) {
 	t.Helper()
 	findings, n, err := ledger.VerifyChains(t.Context(), s)
 	if err != nil {

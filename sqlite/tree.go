@@ -106,3 +106,29 @@ func scanCheckpoint(rows *sql.Rows, tenantID string) (*ledger.Checkpoint, error)
 	cp.IssuedAt = time.Unix(0, issued).UTC()
 	return cp, nil
 }
+
+// ScanHashes returns up to limit of a tenant's stored tree hashes from
+// storage index from on, in index order, stopping at the first index not
+// stored (so a gap shows as a short page).
+func (s *Store) ScanHashes(ctx context.Context, tenantID string, from int64, limit int) ([]tlog.Hash, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT idx, hash FROM tree_hashes WHERE tenant_id = ? AND idx >= ? ORDER BY idx LIMIT ?`, tenantID, from, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: scan tree hashes: %w", err)
+	}
+	defer rows.Close()
+	out := make([]tlog.Hash, 0, min(limit, 1<<14))
+	for rows.Next() {
+		var idx int64
+		var b []byte
+		if err := rows.Scan(&idx, &b); err != nil {
+			return nil, fmt.Errorf("sqlite: scan tree hashes: %w", err)
+		}
+		if idx != from+int64(len(out)) || len(b) != tlog.HashSize {
+			break
+		}
+		var h tlog.Hash
+		copy(h[:], b)
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}

@@ -65,8 +65,12 @@ func (m *Main) check(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	log, _ := m.logger("warn")
-	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Now: clock, Logger: log}, dir, "")
+	log, _ := m.logger("error")
+	keys, _, err := m.openSigningKeys(defaultKeysDir(dir), clock(), log)
+	if err != nil {
+		return err
+	}
+	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Now: clock, Logger: log, Keys: keys}, dir, "")
 	if err != nil {
 		return err
 	}

@@ -5,51 +5,228 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"time"
 
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 )
 
 func (m *Main) ledger(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "verify" {
-		return usagef("usage: writ ledger verify --data DIR [--json]")
+	usage := usagef("usage: writ ledger verify|checkpoint|prove|consistency|keys [flags]")
+	if len(args) == 0 {
+		return usage
 	}
-	fs := m.flags("ledger verify", "--data DIR [--json]")
-	data := fs.String("data", defaultDataDir, "data directory")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if err := parse(fs, args[1:]); err != nil {
+	switch args[0] {
+	case "verify":
+		return m.ledgerVerify(ctx, args[1:])
+	case "checkpoint":
+		return m.ledgerCheckpoint(ctx, args[1:])
+	case "prove":
+		return m.ledgerProve(ctx, args[1:])
+	case "consistency":
+		return m.ledgerConsistency(ctx, args[1:])
+	case "keys":
+		return m.ledgerKeys(ctx, args[1:])
+	}
+	return usage
+}
+
+// ledgerFlags are the flags every ledger command shares.
+type ledgerFlags struct {
+	data, keys, name string
+}
+
+func (lf *ledgerFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&lf.data, "data", defaultDataDir, "data directory")
+	fs.StringVar(&lf.keys, "keys", "", "signing key ring directory (default DATA/keys)")
+	fs.StringVar(&lf.name, "ledger-name", "writ", "ledger name, the first part of checkpoint origins")
+}
+
+func (lf *ledgerFlags) keysDir() string {
+	if lf.keys != "" {
+		return lf.keys
+	}
+	return defaultKeysDir(lf.data)
+}
+
+func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
+	fs := m.flags("ledger verify", "[--data DIR] [--keys DIR] [--json]")
+	var lf ledgerFlags
+	lf.register(fs)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	hashOnly := fs.Bool("hash-only", false, "check only hashes, the chain, the tree and checkpoint roots (no signatures or rules)")
+	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if _, err := os.Stat(*data); err != nil {
-		return fmt.Errorf("no ledger at %s: %w", *data, err)
+	if _, err := os.Stat(lf.data); err != nil {
+		return fmt.Errorf("no ledger at %s: %w", lf.data, err)
 	}
-	st, err := openStore(*data)
+	st, err := openStore(lf.data)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	findings, n, err := ledger.VerifyChains(ctx, st)
+	opts := ledger.VerifyOptions{LedgerName: lf.name}
+	if !*hashOnly {
+		ring, err := keyring.Open(lf.keysDir())
+		if err != nil {
+			return err
+		}
+		opts.Keys = ring
+		opts.Rules = ledger.NewRules(st)
+	}
+	start := time.Now()
+	rep, err := ledger.Verify(ctx, st, opts)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		if findings == nil {
-			findings = []ledger.ChainFinding{}
-		}
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"records": n, "intact": len(findings) == 0, "findings": findings}); err != nil {
-			return err
-		}
-	} else {
-		for _, f := range findings {
-			fmt.Fprintf(m.Stdout, "%s\ttenant %s seq %d record %s: %s\n", f.Kind, f.TenantID, f.Seq, f.RecordID, f.Detail)
-		}
-		if len(findings) == 0 {
-			fmt.Fprintf(m.Stdout, "ledger intact: %d records, every hash and chain link verified\n", n)
-		}
+	if err := m.printReport(rep, *asJSON, time.Since(start)); err != nil {
+		return err
 	}
-	if len(findings) > 0 {
-		return &findingsError{len(findings)}
+	if !rep.Intact() {
+		return &findingsError{len(rep.Findings)}
 	}
 	return nil
+}
+
+func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) error {
+	if asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Intact bool `json:"intact"`
+			*ledger.Report
+		}{rep.Intact(), rep})
+	}
+	for _, f := range rep.Findings {
+		where := fmt.Sprintf("tenant %s", f.TenantID)
+		if f.Seq > 0 {
+			where += fmt.Sprintf(" seq %d", f.Seq)
+		}
+		if f.RecordID != "" {
+			where += " record " + f.RecordID
+		}
+		if f.TreeSize > 0 {
+			where += fmt.Sprintf(" checkpoint %d", f.TreeSize)
+		}
+		fmt.Fprintf(m.Stdout, "%s\t%s: %s\n", f.Kind, where, f.Detail)
+	}
+	if rep.Intact() {
+		fmt.Fprintf(m.Stdout, "ledger intact: %d records of %d tenants and %d checkpoints verified in %s\n", rep.Records, rep.Tenants, rep.Checkpoints, took.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// offlineEngine opens the store and the signing keys of a data directory
+// for the ledger commands that sign or prove without a server.
+func (m *Main) offlineEngine(ctx context.Context, lf ledgerFlags, needKeys bool) (*engine.Engine, func(), error) {
+	if _, err := os.Stat(lf.data); err != nil {
+		return nil, nil, fmt.Errorf("no ledger at %s: %w", lf.data, err)
+	}
+	st, err := openStore(lf.data)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := engine.Config{Store: st, LedgerName: lf.name}
+	if needKeys {
+		log, _ := m.logger("warn")
+		keys, _, err := m.openSigningKeys(lf.keysDir(), time.Now(), log)
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		cfg.Keys = keys
+	}
+	eng, err := engine.New(ctx, cfg)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return eng, func() { eng.Close(); st.Close() }, nil
+}
+
+func (m *Main) ledgerCheckpoint(ctx context.Context, args []string) error {
+	fs := m.flags("ledger checkpoint", "--tenant T [--issue] [--size N]")
+	var lf ledgerFlags
+	lf.register(fs)
+	tenant := fs.String("tenant", "", "tenant (required)")
+	issue := fs.Bool("issue", false, "sign a checkpoint of the current tree now")
+	size := fs.Int64("size", 0, "the checkpoint of this tree size (default the latest)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *tenant == "" {
+		return usagef("ledger checkpoint needs --tenant")
+	}
+	eng, done, err := m.offlineEngine(ctx, lf, *issue)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var cp *writ.Checkpoint
+	if *issue {
+		cp, err = eng.IssueCheckpoint(ctx, *tenant)
+	} else {
+		cp, err = eng.Checkpoint(ctx, *tenant, *size)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(m.Stdout, cp.Note)
+	return err
+}
+
+func (m *Main) ledgerProve(ctx context.Context, args []string) error {
+	fs := m.flags("ledger prove", "--tenant T [--size N] RECORD_ID")
+	var lf ledgerFlags
+	lf.register(fs)
+	tenant := fs.String("tenant", "", "tenant (required)")
+	size := fs.Int64("size", 0, "prove against the checkpoint of this tree size (default the latest)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *tenant == "" || fs.NArg() != 1 {
+		return usagef("usage: writ ledger prove --tenant T [--size N] RECORD_ID")
+	}
+	eng, done, err := m.offlineEngine(ctx, lf, false)
+	if err != nil {
+		return err
+	}
+	defer done()
+	p, err := eng.InclusionProof(ctx, *tenant, fs.Arg(0), *size)
+	if err != nil {
+		return err
+	}
+	return m.printJSON(p)
+}
+
+func (m *Main) ledgerConsistency(ctx context.Context, args []string) error {
+	fs := m.flags("ledger consistency", "--tenant T --from N [--to M]")
+	var lf ledgerFlags
+	lf.register(fs)
+	tenant := fs.String("tenant", "", "tenant (required)")
+	from := fs.String("from", "", "the older checkpoint's tree size (required)")
+	to := fs.Int64("to", 0, "the newer checkpoint's tree size (default the latest)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	old, err := strconv.ParseInt(*from, 10, 64)
+	if *tenant == "" || err != nil {
+		return usagef("usage: writ ledger consistency --tenant T --from N [--to M]")
+	}
+	eng, done, err := m.offlineEngine(ctx, lf, false)
+	if err != nil {
+		return err
+	}
+	defer done()
+	p, err := eng.ConsistencyProof(ctx, *tenant, old, *to)
+	if err != nil {
+		return err
+	}
+	return m.printJSON(p)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/httpapi"
+	"github.com/writhq/writ/ledger"
 )
 
 func (m *Main) serve(ctx context.Context, args []string) error {
@@ -19,6 +20,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	data := fs.String("data", defaultDataDir, "data directory of the embedded SQLite store")
 	packDir := fs.String("pack", "", "pack directory to pin (required)")
+	keysDir := fs.String("keys", "", "signing key ring directory (default DATA/keys; its first key is generated on first start); WRIT_SIGNING_KEY overrides it")
+	ledgerName := fs.String("ledger-name", "writ", "ledger name, the first part of checkpoint origins")
+	cpEvery := fs.Int64("checkpoint-every", 1000, "sign a checkpoint after this many new records of a tenant")
+	cpInterval := fs.Duration("checkpoint-interval", time.Second, "or at most this long after a tenant's first record not yet covered")
 	keyFile := fs.String("binding-key", "", "file holding the secret that keys argument bindings (default: DATA/binding.key, created on first use)")
 	maxBody := fs.Int64("max-body", httpapi.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -56,7 +61,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Logger: log}, *data, *keyFile)
+	if *keysDir == "" {
+		*keysDir = defaultKeysDir(*data)
+	}
+	keys, _, err := m.openSigningKeys(*keysDir, time.Now(), log)
+	if err != nil {
+		return err
+	}
+	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
+		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}}, *data, *keyFile)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/ledger"
+)
+
+// defaultKeysDir is where the signing key ring lives by default: beside
+// the database, never inside it.
+func defaultKeysDir(dataDir string) string { return filepath.Join(dataDir, "keys") }
+
+// liveRing serves signing keys from a ring directory and notices when
+// `writ ledger keys rotate` or `revoke` changes it: before each signature
+// it compares ring.json's modification time and size with what it loaded,
+// so a rotation takes effect at the next record, not at the next restart.
+type liveRing struct {
+	dir string
+
+	mu      sync.Mutex
+	ring    *keyring.Ring
+	stamp   string
+	signers map[string]*keyring.Signer
+}
+
+func openLiveRing(dir string) (*liveRing, error) {
+	l := &liveRing{dir: dir}
+	if err := l.reload(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *liveRing) currentStamp() string {
+	fi, err := os.Stat(filepath.Join(l.dir, "ring.json"))
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
+}
+
+func (l *liveRing) reload() error {
+	stamp := l.currentStamp()
+	r, err := keyring.Open(l.dir)
+	if err != nil {
+		return err
+	}
+	l.ring, l.stamp, l.signers = r, stamp, map[string]*keyring.Signer{}
+	return nil
+}
+
+// Signer returns the signer of the key valid at at (a ledger.KeySource).
+func (l *liveRing) Signer(at time.Time) (ledger.Signer, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.currentStamp() != l.stamp {
+		if err := l.reload(); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range l.ring.Keys() {
+		if s, ok := l.signers[k.ID]; ok && k.ValidAt(at) {
+			return s, nil
+		}
+	}
+	s, err := l.ring.Signer(at)
+	if err != nil {
+		return nil, err
+	}
+	l.signers[s.KeyID()] = s
+	return s, nil
+}
+
+// Ring returns the ring as last loaded (public keys for verification).
+func (l *liveRing) Ring() *keyring.Ring {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ring
+}
+
+// openSigningKeys returns the key source for a server or an offline
+// check: WRIT_SIGNING_KEY (a note signer key) when set, else the ring in
+// dir, generating its first key when the ring is empty.
+func (m *Main) openSigningKeys(dir string, now time.Time, log *slog.Logger) (ledger.KeySource, *keyring.Ring, error) {
+	if skey := m.Getenv("WRIT_SIGNING_KEY"); skey != "" {
+		r, err := keyring.FromEnv(skey, time.Unix(0, 0))
+		if err != nil {
+			return nil, nil, fmt.Errorf("WRIT_SIGNING_KEY: %w", err)
+		}
+		return func(at time.Time) (ledger.Signer, error) { return r.Signer(at) }, r, nil
+	}
+	r, err := keyring.Open(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(r.Keys()) == 0 {
+		k, err := r.Generate(rand.Reader, now, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Warn("generated the first signing key of an empty key ring", "key", k.ID, "dir", dir)
+	}
+	l, err := openLiveRing(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.Signer, l.Ring(), nil
+}
+
+func (m *Main) ledgerKeys(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("usage: writ ledger keys list|generate|rotate|revoke [flags]")
+	}
+	sub := args[0]
+	fs := m.flags("ledger keys "+sub, "--keys DIR")
+	keysDir := fs.String("keys", defaultKeysDir(defaultDataDir), "signing key ring directory")
+	name := fs.String("name", "", "key name (generate, rotate; default from the clock)")
+	at := fs.String("at", "", "revoke: when the key stops being valid (RFC 3339; default now)")
+	reason := fs.String("reason", "", "revoke: why")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	r, err := keyring.Open(*keysDir)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	switch sub {
+	case "list":
+		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSTATUS\tVALID FROM\tVALID UNTIL")
+		for _, k := range r.Keys() {
+			until := "-"
+			if k.ValidUntil != nil {
+				until = k.ValidUntil.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, k.Status(now), k.ValidFrom.Format(time.RFC3339), until)
+		}
+		return tw.Flush()
+	case "generate", "rotate":
+		gen := r.Generate
+		if sub == "rotate" {
+			gen = r.Rotate
+		}
+		k, err := gen(rand.Reader, now, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stdout, "%s key %s, valid from %s\npublic key: %s\n", map[string]string{"generate": "generated", "rotate": "rotated to"}[sub], k.ID, k.ValidFrom.Format(time.RFC3339), k.VerifierKey)
+		return nil
+	case "revoke":
+		if fs.NArg() != 1 {
+			return usagef("usage: writ ledger keys revoke --keys DIR [--at TIME] [--reason TEXT] KEY_ID")
+		}
+		when := now
+		if *at != "" {
+			if when, err = time.Parse(time.RFC3339, *at); err != nil {
+				return usagef("bad --at %q: want RFC 3339", *at)
+			}
+		}
+		k, err := r.Revoke(fs.Arg(0), when, *reason, now)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stdout, "revoked key %s at %s\n", k.ID, k.RevokedAt.Format(time.RFC3339))
+		return nil
+	}
+	return usagef("unknown keys command %q (want list, generate, rotate or revoke)", sub)
+}

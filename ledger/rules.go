@@ -1,0 +1,220 @@
+package ledger
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing/fstest"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/policy"
+)
+
+// BlobSource returns content-addressed blobs (a store, or a bundle).
+type BlobSource interface {
+	Blob(ctx context.Context, hash string) ([]byte, error)
+}
+
+// Rules checks the decision record's validation rules against the pack
+// each record pins, which it rebuilds from the pinned pack's stored files:
+//
+//   - schema: the record has every required field with the right type and
+//     no unknown one, and its outputs match the spec's outputs schema;
+//   - evidence: an allowed decision cites every evidence kind its spec
+//     requires;
+//   - policy: the record lists policy decisions, and its policy versions
+//     are exactly the spec's bundles in the pinned pack;
+//   - approval: an allowed decision that a require_approval rule fired on
+//     carries an approval;
+//   - controls: every control the pinned pack applies to the spec is
+//     listed, and nothing the pack does not define;
+//   - lineage: pack, pack hash and decision spec are pinned and resolve;
+//   - trace: the trace id is a W3C trace id.
+//
+// The seal rule (hashes, signatures, key windows) is checked by Verify.
+type Rules struct {
+	blobs BlobSource
+	mu    sync.Mutex
+	packs map[string]*pinnedPack
+}
+
+type pinnedPack struct {
+	pack *pack.Pack
+	err  error
+}
+
+// NewRules returns the rule checker reading pinned packs from blobs.
+func NewRules(blobs BlobSource) *Rules {
+	return &Rules{blobs: blobs, packs: map[string]*pinnedPack{}}
+}
+
+// LoadPinnedPack rebuilds a pack from its stored manifest and files and
+// checks that it hashes to hash.
+func LoadPinnedPack(ctx context.Context, blobs BlobSource, hash string) (*pack.Pack, error) {
+	manifest, err := blobs.Blob(ctx, hash)
+	if err != nil {
+		return nil, fmt.Errorf("pack %s is not stored: %w", hash, err)
+	}
+	fsys := fstest.MapFS{}
+	sc := bufio.NewScanner(bytes.NewReader(manifest))
+	for sc.Scan() {
+		fileHash, path, ok := strings.Cut(sc.Text(), "  ")
+		if !ok {
+			return nil, fmt.Errorf("pack %s: bad manifest line %q", hash, sc.Text())
+		}
+		data, err := blobs.Blob(ctx, fileHash)
+		if err != nil {
+			return nil, fmt.Errorf("pack %s: file %s is not stored: %w", hash, path, err)
+		}
+		fsys[path] = &fstest.MapFile{Data: data}
+	}
+	p, err := pack.LoadFS(fsys, "pinned:"+hash)
+	if err != nil {
+		return nil, err
+	}
+	if p.Hash != hash {
+		return nil, fmt.Errorf("pack rebuilt from its stored files hashes to %s, not %s", p.Hash, hash)
+	}
+	if _, err := policy.Compile(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (r *Rules) pinned(ctx context.Context, hash string) (*pack.Pack, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pp, ok := r.packs[hash]; ok {
+		return pp.pack, pp.err
+	}
+	p, err := LoadPinnedPack(ctx, r.blobs, hash)
+	r.packs[hash] = &pinnedPack{pack: p, err: err}
+	return p, err
+}
+
+var statuses = []writ.Status{writ.StatusDecided, writ.StatusDeferred, writ.StatusRejected, writ.StatusEscalated, writ.StatusInFlight, writ.StatusClosed}
+
+// Check returns the rules raw breaks, "<rule>: <what>" each.
+func (r *Rules) Check(ctx context.Context, raw []byte) []string {
+	var out []string
+	bad := func(rule, format string, args ...any) { out = append(out, rule+": "+fmt.Sprintf(format, args...)) }
+
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var rec writ.Record
+	if err := dec.Decode(&rec); err != nil {
+		bad("schema", "the record does not match the record schema: %v", err)
+		return out
+	}
+	var present map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &present)
+	for _, f := range []string{"record_id", "decision_id", "tenant_id", "decision_key", "decision_version", "timestamp", "status", "actor",
+		"subject_ids", "inputs_refs", "outputs", "evidence_refs", "policy_decisions", "approvals", "controls_active", "lineage", "trace_id", "replay", "audit"} {
+		if v, ok := present[f]; !ok || string(v) == "null" {
+			bad("schema", "required field %s is missing", f)
+		}
+	}
+	if !slices.Contains(statuses, rec.Status) {
+		bad("schema", "status %q is not a record status", rec.Status)
+	}
+	if rec.Actor.Type == "" || rec.Actor.ID == "" {
+		bad("schema", "actor needs a type and an id")
+	}
+	if !writ.ValidTraceID(rec.TraceID) {
+		bad("trace", "trace_id %q is not a W3C trace id", rec.TraceID)
+	}
+	l := rec.Lineage
+	if l.PackVersion == "" || l.PackHash == "" || l.DecisionSpec == "" {
+		bad("lineage", "the pack, its hash and the decision spec must be pinned")
+		return out
+	}
+	if len(rec.PolicyDecisions) == 0 {
+		bad("policy", "the record lists no policy decision")
+	}
+	p, err := r.pinned(ctx, l.PackHash)
+	if err != nil {
+		bad("lineage", "pinned pack %s: %v", l.PackHash, err)
+		return out
+	}
+	if p.ID() != l.PackVersion {
+		bad("lineage", "pack_version %s, but the pinned pack is %s", l.PackVersion, p.ID())
+	}
+	spec, ok := p.Specs[rec.DecisionKey]
+	if !ok || spec.ID() != l.DecisionSpec || spec.Version != rec.DecisionVersion {
+		bad("lineage", "decision spec %s@%s is not in the pinned pack", rec.DecisionKey, rec.DecisionVersion)
+		return out
+	}
+	var bundles []string
+	for _, id := range spec.Policies {
+		bundles = append(bundles, p.Bundles[id].ID())
+	}
+	if !slices.Equal(bundles, l.PolicyVersions) && !(len(bundles) == 0 && len(l.PolicyVersions) == 0) {
+		bad("policy", "policy_versions %v, but the spec's bundles in the pinned pack are %v", l.PolicyVersions, bundles)
+	}
+	if spec.OutputsSchema != nil {
+		outputs := map[string]any{}
+		for k, v := range rec.Outputs {
+			if k != "outcome" {
+				outputs[k] = v
+			}
+		}
+		if err := spec.OutputsSchema.Validate(outputs); err != nil {
+			bad("schema", "outputs do not match the outputs schema of %s: %v", spec.ID(), err)
+		}
+	}
+	allowed := rec.Status == writ.StatusDecided
+	if allowed {
+		for _, req := range spec.RequiredEvidence {
+			if !slices.ContainsFunc(rec.EvidenceRefs, func(ref string) bool { return strings.HasPrefix(ref, req.Kind+":") }) {
+				bad("evidence", "the decision was allowed without the %s evidence its spec requires", req.Kind)
+			}
+		}
+		fired := slices.ContainsFunc(rec.PolicyDecisions, func(d writ.PolicyDecision) bool { return d.Verdict == "require_approval" })
+		if fired && len(rec.Approvals) == 0 {
+			bad("approval", "a require_approval rule fired and the decision was allowed without an approval")
+		}
+	}
+	r.checkControls(p, spec, rec.ControlsActive, bad)
+	return out
+}
+
+func (r *Rules) checkControls(p *pack.Pack, spec *pack.Spec, active writ.ControlsActive, bad func(rule, format string, args ...any)) {
+	check := func(what string, listed []string, defined []*pack.Control) {
+		ids := map[string]bool{}
+		for _, c := range defined {
+			ids[c.ID] = true
+			// A control that applies to the spec whatever the tool must be listed.
+			a := c.AppliesTo
+			applies := len(a.Tools) == 0 && (len(a.DecisionKeys) == 0 || slices.Contains(a.DecisionKeys, spec.DecisionKey)) &&
+				(len(a.ActionClasses) == 0 || slices.Contains(a.ActionClasses, spec.ActionClass))
+			if applies && !slices.Contains(listed, c.ID) {
+				bad("controls", "%s control %s was in force but is not listed", what, c.ID)
+			}
+		}
+		for _, id := range listed {
+			if !ids[id] {
+				bad("controls", "%s control %s is not defined by the pinned pack", what, id)
+			}
+		}
+	}
+	check("must_refuse", active.MustRefuse, p.Controls.MustRefuse)
+	check("must_escalate", active.MustEscalate, p.Controls.MustEscalate)
+	var redaction []string
+	for _, rr := range p.Controls.Redaction {
+		redaction = append(redaction, rr.ID)
+	}
+	if !slices.Equal(redaction, active.RedactionRulesActive) && !(len(redaction) == 0 && len(active.RedactionRulesActive) == 0) {
+		bad("controls", "redaction_rules_active %v, but the pinned pack redacts with %v", active.RedactionRulesActive, redaction)
+	}
+	for _, g := range active.ApprovalGatesActive {
+		if _, ok := p.Gates[g]; !ok {
+			bad("controls", "approval gate %s is not defined by the pinned pack", g)
+		}
+	}
+}
