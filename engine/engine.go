@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/writhq/writ"
@@ -75,6 +76,7 @@ type Engine struct {
 	random   io.Reader
 	redactor *record.Redactor
 	binder   *record.Binder
+	rules    *ledger.Rules // the record validation rules, checked before append
 	log      *slog.Logger
 }
 
@@ -115,6 +117,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		if err := cfg.Store.PutBlobs(ctx, blobs); err != nil {
 			return nil, fmt.Errorf("engine: store pack %s: %w", p.Pack.ID(), err)
 		}
+		mem := memBlobs{}
+		for _, b := range blobs {
+			mem[b.Hash] = b.Data
+		}
+		e.rules = ledger.NewRules(mem)
 	}
 	if cfg.Keys != nil {
 		if cfg.LedgerName == "" {
@@ -241,6 +248,11 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	if err != nil {
 		return nil, fmt.Errorf("canonicalize record: %w", err)
 	}
+	// Emission-time validation: a record that breaks a validation rule is
+	// never appended, and the check fails closed saying why.
+	if broken := e.rules.Check(ctx, presealed); len(broken) > 0 {
+		return e.failClosed(&rq, r, "the decision record breaks a validation rule ("+strings.Join(broken, "; ")+")", errRecordInvalid)
+	}
 	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}}
 	if req.IdempotencyKey != "" {
 		entry.Idempotency = &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: argsDigest}
@@ -276,8 +288,11 @@ func repeated(prior *ledger.Prior, digest, why string) (*writ.Receipt, error) {
 // action must not run, and the caller may retry the check later.
 func (e *Engine) failClosed(req *writ.CheckRequest, r *policy.Resolved, what string, cause error) (*writ.Receipt, error) {
 	code := "record_not_committed"
-	if errors.Is(cause, ledger.ErrOverloaded) {
+	switch {
+	case errors.Is(cause, ledger.ErrOverloaded):
 		code = "ledger_overloaded"
+	case errors.Is(cause, errRecordInvalid):
+		code = "record_invalid"
 	}
 	if !errors.As(cause, new(*writ.Error)) {
 		e.log.Error("check failed closed", "tenant", req.TenantID, "decision_key", r.Spec.DecisionKey, "reason", what, "err", cause)
@@ -323,4 +338,17 @@ func (e *Engine) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordP
 		return nil, &writ.Error{Code: writ.EINVALID, Message: "limit must be between 1 and 1000", Details: []writ.Detail{{Field: "limit", Message: "out of range"}}}
 	}
 	return e.store.Records(ctx, q)
+}
+
+// errRecordInvalid marks a record that failed emission-time validation.
+var errRecordInvalid = &writ.Error{Code: writ.EINTERNAL, Message: "the decision record breaks a validation rule"}
+
+// memBlobs serves the pinned pack's files from memory to the rules.
+type memBlobs map[string][]byte
+
+func (m memBlobs) Blob(_ context.Context, hash string) ([]byte, error) {
+	if b, ok := m[hash]; ok {
+		return b, nil
+	}
+	return nil, writ.Errorf(writ.ENOTFOUND, "blob %s not found", hash)
 }

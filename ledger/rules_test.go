@@ -1,0 +1,97 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/pack"
+)
+
+type memBlobs map[string][]byte
+
+func (m memBlobs) Blob(_ context.Context, hash string) ([]byte, error) {
+	if b, ok := m[hash]; ok {
+		return b, nil
+	}
+	return nil, writ.Errorf(writ.ENOTFOUND, "no blob %s", hash)
+}
+
+func refundBlobs(t *testing.T) memBlobs {
+	t.Helper()
+	p, err := pack.Load("../examples/refund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := memBlobs{p.Hash: p.Manifest}
+	for _, f := range p.Files {
+		m[f.Hash] = f.Data
+	}
+	return m
+}
+
+func goldenRecord(t *testing.T, name string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile("../engine/testdata/golden/refund/" + name + ".record.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestRules(t *testing.T) {
+	rules := ledger.NewRules(refundBlobs(t))
+	tests := []struct {
+		name   string
+		record string
+		edit   func(m map[string]any)
+		want   string // "" = no rule broken
+	}{
+		{"allowed refund", "refund-allow", func(map[string]any) {}, ""},
+		{"escalated refund", "refund-high-value-human-review", func(map[string]any) {}, ""},
+		{"unknown field", "refund-allow", func(m map[string]any) { m["extra"] = 1 }, "schema: "},
+		{"missing field", "refund-allow", func(m map[string]any) { delete(m, "approvals") }, "schema: required field approvals"},
+		{"bad status", "refund-allow", func(m map[string]any) { m["status"] = "MAYBE" }, "schema: status"},
+		{"outputs break the spec", "refund-allow", func(m map[string]any) { m["outputs"].(map[string]any)["currency"] = "USD" }, "schema: outputs do not match"},
+		{"allowed without evidence", "refund-allow", func(m map[string]any) { m["evidence_refs"] = []any{"order:ord_881#1"} }, "evidence: the decision was allowed without the identity_verification evidence"},
+		{"no policy decisions", "refund-allow", func(m map[string]any) { m["policy_decisions"] = []any{} }, "policy: the record lists no policy decision"},
+		{"wrong bundle version", "refund-allow", func(m map[string]any) {
+			m["lineage"].(map[string]any)["policy_versions"] = []any{"POLICY_RETURNS_V1@0.9.0"}
+		}, "policy: policy_versions"},
+		{"allowed past an approval", "refund-high-value-human-review", func(m map[string]any) { m["status"] = "DECIDED" }, "approval: a require_approval rule fired"},
+		{"control missing", "refund-allow", func(m map[string]any) {
+			m["controls_active"].(map[string]any)["must_refuse"] = []any{}
+		}, "controls: must_refuse control account_frozen was in force but is not listed"},
+		{"control unknown", "refund-allow", func(m map[string]any) {
+			m["controls_active"].(map[string]any)["must_escalate"] = []any{"fraud_signal_high", "made_up"}
+		}, "controls: must_escalate control made_up is not defined"},
+		{"unpinned pack", "refund-allow", func(m map[string]any) { m["lineage"].(map[string]any)["pack_hash"] = "sha256:00" }, "lineage: pinned pack sha256:00"},
+		{"wrong spec version", "refund-allow", func(m map[string]any) { m["decision_version"] = "2.0.0" }, "lineage: decision spec"},
+		{"bad trace", "refund-allow", func(m map[string]any) { m["trace_id"] = "nope" }, "trace: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := goldenRecord(t, tt.record)
+			tt.edit(m)
+			raw, _ := json.Marshal(m)
+			got := rules.Check(context.Background(), raw)
+			if tt.want == "" {
+				if len(got) != 0 {
+					t.Errorf("Check = %v, want no broken rule", got)
+				}
+				return
+			}
+			if !strings.Contains(strings.Join(got, "\n"), tt.want) {
+				t.Errorf("Check = %v, want a finding containing %q", got, tt.want)
+			}
+		})
+	}
+}
