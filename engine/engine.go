@@ -70,14 +70,14 @@ type Engine struct {
 	checkpointer *ledger.Checkpointer // nil without keys
 	stopCP       context.CancelFunc
 	cpDone       chan struct{}
-	store    ledger.Store
-	appender *ledger.Appender
-	now      func() time.Time
-	random   io.Reader
-	redactor *record.Redactor
-	binder   *record.Binder
-	rules    *ledger.Rules // the record validation rules, checked before append
-	log      *slog.Logger
+	store        ledger.Store
+	appender     *ledger.Appender
+	now          func() time.Time
+	random       io.Reader
+	redactor     *record.Redactor
+	binder       *record.Binder
+	rules        *ledger.Rules // the record validation rules, checked before append
+	log          *slog.Logger
 }
 
 // New starts an engine. It stores the pack's files content-addressed (so
