@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing/fstest"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/pack"
@@ -105,15 +107,13 @@ func (r *Rules) Check(ctx context.Context, raw []byte) []string {
 	var out []string
 	bad := func(rule, format string, args ...any) { out = append(out, rule+": "+fmt.Sprintf(format, args...)) }
 
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var rec writ.Record
-	if err := dec.Decode(&rec); err != nil {
+	if err := jsonv2.Unmarshal(raw, &rec, jsonv2.RejectUnknownMembers(true)); err != nil {
 		bad("schema", "the record does not match the record schema: %v", err)
 		return out
 	}
-	var present map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &present)
+	var present map[string]jsontext.Value
+	_ = jsonv2.Unmarshal(raw, &present)
 	for _, f := range []string{"record_id", "decision_id", "tenant_id", "decision_key", "decision_version", "timestamp", "status", "actor",
 		"subject_ids", "inputs_refs", "outputs", "evidence_refs", "policy_decisions", "approvals", "controls_active", "lineage", "trace_id", "replay", "audit"} {
 		if v, ok := present[f]; !ok || string(v) == "null" {

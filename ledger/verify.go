@@ -226,16 +226,30 @@ func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) checked {
 	problem := func(kind, format string, args ...any) {
 		c.problems = append(c.problems, Finding{Seq: c.audit.Seq, RecordID: c.recordID, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
-	var head struct {
-		RecordID  string    `json:"record_id"`
-		TenantID  string    `json:"tenant_id"`
-		Timestamp time.Time `json:"timestamp"`
+	// The hashes, the chain and the tree need only the seal; the record's
+	// other members are read when signatures or rules need them, or to
+	// name the record in a finding.
+	full := v.opts.Keys != nil || v.opts.Rules != nil
+	var timestamp time.Time
+	if full {
+		recordID, tenantID, ts, err := recordHead(raw)
+		if err != nil {
+			problem(FindingMalformed, "the record cannot be read: %v", err)
+			return c
+		}
+		c.recordID, c.tenantID, timestamp = recordID, tenantID, ts
+		if tenantID != v.tenant {
+			problem(FindingMalformed, "the record belongs to tenant %q, found in the chain of %q", tenantID, v.tenant)
+		}
 	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		problem(FindingMalformed, "the record is not a JSON object: %v", err)
-		return c
-	}
-	c.recordID, c.tenantID = head.RecordID, head.TenantID
+	defer func() {
+		if len(c.problems) > 0 && c.recordID == "" {
+			c.recordID, _, _, _ = recordHead(raw)
+			for i := range c.problems {
+				c.problems[i].RecordID = c.recordID
+			}
+		}
+	}()
 	input, audit, err := record.SplitSeal(raw)
 	c.audit = audit
 	if err != nil {
@@ -245,9 +259,6 @@ func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) checked {
 	if got := record.Digest(input); got != audit.RecordHash {
 		problem(FindingHashMismatch, "record_hash %s does not match the record's bytes (%s)", audit.RecordHash, got)
 	}
-	if head.TenantID != v.tenant {
-		problem(FindingMalformed, "the record belongs to tenant %q, found in the chain of %q", head.TenantID, v.tenant)
-	}
 	if keys := v.opts.Keys; keys != nil {
 		switch sig, err := base64.StdEncoding.DecodeString(audit.Signature); {
 		case audit.SignedBy == "" || audit.Signature == "":
@@ -255,7 +266,7 @@ func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) checked {
 		case err != nil:
 			problem(FindingBadSignature, "the signature is not base64: %v", err)
 		default:
-			if err := keys.VerifyRecordSignature(audit.SignedBy, record.SignatureMessage(audit.RecordHash), sig, head.Timestamp); err != nil {
+			if err := keys.VerifyRecordSignature(audit.SignedBy, record.SignatureMessage(audit.RecordHash), sig, timestamp); err != nil {
 				kind := FindingBadSignature
 				switch {
 				case errors.Is(err, keyring.ErrUnknownKey):

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
+
+	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/writhq/writ"
 )
@@ -101,7 +102,7 @@ func SplitSeal(raw []byte) (input []byte, audit writ.Audit, err error) {
 		return nil, audit, fmt.Errorf("record's audit block is not terminated")
 	}
 	end += start + 1
-	if err := json.Unmarshal(raw[start:end], &audit); err != nil {
+	if err := jsonv2.Unmarshal(raw[start:end], &audit); err != nil {
 		return nil, audit, fmt.Errorf("record's audit block: %w", err)
 	}
 	if !safeJSONString(audit.PrevHash) {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -165,4 +166,18 @@ func (m *Main) logger(level string) (*slog.Logger, error) {
 		return nil, usagef("bad --log-level %q (want debug, info, warn or error)", level)
 	}
 	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// startCPUProfile writes a CPU profile to path until the returned stop is
+// called (for performance work on serve, verify and the like).
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

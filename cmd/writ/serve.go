@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/writhq/writ/engine"
@@ -42,15 +40,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	pol, err := loadPolicy(*packDir)
 	if err != nil {
