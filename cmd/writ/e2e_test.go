@@ -396,4 +396,6 @@ func (s servedRecords) Chain(_ context.Context, tenant string, after int64, limi
 	return recs[after:min(int64(len(recs)), after+int64(limit))], nil
 }
 
-func (s servedRecords) Checkpoints(context.Context, string) ([]*ledger.Checkpoint, error) { return nil, nil }
+func (s servedRecords) Checkpoints(context.Context, string) ([]*ledger.Checkpoint, error) {
+	return nil, nil
+}
