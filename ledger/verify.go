@@ -289,6 +289,17 @@ func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) checked {
 // link checks a record's place in the chain and adds it to the tree.
 func (v *tenantVerifier) link(c checked) {
 	v.n++
+	if c.recordID == "" {
+		// Read lazily on the hash-only path: only a finding needs it.
+		defer func(before int) {
+			if len(v.findings) > before {
+				id, _, _, _ := recordHead(c.raw)
+				for i := before; i < len(v.findings); i++ {
+					v.findings[i].RecordID = id
+				}
+			}
+		}(len(v.findings))
+	}
 	v.findings = append(v.findings, withTenant(c.problems, v.tenant)...)
 	a := c.audit
 	want := v.prev.Hash

@@ -412,6 +412,27 @@ func TestTamperDetection(t *testing.T) {
 			wantKinds: []string{ledger.FindingChainBreak},
 			wantSeq:   2,
 			wantID:    ledgertest.NewRecord("acme", 2).RecordID,
+		},		{
+			name:     "stored tree hashes truncated",
+			triggers: []string{"tree_hashes_no_delete"},
+			tamper: func(t *testing.T, s *Store, db *sql.DB) {
+				if _, err := db.Exec(`DELETE FROM tree_hashes WHERE tenant_id = 'acme' AND idx >= 4`); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantKinds: []string{ledger.FindingTreeHashMismatch},
+		},
+		{
+			name:     "a stored tree hash replaced",
+			triggers: []string{"tree_hashes_no_update"},
+			tamper: func(t *testing.T, s *Store, db *sql.DB) {
+				if _, err := db.Exec(`UPDATE tree_hashes SET hash = zeroblob(32) WHERE tenant_id = 'acme' AND idx = 2`); err != nil {
+					t.Fatal(err)
+				}
+			},
+			// Storage index 2 is the level-1 node over records 1 and 2.
+			wantKinds: []string{ledger.FindingTreeHashMismatch},
+			wantSeq:   1,
 		},
 	}
 	for _, tc := range tests {
