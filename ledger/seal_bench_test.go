@@ -1,0 +1,62 @@
+package ledger_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/record"
+)
+
+// BenchmarkSeal measures sealing one presealed record: the chain link,
+// record_hash and, signed, the Ed25519 signature; this is the work done
+// inside the commit transaction.
+func BenchmarkSeal(b *testing.B) {
+	ring, err := keyring.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Date(2026, 5, 9, 0, 0, 0, 0, time.UTC)
+	if _, err := ring.Generate(bytes.NewReader(bytes.Repeat([]byte{7}, 64)), now, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	keys := func(at time.Time) (ledger.Signer, error) { return ring.Signer(at) }
+	signer, err := keys(now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fixed := func(time.Time) (ledger.Signer, error) { return signer, nil }
+	for _, tc := range []struct {
+		name string
+		seal ledger.SealFunc
+	}{{"unsigned", ledger.Seal}, {"signed", ledger.NewSeal(fixed)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			rec := ledgertest.NewRecord("acme", 1)
+			rec.Timestamp = now.Add(time.Hour)
+			pre, err := record.Preseal(rec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			e := &ledger.Entry{Record: rec, Presealed: pre}
+			b.SetBytes(int64(len(pre)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.seal(ledger.Head{Seq: 41, Hash: "sha256:" + string(bytes.Repeat([]byte("ab"), 32))}, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("preseal", func(b *testing.B) {
+		rec := ledgertest.NewRecord("acme", 1)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := record.Preseal(rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

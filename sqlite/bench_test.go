@@ -1,0 +1,41 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/writhq/writ/ledger"
+)
+
+// BenchmarkInclusionProof proves records of a large existing ledger (its
+// data directory in WRIT_BENCH_DATA, built with `writ ledger generate`),
+// straight from the stored tree hashes.
+func BenchmarkInclusionProof(b *testing.B) {
+	dir := os.Getenv("WRIT_BENCH_DATA")
+	if dir == "" {
+		b.Skip("WRIT_BENCH_DATA names no ledger to prove against")
+	}
+	s, err := Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	tenants, err := s.Tenants(ctx)
+	if err != nil || len(tenants) == 0 {
+		b.Fatalf("Tenants = %v, %v", tenants, err)
+	}
+	head, err := s.Head(ctx, tenants[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(head.Seq), "records")
+	var seq int64 = 1
+	for b.Loop() {
+		if _, err := ledger.ProveInclusion(ctx, s, tenants[0], seq, head.Seq); err != nil {
+			b.Fatal(err)
+		}
+		seq = seq*7919%head.Seq + 1
+	}
+}
