@@ -52,6 +52,11 @@ type CheckRequest struct {
 	// (knowledge-graph snapshot, model profile, evaluator suite).
 	Lineage *CallerLineage `json:"lineage,omitempty"`
 
+	// Supersedes names an earlier record of the tenant that this decision
+	// corrects. Records are never edited: a correction is a new record
+	// that points at the one it replaces.
+	Supersedes string `json:"supersedes,omitempty"`
+
 	// TraceID is the W3C trace id (32 lowercase hex). Over HTTP it comes from
 	// the traceparent header; when absent, writ generates one.
 	TraceID string `json:"trace_id,omitempty"`

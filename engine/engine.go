@@ -178,6 +178,15 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	if err := validateOutputs(r.Spec, req.Outputs); err != nil {
 		return nil, err
 	}
+	if req.Supersedes != "" {
+		// A correction names a record of the same tenant; another tenant's
+		// record is as unknown as a missing one.
+		if _, err := e.store.Record(ctx, req.TenantID, req.Supersedes); writ.ErrorCode(err) == writ.ENOTFOUND {
+			return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("supersedes names record %q, which this tenant does not have", req.Supersedes), Details: []writ.Detail{{Field: "supersedes", Message: "unknown record"}}}
+		} else if err != nil {
+			return e.failClosed(req, r, "the superseded record could not be read", err)
+		}
+	}
 	// Copy before filling in defaults: the caller's request stays theirs.
 	rq := *req
 	if rq.TraceID == "" {

@@ -361,3 +361,34 @@ func TestRequestCannotLowerTheApprovalMode(t *testing.T) {
 		t.Errorf("approval_mode_effective = %s, want the spec's destructive", rec.Record.ApprovalModeEffective)
 	}
 }
+
+func TestCorrectionsSupersedeWithoutEditing(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, example("refund"))
+	first, err := h.eng.Check(ctx, refundRequest(t, "refund-allow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := h.eng.Record(ctx, "acme", first.Metadata.RecordID)
+	fix := refundRequest(t, "refund-allow")
+	fix.IdempotencyKey = "ik_correction"
+	fix.Supersedes = first.Metadata.RecordID
+	rc, err := h.eng.Check(ctx, fix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := h.eng.Record(ctx, "acme", rc.Metadata.RecordID)
+	if rec.Record.Supersedes != first.Metadata.RecordID {
+		t.Errorf("correction supersedes %q, want %q", rec.Record.Supersedes, first.Metadata.RecordID)
+	}
+	after, _ := h.eng.Record(ctx, "acme", first.Metadata.RecordID)
+	if string(after.Raw) != string(before.Raw) {
+		t.Error("the superseded record changed")
+	}
+	bad := refundRequest(t, "refund-allow")
+	bad.IdempotencyKey = "ik_bad"
+	bad.Supersedes = "dr_nope"
+	if _, err := h.eng.Check(ctx, bad); writ.ErrorCode(err) != writ.EINVALID {
+		t.Errorf("superseding an unknown record = %v, want EINVALID", err)
+	}
+}

@@ -64,6 +64,7 @@ func Build(in Input) (*writ.Record, error) {
 		Timestamp:             in.Now.UTC(),
 		Status:                d.Effect.Status(),
 		ActionClass:           r.ActionClass,
+		Supersedes:            req.Supersedes,
 		Actor:                 redactActor(red, req.Actor),
 		IntentRef:             red.String(req.IntentRef),
 		SubjectIDs:            orEmpty(red.Strings(req.SubjectIDs)),
