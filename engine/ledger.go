@@ -100,7 +100,11 @@ func (e *Engine) InclusionProof(ctx context.Context, tenantID, recordID string, 
 	}
 	seq := rec.Record.Audit.Seq
 	if seq > cp.Size {
-		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("record %s (seq %d) is not yet covered by a checkpoint (latest size %d); issue one and retry", recordID, seq, cp.Size)}
+		msg := fmt.Sprintf("record %s (seq %d) is not covered by the checkpoint of size %d", recordID, seq, cp.Size)
+		if treeSize == 0 {
+			msg = fmt.Sprintf("record %s (seq %d) is not yet covered by a checkpoint (the latest has size %d); issue one and retry", recordID, seq, cp.Size)
+		}
+		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: msg}
 	}
 	p, err := ledger.ProveInclusion(ctx, e.store, tenantID, seq, cp.Size)
 	if err != nil {

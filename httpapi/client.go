@@ -15,18 +15,22 @@ import (
 	"github.com/writhq/writ"
 )
 
-// Client is a writ.Service backed by a writ server's HTTP API. Errors the
-// server reports come back as *writ.Error with the server's code and
-// details, so writ.ErrorCode works as it does in-process. Transport
-// failures are returned wrapped, as plain errors (writ.ErrorCode reports
-// them as EINTERNAL); context errors stay visible to errors.Is.
+// Client is a writ.Service and a writ.Ledger backed by a writ server's
+// HTTP API. Errors the server reports come back as *writ.Error with the
+// server's code and details, so writ.ErrorCode works as it does
+// in-process. Transport failures are returned wrapped, as plain errors
+// (writ.ErrorCode reports them as EINTERNAL); context errors stay visible
+// to errors.Is.
 type Client struct {
 	baseURL string
 	hc      *http.Client
 	header  http.Header
 }
 
-var _ writ.Service = (*Client)(nil)
+var (
+	_ writ.Service = (*Client)(nil)
+	_ writ.Ledger  = (*Client)(nil)
+)
 
 // ClientOption configures a Client.
 type ClientOption func(*Client)
@@ -143,6 +147,76 @@ func (c *Client) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordP
 		page.Records = append(page.Records, *rec)
 	}
 	return page, nil
+}
+
+// Checkpoint gets the tenant's checkpoint of the given tree size, or the
+// latest when size is 0.
+func (c *Client) Checkpoint(ctx context.Context, tenantID string, size int64) (*writ.Checkpoint, error) {
+	var cp writ.Checkpoint
+	if err := c.getJSON(ctx, "/v1/ledger/checkpoint", treeSizeValues(tenantID, size), "checkpoint", &cp); err != nil {
+		return nil, err
+	}
+	return &cp, nil
+}
+
+// IssueCheckpoint asks the server to sign a checkpoint of the tenant's
+// tree now (it returns the latest if that already covers every record).
+func (c *Client) IssueCheckpoint(ctx context.Context, tenantID string) (*writ.Checkpoint, error) {
+	hreq, err := c.newRequest(ctx, http.MethodPost, "/v1/ledger/checkpoint", url.Values{paramTenantID: {tenantID}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	var cp writ.Checkpoint
+	if err := c.doJSON(hreq, "checkpoint", &cp); err != nil {
+		return nil, err
+	}
+	return &cp, nil
+}
+
+// InclusionProof gets the proof that a record is in the tenant's tree at
+// treeSize (the latest checkpoint when treeSize is 0).
+func (c *Client) InclusionProof(ctx context.Context, tenantID, recordID string, treeSize int64) (*writ.InclusionProof, error) {
+	var p writ.InclusionProof
+	if err := c.getJSON(ctx, "/v1/records/"+url.PathEscape(recordID)+"/proof", treeSizeValues(tenantID, treeSize), "inclusion proof", &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// ConsistencyProof gets the proof that the tenant's checkpoint of oldSize
+// is consistent with that of newSize (the latest when newSize is 0).
+func (c *Client) ConsistencyProof(ctx context.Context, tenantID string, oldSize, newSize int64) (*writ.ConsistencyProof, error) {
+	var p writ.ConsistencyProof
+	if err := c.getJSON(ctx, "/v1/ledger/consistency", consistencyValues(tenantID, oldSize, newSize), "consistency proof", &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// getJSON gets path with query and decodes a 200 answer into v; what
+// names v in errors.
+func (c *Client) getJSON(ctx context.Context, path string, query url.Values, what string, v any) error {
+	hreq, err := c.newRequest(ctx, http.MethodGet, path, query, nil)
+	if err != nil {
+		return err
+	}
+	return c.doJSON(hreq, what, v)
+}
+
+// doJSON sends hreq and decodes a 200 answer into v; any other answer is
+// its error.
+func (c *Client) doJSON(hreq *http.Request, what string, v any) error {
+	resp, err := c.do(hreq)
+	if err != nil {
+		return err
+	}
+	if resp.status != http.StatusOK {
+		return resp.error()
+	}
+	if err := json.Unmarshal(resp.body, v); err != nil {
+		return fmt.Errorf("httpapi: decode %s: %w", what, err)
+	}
+	return nil
 }
 
 // parseStoredRecord keeps raw and parses the record from it.

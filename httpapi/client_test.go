@@ -34,10 +34,11 @@ func (h *headerSpy) last() http.Header {
 	return h.seen[len(h.seen)-1]
 }
 
-// newTestClient serves fake over HTTP and returns a client of it.
+// newTestClient serves fake, as the service and the ledger, over HTTP and
+// returns a client of it.
 func newTestClient(t *testing.T, fake *fakeService) (*Client, *headerSpy) {
 	t.Helper()
-	s, _ := newTestServer(fake, Config{})
+	s, _ := newTestServer(fake, Config{Ledger: fake})
 	spy := &headerSpy{next: s}
 	srv := httptest.NewServer(spy)
 	t.Cleanup(srv.Close)
@@ -120,6 +121,22 @@ func TestClientErrors(t *testing.T) {
 				_, err := c.Records(context.Background(), writ.RecordQuery{TenantID: "t"})
 				return err
 			},
+			"Checkpoint": func() error {
+				_, err := c.Checkpoint(context.Background(), "t", 7)
+				return err
+			},
+			"IssueCheckpoint": func() error {
+				_, err := c.IssueCheckpoint(context.Background(), "t")
+				return err
+			},
+			"InclusionProof": func() error {
+				_, err := c.InclusionProof(context.Background(), "t", "r1", 0)
+				return err
+			},
+			"ConsistencyProof": func() error {
+				_, err := c.ConsistencyProof(context.Background(), "t", 3, 7)
+				return err
+			},
 		}
 		for name, call := range calls {
 			err := call()
@@ -147,8 +164,83 @@ func TestClientValidationErrors(t *testing.T) {
 	if !errors.As(err, &got) || got.Code != writ.EINVALID || len(got.Details) != 1 || got.Details[0].Field != "limit" {
 		t.Errorf("Records(limit 5000) error = %#v, want EINVALID naming limit", err)
 	}
+	_, err = c.ConsistencyProof(context.Background(), "t", 5, 3)
+	if !errors.As(err, &got) || got.Code != writ.EINVALID || len(got.Details) != 1 || got.Details[0].Field != "to" {
+		t.Errorf("ConsistencyProof(5, 3) error = %#v, want EINVALID naming to", err)
+	}
+	_, err = c.ConsistencyProof(context.Background(), "t", 0, 3)
+	if !errors.As(err, &got) || got.Code != writ.EINVALID || len(got.Details) != 1 || got.Details[0].Field != "from" {
+		t.Errorf("ConsistencyProof(0, 3) error = %#v, want EINVALID naming from", err)
+	}
+	_, err = c.Checkpoint(context.Background(), "t", -1)
+	if !errors.As(err, &got) || got.Code != writ.EINVALID || len(got.Details) != 1 || got.Details[0].Field != "size" {
+		t.Errorf("Checkpoint(-1) error = %#v, want EINVALID naming size", err)
+	}
+	_, err = c.InclusionProof(context.Background(), "", "r1", 0)
+	if !errors.As(err, &got) || got.Code != writ.EINVALID || len(got.Details) != 1 || got.Details[0].Field != "tenant_id" {
+		t.Errorf("InclusionProof(no tenant) error = %#v, want EINVALID naming tenant_id", err)
+	}
+	_, err = c.IssueCheckpoint(context.Background(), "")
+	if !errors.As(err, &got) || got.Code != writ.EINVALID || len(got.Details) != 1 || got.Details[0].Field != "tenant_id" {
+		t.Errorf("IssueCheckpoint(no tenant) error = %#v, want EINVALID naming tenant_id", err)
+	}
 	if fake.calls() != 0 {
 		t.Errorf("the service was called %d times for invalid input", fake.calls())
+	}
+}
+
+func TestClientLedger(t *testing.T) {
+	fake := fullLedger()
+	c, spy := newTestClient(t, fake)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		call func() (any, error)
+		want any
+		args ledgerCall
+	}{
+		{"Checkpoint latest", func() (any, error) { return c.Checkpoint(ctx, "acme & co", 0) }, fake.checkpoint,
+			ledgerCall{method: "Checkpoint", tenantID: "acme & co"}},
+		{"Checkpoint of size 7", func() (any, error) { return c.Checkpoint(ctx, "acme", 7) }, fake.checkpoint,
+			ledgerCall{method: "Checkpoint", tenantID: "acme", sizes: [2]int64{7}}},
+		{"IssueCheckpoint", func() (any, error) { return c.IssueCheckpoint(ctx, "acme/1") }, fake.checkpoint,
+			ledgerCall{method: "IssueCheckpoint", tenantID: "acme/1"}},
+		{"InclusionProof latest", func() (any, error) { return c.InclusionProof(ctx, "acme", "rec/1 x?", 0) }, fake.inclusion,
+			ledgerCall{method: "InclusionProof", tenantID: "acme", recordID: "rec/1 x?"}},
+		{"InclusionProof of size 7", func() (any, error) { return c.InclusionProof(ctx, "acme", "r1", 7) }, fake.inclusion,
+			ledgerCall{method: "InclusionProof", tenantID: "acme", recordID: "r1", sizes: [2]int64{7}}},
+		{"ConsistencyProof to the latest", func() (any, error) { return c.ConsistencyProof(ctx, "acme", 3, 0) }, fake.consistency,
+			ledgerCall{method: "ConsistencyProof", tenantID: "acme", sizes: [2]int64{3, 0}}},
+		{"ConsistencyProof from 3 to 7", func() (any, error) { return c.ConsistencyProof(ctx, "acme", 3, 7) }, fake.consistency,
+			ledgerCall{method: "ConsistencyProof", tenantID: "acme", sizes: [2]int64{3, 7}}},
+	}
+	for i, tt := range tests {
+		got, err := tt.call()
+		if err != nil {
+			t.Fatalf("%s() error = %v", tt.name, err)
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s() = %+v, want %+v", tt.name, got, tt.want)
+		}
+		if calls := fake.ledgerArgs(); len(calls) != i+1 || !reflect.DeepEqual(calls[i], tt.args) {
+			t.Errorf("%s(): ledger calls = %+v, want the last %+v", tt.name, calls, tt.args)
+		}
+		if got := spy.last().Get("Authorization"); got != "Bearer k1" {
+			t.Errorf("%s(): Authorization = %q, want the WithHeader value", tt.name, got)
+		}
+	}
+}
+
+func TestClientLedgerNotServed(t *testing.T) {
+	s, _ := newTestServer(&fakeService{}, Config{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := NewClient(srv.URL)
+	_, err := c.Checkpoint(context.Background(), "t", 0)
+	want := &writ.Error{Code: writ.ENOTFOUND, Message: "this server has no ledger"}
+	var got *writ.Error
+	if !errors.As(err, &got) || !reflect.DeepEqual(got, want) {
+		t.Errorf("Checkpoint() from a server without a ledger: error = %#v, want %#v", err, want)
 	}
 }
 

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -12,13 +14,17 @@ import (
 	"github.com/writhq/writ"
 )
 
-// fakeService is a writ.Service for handler-level tests: it records what it
-// was called with and answers with the values it was given.
+// fakeService is a writ.Service and a writ.Ledger for handler-level
+// tests: it records what it was called with and answers with the values
+// it was given.
 type fakeService struct {
-	receipt *writ.Receipt
-	record  *writ.StoredRecord
-	page    *writ.RecordPage
-	err     error
+	receipt     *writ.Receipt
+	record      *writ.StoredRecord
+	page        *writ.RecordPage
+	checkpoint  *writ.Checkpoint
+	inclusion   *writ.InclusionProof
+	consistency *writ.ConsistencyProof
+	err         error
 	// entered, when set, receives once a Check has started; Check then
 	// waits for release to be closed.
 	entered chan struct{}
@@ -30,9 +36,22 @@ type fakeService struct {
 	checks      []*writ.CheckRequest
 	recordCalls [][2]string // tenant id, record id
 	queries     []writ.RecordQuery
+	ledgerCalls []ledgerCall
 }
 
-var _ writ.Service = (*fakeService)(nil)
+// ledgerCall is one call of a writ.Ledger method: its name and arguments.
+// Sizes are the size, tree size, or old and new sizes, in order.
+type ledgerCall struct {
+	method   string
+	tenantID string
+	recordID string
+	sizes    [2]int64
+}
+
+var (
+	_ writ.Service = (*fakeService)(nil)
+	_ writ.Ledger  = (*fakeService)(nil)
+)
 
 func (f *fakeService) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
 	f.mu.Lock()
@@ -68,11 +87,47 @@ func (f *fakeService) Records(ctx context.Context, q writ.RecordQuery) (*writ.Re
 	return f.page, f.err
 }
 
+func (f *fakeService) Checkpoint(ctx context.Context, tenantID string, size int64) (*writ.Checkpoint, error) {
+	f.ledgerCall(ledgerCall{method: "Checkpoint", tenantID: tenantID, sizes: [2]int64{size}})
+	return f.checkpoint, f.err
+}
+
+func (f *fakeService) IssueCheckpoint(ctx context.Context, tenantID string) (*writ.Checkpoint, error) {
+	f.ledgerCall(ledgerCall{method: "IssueCheckpoint", tenantID: tenantID})
+	return f.checkpoint, f.err
+}
+
+func (f *fakeService) InclusionProof(ctx context.Context, tenantID, recordID string, treeSize int64) (*writ.InclusionProof, error) {
+	f.ledgerCall(ledgerCall{method: "InclusionProof", tenantID: tenantID, recordID: recordID, sizes: [2]int64{treeSize}})
+	return f.inclusion, f.err
+}
+
+func (f *fakeService) ConsistencyProof(ctx context.Context, tenantID string, oldSize, newSize int64) (*writ.ConsistencyProof, error) {
+	f.ledgerCall(ledgerCall{method: "ConsistencyProof", tenantID: tenantID, sizes: [2]int64{oldSize, newSize}})
+	return f.consistency, f.err
+}
+
+func (f *fakeService) ledgerCall(c ledgerCall) {
+	f.mu.Lock()
+	f.ledgerCalls = append(f.ledgerCalls, c)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+}
+
 // calls returns how many times any method was called.
 func (f *fakeService) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.checks) + len(f.recordCalls) + len(f.queries)
+	return len(f.checks) + len(f.recordCalls) + len(f.queries) + len(f.ledgerCalls)
+}
+
+// ledgerArgs returns the calls of writ.Ledger methods.
+func (f *fakeService) ledgerArgs() []ledgerCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.ledgerCalls)
 }
 
 // recordQueries returns the queries Records was called with.
@@ -249,4 +304,48 @@ func storedRecord(rec *writ.Record) *writ.StoredRecord {
 		panic(err)
 	}
 	return &writ.StoredRecord{Record: back, Raw: raw}
+}
+
+// testHash returns a distinct tree hash, base64, for each n.
+func testHash(n int) string {
+	h := sha256.Sum256([]byte{byte(n)})
+	return base64.StdEncoding.EncodeToString(h[:])
+}
+
+// fullCheckpoint returns a Checkpoint of the given size with every field
+// set.
+func fullCheckpoint(size int64) *writ.Checkpoint {
+	root := testHash(int(size))
+	return &writ.Checkpoint{
+		TenantID: "acme",
+		TreeSize: size,
+		RootHash: root,
+		Note:     fmt.Sprintf("writ/acme\n%d\n%s\n\n\u2014 writ-2026-05-09T093142Z c2lnbmF0dXJl\n", size, root),
+		IssuedAt: testTime,
+	}
+}
+
+// fullInclusionProof returns an InclusionProof against the checkpoint of
+// size 7 with every field set.
+func fullInclusionProof() *writ.InclusionProof {
+	return &writ.InclusionProof{
+		TenantID: "acme", RecordID: "dr_2026_05_09_a17", Seq: 5, TreeSize: 7,
+		LeafHash: testHash(100), Proof: []string{testHash(101), testHash(102), testHash(103)},
+		Checkpoint: *fullCheckpoint(7),
+	}
+}
+
+// fullConsistencyProof returns a ConsistencyProof from size 3 to 7 with
+// every field set.
+func fullConsistencyProof() *writ.ConsistencyProof {
+	return &writ.ConsistencyProof{
+		TenantID: "acme", OldSize: 3, NewSize: 7,
+		Proof: []string{testHash(200), testHash(201)},
+		Old:   *fullCheckpoint(3), New: *fullCheckpoint(7),
+	}
+}
+
+// fullLedger returns a fakeService answering every writ.Ledger method.
+func fullLedger() *fakeService {
+	return &fakeService{checkpoint: fullCheckpoint(7), inclusion: fullInclusionProof(), consistency: fullConsistencyProof()}
 }

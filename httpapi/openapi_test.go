@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"mime"
 	"net/http"
+	"net/url"
 	"reflect"
 	"regexp"
 	"slices"
@@ -93,20 +95,59 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 	}
 
-	// Every query parameter the server reads is documented, and no other.
-	var documented []string
-	for _, p := range obj(t, paths, "/v1/records", "get")["parameters"].([]any) {
-		p := resolve(t, doc, p)
-		if p["in"] == "query" {
-			documented = append(documented, p["name"].(string))
+	// Every query parameter the server reads is documented, and no other;
+	// the required ones are documented as required.
+	wantParams := map[string][]string{
+		"get /v1/records": slices.Collect(maps.Keys(recordQueryValues(writ.RecordQuery{
+			TenantID: "t", DecisionKey: "k", Status: "s", SubjectID: "s", TraceID: "t",
+			From: testTime, To: testTime, Limit: 1, Cursor: "c",
+		}))),
+		"get /v1/records/{id}":       {paramTenantID},
+		"post /v1/ledger/checkpoint": {paramTenantID},
+		"get /v1/ledger/checkpoint":  checkpointParams,
+		"get /v1/records/{id}/proof": proofParams,
+		"get /v1/ledger/consistency": consistencyParams,
+	}
+	required := func(key, name string) bool {
+		return name == paramTenantID || (key == "get /v1/ledger/consistency" && name == paramFrom)
+	}
+	for _, r := range s.routes {
+		key := strings.ToLower(r.method) + " " + r.path
+		op, ok := paths[r.path].(map[string]any)[strings.ToLower(r.method)].(map[string]any)
+		if !ok {
+			continue
+		}
+		var documented []string
+		params, _ := op["parameters"].([]any)
+		for _, p := range params {
+			p := resolve(t, doc, p)
+			if p["in"] != "query" {
+				continue
+			}
+			name := p["name"].(string)
+			documented = append(documented, name)
+			if req, _ := p["required"].(bool); req != required(key, name) {
+				t.Errorf("%s documents query parameter %s with required %v, want %v", key, name, req, !req)
+			}
+		}
+		want := slices.Clone(wantParams[key])
+		slices.Sort(want)
+		if slices.Sort(documented); !slices.Equal(documented, want) {
+			t.Errorf("%s documents query parameters %q, want %q", key, documented, want)
 		}
 	}
-	wantParams := slices.Sorted(maps.Keys(recordQueryValues(writ.RecordQuery{
-		TenantID: "t", DecisionKey: "k", Status: "s", SubjectID: "s", TraceID: "t",
-		From: testTime, To: testTime, Limit: 1, Cursor: "c",
-	})))
-	if slices.Sort(documented); !slices.Equal(documented, wantParams) {
-		t.Errorf("GET /v1/records documents query parameters %q, want %q", documented, wantParams)
+
+	// The client sends only parameters the server reads.
+	for key, v := range map[string]url.Values{
+		"get /v1/ledger/checkpoint":  treeSizeValues("t", 7),
+		"get /v1/records/{id}/proof": treeSizeValues("t", 7),
+		"get /v1/ledger/consistency": consistencyValues("t", 3, 7),
+	} {
+		for name := range v {
+			if !slices.Contains(wantParams[key], name) {
+				t.Errorf("the client sends %s the query parameter %s, which the server does not read", key, name)
+			}
+		}
 	}
 }
 
@@ -189,32 +230,35 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 // schemaTypes maps the document's object schemas to the Go types whose
 // JSON they describe.
 var schemaTypes = map[string]reflect.Type{
-	"CheckRequest":    reflect.TypeFor[writ.CheckRequest](),
-	"Actor":           reflect.TypeFor[writ.Actor](),
-	"InputsRefs":      reflect.TypeFor[writ.InputsRefs](),
-	"WorkflowRef":     reflect.TypeFor[writ.WorkflowRef](),
-	"Evidence":        reflect.TypeFor[writ.Evidence](),
-	"Usage":           reflect.TypeFor[writ.Usage](),
-	"ToolLineage":     reflect.TypeFor[writ.ToolLineage](),
-	"CallerLineage":   reflect.TypeFor[writ.CallerLineage](),
-	"Receipt":         reflect.TypeFor[writ.Receipt](),
-	"Reason":          reflect.TypeFor[writ.Reason](),
-	"Condition":       reflect.TypeFor[writ.Condition](),
-	"Disposition":     reflect.TypeFor[writ.Disposition](),
-	"Routing":         reflect.TypeFor[writ.Routing](),
-	"ResumeContract":  reflect.TypeFor[writ.ResumeContract](),
-	"RuntimeLoopback": reflect.TypeFor[writ.RuntimeLoopback](),
-	"ReceiptMetadata": reflect.TypeFor[writ.Metadata](),
-	"Record":          reflect.TypeFor[writ.Record](),
-	"PolicyDecision":  reflect.TypeFor[writ.PolicyDecision](),
-	"Approval":        reflect.TypeFor[writ.Approval](),
-	"ControlsActive":  reflect.TypeFor[writ.ControlsActive](),
-	"Lineage":         reflect.TypeFor[writ.Lineage](),
-	"Replay":          reflect.TypeFor[writ.Replay](),
-	"Audit":           reflect.TypeFor[writ.Audit](),
-	"Problem":         reflect.TypeFor[problem](),
-	"ProblemDetail":   reflect.TypeFor[writ.Detail](),
-	"Health":          reflect.TypeFor[HealthReport](),
+	"CheckRequest":     reflect.TypeFor[writ.CheckRequest](),
+	"Actor":            reflect.TypeFor[writ.Actor](),
+	"InputsRefs":       reflect.TypeFor[writ.InputsRefs](),
+	"WorkflowRef":      reflect.TypeFor[writ.WorkflowRef](),
+	"Evidence":         reflect.TypeFor[writ.Evidence](),
+	"Usage":            reflect.TypeFor[writ.Usage](),
+	"ToolLineage":      reflect.TypeFor[writ.ToolLineage](),
+	"CallerLineage":    reflect.TypeFor[writ.CallerLineage](),
+	"Receipt":          reflect.TypeFor[writ.Receipt](),
+	"Reason":           reflect.TypeFor[writ.Reason](),
+	"Condition":        reflect.TypeFor[writ.Condition](),
+	"Disposition":      reflect.TypeFor[writ.Disposition](),
+	"Routing":          reflect.TypeFor[writ.Routing](),
+	"ResumeContract":   reflect.TypeFor[writ.ResumeContract](),
+	"RuntimeLoopback":  reflect.TypeFor[writ.RuntimeLoopback](),
+	"ReceiptMetadata":  reflect.TypeFor[writ.Metadata](),
+	"Record":           reflect.TypeFor[writ.Record](),
+	"PolicyDecision":   reflect.TypeFor[writ.PolicyDecision](),
+	"Approval":         reflect.TypeFor[writ.Approval](),
+	"ControlsActive":   reflect.TypeFor[writ.ControlsActive](),
+	"Lineage":          reflect.TypeFor[writ.Lineage](),
+	"Replay":           reflect.TypeFor[writ.Replay](),
+	"Audit":            reflect.TypeFor[writ.Audit](),
+	"Problem":          reflect.TypeFor[problem](),
+	"ProblemDetail":    reflect.TypeFor[writ.Detail](),
+	"Health":           reflect.TypeFor[HealthReport](),
+	"Checkpoint":       reflect.TypeFor[writ.Checkpoint](),
+	"InclusionProof":   reflect.TypeFor[writ.InclusionProof](),
+	"ConsistencyProof": reflect.TypeFor[writ.ConsistencyProof](),
 }
 
 // goFields lists the json names of t's fields, and those without omitempty
@@ -375,6 +419,10 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 		{"Record", storedRecord(fullRecord()).Raw},
 		{"ProblemDetail", mustJSON(t, writ.Detail{Field: "a", File: "b", Line: 1, Message: "c"})},
 		{"Health", mustJSON(t, HealthReport{Status: HealthOK, Version: "v", Pack: "p@1", PackHash: "h", Store: "sqlite"})},
+		{"Checkpoint", mustJSON(t, fullCheckpoint(7))},
+		{"InclusionProof", mustJSON(t, fullInclusionProof())},
+		{"InclusionProof", mustJSON(t, &writ.InclusionProof{TenantID: "t", RecordID: "r", Seq: 1, TreeSize: 1, LeafHash: testHash(1), Proof: []string{}, Checkpoint: *fullCheckpoint(1)})},
+		{"ConsistencyProof", mustJSON(t, fullConsistencyProof())},
 	}
 	for _, tt := range valid {
 		if err := validate(schema(tt.schema), tt.body); err != nil {
@@ -399,6 +447,13 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 		{"CheckRequest", `{"tenant_id":"t","actor":{"type":"AGENT","id":"a"},"evidence":[{"kind":"k","id":"i","observed_at":"soon"}]}`},
 		{"CheckRequest", `{"actor":{"type":"AGENT","id":"a"}}`},
 		{"Record", strings.Replace(string(mustJSON(t, fullRecord())), `"status":"DECIDED"`, `"status":"DONE"`, 1)},
+		{"Checkpoint", strings.Replace(string(mustJSON(t, fullCheckpoint(7))), `"tree_size":7`, `"tree_size":"7"`, 1)},
+		{"Checkpoint", strings.Replace(string(mustJSON(t, fullCheckpoint(7))), `"root_hash":"`, `"root_hash":"x`, 1)},
+		{"Checkpoint", strings.Replace(string(mustJSON(t, fullCheckpoint(7))), `"note":`, `"signed_note":`, 1)},
+		{"InclusionProof", strings.Replace(string(mustJSON(t, fullInclusionProof())), `"seq":5`, `"seq":0`, 1)},
+		{"InclusionProof", strings.Replace(string(mustJSON(t, fullInclusionProof())), `"proof":["`, `"proof":["AAAA","`, 1)},
+		{"ConsistencyProof", strings.Replace(string(mustJSON(t, fullConsistencyProof())), `"old_size":3,`, ``, 1)},
+		{"ConsistencyProof", strings.Replace(string(mustJSON(t, fullConsistencyProof())), `"new":{`, `"new":{"extra":1,`, 1)},
 	}
 	for _, tt := range invalid {
 		if err := validate(schema(tt.schema), []byte(tt.body)); err == nil {
@@ -408,8 +463,10 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 }
 
 // TestOpenAPIDescribesServerAnswers validates what the server actually
-// sends against the documented response schemas.
+// sends against the documented response schemas, and checks that the
+// document declares each answer's status and media type for its route.
 func TestOpenAPIDescribesServerAnswers(t *testing.T) {
+	doc := loadOpenAPI(t)
 	schema := compileSchemas(t)
 	bare := &writ.Receipt{ // nil lists: the server must still send arrays
 		ReceiptType: writ.ReceiptType, DecisionID: "d", Outcome: writ.OutcomeAllow, ActionClass: "memory_write",
@@ -417,31 +474,74 @@ func TestOpenAPIDescribesServerAnswers(t *testing.T) {
 		Routing: writ.Routing{Direction: writ.DirectionDownstream}, Metadata: writ.Metadata{RecordID: "r"},
 	}
 	stored := storedRecord(fullRecord())
+	notFound := &fakeService{err: writ.Errorf(writ.ENOTFOUND, "no checkpoint yet")}
+	noteReq := newRequest(http.MethodGet, "/v1/ledger/checkpoint?tenant_id=t", "")
+	noteReq.Header.Set("Accept", "text/plain")
 	tests := []struct {
-		svc    *fakeService
-		req    *http.Request
-		status int
-		schema string
+		svc      *fakeService
+		noLedger bool
+		req      *http.Request
+		status   int
+		schema   string // "" for a body that is not JSON
 	}{
-		{&fakeService{receipt: bare}, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), 200, "Receipt"},
-		{&fakeService{receipt: fullReceipt(), err: writ.Errorf(writ.EUNAVAILABLE, "x")}, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), 503, "Receipt"},
-		{&fakeService{}, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":1,"x":[]}`), 400, "Problem"},
-		{&fakeService{err: errors500{}}, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), 500, "Problem"},
-		{&fakeService{}, newRequest(http.MethodGet, "/v1/nowhere", ""), 404, "Problem"},
-		{&fakeService{record: stored}, newRequest(http.MethodGet, "/v1/records/r?tenant_id=t", ""), 200, "Record"},
-		{&fakeService{page: &writ.RecordPage{Records: []writ.StoredRecord{*stored, *stored}, NextCursor: "n"}}, newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""), 200, "RecordPage"},
-		{&fakeService{page: &writ.RecordPage{}}, newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""), 200, "RecordPage"},
-		{&fakeService{}, newRequest(http.MethodGet, "/healthz", ""), 200, "Health"},
+		{svc: &fakeService{receipt: bare}, req: newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), status: 200, schema: "Receipt"},
+		{svc: &fakeService{receipt: fullReceipt(), err: writ.Errorf(writ.EUNAVAILABLE, "x")}, req: newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), status: 503, schema: "Receipt"},
+		{svc: &fakeService{}, req: newRequest(http.MethodPost, "/v1/check", `{"tenant_id":1,"x":[]}`), status: 400, schema: "Problem"},
+		{svc: &fakeService{err: errors500{}}, req: newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), status: 500, schema: "Problem"},
+		{svc: &fakeService{}, req: newRequest(http.MethodGet, "/v1/nowhere", ""), status: 404, schema: "Problem"},
+		{svc: &fakeService{record: stored}, req: newRequest(http.MethodGet, "/v1/records/r?tenant_id=t", ""), status: 200, schema: "Record"},
+		{svc: &fakeService{page: &writ.RecordPage{Records: []writ.StoredRecord{*stored, *stored}, NextCursor: "n"}}, req: newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""), status: 200, schema: "RecordPage"},
+		{svc: &fakeService{page: &writ.RecordPage{}}, req: newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""), status: 200, schema: "RecordPage"},
+		{svc: &fakeService{}, req: newRequest(http.MethodGet, "/healthz", ""), status: 200, schema: "Health"},
+		{svc: fullLedger(), req: newRequest(http.MethodGet, "/v1/ledger/checkpoint?tenant_id=t&size=7", ""), status: 200, schema: "Checkpoint"},
+		{svc: fullLedger(), req: noteReq, status: 200},
+		{svc: fullLedger(), req: newRequest(http.MethodPost, "/v1/ledger/checkpoint?tenant_id=t", ""), status: 200, schema: "Checkpoint"},
+		{svc: fullLedger(), req: newRequest(http.MethodGet, "/v1/records/r/proof?tenant_id=t", ""), status: 200, schema: "InclusionProof"},
+		{svc: fullLedger(), req: newRequest(http.MethodGet, "/v1/ledger/consistency?tenant_id=t&from=3&to=7", ""), status: 200, schema: "ConsistencyProof"},
+		{svc: fullLedger(), req: newRequest(http.MethodGet, "/v1/ledger/consistency?tenant_id=t&from=7&to=3", ""), status: 400, schema: "Problem"},
+		{svc: notFound, req: newRequest(http.MethodGet, "/v1/ledger/checkpoint?tenant_id=t", ""), status: 404, schema: "Problem"},
+		{svc: notFound, req: newRequest(http.MethodPost, "/v1/ledger/checkpoint?tenant_id=t", ""), status: 404, schema: "Problem"},
+		{svc: notFound, req: newRequest(http.MethodGet, "/v1/records/r/proof?tenant_id=t", ""), status: 404, schema: "Problem"},
+		{svc: notFound, req: newRequest(http.MethodGet, "/v1/ledger/consistency?tenant_id=t&from=1", ""), status: 404, schema: "Problem"},
+		{svc: fullLedger(), noLedger: true, req: newRequest(http.MethodGet, "/v1/records/r/proof?tenant_id=t", ""), status: 404, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.EUNAVAILABLE, "store down")}, req: newRequest(http.MethodGet, "/v1/ledger/consistency?tenant_id=t&from=1", ""), status: 503, schema: "Problem"},
 	}
 	for _, tt := range tests {
-		s, _ := newTestServer(tt.svc, Config{})
+		cfg := Config{Ledger: tt.svc}
+		if tt.noLedger {
+			cfg.Ledger = nil
+		}
+		s, _ := newTestServer(tt.svc, cfg)
 		rec := serve(s, tt.req)
 		if rec.Code != tt.status {
 			t.Errorf("%s %s = %d, want %d", tt.req.Method, tt.req.URL, rec.Code, tt.status)
 			continue
 		}
-		if err := validate(schema(tt.schema), rec.Body.Bytes()); err != nil {
-			t.Errorf("%s %s: the %d body does not validate against %s:\n%s\n%v", tt.req.Method, tt.req.URL, rec.Code, tt.schema, rec.Body, err)
+		if tt.schema != "" {
+			if err := validate(schema(tt.schema), rec.Body.Bytes()); err != nil {
+				t.Errorf("%s %s: the %d body does not validate against %s:\n%s\n%v", tt.req.Method, tt.req.URL, rec.Code, tt.schema, rec.Body, err)
+			}
+		}
+		_, pattern := s.mux.Handler(tt.req)
+		if pattern == "" {
+			continue // no route: nothing in the document to compare with
+		}
+		method, path, _ := strings.Cut(pattern, " ")
+		op := obj(t, doc, "paths", path, strings.ToLower(method))
+		resp, ok := obj(t, op, "responses")[fmt.Sprint(rec.Code)]
+		if !ok {
+			t.Errorf("%s %s answered %d, which the document does not list for %s", tt.req.Method, tt.req.URL, rec.Code, pattern)
+			continue
+		}
+		mt, _, _ := mime.ParseMediaType(rec.Header().Get("Content-Type"))
+		content, ok := resolve(t, doc, resp)["content"].(map[string]any)[mt].(map[string]any)
+		if !ok {
+			t.Errorf("%s %s answered %d with %s, which the document does not list for %s", tt.req.Method, tt.req.URL, rec.Code, mt, pattern)
+			continue
+		}
+		ref, _ := obj(t, content, "schema")["$ref"].(string)
+		if want := "#/components/schemas/" + tt.schema; tt.schema != "" && ref != want {
+			t.Errorf("%s %s: the document says a %d %s is %q, want %q", tt.req.Method, tt.req.URL, rec.Code, mt, ref, want)
 		}
 	}
 }

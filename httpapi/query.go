@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -92,12 +93,95 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	return q, p.err()
 }
 
-// parseRecordParams decodes the query of GET /v1/records/{id}: the tenant.
+// parseRecordParams decodes the query of GET /v1/records/{id} and POST
+// /v1/ledger/checkpoint: the tenant alone.
 func parseRecordParams(v url.Values) (tenantID string, err error) {
 	p := queryParser{values: v}
 	p.allow(paramTenantID)
 	tenantID = p.required(paramTenantID)
 	return tenantID, p.err()
+}
+
+// Query parameters of the ledger routes, besides tenant_id, from and to.
+const (
+	paramSize   = "size"
+	paramFormat = "format"
+)
+
+// Values of the format parameter of GET /v1/ledger/checkpoint.
+const (
+	formatJSON = "json"
+	formatNote = "note"
+)
+
+// The query parameters each ledger route takes. The encoders and parsers
+// below are inverses; keep them next to each other.
+var (
+	checkpointParams  = []string{paramTenantID, paramSize, paramFormat}
+	proofParams       = []string{paramTenantID, paramSize}
+	consistencyParams = []string{paramTenantID, paramFrom, paramTo}
+)
+
+// treeSizeValues encodes the query of GET /v1/ledger/checkpoint and GET
+// /v1/records/{id}/proof: the tenant and, unless it is 0 (the latest),
+// the tree size.
+func treeSizeValues(tenantID string, size int64) url.Values {
+	v := url.Values{paramTenantID: {tenantID}}
+	if size != 0 {
+		v.Set(paramSize, strconv.FormatInt(size, 10))
+	}
+	return v
+}
+
+// consistencyValues encodes the query of GET /v1/ledger/consistency. from
+// is always sent, so that the server reports a bad one; to is left out
+// when it is 0 (the latest).
+func consistencyValues(tenantID string, from, to int64) url.Values {
+	v := url.Values{paramTenantID: {tenantID}, paramFrom: {strconv.FormatInt(from, 10)}}
+	if to != 0 {
+		v.Set(paramTo, strconv.FormatInt(to, 10))
+	}
+	return v
+}
+
+// parseCheckpointQuery decodes the query of GET /v1/ledger/checkpoint:
+// the tenant, the tree size (0 for the latest) and the format ("" when
+// the Accept header decides).
+func parseCheckpointQuery(v url.Values) (tenantID string, size int64, format string, err error) {
+	p := queryParser{values: v}
+	p.allow(checkpointParams...)
+	tenantID = p.required(paramTenantID)
+	size = p.treeSize(paramSize, p.get(paramSize), 0)
+	format = p.get(paramFormat)
+	if format != "" && format != formatJSON && format != formatNote {
+		p.fail(paramFormat, `must be "json" or "note"`)
+	}
+	return tenantID, size, format, p.err()
+}
+
+// parseProofQuery decodes the query of GET /v1/records/{id}/proof: the
+// tenant and the tree size (0 for the latest).
+func parseProofQuery(v url.Values) (tenantID string, size int64, err error) {
+	p := queryParser{values: v}
+	p.allow(proofParams...)
+	tenantID = p.required(paramTenantID)
+	size = p.treeSize(paramSize, p.get(paramSize), 0)
+	return tenantID, size, p.err()
+}
+
+// parseConsistencyQuery decodes the query of GET /v1/ledger/consistency:
+// the tenant, the old tree size (required) and the new one (0 for the
+// latest), which must not be smaller.
+func parseConsistencyQuery(v url.Values) (tenantID string, from, to int64, err error) {
+	p := queryParser{values: v}
+	p.allow(consistencyParams...)
+	tenantID = p.required(paramTenantID)
+	from = p.treeSize(paramFrom, p.required(paramFrom), 1)
+	to = p.treeSize(paramTo, p.get(paramTo), 0)
+	if from != 0 && to != 0 && to < from {
+		p.fail(paramTo, "must not be smaller than from")
+	}
+	return tenantID, from, to, p.err()
 }
 
 // queryParser reads query parameters and collects what is wrong with them.
@@ -149,6 +233,25 @@ func (p *queryParser) time(name string) time.Time {
 		p.fail(name, "must be an RFC 3339 date-time, such as 2026-05-09T09:31:42Z")
 	}
 	return t
+}
+
+// treeSize reads s, the value of the parameter name, as a tree size: a
+// whole number in decimal, at least min. "" is 0 (a required parameter
+// has already been reported).
+func (p *queryParser) treeSize(name, s string, min int64) int64 {
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < min || s != strconv.FormatInt(n, 10) {
+		if min == 0 {
+			p.fail(name, "must be a tree size: a whole number, 0 for the latest")
+		} else {
+			p.fail(name, fmt.Sprintf("must be a tree size: a whole number, at least %d", min))
+		}
+		return 0
+	}
+	return n
 }
 
 // err returns the collected problems as one EINVALID error, or nil.

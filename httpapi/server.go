@@ -25,8 +25,8 @@ type Config struct {
 	// MaxBodyBytes caps the size of a request body; a larger body is
 	// answered with 413. Zero or less means 1 MiB.
 	MaxBodyBytes int64
-	// MaxInFlight caps the requests to the service (check and records
-	// routes) served at once; a request beyond it is answered at once with
+	// MaxInFlight caps the requests to the service and the ledger (check,
+	// records and ledger routes) served at once; a request beyond it is answered at once with
 	// 503 and Retry-After, never queued. Health and the OpenAPI document are
 	// not counted, so probes keep answering under load. Zero or less means
 	// 1024.
@@ -44,6 +44,10 @@ type Config struct {
 	// Reads are serialized, so it need not be safe for concurrent use.
 	// Nil means crypto/rand.Reader.
 	Rand io.Reader
+	// Ledger serves the ledger routes: checkpoints, inclusion and
+	// consistency proofs. It is usually the engine that serves checks.
+	// Nil means the server has no ledger: those routes answer 404.
+	Ledger writ.Ledger
 }
 
 // Defaults of Config.
@@ -69,10 +73,11 @@ type HealthReport struct {
 	Store string `json:"store,omitempty"`
 }
 
-// Server serves a writ.Service over HTTP. It implements http.Handler;
-// create one with NewServer.
+// Server serves a writ.Service, and optionally a writ.Ledger, over HTTP.
+// It implements http.Handler; create one with NewServer.
 type Server struct {
 	svc      writ.Service
+	ledger   writ.Ledger // nil when the server has no ledger
 	cfg      Config
 	log      *slog.Logger
 	rand     io.Reader
@@ -87,7 +92,7 @@ type route struct {
 }
 
 // NewServer returns a Server that answers the routes of the OpenAPI
-// document with svc.
+// document with svc, and the ledger routes with cfg.Ledger.
 func NewServer(svc writ.Service, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -106,6 +111,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 	}
 	s := &Server{
 		svc:      svc,
+		ledger:   cfg.Ledger,
 		cfg:      cfg,
 		log:      cfg.Logger,
 		rand:     &lockedReader{r: cfg.Rand},
@@ -115,6 +121,10 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 	s.handle(http.MethodPost, "/v1/check", s.limit(s.handleCheck))
 	s.handle(http.MethodGet, "/v1/records/{id}", s.limit(s.handleRecord))
 	s.handle(http.MethodGet, "/v1/records", s.limit(s.handleRecords))
+	s.handle(http.MethodGet, "/v1/records/{id}/proof", s.limit(s.handleInclusionProof))
+	s.handle(http.MethodGet, "/v1/ledger/checkpoint", s.limit(s.handleCheckpoint))
+	s.handle(http.MethodPost, "/v1/ledger/checkpoint", s.limit(s.handleIssueCheckpoint))
+	s.handle(http.MethodGet, "/v1/ledger/consistency", s.limit(s.handleConsistencyProof))
 	s.handle(http.MethodGet, "/healthz", s.handleHealth)
 	s.handle(http.MethodGet, "/v1/openapi.yaml", s.handleOpenAPI)
 	return s

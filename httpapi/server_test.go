@@ -365,12 +365,12 @@ func TestErrorMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		fake := &fakeService{err: tt.err}
-		s, _ := newTestServer(fake, Config{})
-		for _, req := range []*http.Request{
+		s, _ := newTestServer(fake, Config{Ledger: fake})
+		for _, req := range append([]*http.Request{
 			newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 			newRequest(http.MethodGet, "/v1/records/r1?tenant_id=t", ""),
 			newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-		} {
+		}, ledgerRequests()...) {
 			rec := serve(s, req)
 			p := readProblem(t, rec, req, tt.status, tt.code)
 			if p.Detail != writ.ErrorMessage(tt.err) || !reflect.DeepEqual(p.Errors, details) {
@@ -405,12 +405,12 @@ func TestInternalErrorsAreNotShown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, log := newTestServer(tt.svc, Config{})
-			for _, req := range []*http.Request{
+			s, log := newTestServer(tt.svc, Config{Ledger: tt.svc})
+			for _, req := range append([]*http.Request{
 				newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 				newRequest(http.MethodGet, "/v1/records/r1?tenant_id=t", ""),
 				newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-			} {
+			}, ledgerRequests()...) {
 				rec := serve(s, req)
 				body := rec.Body.String()
 				p := readProblem(t, rec, req, http.StatusInternalServerError, writ.EINTERNAL)
@@ -443,11 +443,16 @@ func TestRoutingProblems(t *testing.T) {
 		{http.MethodGet, "/", 404, writ.ENOTFOUND, ""},
 		{http.MethodGet, "/v1/nope", 404, writ.ENOTFOUND, ""},
 		{http.MethodPost, "/v1/checks", 404, writ.ENOTFOUND, ""},
-		{http.MethodGet, "/v1/records/r1/proof", 404, writ.ENOTFOUND, ""},
+		{http.MethodGet, "/v1/records/r1/proofs", 404, writ.ENOTFOUND, ""},
+		{http.MethodGet, "/v1/ledger", 404, writ.ENOTFOUND, ""},
+		{http.MethodPut, "/v1/ledger/checkpoint", 405, writ.EINVALID, "GET, HEAD, POST"},
+		{http.MethodDelete, "/v1/ledger/checkpoint", 405, writ.EINVALID, "GET, HEAD, POST"},
+		{http.MethodPost, "/v1/ledger/consistency", 405, writ.EINVALID, "GET, HEAD"},
+		{http.MethodPost, "/v1/records/r1/proof", 405, writ.EINVALID, "GET, HEAD"},
 	}
 	for _, tt := range tests {
-		fake := &fakeService{}
-		s, _ := newTestServer(fake, Config{})
+		fake := fullLedger()
+		s, _ := newTestServer(fake, Config{Ledger: fake})
 		req := newRequest(tt.method, tt.target, "")
 		rec := serve(s, req)
 		readProblem(t, rec, req, tt.status, tt.code)
@@ -571,16 +576,16 @@ func TestRecordsPage(t *testing.T) {
 
 func TestMaxInFlight(t *testing.T) {
 	fake := &fakeService{receipt: fullReceipt(), entered: make(chan struct{}), release: make(chan struct{})}
-	s, _ := newTestServer(fake, Config{MaxInFlight: 1})
+	s, _ := newTestServer(fake, Config{MaxInFlight: 1, Ledger: fake})
 
 	first := make(chan *httptest.ResponseRecorder)
 	go func() { first <- serve(s, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`)) }()
 	<-fake.entered // the first check holds the only slot
 
-	for _, req := range []*http.Request{
+	for _, req := range append([]*http.Request{
 		newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 		newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-	} {
+	}, ledgerRequests()...) {
 		rec := serve(s, req)
 		readProblem(t, rec, req, http.StatusServiceUnavailable, writ.EUNAVAILABLE)
 		if got := rec.Header().Get("Retry-After"); got != "1" {

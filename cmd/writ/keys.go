@@ -96,7 +96,13 @@ func (m *Main) openSigningKeys(dir string, now time.Time, log *slog.Logger) (led
 		if err != nil {
 			return nil, nil, fmt.Errorf("WRIT_SIGNING_KEY: %w", err)
 		}
-		return func(at time.Time) (ledger.Signer, error) { return r.Signer(at) }, r, nil
+		return func(at time.Time) (ledger.Signer, error) {
+			s, err := r.Signer(at)
+			if err != nil {
+				return nil, err // not a typed nil inside the interface
+			}
+			return s, nil
+		}, r, nil
 	}
 	r, err := keyring.Open(dir)
 	if err != nil {

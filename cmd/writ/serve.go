@@ -72,6 +72,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	p := pol.Pack
 	srv := &http.Server{
 		Handler: httpapi.NewServer(eng, httpapi.Config{
+			Ledger:       eng,
 			MaxBodyBytes: *maxBody,
 			Logger:       log,
 			Health: func(context.Context) httpapi.HealthReport {
