@@ -56,6 +56,9 @@ type Store struct {
 	stmts writeStmts
 	// reads are the prepared point reads of the check path.
 	reads readStmts
+	// hashStmts are prepared reads of n tree hashes, by n (see ReadHashes).
+	hashMu    sync.Mutex
+	hashStmts map[int]*sql.Stmt
 
 	// mu serialises appends and guards heads. heads caches each tenant's
 	// durable chain head; it is only ever set from values that have been
@@ -174,6 +177,11 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.stmts.close()
 	s.reads.close()
+	s.hashMu.Lock()
+	for _, st := range s.hashStmts {
+		st.Close()
+	}
+	s.hashMu.Unlock()
 	return errors.Join(s.read.Close(), s.write.Close())
 }
 
