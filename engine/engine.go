@@ -259,7 +259,7 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	}
 	// Emission-time validation: a record that breaks a validation rule is
 	// never appended, and the check fails closed saying why.
-	if broken := e.rules.Check(ctx, presealed); len(broken) > 0 {
+	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
 		return e.failClosed(&rq, r, "the decision record breaks a validation rule ("+strings.Join(broken, "; ")+")", errRecordInvalid)
 	}
 	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}}

@@ -120,6 +120,15 @@ func (r *Rules) Check(ctx context.Context, raw []byte) []string {
 			bad("schema", "required field %s is missing", f)
 		}
 	}
+	return append(out, r.CheckRecord(ctx, &rec)...)
+}
+
+// CheckRecord checks the rules of a record writ is about to seal: the
+// typed record, so nothing is decoded (its encoding has every field the
+// schema requires by construction).
+func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
+	var out []string
+	bad := func(rule, format string, args ...any) { out = append(out, rule+": "+fmt.Sprintf(format, args...)) }
 	if !slices.Contains(statuses, rec.Status) {
 		bad("schema", "status %q is not a record status", rec.Status)
 	}
