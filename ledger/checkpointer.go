@@ -28,6 +28,7 @@ type Checkpointer struct {
 
 	mu      sync.Mutex
 	pending map[string]*pendingTenant // tenants with records not yet covered
+	covered map[string]int64          // size of each tenant's last checkpoint issued here
 	wake    chan struct{}
 }
 
@@ -52,7 +53,7 @@ func NewCheckpointer(st Store, keys KeySource, name string, policy CheckpointPol
 		log = slog.Default()
 	}
 	return &Checkpointer{store: st, keys: keys, name: name, policy: policy, now: now, log: log,
-		pending: map[string]*pendingTenant{}, wake: make(chan struct{}, 1)}
+		pending: map[string]*pendingTenant{}, covered: map[string]int64{}, wake: make(chan struct{}, 1)}
 }
 
 // Observe is told of committed entries (AppenderConfig.OnCommit).
@@ -66,7 +67,9 @@ func (c *Checkpointer) Observe(entries []*Entry) {
 		t, seq := e.Record.TenantID, e.Record.Audit.Seq
 		p := c.pending[t]
 		if p == nil {
-			p = &pendingTenant{since: c.now()}
+			// Count from the last checkpoint, not from zero: Every is the
+			// number of new records a checkpoint waits for.
+			p = &pendingTenant{since: c.now(), base: c.covered[t]}
 			c.pending[t] = p
 		}
 		if seq > p.size {
@@ -97,6 +100,9 @@ func (c *Checkpointer) Issue(ctx context.Context, tenantID string) (*Checkpoint,
 		return nil, err
 	}
 	c.mu.Lock()
+	if cp.Size > c.covered[tenantID] {
+		c.covered[tenantID] = cp.Size
+	}
 	if p := c.pending[tenantID]; p != nil && p.size <= cp.Size {
 		delete(c.pending, tenantID)
 	} else if p != nil {
@@ -122,6 +128,9 @@ func (c *Checkpointer) Run(ctx context.Context) {
 		c.issueDue(ctx, false)
 	}
 }
+
+// IssueDue issues the checkpoints the policy says are due now.
+func (c *Checkpointer) IssueDue(ctx context.Context) { c.issueDue(ctx, false) }
 
 func (c *Checkpointer) issueDue(ctx context.Context, all bool) {
 	now := c.now()

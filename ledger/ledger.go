@@ -35,10 +35,11 @@ type Head struct {
 }
 
 // SealFunc seals the record of e as the record following prev: it sets
-// e.Record.Audit and returns the exact bytes the store must keep. It must
-// be deterministic in (prev, e) and must not do I/O. It runs inside the
-// store's transaction, one entry at a time, so it must be cheap: the
-// canonicalization is done beforehand (Entry.Presealed).
+// e.Record.Audit and returns the exact bytes the store must keep. It runs
+// inside the store's transaction, one entry at a time, so it must be
+// cheap: the canonicalization is done beforehand (Entry.Presealed), and
+// the only I/O it may do is what signing needs (a key source that notices
+// a rotated key ring, a KMS).
 type SealFunc func(prev Head, e *Entry) (raw []byte, err error)
 
 // RecordSigner signs record hashes (a key of the signing key ring, or a

@@ -98,7 +98,7 @@ var commands = map[string]command{
 	"serve":   {"run the HTTP server", (*Main).serve},
 	"check":   {"decide one check request offline and print its receipt", (*Main).check},
 	"records": {"list or show records of a ledger", (*Main).records},
-	"ledger":  {"verify a ledger", (*Main).ledger},
+	"ledger":  {"verify, prove, checkpoint, export and generate ledgers; manage signing keys", (*Main).ledger},
 	"bench":   {"measure durable checks per second over HTTP", (*Main).bench},
 	"version": {"print the version", (*Main).printVersion},
 }
