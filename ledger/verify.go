@@ -174,11 +174,13 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 		if len(page) < pageSize {
 			break
 		}
-		after = results[len(results)-1].audit.Seq
-		if after <= 0 {
-			// A record whose seq cannot be read ends paging; it is reported.
-			break
+		// Page on by the last record's seq, but always forward: a forged
+		// seq must neither loop verification nor make it read backwards.
+		next := results[len(results)-1].audit.Seq
+		if next <= after {
+			next = after + int64(len(page))
 		}
+		after = next
 	}
 	if hs, ok := v.src.(HeadSource); ok {
 		head, err := hs.Head(ctx, v.tenant)

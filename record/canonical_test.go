@@ -146,3 +146,25 @@ func TestSealRefusesUnsafeKeyIDs(t *testing.T) {
 		t.Error("a key id with a quote was spliced into a seal")
 	}
 }
+
+func TestSplitSealRefusesANonCanonicalSeal(t *testing.T) {
+	pre, _ := record.Preseal(sampleRecord())
+	sealed, _, err := record.SealPresealed(pre, record.Seal{Seq: 2, PrevHash: writ.GenesisHash, Sign: func(string) (string, string, error) { return "k+01020304", "c2ln", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func([]byte) []byte{
+		"whitespace":   func(b []byte) []byte { return bytes.Replace(b, []byte(`,"seq":2`), []byte(`, "seq":2`), 1) },
+		"extra member": func(b []byte) []byte { return bytes.Replace(b, []byte(`,"seq":2`), []byte(`,"seq":2,"x":1`), 1) },
+		"member order": func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"signature":"c2ln","signed_by":"k+01020304"`), []byte(`"signed_by":"k+01020304","signature":"c2ln"`), 1)
+		},
+	} {
+		if _, _, err := record.SplitSeal(edit(append([]byte{}, sealed...))); err == nil {
+			t.Errorf("SplitSeal accepted a seal with %s", name)
+		}
+	}
+	if _, _, err := record.SplitSeal(sealed); err != nil {
+		t.Errorf("SplitSeal(canonical) = %v", err)
+	}
+}

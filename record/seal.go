@@ -76,10 +76,11 @@ func SealPresealed(presealed []byte, s Seal) (sealed []byte, hash string, err er
 }
 
 // safeJSONString reports whether s can be written between JSON quotes as
-// is and is canonical there: printable ASCII other than '"' and '\'.
+// is and is canonical there: printable ASCII other than '"' and '\'; and,
+// so that a seal's end is its first '}', no braces.
 func safeJSONString(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '{' || c == '}' {
 			return false
 		}
 	}
@@ -108,6 +109,12 @@ func SplitSeal(raw []byte) (input []byte, audit writ.Audit, err error) {
 	if !safeJSONString(audit.PrevHash) {
 		return nil, audit, fmt.Errorf("prev_hash %q is not a digest", audit.PrevHash)
 	}
+	// The stored seal must be exactly the seal writ writes for these
+	// values: whitespace or an extra member would change the stored bytes
+	// (and the Merkle leaf) without changing what record_hash covers.
+	if want := sealBlock(audit); string(raw[i:end]) != want {
+		return nil, audit, fmt.Errorf("record's audit block %s is not in canonical form (want %s)", raw[i:end], want)
+	}
 	block := `"audit":{"prev_hash":"` + audit.PrevHash + `","seq":` + strconv.FormatInt(audit.Seq, 10) + `}`
 	input = make([]byte, 0, len(raw))
 	input = append(input, raw[:i]...)
@@ -133,4 +140,13 @@ func CheckSealHash(raw []byte) (writ.Audit, error) {
 // separation line and the record hash.
 func SignatureMessage(recordHash string) []byte {
 	return []byte("writ-record-signature-v1\n" + recordHash + "\n")
+}
+
+// sealBlock is the canonical audit block of a sealed record.
+func sealBlock(a writ.Audit) string {
+	b := `"audit":{"prev_hash":"` + a.PrevHash + `","record_hash":"` + a.RecordHash + `","seq":` + strconv.FormatInt(a.Seq, 10)
+	if a.Signature != "" || a.SignedBy != "" {
+		b += `,"signature":"` + a.Signature + `","signed_by":"` + a.SignedBy + `"`
+	}
+	return b + `}`
 }

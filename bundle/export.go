@@ -1,0 +1,339 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/ledger"
+)
+
+// Options configure ExportWith.
+type Options struct {
+	// Keys are the public keys that verify the ledger's signatures, with
+	// their windows (keyring.Ring.Keys).
+	Keys []keyring.Key
+	// LedgerName is the ledger's name, the first part of its checkpoint
+	// origins (default "writ").
+	LedgerName string
+	// CreatedAt is the bundle's creation time (default now). Archive
+	// entries carry it too, so the same ledger exported with the same
+	// CreatedAt gives the same bytes.
+	CreatedAt time.Time
+}
+
+// Summary says what ExportWith wrote.
+type Summary struct {
+	Tenants     int
+	Records     int64
+	Checkpoints int
+	Blobs       int
+}
+
+// Export writes a bundle of every tenant of st to w, with the given
+// public keys and ledger name. See ExportWith.
+func Export(ctx context.Context, st ledger.Store, keys []keyring.Key, ledgerName string, w io.Writer) error {
+	_, err := ExportWith(ctx, st, w, Options{Keys: keys, LedgerName: ledgerName})
+	return err
+}
+
+// chainPage is how many records Export reads from the store at a time.
+const chainPage = 1024
+
+// exportTenant is what the first pass over a tenant's chain learned.
+type exportTenant struct {
+	meta        TenantMeta
+	n           int64 // records to write
+	size        int64 // bytes of records.jsonl
+	checkpoints []*ledger.Checkpoint
+}
+
+// ExportWith writes a bundle of every tenant of st to w. It streams: it
+// reads each chain twice through st.Chain (once to size records.jsonl,
+// once to write it) and holds one page of records and one blob in memory
+// at a time.
+//
+// Each tenant is exported up to the chain head it has when the export
+// reaches it, with the checkpoints of at most that size; records appended
+// meanwhile are left out, so a bundle of a live ledger is a consistent
+// snapshot of each tenant. The blobs are the pinned packs the exported
+// records name in lineage.pack_hash: each pack's manifest and every file
+// it lists. A pack or file the store does not have is left out (and
+// verification reports it), as is a record that cannot be read.
+func ExportWith(ctx context.Context, st ledger.Store, w io.Writer, opts Options) (*Summary, error) {
+	if opts.LedgerName == "" {
+		opts.LedgerName = "writ"
+	}
+	if err := checkLedgerName(opts.LedgerName); err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	if opts.CreatedAt.IsZero() {
+		opts.CreatedAt = time.Now()
+	}
+	created := opts.CreatedAt.UTC().Truncate(time.Second)
+	keys := opts.Keys
+	if keys == nil {
+		keys = []keyring.Key{}
+	}
+	if _, err := keyring.NewPublic(keys); err != nil {
+		return nil, fmt.Errorf("bundle: keys: %w", err)
+	}
+	keysJSON, err := json.MarshalIndent(keys, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("bundle: keys: %w", err)
+	}
+	keysJSON = append(keysJSON, '\n')
+
+	tenants, err := st.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(tenants)
+	tenants = slices.Compact(tenants)
+	meta := Meta{Format: Format, Version: Version, LedgerName: opts.LedgerName, CreatedAt: created, Tenants: []TenantMeta{}}
+	var plan []*exportTenant
+	packs := map[string]bool{}
+	for _, t := range tenants {
+		if err := checkTenant(t); err != nil {
+			return nil, fmt.Errorf("bundle: %w", err)
+		}
+		et, err := sizeTenant(ctx, st, t, packs)
+		if err != nil {
+			return nil, err
+		}
+		if et == nil {
+			continue
+		}
+		plan = append(plan, et)
+		meta.Tenants = append(meta.Tenants, et.meta)
+	}
+	metaJSON, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	metaJSON = append(metaJSON, '\n')
+
+	sum := &Summary{Tenants: len(plan)}
+	tw := tar.NewWriter(w)
+	put := func(name string, data []byte) error {
+		if err := writeHeader(tw, name, int64(len(data)), created); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	if err := put(MetaFile, metaJSON); err != nil {
+		return nil, err
+	}
+	if err := put(KeysFile, keysJSON); err != nil {
+		return nil, err
+	}
+	for _, et := range plan {
+		if err := writeHeader(tw, recordsName(et.meta.TenantID), et.size, created); err != nil {
+			return nil, err
+		}
+		if err := writeRecords(ctx, st, tw, et); err != nil {
+			return nil, err
+		}
+		sum.Records += et.n
+		seen := map[int64]int{}
+		for _, cp := range et.checkpoints {
+			seen[cp.Size]++
+			if err := put(noteName(et.meta.TenantID, cp.Size, seen[cp.Size]), cp.Note); err != nil {
+				return nil, err
+			}
+			sum.Checkpoints++
+		}
+	}
+	n, err := writeBlobs(ctx, st, packs, func(hash string, data []byte) error { return put(blobName(hash), data) })
+	if err != nil {
+		return nil, err
+	}
+	sum.Blobs = n
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+func writeHeader(tw *tar.Writer, name string, size int64, mtime time.Time) error {
+	return tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     name,
+		Size:     size,
+		Mode:     0o644,
+		ModTime:  mtime,
+		Format:   tar.FormatUSTAR,
+	})
+}
+
+// sizeTenant reads a tenant's head and checkpoints and makes the first
+// pass over its chain. It returns nil for a tenant without records.
+func sizeTenant(ctx context.Context, st ledger.Store, t string, packs map[string]bool) (*exportTenant, error) {
+	head, err := st.Head(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if head.Seq < 1 {
+		return nil, nil
+	}
+	et := &exportTenant{meta: TenantMeta{TenantID: t, Records: head.Seq, Head: head.Hash}}
+	// Read after the head: every checkpoint issued before it covers at
+	// most head.Seq records; later ones are not part of this snapshot.
+	cps, err := st.Checkpoints(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	for _, cp := range cps {
+		if cp.Size >= 1 && cp.Size <= head.Seq {
+			et.checkpoints = append(et.checkpoints, cp)
+		}
+	}
+	slices.SortStableFunc(et.checkpoints, func(a, b *ledger.Checkpoint) int { return cmp.Compare(a.Size, b.Size) })
+	err = readChain(ctx, st, t, head.Seq, func(raw []byte) error {
+		if len(raw) > MaxRecordBytes {
+			return fmt.Errorf("bundle: a record of tenant %s has %d bytes; a bundle holds records of at most %d", t, len(raw), MaxRecordBytes)
+		}
+		if bytes.IndexByte(raw, '\n') >= 0 {
+			return fmt.Errorf("bundle: a record of tenant %s holds a line feed; stored records are canonical JSON, which has none", t)
+		}
+		et.n++
+		et.size += int64(len(raw)) + 1
+		if h := packHash(raw); h != "" {
+			packs[h] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return et, nil
+}
+
+// readChain calls fn with the first n records of a tenant's chain, in seq
+// order, or fewer if the chain holds fewer.
+func readChain(ctx context.Context, st ledger.Store, t string, n int64, fn func(raw []byte) error) error {
+	var after, read int64
+	for read < n {
+		page, err := st.Chain(ctx, t, after, int(min(chainPage, n-read)))
+		if err != nil {
+			return err
+		}
+		for _, raw := range page {
+			if err := fn(raw); err != nil {
+				return err
+			}
+		}
+		read += int64(len(page))
+		if len(page) == 0 || read >= n {
+			return nil
+		}
+		seq, err := recordSeq(page[len(page)-1])
+		if err != nil || seq <= after {
+			return fmt.Errorf("bundle: cannot page past record %d of tenant %s: its audit.seq cannot be read; verify the store with writ ledger verify", read, t)
+		}
+		after = seq
+	}
+	return nil
+}
+
+func recordSeq(raw []byte) (int64, error) {
+	var r struct {
+		Audit struct {
+			Seq int64 `json:"seq"`
+		} `json:"audit"`
+	}
+	err := json.Unmarshal(raw, &r)
+	return r.Audit.Seq, err
+}
+
+// packHash returns the lineage.pack_hash a record pins, or "".
+func packHash(raw []byte) string {
+	var r struct {
+		Lineage struct {
+			PackHash string `json:"pack_hash"`
+		} `json:"lineage"`
+	}
+	if json.Unmarshal(raw, &r) != nil || !digestPattern.MatchString(r.Lineage.PackHash) {
+		return ""
+	}
+	return r.Lineage.PackHash
+}
+
+// writeRecords makes the second pass over a tenant's chain, writing
+// exactly the records (and bytes) the first pass counted.
+func writeRecords(ctx context.Context, st ledger.Store, w io.Writer, et *exportTenant) error {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	var n, size int64
+	err := readChain(ctx, st, et.meta.TenantID, et.n, func(raw []byte) error {
+		n++
+		size += int64(len(raw)) + 1
+		if n > et.n || size > et.size {
+			return errChanged
+		}
+		bw.Write(raw)
+		return bw.WriteByte('\n')
+	})
+	if err != nil {
+		return err
+	}
+	if n != et.n || size != et.size {
+		return errChanged
+	}
+	return bw.Flush()
+}
+
+var errChanged = errors.New("bundle: a tenant's sealed records changed while they were exported; sealed records never change: verify the store with writ ledger verify")
+
+// writeBlobs writes the pinned packs: each manifest, then the files it
+// lists, each blob once, in hash order.
+func writeBlobs(ctx context.Context, st ledger.Store, packs map[string]bool, put func(hash string, data []byte) error) (int, error) {
+	files := map[string]bool{}
+	for h := range packs {
+		files[h] = true
+		data, err := st.Blob(ctx, h)
+		if writ.ErrorCode(err) == writ.ENOTFOUND {
+			continue
+		} else if err != nil {
+			return 0, err
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if fh, _, ok := strings.Cut(line, "  "); ok && digestPattern.MatchString(fh) {
+				files[fh] = true
+			}
+		}
+	}
+	hashes := make([]string, 0, len(files))
+	for h := range files {
+		hashes = append(hashes, h)
+	}
+	slices.Sort(hashes)
+	n := 0
+	for _, h := range hashes {
+		data, err := st.Blob(ctx, h)
+		if writ.ErrorCode(err) == writ.ENOTFOUND {
+			continue
+		} else if err != nil {
+			return n, err
+		}
+		if len(data) > MaxBlobBytes {
+			return n, fmt.Errorf("bundle: blob %s has %d bytes; a bundle holds blobs of at most %d", h, len(data), MaxBlobBytes)
+		}
+		if err := put(h, data); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runLedgerCmd runs a writ command in-process and returns its output and exit code.
+func runLedgerCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }}
+	err := m.Run(context.Background(), args)
+	if err != nil {
+		errOut.WriteString("writ: " + err.Error() + "\n")
+	}
+	return out.String(), errOut.String(), exitCode(err)
+}
+
+// TestExportVerifyBundle records every refund example with writ check,
+// exports the ledger and verifies the bundle; a changed byte makes
+// verify-bundle exit 3.
+func TestExportVerifyBundle(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	reqs, _ := filepath.Glob("../../examples/refund/requests/*.json")
+	if len(reqs) == 0 {
+		t.Fatal("no example requests")
+	}
+	for _, r := range reqs {
+		if _, stderr, code := runLedgerCmd(t, "check", "--request", r, "--data", data, "--now", "2026-05-09T09:31:42Z"); code != 0 {
+			t.Fatalf("writ check %s: exit %d: %s", r, code, stderr)
+		}
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"ledger.tar", "ledger.tar.gz"} {
+		out := filepath.Join(dir, name)
+		stdout, stderr, code := runLedgerCmd(t, "ledger", "export", "--data", data, "--out", out)
+		if code != 0 || !strings.Contains(stdout, "exported ") {
+			t.Fatalf("export %s: exit %d: %s%s", name, code, stdout, stderr)
+		}
+		stdout, stderr, code = runLedgerCmd(t, "ledger", "verify-bundle", out)
+		if code != exitOK || !strings.Contains(stdout, "ledger intact") {
+			t.Fatalf("verify-bundle %s: exit %d: %s%s", name, code, stdout, stderr)
+		}
+	}
+
+	// JSON output.
+	bundlePath := filepath.Join(dir, "ledger.tar")
+	stdout, _, code := runLedgerCmd(t, "ledger", "verify-bundle", "--json", bundlePath)
+	var rep struct {
+		Intact  bool  `json:"intact"`
+		Records int64 `json:"records"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(stdout), &rep) != nil || !rep.Intact || rep.Records < int64(len(reqs)) {
+		t.Fatalf("verify-bundle --json: exit %d: %s", code, stdout)
+	}
+
+	// One byte of a record changed: findings, exit 3.
+	raw, err := os.ReadFile(bundlePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(raw, []byte(`"record_id":"dr_`))
+	if i < 0 {
+		t.Fatal("no record in the bundle")
+	}
+	raw[i+len(`"record_id":"dr_`)] ^= 0x01
+	tampered := filepath.Join(dir, "tampered.tar")
+	if err := os.WriteFile(tampered, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, code = runLedgerCmd(t, "ledger", "verify-bundle", tampered)
+	if code != exitFindings || !strings.Contains(stdout, "hash_mismatch") {
+		t.Fatalf("verify-bundle of a tampered bundle: exit %d, want %d: %s", code, exitFindings, stdout)
+	}
+
+	// Not a bundle: an error, exit 1; bad use: exit 2.
+	notBundle := filepath.Join(dir, "not.tar")
+	os.WriteFile(notBundle, []byte("hello"), 0o644)
+	if _, stderr, code := runLedgerCmd(t, "ledger", "verify-bundle", notBundle); code != exitError || !strings.Contains(stderr, "bundle") {
+		t.Errorf("verify-bundle of a non-bundle: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{
+		{"ledger", "export", "--data", data},
+		{"ledger", "verify-bundle"},
+		{"ledger", "verify-bundle", "a", "b"},
+	} {
+		if _, _, code := runLedgerCmd(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+	if _, _, code := runLedgerCmd(t, "ledger", "export", "--data", filepath.Join(dir, "missing"), "--out", filepath.Join(dir, "x.tar")); code != exitError {
+		t.Errorf("export of a missing data directory: exit %d, want %d", code, exitError)
+	}
+}
