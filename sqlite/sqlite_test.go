@@ -412,7 +412,7 @@ func TestTamperDetection(t *testing.T) {
 			wantKinds: []string{ledger.FindingChainBreak},
 			wantSeq:   2,
 			wantID:    ledgertest.NewRecord("acme", 2).RecordID,
-		},		{
+		}, {
 			name:     "stored tree hashes truncated",
 			triggers: []string{"tree_hashes_no_delete"},
 			tamper: func(t *testing.T, s *Store, db *sql.DB) {
