@@ -59,6 +59,8 @@ type Store struct {
 	// hashStmts are prepared reads of n tree hashes, by n (see ReadHashes).
 	hashMu    sync.Mutex
 	hashStmts map[int]*sql.Stmt
+	// upper caches the upper levels of every tenant's tree (immutable).
+	upper upperCache
 
 	// mu serialises appends and guards heads. heads caches each tenant's
 	// durable chain head; it is only ever set from values that have been

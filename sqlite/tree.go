@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -22,6 +23,35 @@ func (s *Store) ReadHashes(ctx context.Context, tenantID string, indexes []int64
 	if len(indexes) == 0 {
 		return nil, nil
 	}
+	out := make([]tlog.Hash, len(indexes))
+	var missing []int64
+	for i, idx := range indexes {
+		if h, ok := s.upper.get(tenantID, idx); ok {
+			out[i] = h
+		} else {
+			missing = append(missing, idx)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	found, err := s.readHashes(ctx, tenantID, missing)
+	if err != nil {
+		return nil, err
+	}
+	for i, idx := range indexes {
+		if h, ok := found[idx]; ok {
+			out[i] = h
+			s.upper.put(tenantID, idx, h)
+		} else if _, cached := s.upper.get(tenantID, idx); !cached {
+			return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("tree hash %d of tenant %s is not stored", idx, tenantID)}
+		}
+	}
+	return out, nil
+}
+
+// readHashes reads tree hashes from the database, by index.
+func (s *Store) readHashes(ctx context.Context, tenantID string, indexes []int64) (map[int64]tlog.Hash, error) {
 	st, err := s.hashesStmt(len(indexes))
 	if err != nil {
 		return nil, err
@@ -50,18 +80,48 @@ func (s *Store) ReadHashes(ctx context.Context, tenantID string, indexes []int64
 		copy(h[:], b)
 		found[idx] = h
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	return found, rows.Err()
+}
+
+// upperCache keeps the tree hashes of the upper levels in memory. Stored
+// tree hashes never change, so caching them is always correct; the upper
+// levels are few (1/64 of the hashes from level 6 up) and every proof
+// needs about as many of them as of the lower ones.
+type upperCache struct {
+	mu sync.Mutex
+	m  map[upperKey]tlog.Hash
+}
+
+type upperKey struct {
+	tenant string
+	idx    int64
+}
+
+const (
+	upperMinLevel = 6
+	upperMax      = 1 << 20 // entries, ~60 MiB at most
+)
+
+func (c *upperCache) get(tenant string, idx int64) (tlog.Hash, bool) {
+	if level, _ := tlog.SplitStoredHashIndex(idx); level < upperMinLevel {
+		return tlog.Hash{}, false
 	}
-	out := make([]tlog.Hash, len(indexes))
-	for i, idx := range indexes {
-		h, ok := found[idx]
-		if !ok {
-			return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("tree hash %d of tenant %s is not stored", idx, tenantID)}
-		}
-		out[i] = h
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.m[upperKey{tenant, idx}]
+	return h, ok
+}
+
+func (c *upperCache) put(tenant string, idx int64, h tlog.Hash) {
+	if level, _ := tlog.SplitStoredHashIndex(idx); level < upperMinLevel {
+		return
 	}
-	return out, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= upperMax {
+		c.m = make(map[upperKey]tlog.Hash)
+	}
+	c.m[upperKey{tenant, idx}] = h
 }
 
 // hashesStmt returns the prepared read of n tree hashes.
