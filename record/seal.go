@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 
-	jsonv2 "github.com/go-json-experiment/json"
-
 	"github.com/writhq/writ"
 )
 
@@ -97,30 +95,98 @@ func SplitSeal(raw []byte) (input []byte, audit writ.Audit, err error) {
 	if i < 0 {
 		return nil, audit, fmt.Errorf("record has no audit block starting with prev_hash")
 	}
-	start := i + len(`"audit":`)
-	end := bytes.IndexByte(raw[start:], '}')
-	if end < 0 {
-		return nil, audit, fmt.Errorf("record's audit block is not terminated")
+	// The stored seal must be exactly the seal writ writes: whitespace, an
+	// extra member or another order would change the stored bytes (and
+	// the Merkle leaf) without changing what record_hash covers. So the
+	// block is read by its one canonical layout, and anything else is
+	// refused.
+	p := sealParser{b: raw, at: i + len(auditPrefix)}
+	audit.PrevHash = p.str()
+	p.lit(`,"record_hash":"`)
+	audit.RecordHash = p.str()
+	p.lit(`,"seq":`)
+	audit.Seq = p.int()
+	if p.peek(`,"signature":"`) {
+		p.lit(`,"signature":"`)
+		audit.Signature = p.str()
+		p.lit(`,"signed_by":"`)
+		audit.SignedBy = p.str()
 	}
-	end += start + 1
-	if err := jsonv2.Unmarshal(raw[start:end], &audit); err != nil {
-		return nil, audit, fmt.Errorf("record's audit block: %w", err)
+	p.lit(`}`)
+	if p.err != nil {
+		return nil, audit, fmt.Errorf("record's audit block is not in canonical form: %w", p.err)
 	}
-	if !safeJSONString(audit.PrevHash) {
-		return nil, audit, fmt.Errorf("prev_hash %q is not a digest", audit.PrevHash)
-	}
-	// The stored seal must be exactly the seal writ writes for these
-	// values: whitespace or an extra member would change the stored bytes
-	// (and the Merkle leaf) without changing what record_hash covers.
-	if want := sealBlock(audit); string(raw[i:end]) != want {
-		return nil, audit, fmt.Errorf("record's audit block %s is not in canonical form (want %s)", raw[i:end], want)
-	}
+	end := p.at
 	block := `"audit":{"prev_hash":"` + audit.PrevHash + `","seq":` + strconv.FormatInt(audit.Seq, 10) + `}`
 	input = make([]byte, 0, len(raw))
 	input = append(input, raw[:i]...)
 	input = append(input, block...)
 	input = append(input, raw[end:]...)
 	return input, audit, nil
+}
+
+// sealParser reads the canonical audit block; the first error sticks.
+type sealParser struct {
+	b   []byte
+	at  int
+	err error
+}
+
+func (p *sealParser) fail(format string, args ...any) {
+	if p.err == nil {
+		p.err = fmt.Errorf(format+" at byte %d", append(args, p.at)...)
+	}
+}
+
+func (p *sealParser) peek(s string) bool {
+	return p.err == nil && bytes.HasPrefix(p.b[p.at:], []byte(s))
+}
+
+func (p *sealParser) lit(s string) {
+	if !p.peek(s) {
+		p.fail("want %s", s)
+		return
+	}
+	p.at += len(s)
+}
+
+// str reads a string value up to its closing quote (the opening one is
+// part of the literal before it); seal values are plain printable ASCII.
+func (p *sealParser) str() string {
+	if p.err != nil {
+		return ""
+	}
+	n := bytes.IndexByte(p.b[p.at:], '"')
+	if n < 0 {
+		p.fail("unterminated string")
+		return ""
+	}
+	v := string(p.b[p.at : p.at+n])
+	if !safeJSONString(v) {
+		p.fail("value %q is not a plain seal value", v)
+		return ""
+	}
+	p.at += n + 1
+	return v
+}
+
+// int reads a canonical non-negative integer (no leading zeros).
+func (p *sealParser) int() int64 {
+	if p.err != nil {
+		return 0
+	}
+	j := p.at
+	for j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9' {
+		j++
+	}
+	digits := string(p.b[p.at:j])
+	v, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || strconv.FormatInt(v, 10) != digits {
+		p.fail("seq %q is not a canonical integer", digits)
+		return 0
+	}
+	p.at = j
+	return v
 }
 
 // CheckSealHash splits a stored record's seal and checks its record_hash
@@ -140,13 +206,4 @@ func CheckSealHash(raw []byte) (writ.Audit, error) {
 // separation line and the record hash.
 func SignatureMessage(recordHash string) []byte {
 	return []byte("writ-record-signature-v1\n" + recordHash + "\n")
-}
-
-// sealBlock is the canonical audit block of a sealed record.
-func sealBlock(a writ.Audit) string {
-	b := `"audit":{"prev_hash":"` + a.PrevHash + `","record_hash":"` + a.RecordHash + `","seq":` + strconv.FormatInt(a.Seq, 10)
-	if a.Signature != "" || a.SignedBy != "" {
-		b += `,"signature":"` + a.Signature + `","signed_by":"` + a.SignedBy + `"`
-	}
-	return b + `}`
 }
