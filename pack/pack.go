@@ -50,6 +50,10 @@ type Pack struct {
 	Tools    map[string]*Tool   // by tool name
 	Controls Controls
 	Gates    map[string]*Gate // by gate id
+	// Workflows by workflow id, and the pack's workflow policies (the
+	// zero policies when the pack has no policies file).
+	Workflows        map[string]*Workflow
+	WorkflowPolicies *WorkflowPolicies
 }
 
 // ID is the pack's pinned version, name@version.
@@ -247,6 +251,8 @@ type manifest struct {
 	Policies    []string `yaml:"policies"`
 	Controls    string   `yaml:"controls"`
 	Tools       string   `yaml:"tools"`
+	Workflows   []string `yaml:"workflows"`
+	WFPolicies  string   `yaml:"workflow_policies"`
 	Limits      struct {
 		CELCost uint64 `yaml:"cel_cost"`
 	} `yaml:"limits"`
@@ -385,6 +391,9 @@ func (l *loader) load() *Pack {
 		Bundles: map[string]*Bundle{},
 		Tools:   map[string]*Tool{},
 		Gates:   map[string]*Gate{},
+
+		Workflows:        map[string]*Workflow{},
+		WorkflowPolicies: &WorkflowPolicies{},
 	}
 	if p.Limits.CELCost == 0 {
 		p.Limits.CELCost = DefaultCELCost
@@ -400,6 +409,12 @@ func (l *loader) load() *Pack {
 	}
 	if m.Tools != "" {
 		l.loadTools(p, m.Tools)
+	}
+	for _, rel := range l.expand("workflows", m.Workflows) {
+		l.loadWorkflow(p, rel)
+	}
+	if m.WFPolicies != "" {
+		l.loadWorkflowPolicies(p, m.WFPolicies)
 	}
 	l.crossCheck(p)
 

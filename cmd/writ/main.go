@@ -33,7 +33,7 @@ func main() {
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(m.Stderr, "writ:", err)
 		for _, d := range writ.ErrorDetails(err) {
-			if !strings.Contains(err.Error(), d.String()) {
+			if d.Message != writ.ErrorMessage(err) && !strings.Contains(err.Error(), d.String()) {
 				fmt.Fprintln(m.Stderr, "  "+d.String())
 			}
 		}
