@@ -152,6 +152,9 @@ type Entry struct {
 	Idempotency *IdempotencyClaim
 	// Block, when set, marks the action as blocked (first record wins).
 	Block *BlockKey
+	// RunEvent, when set, is appended to its run in the same transaction,
+	// with RecordID set to the sealed record's id.
+	RunEvent *RunEvent
 
 	// Set by Store.Append:
 	// Raw is the sealed bytes (when the entry was appended).
@@ -206,6 +209,11 @@ type Store interface {
 	Checkpoints(ctx context.Context, tenantID string) ([]*Checkpoint, error)
 	// LatestCheckpoint returns the tenant's largest checkpoint, or nil.
 	LatestCheckpoint(ctx context.Context, tenantID string) (*Checkpoint, error)
+	// StartRun appends a run's first event (seq 1). A run id that already
+	// has events is an ECONFLICT error.
+	StartRun(ctx context.Context, ev *RunEvent) error
+	// RunEvents returns a run's events in seq order, or ENOTFOUND.
+	RunEvents(ctx context.Context, tenantID, runID string) ([]RunEvent, error)
 	// ScanHashes returns up to limit of the tenant's stored tree hashes
 	// from storage index from on, in index order, stopping early at the
 	// first index not stored.

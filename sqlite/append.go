@@ -20,8 +20,8 @@ import (
 // writeStmts are the statements of an append transaction: prepared on
 // the write connection, or bound to one transaction.
 type writeStmts struct {
-	claim, head, treeRead                                     *sql.Stmt
-	record, subject, idempotency, block, blob, move, treeHash *sql.Stmt
+	claim, head, treeRead, runSeq                                       *sql.Stmt
+	record, subject, idempotency, block, blob, move, treeHash, runEvent *sql.Stmt
 }
 
 func (w *writeStmts) prepare(db *sql.DB) error {
@@ -46,6 +46,8 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 			ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`},
 		{&w.treeRead, `SELECT hash FROM tree_hashes WHERE tenant_id = ? AND idx = ?`},
 		{&w.treeHash, `INSERT INTO tree_hashes (tenant_id, idx, hash) VALUES (?, ?, ?)`},
+		{&w.runSeq, `SELECT coalesce(max(seq), 0) FROM run_events WHERE tenant_id = ? AND run_id = ?`},
+		{&w.runEvent, `INSERT INTO run_events (tenant_id, run_id, seq, kind, step_id, record_id, at_ns, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 	} {
 		st, err := db.Prepare(p.sql)
 		if err != nil {
@@ -58,7 +60,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 }
 
 func (w *writeStmts) close() {
-	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move, w.treeRead, w.treeHash} {
+	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent} {
 		if st != nil {
 			st.Close()
 		}
@@ -271,6 +273,30 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 			return fmt.Errorf("sqlite: blob %s of record %s: %w", b.Hash, rec.RecordID, err)
 		}
 	}
+	if ev := e.RunEvent; ev != nil {
+		ev.RecordID = rec.RecordID
+		if err := w.appendRunEvent(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendRunEvent appends ev after its run's last event (the transaction
+// sees the events appended earlier in it).
+func (w *writeStmts) appendRunEvent(ctx context.Context, ev *ledger.RunEvent) error {
+	var last int64
+	if err := w.runSeq.QueryRowContext(ctx, ev.TenantID, ev.RunID).Scan(&last); err != nil {
+		return fmt.Errorf("sqlite: run %s: %w", ev.RunID, err)
+	}
+	ev.Seq = last + 1
+	data := ev.Data
+	if data == nil {
+		data = []byte("{}")
+	}
+	if _, err := w.runEvent.ExecContext(ctx, ev.TenantID, ev.RunID, ev.Seq, ev.Kind, ev.StepID, ev.RecordID, ev.At.UnixNano(), []byte(data)); err != nil {
+		return fmt.Errorf("sqlite: append event of run %s: %w", ev.RunID, err)
+	}
 	return nil
 }
 
@@ -335,6 +361,8 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		move:        tx.StmtContext(ctx, w.move),
 		treeRead:    tx.StmtContext(ctx, w.treeRead),
 		treeHash:    tx.StmtContext(ctx, w.treeHash),
+		runSeq:      tx.StmtContext(ctx, w.runSeq),
+		runEvent:    tx.StmtContext(ctx, w.runEvent),
 	}
 }
 

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Tenants", testTenants},
 		{"Tree", testTree},
 		{"Checkpoints", testCheckpoints},
+		{"Runs", testRuns},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

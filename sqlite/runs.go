@@ -1,0 +1,71 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+)
+
+// StartRun appends a run's first event; see ledger.Store.
+func (s *Store) StartRun(ctx context.Context, ev *ledger.RunEvent) (err error) {
+	if ev == nil || ev.TenantID == "" || ev.RunID == "" || ev.Kind == "" {
+		return &writ.Error{Code: writ.EINVALID, Message: "a run event needs a tenant, a run id and a kind"}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ledger.ErrClosed
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin run: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	st := s.stmts.bind(ctx, tx)
+	defer st.close()
+	var last int64
+	if err := st.runSeq.QueryRowContext(ctx, ev.TenantID, ev.RunID).Scan(&last); err != nil {
+		return fmt.Errorf("sqlite: run %s: %w", ev.RunID, err)
+	}
+	if last > 0 {
+		return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("run %s already exists", ev.RunID)}
+	}
+	if err := st.appendRunEvent(ctx, ev); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// RunEvents returns a run's events in seq order; see ledger.Store.
+func (s *Store) RunEvents(ctx context.Context, tenantID, runID string) ([]ledger.RunEvent, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT seq, kind, step_id, record_id, at_ns, data FROM run_events WHERE tenant_id = ? AND run_id = ? ORDER BY seq`, tenantID, runID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: run events: %w", err)
+	}
+	defer rows.Close()
+	var out []ledger.RunEvent
+	for rows.Next() {
+		ev := ledger.RunEvent{TenantID: tenantID, RunID: runID}
+		var at int64
+		var data []byte
+		if err := rows.Scan(&ev.Seq, &ev.Kind, &ev.StepID, &ev.RecordID, &at, &data); err != nil {
+			return nil, fmt.Errorf("sqlite: run events: %w", err)
+		}
+		ev.At, ev.Data = time.Unix(0, at).UTC(), data
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("run %s not found", runID)}
+	}
+	return out, nil
+}
