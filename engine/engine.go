@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
@@ -77,7 +78,10 @@ type Engine struct {
 	redactor     *record.Redactor
 	binder       *record.Binder
 	rules        *ledger.Rules // the record validation rules, checked before append
-	log          *slog.Logger
+
+	contracts *acceptance.Contracts // the pack\'s verification contracts
+	runs      runLocks
+	log       *slog.Logger
 }
 
 // New starts an engine. It stores the pack's files content-addressed (so
@@ -117,6 +121,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		if err := cfg.Store.PutBlobs(ctx, blobs); err != nil {
 			return nil, fmt.Errorf("engine: store pack %s: %w", p.Pack.ID(), err)
 		}
+		contracts, err := acceptance.Compile(p.Pack)
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		e.contracts = contracts
 		mem := memBlobs{}
 		for _, b := range blobs {
 			mem[b.Hash] = b.Data
@@ -265,6 +274,21 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}}
 	if req.IdempotencyKey != "" {
 		entry.Idempotency = &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: argsDigest}
+	}
+	if w := rq.Workflow; w != nil && w.RunID != "" && w.StepID != "" && rc.SafeToExecute {
+		// writ saw this call for the run's step: a verification contract
+		// may count it as observed, not merely claimed.
+		if _, err := e.store.RunEvents(ctx, rq.TenantID, w.RunID); err == nil {
+			tool := rq.Tool
+			if tool == "" {
+				tool = r.Spec.DecisionKey
+			}
+			data, err := json.Marshal(callObserved{Tool: tool, Args: e.redactor.Map(rq.Arguments), DecisionID: decisionID})
+			if err != nil {
+				return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+			}
+			entry.RunEvent = &ledger.RunEvent{TenantID: rq.TenantID, RunID: w.RunID, Kind: ledger.CallObserved, StepID: w.StepID, At: now, Data: data}
+		}
 	}
 	if rc.MustNotRetrySameAction && !rc.SafeToExecute {
 		entry.Block = &block

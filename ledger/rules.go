@@ -154,6 +154,10 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 	if p.ID() != l.PackVersion {
 		bad("lineage", "pack_version %s, but the pinned pack is %s", l.PackVersion, p.ID())
 	}
+	if strings.HasPrefix(rec.DecisionKey, "workflow:") {
+		r.checkVerdict(p, rec, bad)
+		return out
+	}
 	spec, ok := p.Specs[rec.DecisionKey]
 	if !ok || spec.ID() != l.DecisionSpec || spec.Version != rec.DecisionVersion {
 		bad("lineage", "decision spec %s@%s is not in the pinned pack", rec.DecisionKey, rec.DecisionVersion)
@@ -225,5 +229,27 @@ func (r *Rules) checkControls(p *pack.Pack, spec *pack.Spec, active writ.Control
 		if _, ok := p.Gates[g]; !ok {
 			bad("controls", "approval gate %s is not defined by the pinned pack", g)
 		}
+	}
+}
+
+// checkVerdict checks the lineage of a step verdict's record: its
+// workflow and step exist in the pinned pack at the recorded version.
+func (r *Rules) checkVerdict(p *pack.Pack, rec *writ.Record, bad func(rule, format string, args ...any)) {
+	wfStep := strings.TrimPrefix(rec.DecisionKey, "workflow:")
+	wfID, stepID, _ := strings.Cut(wfStep, "/")
+	w, ok := p.Workflows[wfID]
+	if !ok || w.Step(stepID) == nil || w.Version != rec.DecisionVersion {
+		bad("lineage", "workflow step %s@%s is not in the pinned pack", wfStep, rec.DecisionVersion)
+		return
+	}
+	if want := "workflow:" + w.ID() + "/" + stepID; rec.Lineage.DecisionSpec != want {
+		bad("lineage", "decision_spec %s, want %s", rec.Lineage.DecisionSpec, want)
+	}
+	var redaction []string
+	for _, rr := range p.Controls.Redaction {
+		redaction = append(redaction, rr.ID)
+	}
+	if !slices.Equal(redaction, rec.ControlsActive.RedactionRulesActive) && !(len(redaction) == 0 && len(rec.ControlsActive.RedactionRulesActive) == 0) {
+		bad("controls", "redaction_rules_active %v, but the pinned pack redacts with %v", rec.ControlsActive.RedactionRulesActive, redaction)
 	}
 }

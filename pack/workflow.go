@@ -135,10 +135,10 @@ type WorkflowPolicies struct {
 
 // Exemption exempts one mutating step from the verification requirement.
 type Exemption struct {
-	Workflow string `yaml:"workflow"`
-	Step     string `yaml:"step"`
-	Reason   string `yaml:"reason"`
-	Pos      Pos    `yaml:"-"`
+	Workflow string `yaml:"workflow" json:"workflow"`
+	Step     string `yaml:"step" json:"step"`
+	Reason   string `yaml:"reason" json:"reason"`
+	Pos      Pos    `yaml:"-" json:"-"`
 }
 
 // Mutating reports whether the policies count an action class as mutating.

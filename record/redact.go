@@ -106,6 +106,12 @@ func (r *Redactor) Map(m map[string]any) map[string]any {
 // declaration order, map keys sorted). Its Digest, over exactly these
 // stored bytes, is the record's replay.replay_packet_id.
 func Envelope(req *writ.CheckRequest, red *Redactor) ([]byte, error) {
+	return EnvelopeOf(req, red)
+}
+
+// EnvelopeOf is Envelope for any request writ stores (a check, a step
+// attempt).
+func EnvelopeOf(req any, red *Redactor) ([]byte, error) {
 	if !red.Active() {
 		return json.Marshal(req)
 	}

@@ -97,9 +97,11 @@ type command struct {
 var commands = map[string]command{
 	"serve":   {"run the HTTP server", (*Main).serve},
 	"check":   {"decide one check request offline and print its receipt", (*Main).check},
+	"lint":    {"check a pack for CI: schema, policy, workflow graph and templates", (*Main).lint},
 	"records": {"list or show records of a ledger", (*Main).records},
 	"ledger":  {"verify, prove, checkpoint, export and generate ledgers; manage signing keys", (*Main).ledger},
 	"bench":   {"measure durable checks per second over HTTP", (*Main).bench},
+	"run":     {"start a workflow run, submit step attempts, show a run", (*Main).run},
 	"version": {"print the version", (*Main).printVersion},
 }
 

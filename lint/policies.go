@@ -1,0 +1,110 @@
+package lint
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+
+	"github.com/writhq/writ/pack"
+)
+
+var (
+	parserOnce sync.Once
+	parser     *cel.Env
+	parserErr  error
+)
+
+// workflowCEL checks the syntax of a workflow's conditions: goto when,
+// evidence cel and tool-call when. Their variables (result, value, call,
+// context) are the runtime's, so only the syntax is checked here.
+func (l *linter) workflowCEL(w *pack.Workflow) {
+	parserOnce.Do(func() { parser, parserErr = cel.NewEnv() })
+	if parserErr != nil {
+		l.errorf(w.Pos, RuleCEL, "internal: CEL parser: %v", parserErr)
+		return
+	}
+	check := func(pos pack.Pos, what, expr string) {
+		if expr == "" {
+			return
+		}
+		if _, iss := parser.Parse(expr); iss != nil && iss.Err() != nil {
+			var parts []string
+			for _, e := range iss.Errors() {
+				parts = append(parts, fmt.Sprintf("column %d: %s", e.Location.Column()+1, e.Message))
+			}
+			l.errorf(pos, RuleCEL, "%s: invalid CEL condition %q: %s", what, expr, strings.Join(parts, "; "))
+		}
+	}
+	for _, s := range w.Steps {
+		for _, g := range s.Goto {
+			check(g.Pos, fmt.Sprintf("step %s goto %s", s.ID, g.Step), g.When)
+		}
+		if v := s.Verification; v != nil {
+			for _, e := range v.Evidence {
+				check(e.Pos, fmt.Sprintf("step %s evidence %s", s.ID, e.Path), e.CEL)
+			}
+			for _, t := range v.ToolCalls {
+				check(t.Pos, fmt.Sprintf("step %s tool call %s", s.ID, t.Name), t.When)
+			}
+		}
+	}
+}
+
+// workflowPolicies applies the pack's workflow policies to every step:
+// verification of mutating steps (with exemptions), retry ceilings and
+// strategies.
+func (l *linter) workflowPolicies() {
+	wp := l.p.WorkflowPolicies
+	for _, w := range sortedWorkflows(l.p) {
+		for _, s := range w.Steps {
+			v := s.Verification
+			if wp.Mutating(s.ActionClass) && wp.RequiresVerification() && wp.Exemption(w.WorkflowID, s.ID) == nil {
+				var missing []string
+				if v == nil || len(v.Evidence) == 0 {
+					missing = append(missing, "evidence")
+				}
+				if v == nil || len(v.ToolCalls) == 0 {
+					missing = append(missing, "required tool calls")
+				}
+				switch {
+				case v == nil:
+					l.errorf(s.Pos, RuleMutatingVerification, "step %s is mutating (action class %s) but has no verification: it needs evidence and required tool calls, or an exemption with its reason in the workflow policies", s.ID, s.ActionClass)
+				case len(missing) > 0:
+					l.errorf(s.Pos, RuleMutatingVerification, "step %s is mutating (action class %s) but its verification has no %s: it needs evidence and required tool calls, or an exemption with its reason in the workflow policies", s.ID, s.ActionClass, strings.Join(missing, " and no "))
+				}
+			}
+			if v == nil || v.Retry == nil {
+				continue
+			}
+			r := v.Retry
+			if ceiling := wp.Retry.MaxBudget; ceiling != nil && r.Budget > *ceiling {
+				l.errorf(r.Pos, RuleRetryCeiling, "step %s has retry budget %d, above the workflow policies' maxBudget %d", s.ID, r.Budget, *ceiling)
+			}
+			if allowed := wp.Retry.AllowedStrategies; len(allowed) > 0 && !slices.Contains(allowed, r.Strategy) {
+				l.errorf(r.Pos, RuleRetryStrategy, "step %s uses retry strategy %s, which the workflow policies do not allow (allowed: %s)", s.ID, r.Strategy, strings.Join(allowed, ", "))
+			}
+		}
+	}
+	for _, e := range wp.Exemptions {
+		w := l.p.Workflows[e.Workflow]
+		switch {
+		case w == nil:
+			l.errorf(e.Pos, RuleExemption, "exemption names workflow %q, which the pack does not define", e.Workflow)
+		case w.Step(e.Step) == nil:
+			l.errorf(e.Pos, RuleExemption, "exemption names step %q, which workflow %s does not define", e.Step, e.Workflow)
+		default:
+			s := w.Step(e.Step)
+			l.add(e.Pos, RuleExemption, Info, "workflow %s step %s is exempt from verification of mutating steps: %s", e.Workflow, e.Step, e.Reason)
+			if !wp.Mutating(s.ActionClass) {
+				what := "has no action class"
+				if s.ActionClass != "" {
+					what = "has action class " + s.ActionClass + ", which is not mutating"
+				}
+				l.add(e.Pos, RuleExemption, Warning, "the exemption of workflow %s step %s is unnecessary: the step %s", e.Workflow, e.Step, what)
+			}
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package writ
+
+import (
+	"context"
+	"time"
+)
+
+// StartRunRequest starts a run of a workflow of the pinned pack.
+type StartRunRequest struct {
+	TenantID   string `json:"tenant_id"`
+	WorkflowID string `json:"workflow_id"`
+	// RunID names the run; writ generates one when it is empty.
+	RunID string `json:"run_id,omitempty"`
+	// Pack, when set, must be the pinned pack's name@version or content
+	// hash: a run never starts under a pack its caller did not expect.
+	Pack string `json:"pack,omitempty"`
+	// Context holds the run's context values; only the keys the workflow
+	// declares are allowed.
+	Context map[string]any `json:"context,omitempty"`
+}
+
+// AttemptRequest submits one attempt at a step: the agent's result
+// payload and the tool calls it claims to have made.
+type AttemptRequest struct {
+	TenantID string         `json:"tenant_id"`
+	RunID    string         `json:"run_id"`
+	StepID   string         `json:"step_id"`
+	Actor    Actor          `json:"actor"`
+	Result   map[string]any `json:"result"`
+	// ToolCalls are the calls the agent reports; writ counts them as
+	// claimed unless it observed them itself.
+	ToolCalls []ToolCallClaim `json:"tool_calls,omitempty"`
+	TraceID   string          `json:"trace_id,omitempty"`
+}
+
+// ToolCallClaim is a tool call as an agent reports it.
+type ToolCallClaim struct {
+	Name   string         `json:"name"`
+	Args   map[string]any `json:"args,omitempty"`
+	Result any            `json:"result,omitempty"`
+}
+
+// Verdict states.
+const (
+	VerdictAccepted             = "accepted"
+	VerdictAcceptedWithWarnings = "accepted_with_warnings"
+	VerdictRetry                = "retry"
+	VerdictAborted              = "aborted"
+	VerdictEscalated            = "escalated"
+)
+
+// StepVerdict is the acceptance verdict of one step attempt.
+type StepVerdict struct {
+	RunID        string         `json:"run_id"`
+	StepID       string         `json:"step_id"`
+	State        string         `json:"state"`
+	Checks       []VerdictCheck `json:"checks"`
+	Failed       []VerdictCheck `json:"failed"`
+	AttemptsUsed int            `json:"attempts_used"`
+	AttemptsLeft int            `json:"attempts_left"`
+	RetryPrompt  string         `json:"retry_prompt,omitempty"`
+	RetryAfterMS int64          `json:"retry_after_ms,omitempty"`
+	NextStep     string         `json:"next_step,omitempty"`
+	EscalateTo   string         `json:"escalate_to,omitempty"`
+	// Exemption is the declared reason a mutating step needs no contract.
+	Exemption  string `json:"exemption,omitempty"`
+	DecisionID string `json:"decision_id"`
+	RecordID   string `json:"record_id"`
+}
+
+// VerdictCheck is one rule of a verification contract, checked.
+type VerdictCheck struct {
+	Kind          string `json:"kind"` // evidence or tool_call
+	Target        string `json:"target"`
+	Passed        bool   `json:"passed"`
+	RejectMessage string `json:"reject_message,omitempty"`
+	Detail        string `json:"detail,omitempty"`
+}
+
+// Run statuses.
+const (
+	RunActive    = "active"
+	RunCompleted = "completed"
+	RunAborted   = "aborted"
+	RunEscalated = "escalated"
+)
+
+// Run is a workflow run and its history.
+type Run struct {
+	TenantID        string         `json:"tenant_id"`
+	RunID           string         `json:"run_id"`
+	WorkflowID      string         `json:"workflow_id"`
+	WorkflowVersion string         `json:"workflow_version"`
+	Pack            string         `json:"pack"`
+	PackHash        string         `json:"pack_hash"`
+	Status          string         `json:"status"`
+	CurrentStep     string         `json:"current_step,omitempty"`
+	Context         map[string]any `json:"context"`
+	StartedAt       time.Time      `json:"started_at"`
+	History         []RunEvent     `json:"history"`
+}
+
+// RunEvent is one event of a run's history.
+type RunEvent struct {
+	Seq      int64        `json:"seq"`
+	Kind     string       `json:"kind"` // run_started, call_observed, step_attempt
+	StepID   string       `json:"step_id,omitempty"`
+	At       time.Time    `json:"at"`
+	RecordID string       `json:"record_id,omitempty"`
+	Tool     string       `json:"tool,omitempty"`
+	Verdict  *StepVerdict `json:"verdict,omitempty"`
+}
+
+// Workflows runs workflows whose steps are accepted on evidence. The
+// in-process engine satisfies it.
+type Workflows interface {
+	StartRun(ctx context.Context, req *StartRunRequest) (*Run, error)
+	SubmitAttempt(ctx context.Context, req *AttemptRequest) (*StepVerdict, error)
+	Run(ctx context.Context, tenantID, runID string) (*Run, error)
+}
