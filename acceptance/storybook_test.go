@@ -87,13 +87,13 @@ func TestStorybookClaimedCallNotObserved(t *testing.T) {
 		t.Errorf("JSON = %s", b)
 	}
 
-	// The budget (2) is spent on the third attempt: onFailure escalates.
+	// The budget (2) is spent on the third attempt: onFailure aborts.
 	v, err = c.Evaluate("ui.component.change", "visual_check", a, 2, ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.State != acceptance.Escalated || v.EscalateTo != "frontend_reviewer" || v.AttemptsUsed != 3 || v.AttemptsLeft != 0 || v.NextStep != "" || v.RetryPrompt != "" {
-		t.Errorf("third attempt: verdict = %+v, want escalated to frontend_reviewer", v)
+	if v.State != acceptance.Aborted || v.EscalateTo != "" || v.AttemptsUsed != 3 || v.AttemptsLeft != 0 || v.NextStep != "" || v.RetryPrompt != "" {
+		t.Errorf("third attempt: verdict = %+v, want aborted once the budget is spent", v)
 	}
 }
 

@@ -142,11 +142,11 @@ func TestRetriesSurviveARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.AttemptsUsed != 3 || v.AttemptsLeft != 0 || v.State != writ.VerdictEscalated || v.EscalateTo != "frontend_reviewer" {
-		t.Fatalf("third attempt after restart = %+v, want the last attempt, escalated", v)
+	if v.AttemptsUsed != 3 || v.AttemptsLeft != 0 || v.State != writ.VerdictAborted {
+		t.Fatalf("third attempt after restart = %+v, want the last attempt, aborted", v)
 	}
-	if r, _ := eng.Run(ctx, "acme", run); r.Status != writ.RunEscalated {
-		t.Errorf("run status = %s, want escalated", r.Status)
+	if r, _ := eng.Run(ctx, "acme", run); r.Status != writ.RunAborted {
+		t.Errorf("run status = %s, want aborted", r.Status)
 	}
 }
 
