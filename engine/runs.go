@@ -170,6 +170,13 @@ func (e *Engine) loadRun(ctx context.Context, tenantID, runID string) (*runState
 			}
 			h.Verdict = d.Verdict
 			st.apply(d.Verdict)
+			// A terminal step without a contract has nothing to prove:
+			// reaching it completes the run.
+			if w, err := e.workflow(st.run.WorkflowID); err == nil && st.run.Status == writ.RunActive {
+				if s := w.Step(st.run.CurrentStep); s != nil && s.Terminal && s.Verification == nil {
+					st.run.Status, st.run.CurrentStep = writ.RunCompleted, ""
+				}
+			}
 		}
 		if st.run == nil {
 			return nil, fmt.Errorf("run %s: the first event is %s, not %s", runID, ev.Kind, ledger.RunStarted)

@@ -69,6 +69,9 @@ func TestStepAcceptedOnObservedEvidence(t *testing.T) {
 	if v.State != writ.VerdictAccepted || v.NextStep != "done" || len(v.Failed) != 0 {
 		t.Fatalf("verdict = %+v, want accepted, next done", v)
 	}
+	if r, _ := h.eng.Run(ctx, "acme", run); r.Status != writ.RunCompleted {
+		t.Errorf("run status = %s after reaching the terminal step, want completed", r.Status)
+	}
 	rec, err := h.eng.Record(ctx, "acme", v.RecordID)
 	if err != nil {
 		t.Fatal(err)

@@ -15,12 +15,12 @@ import (
 	"github.com/writhq/writ"
 )
 
-// Client is a writ.Service and a writ.Ledger backed by a writ server's
-// HTTP API. Errors the server reports come back as *writ.Error with the
-// server's code and details, so writ.ErrorCode works as it does
-// in-process. Transport failures are returned wrapped, as plain errors
-// (writ.ErrorCode reports them as EINTERNAL); context errors stay visible
-// to errors.Is.
+// Client is a writ.Service, a writ.Ledger and writ.Workflows backed by a
+// writ server's HTTP API. Errors the server reports come back as
+// *writ.Error with the server's code and details, so writ.ErrorCode works
+// as it does in-process. Transport failures are returned wrapped, as
+// plain errors (writ.ErrorCode reports them as EINTERNAL); context errors
+// stay visible to errors.Is.
 type Client struct {
 	baseURL string
 	hc      *http.Client
@@ -28,8 +28,9 @@ type Client struct {
 }
 
 var (
-	_ writ.Service = (*Client)(nil)
-	_ writ.Ledger  = (*Client)(nil)
+	_ writ.Service   = (*Client)(nil)
+	_ writ.Ledger    = (*Client)(nil)
+	_ writ.Workflows = (*Client)(nil)
 )
 
 // ClientOption configures a Client.
@@ -75,11 +76,7 @@ func (c *Client) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 		return nil, err
 	}
 	hreq.Header.Set("Content-Type", mediaJSON)
-	if writ.ValidTraceID(req.TraceID) {
-		if tp, err := formatTraceparent(req.TraceID, sampledFlag, rand.Reader); err == nil {
-			hreq.Header.Set("traceparent", tp)
-		}
-	}
+	setTraceparent(hreq, req.TraceID)
 	resp, err := c.do(hreq)
 	if err != nil {
 		return nil, err
@@ -191,6 +188,103 @@ func (c *Client) ConsistencyProof(ctx context.Context, tenantID string, oldSize,
 		return nil, err
 	}
 	return &p, nil
+}
+
+// StartRun posts req to /v1/runs and returns the run the server started.
+func (c *Client) StartRun(ctx context.Context, req *writ.StartRunRequest) (*writ.Run, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: encode start run request: %w", err)
+	}
+	hreq, err := c.newRequest(ctx, http.MethodPost, "/v1/runs", nil, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", mediaJSON)
+	resp, err := c.do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	if resp.status != http.StatusCreated {
+		return nil, resp.error()
+	}
+	var run writ.Run
+	if err := json.Unmarshal(resp.body, &run); err != nil {
+		return nil, fmt.Errorf("httpapi: decode run: %w", err)
+	}
+	return &run, nil
+}
+
+// SubmitAttempt posts an attempt at req.StepID of run req.RunID and
+// returns the step's verdict. The tenant goes in the query and the run and
+// the step in the path; a valid req.TraceID is also sent as a traceparent
+// header.
+func (c *Client) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*writ.StepVerdict, error) {
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty attempt")
+	}
+	if err := requirePathIDs([2]string{"run_id", req.RunID}, [2]string{"step_id", req.StepID}); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(attemptBodyOf(req))
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: encode attempt: %w", err)
+	}
+	hreq, err := c.newRequest(ctx, http.MethodPost, attemptPath(req.RunID, req.StepID), url.Values{paramTenantID: {req.TenantID}}, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", mediaJSON)
+	setTraceparent(hreq, req.TraceID)
+	var v writ.StepVerdict
+	if err := c.doJSON(hreq, "step verdict", &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// Run gets one run of the tenant, with its history.
+func (c *Client) Run(ctx context.Context, tenantID, runID string) (*writ.Run, error) {
+	if err := requirePathIDs([2]string{"run_id", runID}); err != nil {
+		return nil, err
+	}
+	var run writ.Run
+	if err := c.getJSON(ctx, runPath(runID), url.Values{paramTenantID: {tenantID}}, "run", &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// requirePathIDs checks that the ids a path is built from are set, as the
+// engine would: an empty path segment cannot be sent. ids are pairs of a
+// field name and its value.
+func requirePathIDs(ids ...[2]string) error {
+	var names []string
+	var details []writ.Detail
+	for _, id := range ids {
+		if id[1] == "" {
+			names = append(names, id[0])
+			details = append(details, writ.Detail{Field: id[0], Message: "is required"})
+		}
+	}
+	if len(details) == 0 {
+		return nil
+	}
+	verb := " is required"
+	if len(names) > 1 {
+		verb = " are required"
+	}
+	return &writ.Error{Code: writ.EINVALID, Message: strings.Join(names, " and ") + verb, Details: details}
+}
+
+// setTraceparent sends traceID, when valid, as the request's traceparent.
+func setTraceparent(hreq *http.Request, traceID string) {
+	if !writ.ValidTraceID(traceID) {
+		return
+	}
+	if tp, err := formatTraceparent(traceID, sampledFlag, rand.Reader); err == nil {
+		hreq.Header.Set("traceparent", tp)
+	}
 }
 
 // getJSON gets path with query and decodes a 200 answer into v; what

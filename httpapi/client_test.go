@@ -34,11 +34,11 @@ func (h *headerSpy) last() http.Header {
 	return h.seen[len(h.seen)-1]
 }
 
-// newTestClient serves fake, as the service and the ledger, over HTTP and
-// returns a client of it.
+// newTestClient serves fake, as the service, the ledger and the
+// workflows, over HTTP and returns a client of it.
 func newTestClient(t *testing.T, fake *fakeService) (*Client, *headerSpy) {
 	t.Helper()
-	s, _ := newTestServer(fake, Config{Ledger: fake})
+	s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake})
 	spy := &headerSpy{next: s}
 	srv := httptest.NewServer(spy)
 	t.Cleanup(srv.Close)
@@ -135,6 +135,18 @@ func TestClientErrors(t *testing.T) {
 			},
 			"ConsistencyProof": func() error {
 				_, err := c.ConsistencyProof(context.Background(), "t", 3, 7)
+				return err
+			},
+			"StartRun": func() error {
+				_, err := c.StartRun(context.Background(), &writ.StartRunRequest{TenantID: "t", WorkflowID: "w"})
+				return err
+			},
+			"SubmitAttempt": func() error {
+				_, err := c.SubmitAttempt(context.Background(), fullAttemptRequest())
+				return err
+			},
+			"Run": func() error {
+				_, err := c.Run(context.Background(), "t", "run_1")
 				return err
 			},
 		}
@@ -343,5 +355,172 @@ func TestClientTransportError(t *testing.T) {
 	cancel()
 	if _, err := c.Check(ctx, &writ.CheckRequest{TenantID: "t"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Check(canceled context) error = %v, want context.Canceled", err)
+	}
+}
+
+func TestClientWorkflows(t *testing.T) {
+	ctx := context.Background()
+	fake := fullWorkflows()
+	c, spy := newTestClient(t, fake)
+
+	start := fullStartRunRequest()
+	run, err := c.StartRun(ctx, start)
+	if err != nil {
+		t.Fatalf("StartRun() error = %v", err)
+	}
+	if !reflect.DeepEqual(run, fake.run) {
+		t.Errorf("StartRun() = %+v, want %+v", run, fake.run)
+	}
+	if got := fake.startArgs(); len(got) != 1 || !reflect.DeepEqual(got[0], start) {
+		t.Errorf("StartRun(): workflows got %+v, want %+v", got, start)
+	}
+
+	attempt := fullAttemptRequest()
+	v, err := c.SubmitAttempt(ctx, attempt)
+	if err != nil {
+		t.Fatalf("SubmitAttempt() error = %v", err)
+	}
+	if !reflect.DeepEqual(v, fake.verdict) {
+		t.Errorf("SubmitAttempt() = %+v, want %+v", v, fake.verdict)
+	}
+	if got := fake.attemptArgs(); len(got) != 1 || !reflect.DeepEqual(got[0], attempt) {
+		t.Errorf("SubmitAttempt(): workflows got %+v, want %+v", got, attempt)
+	}
+	h := spy.last()
+	if tp, ok := parseTraceparent(h.Values("traceparent")); !ok || tp.TraceID != attempt.TraceID {
+		t.Errorf("SubmitAttempt(): traceparent %q, want one carrying trace id %s", h.Values("traceparent"), attempt.TraceID)
+	}
+	if got := h.Get("Authorization"); got != "Bearer k1" {
+		t.Errorf("SubmitAttempt(): Authorization = %q, want the WithHeader value", got)
+	}
+
+	got, err := c.Run(ctx, "acme", "run_1")
+	if err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	if !reflect.DeepEqual(got, fake.run) {
+		t.Errorf("Run() = %+v, want %+v", got, fake.run)
+	}
+	if want := [][2]string{{"acme", "run_1"}}; !reflect.DeepEqual(fake.runArgs(), want) {
+		t.Errorf("Run(): workflows got %q, want %q", fake.runArgs(), want)
+	}
+}
+
+// TestClientWorkflowsEscaping checks that ids that are not URL-safe reach
+// the workflows unchanged.
+func TestClientWorkflowsEscaping(t *testing.T) {
+	ctx := context.Background()
+	const tenant, runID, stepID = "acme & co/1", "run/1 x?#", "visual check/%2F"
+	fake := &fakeService{
+		run:     &writ.Run{TenantID: tenant, RunID: runID, Status: writ.RunActive},
+		verdict: &writ.StepVerdict{RunID: runID, StepID: stepID, State: writ.VerdictAccepted},
+	}
+	c, _ := newTestClient(t, fake)
+	if _, err := c.StartRun(ctx, &writ.StartRunRequest{TenantID: tenant, WorkflowID: "w", RunID: runID}); err != nil {
+		t.Fatalf("StartRun() error = %v", err)
+	}
+	if _, err := c.Run(ctx, tenant, runID); err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	req := &writ.AttemptRequest{TenantID: tenant, RunID: runID, StepID: stepID, Actor: writ.Actor{Type: writ.ActorAgent, ID: "a"}, Result: map[string]any{}}
+	if _, err := c.SubmitAttempt(ctx, req); err != nil {
+		t.Fatalf("SubmitAttempt() error = %v", err)
+	}
+	if want := [][2]string{{tenant, runID}}; !reflect.DeepEqual(fake.runArgs(), want) {
+		t.Errorf("Run(): workflows got %q, want %q", fake.runArgs(), want)
+	}
+	if got := fake.attemptArgs(); len(got) != 1 || !reflect.DeepEqual(got[0], req) {
+		t.Errorf("SubmitAttempt(): workflows got %+v, want %+v", got, req)
+	}
+}
+
+func TestClientWorkflowsNotServed(t *testing.T) {
+	s, _ := newTestServer(&fakeService{}, Config{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := NewClient(srv.URL)
+	want := &writ.Error{Code: writ.ENOTFOUND, Message: "this server runs no workflows"}
+	for name, call := range map[string]func() error{
+		"StartRun": func() error {
+			_, err := c.StartRun(context.Background(), &writ.StartRunRequest{TenantID: "t", WorkflowID: "w"})
+			return err
+		},
+		"SubmitAttempt": func() error {
+			_, err := c.SubmitAttempt(context.Background(), fullAttemptRequest())
+			return err
+		},
+		"Run": func() error {
+			_, err := c.Run(context.Background(), "t", "r")
+			return err
+		},
+	} {
+		var got *writ.Error
+		if err := call(); !errors.As(err, &got) || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s() from a server that runs no workflows: error = %#v, want %#v", name, err, want)
+		}
+	}
+}
+
+func TestClientWorkflowsValidationErrors(t *testing.T) {
+	ctx := context.Background()
+	fake := fullWorkflows()
+	c, _ := newTestClient(t, fake)
+	tests := []struct {
+		name   string
+		call   func() error
+		fields []string
+	}{
+		{"StartRun(no tenant)", func() error {
+			_, err := c.StartRun(ctx, &writ.StartRunRequest{WorkflowID: "w"})
+			return err
+		}, []string{"tenant_id"}},
+		{"Run(no tenant)", func() error {
+			_, err := c.Run(ctx, "", "run_1")
+			return err
+		}, []string{"tenant_id"}},
+		{"Run(no run id)", func() error {
+			_, err := c.Run(ctx, "acme", "")
+			return err
+		}, []string{"run_id"}},
+		{"SubmitAttempt(nil)", func() error {
+			_, err := c.SubmitAttempt(ctx, nil)
+			return err
+		}, nil},
+		{"SubmitAttempt(no tenant)", func() error {
+			req := fullAttemptRequest()
+			req.TenantID = ""
+			_, err := c.SubmitAttempt(ctx, req)
+			return err
+		}, []string{"tenant_id"}},
+		{"SubmitAttempt(no run or step)", func() error {
+			req := fullAttemptRequest()
+			req.RunID, req.StepID = "", ""
+			_, err := c.SubmitAttempt(ctx, req)
+			return err
+		}, []string{"run_id", "step_id"}},
+		{"SubmitAttempt(no step)", func() error {
+			req := fullAttemptRequest()
+			req.StepID = ""
+			_, err := c.SubmitAttempt(ctx, req)
+			return err
+		}, []string{"step_id"}},
+	}
+	for _, tt := range tests {
+		err := tt.call()
+		var got *writ.Error
+		if !errors.As(err, &got) || got.Code != writ.EINVALID {
+			t.Errorf("%s error = %#v, want EINVALID", tt.name, err)
+			continue
+		}
+		var fields []string
+		for _, d := range got.Details {
+			fields = append(fields, d.Field)
+		}
+		if !reflect.DeepEqual(fields, tt.fields) {
+			t.Errorf("%s error details name %q, want %q", tt.name, fields, tt.fields)
+		}
+	}
+	if fake.calls() != 0 {
+		t.Errorf("the workflows were called %d times for invalid input", fake.calls())
 	}
 }

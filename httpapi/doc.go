@@ -1,7 +1,8 @@
 // Package httpapi is writ's HTTP/JSON face: a [Server] that exposes a
-// [writ.Service] and a [writ.Ledger] over HTTP, a [Client] that satisfies
-// both against such a server, and the OpenAPI 3.1 document that describes
-// the wire contract between them (see [OpenAPI] and docs/http-api.md).
+// [writ.Service], a [writ.Ledger] and [writ.Workflows] over HTTP, a
+// [Client] that satisfies all three against such a server, and the OpenAPI
+// 3.1 document that describes the wire contract between them (see
+// [OpenAPI] and docs/http-api.md).
 //
 // The server does wiring only: it decodes requests strictly, hands them to
 // the service and encodes what comes back. Decisions, validation beyond the
@@ -15,9 +16,9 @@
 //   - Leak internal errors. Errors are mapped to HTTP statuses in one place
 //     (statusOf); an internal error is logged and shown to callers only as
 //     "internal error".
-//   - Call the service or the ledger on bad input. A request that fails
-//     decoding, or whose query is malformed, is answered with a problem and
-//     changes nothing.
+//   - Call the service, the ledger or the workflows on bad input. A
+//     request that fails decoding, or whose query is malformed, is
+//     answered with a problem and changes nothing.
 //   - Turn a fail-closed receipt into success. When the service returns a
 //     receipt together with an error (the record was not committed), the
 //     answer is 503 with the receipt, never 200.

@@ -14,9 +14,9 @@ import (
 	"github.com/writhq/writ"
 )
 
-// fakeService is a writ.Service and a writ.Ledger for handler-level
-// tests: it records what it was called with and answers with the values
-// it was given.
+// fakeService is a writ.Service, a writ.Ledger and writ.Workflows for
+// handler-level tests: it records what it was called with and answers
+// with the values it was given.
 type fakeService struct {
 	receipt     *writ.Receipt
 	record      *writ.StoredRecord
@@ -24,6 +24,8 @@ type fakeService struct {
 	checkpoint  *writ.Checkpoint
 	inclusion   *writ.InclusionProof
 	consistency *writ.ConsistencyProof
+	run         *writ.Run // the answer of StartRun and Run
+	verdict     *writ.StepVerdict
 	err         error
 	// entered, when set, receives once a Check has started; Check then
 	// waits for release to be closed.
@@ -37,6 +39,9 @@ type fakeService struct {
 	recordCalls [][2]string // tenant id, record id
 	queries     []writ.RecordQuery
 	ledgerCalls []ledgerCall
+	starts      []*writ.StartRunRequest
+	attempts    []*writ.AttemptRequest
+	runCalls    [][2]string // tenant id, run id
 }
 
 // ledgerCall is one call of a writ.Ledger method: its name and arguments.
@@ -49,8 +54,9 @@ type ledgerCall struct {
 }
 
 var (
-	_ writ.Service = (*fakeService)(nil)
-	_ writ.Ledger  = (*fakeService)(nil)
+	_ writ.Service   = (*fakeService)(nil)
+	_ writ.Ledger    = (*fakeService)(nil)
+	_ writ.Workflows = (*fakeService)(nil)
 )
 
 func (f *fakeService) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
@@ -116,11 +122,63 @@ func (f *fakeService) ledgerCall(c ledgerCall) {
 	}
 }
 
+func (f *fakeService) StartRun(ctx context.Context, req *writ.StartRunRequest) (*writ.Run, error) {
+	f.mu.Lock()
+	f.starts = append(f.starts, req)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.run, f.err
+}
+
+func (f *fakeService) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*writ.StepVerdict, error) {
+	f.mu.Lock()
+	f.attempts = append(f.attempts, req)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.verdict, f.err
+}
+
+func (f *fakeService) Run(ctx context.Context, tenantID, runID string) (*writ.Run, error) {
+	f.mu.Lock()
+	f.runCalls = append(f.runCalls, [2]string{tenantID, runID})
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.run, f.err
+}
+
 // calls returns how many times any method was called.
 func (f *fakeService) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.checks) + len(f.recordCalls) + len(f.queries) + len(f.ledgerCalls)
+	return len(f.checks) + len(f.recordCalls) + len(f.queries) + len(f.ledgerCalls) +
+		len(f.starts) + len(f.attempts) + len(f.runCalls)
+}
+
+// startArgs returns the requests StartRun was called with.
+func (f *fakeService) startArgs() []*writ.StartRunRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.starts)
+}
+
+// attemptArgs returns the requests SubmitAttempt was called with.
+func (f *fakeService) attemptArgs() []*writ.AttemptRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.attempts)
+}
+
+// runArgs returns the tenant and run ids Run was called with.
+func (f *fakeService) runArgs() [][2]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.runCalls)
 }
 
 // ledgerArgs returns the calls of writ.Ledger methods.
@@ -348,4 +406,73 @@ func fullConsistencyProof() *writ.ConsistencyProof {
 // fullLedger returns a fakeService answering every writ.Ledger method.
 func fullLedger() *fakeService {
 	return &fakeService{checkpoint: fullCheckpoint(7), inclusion: fullInclusionProof(), consistency: fullConsistencyProof()}
+}
+
+// fullStartRunRequest returns a StartRunRequest with every field set.
+func fullStartRunRequest() *writ.StartRunRequest {
+	return &writ.StartRunRequest{
+		TenantID: "acme", WorkflowID: "ui.component.change", RunID: "run_1", Pack: "frontend@1.0.0",
+		Context: map[string]any{"component": "Button", "ticket": "UI-142", "weight": 1.5},
+	}
+}
+
+// fullAttemptRequest returns an AttemptRequest at step visual_check of
+// run_1 with every field set.
+func fullAttemptRequest() *writ.AttemptRequest {
+	return &writ.AttemptRequest{
+		TenantID: "acme", RunID: "run_1", StepID: "visual_check",
+		Actor: writ.Actor{Type: writ.ActorAgent, ID: "agt_frontend", WorkloadIdentity: "spiffe://acme/agents/frontend", DelegatedUserID: "usr_9"},
+		Result: map[string]any{
+			"visualVerification": map[string]any{"performed": true, "screenshots": []any{"shot_1.png"}},
+			"storybookInstance":  map[string]any{"url": "http://localhost:6006/?path=/story/button--primary"},
+		},
+		ToolCalls: []writ.ToolCallClaim{{
+			Name: "open_simple_browser", Args: map[string]any{"url": "http://localhost:6006"}, Result: map[string]any{"status": 200.0},
+		}},
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+	}
+}
+
+// fullVerdict returns a StepVerdict on step visual_check of run_1 with
+// every field set.
+func fullVerdict() *writ.StepVerdict {
+	return &writ.StepVerdict{
+		RunID: "run_1", StepID: "visual_check", State: writ.VerdictRetry,
+		Checks: []writ.VerdictCheck{
+			{Kind: "evidence", Target: "visualVerification.performed", Passed: false, RejectMessage: "Visual verification was not executed.", Detail: "got false"},
+			{Kind: "tool_call", Target: "open_simple_browser", Passed: true},
+		},
+		Failed: []writ.VerdictCheck{
+			{Kind: "evidence", Target: "visualVerification.performed", Passed: false, RejectMessage: "Visual verification was not executed.", Detail: "got false"},
+		},
+		AttemptsUsed: 1, AttemptsLeft: 1,
+		RetryPrompt: "Return missing screenshots and validation details.", RetryAfterMS: 2000,
+		NextStep: "done", EscalateTo: "frontend_reviewer", Exemption: "read-only preview",
+		DecisionID: "dec_1", RecordID: "dr_1",
+	}
+}
+
+// fullRun returns run_1 of tenant acme with every field set, and one
+// event of each kind in its history.
+func fullRun() *writ.Run {
+	return &writ.Run{
+		TenantID: "acme", RunID: "run_1", WorkflowID: "ui.component.change", WorkflowVersion: "1.0.0",
+		Pack: "frontend@1.0.0", PackHash: "sha256:9f0b", Status: writ.RunActive, CurrentStep: "visual_check",
+		Context:   map[string]any{"component": "Button", "ticket": "UI-142"},
+		StartedAt: testTime,
+		History: []writ.RunEvent{
+			{Seq: 1, Kind: "run_started", StepID: "implement", At: testTime},
+			{Seq: 2, Kind: "step_attempt", StepID: "implement", At: testTime.Add(time.Second), RecordID: "dr_0", Verdict: &writ.StepVerdict{
+				RunID: "run_1", StepID: "implement", State: writ.VerdictAccepted, Checks: []writ.VerdictCheck{}, Failed: []writ.VerdictCheck{},
+				AttemptsUsed: 1, NextStep: "visual_check", DecisionID: "dec_0", RecordID: "dr_0",
+			}},
+			{Seq: 3, Kind: "call_observed", StepID: "visual_check", At: testTime.Add(2 * time.Second), RecordID: "dr_00", Tool: "open_simple_browser"},
+		},
+	}
+}
+
+// fullWorkflows returns a fakeService answering every writ.Workflows
+// method.
+func fullWorkflows() *fakeService {
+	return &fakeService{run: fullRun(), verdict: fullVerdict()}
 }

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
 )
 
 // loadOpenAPI parses the embedded document into JSON values (maps, slices,
@@ -78,8 +79,12 @@ func TestOpenAPIDocument(t *testing.T) {
 		if id, _ := op["operationId"].(string); id == "" {
 			t.Errorf("%s %s has no operationId", r.method, r.path)
 		}
-		if _, ok := op["responses"].(map[string]any)["200"]; !ok {
-			t.Errorf("%s %s documents no 200 response", r.method, r.path)
+		success := "200"
+		if r.method == http.MethodPost && r.path == "/v1/runs" {
+			success = "201"
+		}
+		if _, ok := op["responses"].(map[string]any)[success]; !ok {
+			t.Errorf("%s %s documents no %s response", r.method, r.path, success)
 		}
 		for _, name := range regexp.MustCompile(`\{(\w+)\}`).FindAllStringSubmatch(r.path, -1) {
 			if !hasParameter(doc, op, name[1], "path") {
@@ -102,11 +107,13 @@ func TestOpenAPIDocument(t *testing.T) {
 			TenantID: "t", DecisionKey: "k", Status: "s", SubjectID: "s", TraceID: "t",
 			From: testTime, To: testTime, Limit: 1, Cursor: "c",
 		}))),
-		"get /v1/records/{id}":       {paramTenantID},
-		"post /v1/ledger/checkpoint": {paramTenantID},
-		"get /v1/ledger/checkpoint":  checkpointParams,
-		"get /v1/records/{id}/proof": proofParams,
-		"get /v1/ledger/consistency": consistencyParams,
+		"get /v1/records/{id}":                     {paramTenantID},
+		"post /v1/ledger/checkpoint":               {paramTenantID},
+		"get /v1/ledger/checkpoint":                checkpointParams,
+		"get /v1/records/{id}/proof":               proofParams,
+		"get /v1/ledger/consistency":               consistencyParams,
+		"get /v1/runs/{id}":                        {paramTenantID},
+		"post /v1/runs/{id}/steps/{step}/attempts": {paramTenantID},
 	}
 	required := func(key, name string) bool {
 		return name == paramTenantID || (key == "get /v1/ledger/consistency" && name == paramFrom)
@@ -259,6 +266,13 @@ var schemaTypes = map[string]reflect.Type{
 	"Checkpoint":       reflect.TypeFor[writ.Checkpoint](),
 	"InclusionProof":   reflect.TypeFor[writ.InclusionProof](),
 	"ConsistencyProof": reflect.TypeFor[writ.ConsistencyProof](),
+	"StartRunRequest":  reflect.TypeFor[writ.StartRunRequest](),
+	"AttemptBody":      reflect.TypeFor[attemptBody](),
+	"ToolCallClaim":    reflect.TypeFor[writ.ToolCallClaim](),
+	"StepVerdict":      reflect.TypeFor[writ.StepVerdict](),
+	"VerdictCheck":     reflect.TypeFor[writ.VerdictCheck](),
+	"Run":              reflect.TypeFor[writ.Run](),
+	"RunEvent":         reflect.TypeFor[writ.RunEvent](),
 }
 
 // goFields lists the json names of t's fields, and those without omitempty
@@ -332,6 +346,10 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"ReceiptMetadata", "properties", "repeated"}, strs(writ.RepeatedIdempotent, writ.RepeatedMustNotRetry)},
 		{[]string{"RecordStatus"}, strs(writ.StatusDecided, writ.StatusDeferred, writ.StatusRejected, writ.StatusEscalated, writ.StatusInFlight, writ.StatusClosed)},
 		{[]string{"Problem", "properties", "code"}, slices.Collect(maps.Keys(problemKinds))},
+		{[]string{"StepVerdict", "properties", "state"}, strs(writ.VerdictAccepted, writ.VerdictAcceptedWithWarnings, writ.VerdictRetry, writ.VerdictAborted, writ.VerdictEscalated)},
+		{[]string{"Run", "properties", "status"}, strs(writ.RunActive, writ.RunCompleted, writ.RunAborted, writ.RunEscalated)},
+		{[]string{"RunEvent", "properties", "kind"}, strs(ledger.RunStarted, ledger.CallObserved, ledger.StepAttempt)},
+		{[]string{"VerdictCheck", "properties", "kind"}, strs("evidence", "tool_call")}, // acceptance.KindEvidence, KindToolCall
 	}
 	for _, tt := range tests {
 		var got []string
@@ -423,6 +441,14 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 		{"InclusionProof", mustJSON(t, fullInclusionProof())},
 		{"InclusionProof", mustJSON(t, &writ.InclusionProof{TenantID: "t", RecordID: "r", Seq: 1, TreeSize: 1, LeafHash: testHash(1), Proof: []string{}, Checkpoint: *fullCheckpoint(1)})},
 		{"ConsistencyProof", mustJSON(t, fullConsistencyProof())},
+		{"StartRunRequest", mustJSON(t, fullStartRunRequest())},
+		{"StartRunRequest", []byte(`{"tenant_id":"t","workflow_id":"w"}`)},
+		{"AttemptBody", mustJSON(t, attemptBodyOf(fullAttemptRequest()))},
+		{"AttemptBody", []byte(`{"actor":{"type":"AGENT","id":"a"},"result":{}}`)},
+		{"StepVerdict", mustJSON(t, fullVerdict())},
+		{"StepVerdict", mustJSON(t, wireVerdict(&writ.StepVerdict{RunID: "r", StepID: "s", State: writ.VerdictAccepted, DecisionID: "d", RecordID: "dr"}))},
+		{"Run", mustJSON(t, fullRun())},
+		{"Run", mustJSON(t, wireRun(&writ.Run{TenantID: "t", RunID: "r", WorkflowID: "w", WorkflowVersion: "1", Pack: "p@1", PackHash: "h", Status: writ.RunCompleted, StartedAt: testTime}))},
 	}
 	for _, tt := range valid {
 		if err := validate(schema(tt.schema), tt.body); err != nil {
@@ -454,6 +480,16 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 		{"InclusionProof", strings.Replace(string(mustJSON(t, fullInclusionProof())), `"proof":["`, `"proof":["AAAA","`, 1)},
 		{"ConsistencyProof", strings.Replace(string(mustJSON(t, fullConsistencyProof())), `"old_size":3,`, ``, 1)},
 		{"ConsistencyProof", strings.Replace(string(mustJSON(t, fullConsistencyProof())), `"new":{`, `"new":{"extra":1,`, 1)},
+		{"StartRunRequest", `{"tenant_id":"t"}`},
+		{"StartRunRequest", `{"tenant_id":"t","workflow_id":"w","context":[]}`},
+		{"AttemptBody", `{"actor":{"type":"AGENT","id":"a"},"result":{},"run_id":"r"}`},
+		{"AttemptBody", `{"actor":{"type":"AGENT","id":"a"},"result":{},"tool_calls":[{"args":{}}]}`},
+		{"AttemptBody", `{"actor":{"type":"AGENT","id":"a"}}`},
+		{"StepVerdict", strings.Replace(string(mustJSON(t, fullVerdict())), `"state":"retry"`, `"state":"maybe"`, 1)},
+		{"StepVerdict", strings.Replace(string(mustJSON(t, fullVerdict())), `"kind":"tool_call"`, `"kind":"vibe"`, 1)},
+		{"Run", strings.Replace(string(mustJSON(t, fullRun())), `"status":"active"`, `"status":"paused"`, 1)},
+		{"Run", strings.Replace(string(mustJSON(t, fullRun())), `"kind":"call_observed"`, `"kind":"call"`, 1)},
+		{"Run", strings.Replace(string(mustJSON(t, fullRun())), `"started_at":"`, `"started_at":"x`, 1)},
 	}
 	for _, tt := range invalid {
 		if err := validate(schema(tt.schema), []byte(tt.body)); err == nil {
@@ -477,12 +513,17 @@ func TestOpenAPIDescribesServerAnswers(t *testing.T) {
 	notFound := &fakeService{err: writ.Errorf(writ.ENOTFOUND, "no checkpoint yet")}
 	noteReq := newRequest(http.MethodGet, "/v1/ledger/checkpoint?tenant_id=t", "")
 	noteReq.Header.Set("Accept", "text/plain")
+	attempt := func(body string) *http.Request {
+		return newRequest(http.MethodPost, "/v1/runs/run_1/steps/visual_check/attempts?tenant_id=acme", body)
+	}
+	const attemptBody = `{"actor":{"type":"AGENT","id":"a"},"result":{}}`
 	tests := []struct {
-		svc      *fakeService
-		noLedger bool
-		req      *http.Request
-		status   int
-		schema   string // "" for a body that is not JSON
+		svc         *fakeService
+		noLedger    bool
+		noWorkflows bool
+		req         *http.Request
+		status      int
+		schema      string // "" for a body that is not JSON
 	}{
 		{svc: &fakeService{receipt: bare}, req: newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), status: 200, schema: "Receipt"},
 		{svc: &fakeService{receipt: fullReceipt(), err: writ.Errorf(writ.EUNAVAILABLE, "x")}, req: newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`), status: 503, schema: "Receipt"},
@@ -505,11 +546,30 @@ func TestOpenAPIDescribesServerAnswers(t *testing.T) {
 		{svc: notFound, req: newRequest(http.MethodGet, "/v1/ledger/consistency?tenant_id=t&from=1", ""), status: 404, schema: "Problem"},
 		{svc: fullLedger(), noLedger: true, req: newRequest(http.MethodGet, "/v1/records/r/proof?tenant_id=t", ""), status: 404, schema: "Problem"},
 		{svc: &fakeService{err: writ.Errorf(writ.EUNAVAILABLE, "store down")}, req: newRequest(http.MethodGet, "/v1/ledger/consistency?tenant_id=t&from=1", ""), status: 503, schema: "Problem"},
+		{svc: fullWorkflows(), req: newRequest(http.MethodPost, "/v1/runs", `{"tenant_id":"acme","workflow_id":"w"}`), status: 201, schema: "Run"},
+		{svc: &fakeService{run: &writ.Run{TenantID: "acme", RunID: "run_1", Status: writ.RunActive}}, req: newRequest(http.MethodPost, "/v1/runs", `{"tenant_id":"acme","workflow_id":"w"}`), status: 201, schema: "Run"},
+		{svc: fullWorkflows(), req: newRequest(http.MethodPost, "/v1/runs", `{"tenant_id":"acme","workflow":"w"}`), status: 400, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.ECONFLICT, "run run_1 already exists")}, req: newRequest(http.MethodPost, "/v1/runs", `{"tenant_id":"acme","workflow_id":"w","run_id":"run_1"}`), status: 409, schema: "Problem"},
+		{svc: fullWorkflows(), noWorkflows: true, req: newRequest(http.MethodPost, "/v1/runs", `{"tenant_id":"acme","workflow_id":"w"}`), status: 404, schema: "Problem"},
+		{svc: fullWorkflows(), req: newRequest(http.MethodPost, "/v1/runs", strings.Repeat(" ", DefaultMaxBodyBytes+1)), status: 413, schema: "Problem"},
+		{svc: fullWorkflows(), req: newRequest(http.MethodGet, "/v1/runs/run_1?tenant_id=acme", ""), status: 200, schema: "Run"},
+		{svc: &fakeService{err: writ.Errorf(writ.ENOTFOUND, "run run_1 not found")}, req: newRequest(http.MethodGet, "/v1/runs/run_1?tenant_id=acme", ""), status: 404, schema: "Problem"},
+		{svc: fullWorkflows(), req: newRequest(http.MethodGet, "/v1/runs/run_1", ""), status: 400, schema: "Problem"},
+		{svc: fullWorkflows(), req: attempt(attemptBody), status: 200, schema: "StepVerdict"},
+		{svc: &fakeService{verdict: &writ.StepVerdict{RunID: "run_1", StepID: "visual_check", State: writ.VerdictAccepted}}, req: attempt(attemptBody), status: 200, schema: "StepVerdict"},
+		{svc: fullWorkflows(), req: attempt(`{"actor":{"type":"AGENT","id":"a"},"result":{},"step_id":"x"}`), status: 400, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.ECONFLICT, "step visual_check is out of order")}, req: attempt(attemptBody), status: 409, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.ENOTFOUND, "run run_1 not found")}, req: attempt(attemptBody), status: 404, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.EUNAVAILABLE, "store down")}, req: attempt(attemptBody), status: 503, schema: "Problem"},
+		{svc: &fakeService{err: errors500{}}, req: attempt(attemptBody), status: 500, schema: "Problem"},
 	}
 	for _, tt := range tests {
-		cfg := Config{Ledger: tt.svc}
+		cfg := Config{Ledger: tt.svc, Workflows: tt.svc}
 		if tt.noLedger {
 			cfg.Ledger = nil
+		}
+		if tt.noWorkflows {
+			cfg.Workflows = nil
 		}
 		s, _ := newTestServer(tt.svc, cfg)
 		rec := serve(s, tt.req)

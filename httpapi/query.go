@@ -93,8 +93,9 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	return q, p.err()
 }
 
-// parseRecordParams decodes the query of GET /v1/records/{id} and POST
-// /v1/ledger/checkpoint: the tenant alone.
+// parseRecordParams decodes the query of GET /v1/records/{id}, POST
+// /v1/ledger/checkpoint, GET /v1/runs/{id} and POST
+// /v1/runs/{id}/steps/{step}/attempts: the tenant alone.
 func parseRecordParams(v url.Values) (tenantID string, err error) {
 	p := queryParser{values: v}
 	p.allow(paramTenantID)

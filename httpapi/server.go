@@ -25,11 +25,11 @@ type Config struct {
 	// MaxBodyBytes caps the size of a request body; a larger body is
 	// answered with 413. Zero or less means 1 MiB.
 	MaxBodyBytes int64
-	// MaxInFlight caps the requests to the service and the ledger (check,
-	// records and ledger routes) served at once; a request beyond it is answered at once with
-	// 503 and Retry-After, never queued. Health and the OpenAPI document are
-	// not counted, so probes keep answering under load. Zero or less means
-	// 1024.
+	// MaxInFlight caps the requests to the service, the ledger and the
+	// workflows (check, records, ledger and run routes) served at once; a
+	// request beyond it is answered at once with 503 and Retry-After, never
+	// queued. Health and the OpenAPI document are not counted, so probes
+	// keep answering under load. Zero or less means 1024.
 	MaxInFlight int
 	// Logger receives one debug line per request (method, path, status,
 	// duration; never bodies) and the real text of internal errors. Nil
@@ -48,6 +48,10 @@ type Config struct {
 	// consistency proofs. It is usually the engine that serves checks.
 	// Nil means the server has no ledger: those routes answer 404.
 	Ledger writ.Ledger
+	// Workflows serves the run routes: start a workflow run, submit step
+	// attempts, show a run. It is usually the engine that serves checks.
+	// Nil means the server runs no workflows: those routes answer 404.
+	Workflows writ.Workflows
 }
 
 // Defaults of Config.
@@ -73,17 +77,19 @@ type HealthReport struct {
 	Store string `json:"store,omitempty"`
 }
 
-// Server serves a writ.Service, and optionally a writ.Ledger, over HTTP.
-// It implements http.Handler; create one with NewServer.
+// Server serves a writ.Service, and optionally a writ.Ledger and
+// writ.Workflows, over HTTP. It implements http.Handler; create one with
+// NewServer.
 type Server struct {
-	svc      writ.Service
-	ledger   writ.Ledger // nil when the server has no ledger
-	cfg      Config
-	log      *slog.Logger
-	rand     io.Reader
-	mux      *http.ServeMux
-	routes   []route
-	inflight chan struct{}
+	svc       writ.Service
+	ledger    writ.Ledger    // nil when the server has no ledger
+	workflows writ.Workflows // nil when the server runs no workflows
+	cfg       Config
+	log       *slog.Logger
+	rand      io.Reader
+	mux       *http.ServeMux
+	routes    []route
+	inflight  chan struct{}
 }
 
 // route is one registered method and path pattern.
@@ -92,7 +98,8 @@ type route struct {
 }
 
 // NewServer returns a Server that answers the routes of the OpenAPI
-// document with svc, and the ledger routes with cfg.Ledger.
+// document with svc, the ledger routes with cfg.Ledger, and the run
+// routes with cfg.Workflows.
 func NewServer(svc writ.Service, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -110,13 +117,14 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		cfg.Rand = rand.Reader
 	}
 	s := &Server{
-		svc:      svc,
-		ledger:   cfg.Ledger,
-		cfg:      cfg,
-		log:      cfg.Logger,
-		rand:     &lockedReader{r: cfg.Rand},
-		mux:      http.NewServeMux(),
-		inflight: make(chan struct{}, cfg.MaxInFlight),
+		svc:       svc,
+		ledger:    cfg.Ledger,
+		workflows: cfg.Workflows,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		rand:      &lockedReader{r: cfg.Rand},
+		mux:       http.NewServeMux(),
+		inflight:  make(chan struct{}, cfg.MaxInFlight),
 	}
 	s.handle(http.MethodPost, "/v1/check", s.limit(s.handleCheck))
 	s.handle(http.MethodGet, "/v1/records/{id}", s.limit(s.handleRecord))
@@ -125,6 +133,9 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 	s.handle(http.MethodGet, "/v1/ledger/checkpoint", s.limit(s.handleCheckpoint))
 	s.handle(http.MethodPost, "/v1/ledger/checkpoint", s.limit(s.handleIssueCheckpoint))
 	s.handle(http.MethodGet, "/v1/ledger/consistency", s.limit(s.handleConsistencyProof))
+	s.handle(http.MethodPost, "/v1/runs", s.limit(s.handleStartRun))
+	s.handle(http.MethodGet, "/v1/runs/{id}", s.limit(s.handleRun))
+	s.handle(http.MethodPost, "/v1/runs/{id}/steps/{step}/attempts", s.limit(s.handleAttempt))
 	s.handle(http.MethodGet, "/healthz", s.handleHealth)
 	s.handle(http.MethodGet, "/v1/openapi.yaml", s.handleOpenAPI)
 	return s

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -365,12 +366,12 @@ func TestErrorMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		fake := &fakeService{err: tt.err}
-		s, _ := newTestServer(fake, Config{Ledger: fake})
-		for _, req := range append([]*http.Request{
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake})
+		for _, req := range slices.Concat([]*http.Request{
 			newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 			newRequest(http.MethodGet, "/v1/records/r1?tenant_id=t", ""),
 			newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-		}, ledgerRequests()...) {
+		}, ledgerRequests(), runRequests()) {
 			rec := serve(s, req)
 			p := readProblem(t, rec, req, tt.status, tt.code)
 			if p.Detail != writ.ErrorMessage(tt.err) || !reflect.DeepEqual(p.Errors, details) {
@@ -405,12 +406,12 @@ func TestInternalErrorsAreNotShown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, log := newTestServer(tt.svc, Config{Ledger: tt.svc})
-			for _, req := range append([]*http.Request{
+			s, log := newTestServer(tt.svc, Config{Ledger: tt.svc, Workflows: tt.svc})
+			for _, req := range slices.Concat([]*http.Request{
 				newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 				newRequest(http.MethodGet, "/v1/records/r1?tenant_id=t", ""),
 				newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-			}, ledgerRequests()...) {
+			}, ledgerRequests(), runRequests()) {
 				rec := serve(s, req)
 				body := rec.Body.String()
 				p := readProblem(t, rec, req, http.StatusInternalServerError, writ.EINTERNAL)
@@ -449,10 +450,17 @@ func TestRoutingProblems(t *testing.T) {
 		{http.MethodDelete, "/v1/ledger/checkpoint", 405, writ.EINVALID, "GET, HEAD, POST"},
 		{http.MethodPost, "/v1/ledger/consistency", 405, writ.EINVALID, "GET, HEAD"},
 		{http.MethodPost, "/v1/records/r1/proof", 405, writ.EINVALID, "GET, HEAD"},
+		{http.MethodGet, "/v1/runs", 405, writ.EINVALID, "POST"},
+		{http.MethodPost, "/v1/runs/run_1", 405, writ.EINVALID, "GET, HEAD"},
+		{http.MethodDelete, "/v1/runs/run_1", 405, writ.EINVALID, "GET, HEAD"},
+		{http.MethodGet, "/v1/runs/run_1/steps/s/attempts", 405, writ.EINVALID, "POST"},
+		{http.MethodGet, "/v1/runs/", 404, writ.ENOTFOUND, ""},
+		{http.MethodPost, "/v1/runs/run_1/steps/s", 404, writ.ENOTFOUND, ""},
+		{http.MethodPost, "/v1/runs/run_1/attempts", 404, writ.ENOTFOUND, ""},
 	}
 	for _, tt := range tests {
 		fake := fullLedger()
-		s, _ := newTestServer(fake, Config{Ledger: fake})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake})
 		req := newRequest(tt.method, tt.target, "")
 		rec := serve(s, req)
 		readProblem(t, rec, req, tt.status, tt.code)
@@ -576,16 +584,16 @@ func TestRecordsPage(t *testing.T) {
 
 func TestMaxInFlight(t *testing.T) {
 	fake := &fakeService{receipt: fullReceipt(), entered: make(chan struct{}), release: make(chan struct{})}
-	s, _ := newTestServer(fake, Config{MaxInFlight: 1, Ledger: fake})
+	s, _ := newTestServer(fake, Config{MaxInFlight: 1, Ledger: fake, Workflows: fake})
 
 	first := make(chan *httptest.ResponseRecorder)
 	go func() { first <- serve(s, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`)) }()
 	<-fake.entered // the first check holds the only slot
 
-	for _, req := range append([]*http.Request{
+	for _, req := range slices.Concat([]*http.Request{
 		newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 		newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-	}, ledgerRequests()...) {
+	}, ledgerRequests(), runRequests()) {
 		rec := serve(s, req)
 		readProblem(t, rec, req, http.StatusServiceUnavailable, writ.EUNAVAILABLE)
 		if got := rec.Header().Get("Retry-After"); got != "1" {

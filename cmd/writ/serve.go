@@ -73,6 +73,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	srv := &http.Server{
 		Handler: httpapi.NewServer(eng, httpapi.Config{
 			Ledger:       eng,
+			Workflows:    eng,
 			MaxBodyBytes: *maxBody,
 			Logger:       log,
 			Health: func(context.Context) httpapi.HealthReport {
