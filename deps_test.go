@@ -13,13 +13,15 @@ func TestLayering(t *testing.T) {
 	const mod = "github.com/writhq/writ"
 	forbidden := map[string][]string{
 		// Pure: decisions are a function of their inputs and a clock.
-		mod:              {"database/sql", "net/http", "os/exec", mod + "/"},
-		mod + "/pack":    {"database/sql", "net/http", mod + "/policy", mod + "/engine", mod + "/ledger"},
-		mod + "/policy":  {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/record"},
-		mod + "/record":  {"database/sql", "net/http", mod + "/engine", mod + "/ledger"},
-		mod + "/ledger":  {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
-		mod + "/keyring": {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
-		mod + "/engine":  {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
+		mod:                 {"database/sql", "net/http", "os/exec", mod + "/"},
+		mod + "/pack":       {"database/sql", "net/http", mod + "/policy", mod + "/engine", mod + "/ledger"},
+		mod + "/policy":     {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/record"},
+		mod + "/record":     {"database/sql", "net/http", mod + "/engine", mod + "/ledger"},
+		mod + "/acceptance": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/lint":       {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/ledger":     {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/keyring":    {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/engine":     {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
 		// Adapters stay apart.
 		mod + "/sqlite":  {"net/http", mod + "/httpapi", mod + "/engine"},
 		mod + "/httpapi": {"database/sql", mod + "/sqlite", mod + "/engine"},
