@@ -50,16 +50,7 @@ func (e *Engine) checkpoint(ctx context.Context, tenantID string, size int64) (*
 		}
 		return cp, nil
 	}
-	all, err := e.store.Checkpoints(ctx, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	for _, cp := range all {
-		if cp.Size == size {
-			return cp, nil
-		}
-	}
-	return nil, writ.Errorf(writ.ENOTFOUND, "no checkpoint of tree size %d", size)
+	return e.store.CheckpointAt(ctx, tenantID, size)
 }
 
 // Checkpoint returns a tenant's checkpoint; see writ.Ledger.

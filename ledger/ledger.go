@@ -209,6 +209,8 @@ type Store interface {
 	Checkpoints(ctx context.Context, tenantID string) ([]*Checkpoint, error)
 	// LatestCheckpoint returns the tenant's largest checkpoint, or nil.
 	LatestCheckpoint(ctx context.Context, tenantID string) (*Checkpoint, error)
+	// CheckpointAt returns the tenant's checkpoint of one size, or ENOTFOUND.
+	CheckpointAt(ctx context.Context, tenantID string, size int64) (*Checkpoint, error)
 	// StartRun appends a run's first event (seq 1). A run id that already
 	// has events is an ECONFLICT error.
 	StartRun(ctx context.Context, ev *RunEvent) error

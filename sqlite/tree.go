@@ -204,6 +204,22 @@ func (s *Store) LatestCheckpoint(ctx context.Context, tenantID string) (*ledger.
 	return scanCheckpoint(rows, tenantID)
 }
 
+// CheckpointAt returns the tenant's checkpoint of one size, or ENOTFOUND.
+func (s *Store) CheckpointAt(ctx context.Context, tenantID string, size int64) (*ledger.Checkpoint, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT size, root, note, issued_ns FROM checkpoints WHERE tenant_id = ? AND size = ?`, tenantID, size)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: checkpoint: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("no checkpoint of tree size %d", size)}
+	}
+	return scanCheckpoint(rows, tenantID)
+}
+
 func scanCheckpoint(rows *sql.Rows, tenantID string) (*ledger.Checkpoint, error) {
 	cp := &ledger.Checkpoint{TenantID: tenantID}
 	var root []byte

@@ -145,6 +145,15 @@ func testCheckpoints(t *testing.T, st ledger.Store) {
 	if err != nil || latest.Size != 8 || !latest.IssuedAt.Equal(cp8.IssuedAt) {
 		t.Errorf("LatestCheckpoint = %+v, %v; want size 8", latest, err)
 	}
+	if at, err := st.CheckpointAt(ctx, "acme", 5); err != nil || at.Root != cp5.Root || string(at.Note) != string(cp5.Note) {
+		t.Errorf("CheckpointAt(5) = %+v, %v; want the size-5 checkpoint", at, err)
+	}
+	if _, err := st.CheckpointAt(ctx, "acme", 6); writ.ErrorCode(err) != writ.ENOTFOUND {
+		t.Errorf("CheckpointAt(6) = %v, want ENOTFOUND", err)
+	}
+	if _, err := st.CheckpointAt(ctx, "globex", 5); writ.ErrorCode(err) != writ.ENOTFOUND {
+		t.Errorf("CheckpointAt(another tenant) = %v, want ENOTFOUND", err)
+	}
 	if other, err := st.Checkpoints(ctx, "globex"); err != nil || len(other) != 0 {
 		t.Errorf("Checkpoints(globex) = %v, %v; want none", other, err)
 	}
