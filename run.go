@@ -63,7 +63,11 @@ type StepVerdict struct {
 	NextStep     string         `json:"next_step,omitempty"`
 	EscalateTo   string         `json:"escalate_to,omitempty"`
 	// Exemption is the declared reason a mutating step needs no contract.
-	Exemption  string `json:"exemption,omitempty"`
+	Exemption string `json:"exemption,omitempty"`
+	// SelfReportIgnored says the payload reported its own success (a
+	// field like success or status) that no rule checks: advisory only,
+	// it did not count.
+	SelfReportIgnored bool `json:"self_report_ignored,omitempty"`
 	DecisionID string `json:"decision_id"`
 	RecordID   string `json:"record_id"`
 }

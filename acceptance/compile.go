@@ -141,10 +141,7 @@ func (c *compiler) addf(pos pack.Pos, format string, args ...any) {
 func (c *compiler) step(w *pack.Workflow, s *pack.Step) *step {
 	cs := &step{s: s, reads: map[string]bool{}, maxBudget: c.policies.Retry.MaxBudget}
 	if c.policies.Mutating(s.ActionClass) {
-		cs.exempt = c.policies.Exemption(w.WorkflowID, s.ID)
-		if cs.exempt == nil {
-			cs.exempt = c.policies.Exemption(w.ID(), s.ID)
-		}
+		cs.exempt = c.policies.ExemptionFor(w, s.ID)
 	}
 	v := s.Verification
 	if v == nil || len(v.Evidence)+len(v.ToolCalls) == 0 {

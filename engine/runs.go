@@ -171,8 +171,9 @@ func (e *Engine) loadRun(ctx context.Context, tenantID, runID string) (*runState
 			h.Verdict = d.Verdict
 			st.apply(d.Verdict)
 			// A terminal step without a contract has nothing to prove:
-			// reaching it completes the run.
-			if w, err := e.workflow(st.run.WorkflowID); err == nil && st.run.Status == writ.RunActive {
+			// being accepted into it completes the run.
+			accepted := d.Verdict.State == writ.VerdictAccepted || d.Verdict.State == writ.VerdictAcceptedWithWarnings
+			if w, err := e.workflow(st.run.WorkflowID); err == nil && accepted && st.run.Status == writ.RunActive && w.Version == st.run.WorkflowVersion {
 				if s := w.Step(st.run.CurrentStep); s != nil && s.Terminal && s.Verification == nil {
 					st.run.Status, st.run.CurrentStep = writ.RunCompleted, ""
 				}
@@ -240,9 +241,11 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 	if req.StepID != r.CurrentStep {
 		return nil, &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("step %s is out of order: run %s is at step %s", req.StepID, r.RunID, r.CurrentStep)}
 	}
+	// Claimed calls are compared with observed ones, whose arguments
+	// were stored redacted: redact the claims alike.
 	claimed := make([]acceptance.ToolCall, len(req.ToolCalls))
 	for i, c := range req.ToolCalls {
-		claimed[i] = acceptance.ToolCall{Name: c.Name, Args: c.Args, Result: c.Result}
+		claimed[i] = acceptance.ToolCall{Name: c.Name, Args: e.redactor.Map(c.Args), Result: c.Result}
 	}
 	now := e.now().UTC()
 	seed := fnv.New64a()
@@ -254,7 +257,14 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 	verdict := &writ.StepVerdict{
 		RunID: r.RunID, StepID: req.StepID, State: v.State, Checks: checks(v.Checks), Failed: checks(v.Failed),
 		AttemptsUsed: v.AttemptsUsed, AttemptsLeft: v.AttemptsLeft, RetryPrompt: v.RetryPrompt, RetryAfterMS: v.RetryAfter.Milliseconds(),
-		NextStep: v.NextStep, EscalateTo: v.EscalateTo, DecisionID: e.newID("dec_", now), RecordID: e.newID("dr_", now),
+		NextStep: v.NextStep, EscalateTo: v.EscalateTo, SelfReportIgnored: v.SelfReportIgnored,
+		DecisionID: e.newID("dec_", now), RecordID: e.newID("dr_", now),
+	}
+	// Details quote the payload: redact them before they are stored.
+	for _, list := range [][]writ.VerdictCheck{verdict.Checks, verdict.Failed} {
+		for i := range list {
+			list[i].Detail = e.redactor.String(list[i].Detail)
+		}
 	}
 	if v.Exempt != nil {
 		verdict.Exemption = v.Exempt.Reason
@@ -307,8 +317,13 @@ func validateAttempt(req *writ.AttemptRequest) error {
 	if req.Result == nil {
 		bad("result", "required: the step's result payload, a JSON object")
 	}
-	if req.Actor.Type == "" || req.Actor.ID == "" {
-		bad("actor", "a type and an id are required")
+	switch req.Actor.Type {
+	case writ.ActorAgent, writ.ActorHuman, writ.ActorService:
+	default:
+		bad("actor.type", "must be AGENT, HUMAN or SERVICE")
+	}
+	if req.Actor.ID == "" {
+		bad("actor.id", "required")
 	}
 	for i, c := range req.ToolCalls {
 		if c.Name == "" {

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 )
@@ -181,8 +182,10 @@ func lintPack(dir string, p *pack.Pack, loadErr error) *Report {
 	if _, err := policy.Compile(p); err != nil {
 		l.details(err, RuleCEL)
 	}
-	for _, w := range sortedWorkflows(p) {
-		l.workflowCEL(w)
+	// Workflow conditions are type-checked exactly as the runtime
+	// compiles them, so a pack that lints clean also starts.
+	if _, err := acceptance.Compile(p); err != nil {
+		l.details(err, RuleCEL)
 	}
 	l.workflowPolicies()
 	for _, w := range sortedWorkflows(p) {

@@ -1,57 +1,10 @@
 package lint
 
 import (
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
-
-	"cel.dev/cel-go/cel"
-
-	"github.com/writhq/writ/pack"
 )
 
-var (
-	parserOnce sync.Once
-	parser     *cel.Env
-	parserErr  error
-)
-
-// workflowCEL checks the syntax of a workflow's conditions: goto when,
-// evidence cel and tool-call when. Their variables (result, value, call,
-// context) are the runtime's, so only the syntax is checked here.
-func (l *linter) workflowCEL(w *pack.Workflow) {
-	parserOnce.Do(func() { parser, parserErr = cel.NewEnv() })
-	if parserErr != nil {
-		l.errorf(w.Pos, RuleCEL, "internal: CEL parser: %v", parserErr)
-		return
-	}
-	check := func(pos pack.Pos, what, expr string) {
-		if expr == "" {
-			return
-		}
-		if _, iss := parser.Parse(expr); iss != nil && iss.Err() != nil {
-			var parts []string
-			for _, e := range iss.Errors() {
-				parts = append(parts, fmt.Sprintf("column %d: %s", e.Location.Column()+1, e.Message))
-			}
-			l.errorf(pos, RuleCEL, "%s: invalid CEL condition %q: %s", what, expr, strings.Join(parts, "; "))
-		}
-	}
-	for _, s := range w.Steps {
-		for _, g := range s.Goto {
-			check(g.Pos, fmt.Sprintf("step %s goto %s", s.ID, g.Step), g.When)
-		}
-		if v := s.Verification; v != nil {
-			for _, e := range v.Evidence {
-				check(e.Pos, fmt.Sprintf("step %s evidence %s", s.ID, e.Path), e.CEL)
-			}
-			for _, t := range v.ToolCalls {
-				check(t.Pos, fmt.Sprintf("step %s tool call %s", s.ID, t.Name), t.When)
-			}
-		}
-	}
-}
 
 // workflowPolicies applies the pack's workflow policies to every step:
 // verification of mutating steps (with exemptions), retry ceilings and
@@ -61,7 +14,7 @@ func (l *linter) workflowPolicies() {
 	for _, w := range sortedWorkflows(l.p) {
 		for _, s := range w.Steps {
 			v := s.Verification
-			if wp.Mutating(s.ActionClass) && wp.RequiresVerification() && wp.Exemption(w.WorkflowID, s.ID) == nil {
+			if wp.Mutating(s.ActionClass) && wp.RequiresVerification() && wp.ExemptionFor(w, s.ID) == nil {
 				var missing []string
 				if v == nil || len(v.Evidence) == 0 {
 					missing = append(missing, "evidence")
@@ -90,6 +43,14 @@ func (l *linter) workflowPolicies() {
 	}
 	for _, e := range wp.Exemptions {
 		w := l.p.Workflows[e.Workflow]
+		if w == nil {
+			// An exemption may name the workflow at its version.
+			if id, _, ok := strings.Cut(e.Workflow, "@"); ok {
+				if cand := l.p.Workflows[id]; cand != nil && cand.ID() == e.Workflow {
+					w = cand
+				}
+			}
+		}
 		switch {
 		case w == nil:
 			l.errorf(e.Pos, RuleExemption, "exemption names workflow %q, which the pack does not define", e.Workflow)

@@ -635,6 +635,11 @@ func (l *loader) crossCheck(p *Pack) {
 			}
 		}
 	}
+	for _, s := range sortedSpecs(p) {
+		if strings.HasPrefix(s.DecisionKey, "workflow:") {
+			l.addf(s.Pos, "decision key %q: the prefix workflow: is reserved for step verdicts", s.DecisionKey)
+		}
+	}
 	for _, t := range sortedTools(p) {
 		s, ok := p.Specs[t.DecisionKey]
 		if !ok {

@@ -151,10 +151,12 @@ func (p *WorkflowPolicies) Mutating(actionClass string) bool {
 	return false
 }
 
-// Exemption returns the exemption of a workflow's step, or nil.
-func (p *WorkflowPolicies) Exemption(workflowID, stepID string) *Exemption {
+// ExemptionFor returns the exemption of a workflow's step, or nil. An
+// exemption names the workflow by its id, or by id@version to exempt one
+// version only.
+func (p *WorkflowPolicies) ExemptionFor(w *Workflow, stepID string) *Exemption {
 	for _, e := range p.Exemptions {
-		if e.Workflow == workflowID && e.Step == stepID {
+		if (e.Workflow == w.WorkflowID || e.Workflow == w.ID()) && e.Step == stepID {
 			return e
 		}
 	}
