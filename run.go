@@ -67,9 +67,9 @@ type StepVerdict struct {
 	// SelfReportIgnored says the payload reported its own success (a
 	// field like success or status) that no rule checks: advisory only,
 	// it did not count.
-	SelfReportIgnored bool `json:"self_report_ignored,omitempty"`
-	DecisionID string `json:"decision_id"`
-	RecordID   string `json:"record_id"`
+	SelfReportIgnored bool   `json:"self_report_ignored,omitempty"`
+	DecisionID        string `json:"decision_id"`
+	RecordID          string `json:"record_id"`
 }
 
 // VerdictCheck is one rule of a verification contract, checked.

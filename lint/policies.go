@@ -5,7 +5,6 @@ import (
 	"strings"
 )
 
-
 // workflowPolicies applies the pack's workflow policies to every step:
 // verification of mutating steps (with exemptions), retry ceilings and
 // strategies.
