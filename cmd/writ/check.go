@@ -18,6 +18,7 @@ func (m *Main) check(ctx context.Context, args []string) error {
 	reqFile := fs.String("request", "", "check request (JSON); - reads standard input")
 	packDir := fs.String("pack", "", "pack directory (default: the nearest directory above the request holding a pack.yaml)")
 	data := fs.String("data", "", "data directory to record the decision in (default: a temporary ledger, discarded)")
+	storeURL := fs.String("store", "", storeUsage)
 	nowFlag := fs.String("now", "", "decide as of this time (RFC 3339) instead of the clock, e.g. to replay an example")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -60,7 +61,7 @@ func (m *Main) check(ctx context.Context, args []string) error {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	st, err := openStore(dir)
+	st, err := openStore(dir, *storeURL)
 	if err != nil {
 		return err
 	}

@@ -30,9 +30,6 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 	if *out == "" || fs.NArg() != 0 {
 		return usagef("usage: writ ledger export --data DIR [--keys DIR] [--ledger-name N] --out FILE")
 	}
-	if _, err := os.Stat(lf.data); err != nil {
-		return fmt.Errorf("no ledger at %s: %w", lf.data, err)
-	}
 	ring, err := keyring.Open(lf.keysDir())
 	if err != nil {
 		return err
@@ -41,7 +38,7 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 	if len(keys) == 0 {
 		fmt.Fprintf(m.Stderr, "writ: warning: the key ring in %s holds no keys; the bundle's signatures will not verify\n", lf.keysDir())
 	}
-	st, err := openStore(lf.data)
+	st, err := openExisting(lf.data, lf.store)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func (m *Main) generate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(lf.data)
+	st, err := openStore(lf.data, lf.store)
 	if err != nil {
 		return err
 	}

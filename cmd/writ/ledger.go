@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -42,13 +41,14 @@ func (m *Main) ledger(ctx context.Context, args []string) error {
 
 // ledgerFlags are the flags every ledger command shares.
 type ledgerFlags struct {
-	data, keys, name string
+	data, store, keys, name string
 }
 
 func (lf *ledgerFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 }) {
 	fs.StringVar(&lf.data, "data", defaultDataDir, "data directory")
+	fs.StringVar(&lf.store, "store", "", storeUsage)
 	fs.StringVar(&lf.keys, "keys", "", "signing key ring directory (default DATA/keys)")
 	fs.StringVar(&lf.name, "ledger-name", "writ", "ledger name, the first part of checkpoint origins")
 }
@@ -77,10 +77,7 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		}
 		defer stop()
 	}
-	if _, err := os.Stat(lf.data); err != nil {
-		return fmt.Errorf("no ledger at %s: %w", lf.data, err)
-	}
-	st, err := openStore(lf.data)
+	st, err := openExisting(lf.data, lf.store)
 	if err != nil {
 		return err
 	}
@@ -145,10 +142,7 @@ func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) 
 // offlineEngine opens the store and the signing keys of a data directory
 // for the ledger commands that sign or prove without a server.
 func (m *Main) offlineEngine(ctx context.Context, lf ledgerFlags, needKeys bool) (*engine.Engine, func(), error) {
-	if _, err := os.Stat(lf.data); err != nil {
-		return nil, nil, fmt.Errorf("no ledger at %s: %w", lf.data, err)
-	}
-	st, err := openStore(lf.data)
+	st, err := openExisting(lf.data, lf.store)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	neturl "net/url"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/postgres"
 	"github.com/writhq/writ/sqlite"
 )
 
@@ -28,13 +30,44 @@ func loadPolicy(dir string) (*policy.Policy, error) {
 	return policy.Compile(p)
 }
 
-// openStore opens the ledger store of a data directory.
-func openStore(dir string) (ledger.Store, error) {
+// storeUsage documents the --store flag every command that opens a store has.
+const storeUsage = "PostgreSQL store URL (postgres://user@host:port/db); default: the embedded SQLite store in --data"
+
+// openStore opens the ledger store: PostgreSQL when url is set, else the
+// SQLite store of the data directory.
+func openStore(dir, url string) (ledger.Store, error) {
+	if url != "" {
+		st, err := postgres.Open(context.Background(), url)
+		if err != nil {
+			return nil, fmt.Errorf("open store %s: %w", redactURL(url), err)
+		}
+		return st, nil
+	}
 	st, err := sqlite.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", dir, err)
 	}
 	return st, nil
+}
+
+// openExisting opens a store that must already exist: reading commands
+// never create an empty SQLite ledger by mistake.
+func openExisting(dir, url string) (ledger.Store, error) {
+	if url == "" {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("no ledger at %s: %w", dir, err)
+		}
+	}
+	return openStore(dir, url)
+}
+
+// redactURL hides a password in a store URL before it is printed.
+func redactURL(s string) string {
+	u, err := neturl.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
 }
 
 // openEngine starts an engine on a store.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -26,6 +25,7 @@ func (m *Main) records(ctx context.Context, args []string) error {
 func (m *Main) recordsList(ctx context.Context, args []string) error {
 	fs := m.flags("records list", "--tenant T [filters]")
 	data := fs.String("data", defaultDataDir, "data directory")
+	storeURL := fs.String("store", "", storeUsage)
 	var q writ.RecordQuery
 	fs.StringVar(&q.TenantID, "tenant", "", "tenant (required)")
 	fs.StringVar(&q.DecisionKey, "decision-key", "", "only this decision key")
@@ -61,7 +61,7 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 		}
 		*t.out = v
 	}
-	st, err := openExistingStore(*data)
+	st, err := openExisting(*data, *storeURL)
 	if err != nil {
 		return err
 	}
@@ -94,6 +94,7 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 func (m *Main) recordsGet(ctx context.Context, args []string) error {
 	fs := m.flags("records get", "--tenant T RECORD_ID")
 	data := fs.String("data", defaultDataDir, "data directory")
+	storeURL := fs.String("store", "", storeUsage)
 	tenant := fs.String("tenant", "", "tenant (required)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -101,7 +102,7 @@ func (m *Main) recordsGet(ctx context.Context, args []string) error {
 	if *tenant == "" || fs.NArg() != 1 {
 		return usagef("usage: writ records get --tenant T RECORD_ID")
 	}
-	st, err := openExistingStore(*data)
+	st, err := openExisting(*data, *storeURL)
 	if err != nil {
 		return err
 	}
@@ -112,17 +113,4 @@ func (m *Main) recordsGet(ctx context.Context, args []string) error {
 	}
 	_, err = fmt.Fprintf(m.Stdout, "%s\n", r.Raw)
 	return err
-}
-
-// openExistingStore opens a data directory that must already exist:
-// reading commands never create an empty ledger by mistake.
-func openExistingStore(dir string) (interface {
-	Records(context.Context, writ.RecordQuery) (*writ.RecordPage, error)
-	Record(context.Context, string, string) (*writ.StoredRecord, error)
-	Close() error
-}, error) {
-	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("no ledger at %s: %w", dir, err)
-	}
-	return openStore(dir)
 }

@@ -22,6 +22,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	sub := args[0]
 	fs := m.flags("run "+sub, "--data DIR --pack DIR [flags]")
 	data := fs.String("data", defaultDataDir, "data directory")
+	storeURL := fs.String("store", "", storeUsage)
 	packDir := fs.String("pack", "", "pack directory (required)")
 	tenant := fs.String("tenant", "", "tenant (required)")
 	runID := fs.String("run", "", "run id (attempt, show; start: optional)")
@@ -40,7 +41,7 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(*data)
+	st, err := openStore(*data, *storeURL)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,8 @@ import (
 func (m *Main) serve(ctx context.Context, args []string) error {
 	fs := m.flags("serve", "--pack DIR [--addr ADDR] [--data DIR]")
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
-	data := fs.String("data", defaultDataDir, "data directory of the embedded SQLite store")
+	data := fs.String("data", defaultDataDir, "data directory: the embedded SQLite store, the signing keys and the binding key")
+	storeURL := fs.String("store", "", storeUsage)
 	packDir := fs.String("pack", "", "pack directory to pin (required)")
 	keysDir := fs.String("keys", "", "signing key ring directory (default DATA/keys; its first key is generated on first start); WRIT_SIGNING_KEY overrides it")
 	ledgerName := fs.String("ledger-name", "writ", "ledger name, the first part of checkpoint origins")
@@ -50,7 +51,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(*data)
+	st, err := openStore(*data, *storeURL)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,555 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/ledgertest"
+)
+
+// testDSN returns the database the tests use (WRIT_TEST_POSTGRES), or skips.
+func testDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("WRIT_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("WRIT_TEST_POSTGRES is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+	}
+	return dsn
+}
+
+// testSchema creates a schema of its own for the test, dropped when the
+// test ends, and returns the DSN selecting it, so tests run in parallel
+// and again without meeting each other's data.
+func testSchema(t *testing.T) string {
+	t.Helper()
+	dsn := testDSN(t)
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "writ_test_" + hex.EncodeToString(b[:])
+	admin, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(t.Context(), `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("connect: %v", err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("WRIT_TEST_POSTGRES: %v", err)
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " search_path=" + schema
+}
+
+func openStore(t *testing.T, dsn string) *Store {
+	t.Helper()
+	st, err := Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("Open() = %v", err)
+	}
+	return st
+}
+
+func TestConformance(t *testing.T) {
+	testDSN(t)
+	t.Parallel()
+	ledgertest.Run(t, func(t *testing.T) ledger.Store {
+		return openStore(t, testSchema(t))
+	})
+}
+
+// TestMigrationsConcurrent starts several stores on an empty schema at
+// once: the advisory lock lets one apply the migrations and the others
+// find them applied.
+func TestMigrationsConcurrent(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	var wg sync.WaitGroup
+	stores := make([]*Store, 4)
+	errs := make([]error, len(stores))
+	for i := range stores {
+		wg.Go(func() { stores[i], errs[i] = Open(t.Context(), dsn) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Open() #%d = %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	ms, _ := migrations()
+	var n, max int
+	if err := stores[0].pool.QueryRow(t.Context(), `SELECT count(*), max(version) FROM writ_migrations`).Scan(&n, &max); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ms) || max != len(ms) {
+		t.Errorf("writ_migrations has %d rows up to version %d, want %d", n, max, len(ms))
+	}
+}
+
+// TestTwoServers appends to one tenant through two stores (two pools, as
+// two writ servers would) and two group-committing appenders at once,
+// racing for shared idempotency keys, then checks one linear chain, one
+// tree, one claim per key, and checkpoints both servers agree on.
+func TestTwoServers(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	ctx := t.Context()
+	stores := []*Store{openStore(t, dsn), openStore(t, dsn)}
+	for _, st := range stores {
+		defer st.Close()
+	}
+	const perServer, perWriter = 4, 200
+	type result struct {
+		e   *ledger.Entry
+		key string
+	}
+	var mu sync.Mutex
+	var results []result
+	var wg sync.WaitGroup
+	for si, st := range stores {
+		app := ledger.NewAppender(st, ledger.AppenderConfig{})
+		var swg sync.WaitGroup
+		for w := range perServer {
+			swg.Go(func() {
+				writer := si*perServer + w
+				for i := range perWriter {
+					e := ledgertest.NewEntry(ledgertest.NewRecord("acme", writer*perWriter+i))
+					key := ""
+					if i%2 == 1 {
+						// Every writer claims the same odd keys: one
+						// record each, whichever server wins.
+						key = fmt.Sprintf("k-%d", i)
+						e.Idempotency = &ledger.IdempotencyClaim{Key: key, ArgsDigest: "sha256:" + strings.Repeat("0", 64)}
+					}
+					if err := app.Append(context.Background(), e); err != nil {
+						t.Errorf("server %d writer %d: Append = %v", si, w, err)
+						return
+					}
+					mu.Lock()
+					results = append(results, result{e, key})
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Go(func() {
+			swg.Wait()
+			if err := app.Close(); err != nil {
+				t.Errorf("Appender.Close() = %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	const writers = 2 * perServer
+	wantRecords := writers*perWriter/2 + perWriter/2
+	findings, n, err := ledger.VerifyChains(ctx, stores[1])
+	if err != nil {
+		t.Fatalf("VerifyChains() = %v", err)
+	}
+	for _, f := range findings {
+		t.Errorf("VerifyChains() finding: %+v", f)
+	}
+	if n != int64(wantRecords) {
+		t.Errorf("VerifyChains() checked %d records, want %d", n, wantRecords)
+	}
+
+	chain, err := stores[0].Chain(ctx, "acme", 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chain) != wantRecords {
+		t.Fatalf("Chain(acme) has %d records, want %d", len(chain), wantRecords)
+	}
+	var seqs []int64
+	if err := stores[0].pool.QueryRow(ctx, `SELECT array_agg(seq ORDER BY seq) FROM records WHERE tenant_id = 'acme'`).Scan(&seqs); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("records of acme: seq %d at position %d, want 1..%d without gaps or repeats", s, i, wantRecords)
+		}
+	}
+
+	// One claim per key: the appended entry of each key, and every other
+	// entry of the key answered with it.
+	winner := map[string]string{}
+	for _, r := range results {
+		if r.key != "" && r.e.Raw != nil {
+			if prev, ok := winner[r.key]; ok {
+				t.Errorf("key %s appended twice: %s and %s", r.key, prev, r.e.Record.RecordID)
+			}
+			winner[r.key] = r.e.Record.RecordID
+		}
+	}
+	for _, r := range results {
+		if r.key != "" && r.e.Raw == nil && (r.e.Prior == nil || r.e.Prior.RecordID != winner[r.key]) {
+			t.Errorf("entry %s of key %s: Prior %+v, want the record %s", r.e.Record.RecordID, r.key, r.e.Prior, winner[r.key])
+		}
+	}
+	if len(winner) != perWriter/2 {
+		t.Errorf("%d keys appended, want %d", len(winner), perWriter/2)
+	}
+
+	// One tree: the root from the stored hashes is the root of the chain's
+	// leaves.
+	var leaves []tlog.Hash
+	for _, raw := range chain {
+		leaves = append(leaves, tlog.RecordHash(raw))
+	}
+	root, err := tlog.TreeHash(int64(len(chain)), ledger.HashReader(ctx, stores[0], "acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := referenceRoot(leaves); root != want {
+		t.Errorf("tree root %x, want %x", root, want)
+	}
+
+	// Both servers checkpoint the same size at once: same checkpoint, no
+	// conflict.
+	skey, _, err := note.GenerateKey(rand.Reader, "writ-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps := make([]*ledger.Checkpoint, len(stores))
+	var cwg sync.WaitGroup
+	for i, st := range stores {
+		cwg.Go(func() {
+			var err error
+			if cps[i], err = ledger.IssueCheckpoint(ctx, st, signer, "writ", "acme", time.Now()); err != nil {
+				t.Errorf("server %d: IssueCheckpoint = %v", i, err)
+			}
+		})
+	}
+	cwg.Wait()
+	if cps[0] != nil && cps[1] != nil && (cps[0].Size != int64(wantRecords) || cps[0].Root != cps[1].Root || cps[0].Root != root) {
+		t.Errorf("checkpoints %d/%x and %d/%x, want both at %d with root %x", cps[0].Size, cps[0].Root, cps[1].Size, cps[1].Root, wantRecords, root)
+	}
+}
+
+func referenceRoot(leaves []tlog.Hash) tlog.Hash {
+	if len(leaves) == 1 {
+		return leaves[0]
+	}
+	k := 1
+	for k*2 < len(leaves) {
+		k *= 2
+	}
+	return tlog.NodeHash(referenceRoot(leaves[:k]), referenceRoot(leaves[k:]))
+}
+
+// TestAppendOnly checks that the database itself refuses to change or
+// forget what was appended, whatever SQL a client sends.
+func TestAppendOnly(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	ctx := t.Context()
+	st := openStore(t, dsn)
+	defer st.Close()
+
+	now := time.Now().UTC()
+	es := []*ledger.Entry{
+		ledgertest.NewEntry(ledgertest.NewRecord("acme", 1)), // 2025: the default partition
+		ledgertest.NewEntry(ledgertest.NewRecord("acme", 2)),
+	}
+	es[1].Record.Timestamp = now // this month's partition
+	es[0].Idempotency = &ledger.IdempotencyClaim{Key: "k", ArgsDigest: "sha256:" + strings.Repeat("1", 64)}
+	es[0].Block = &ledger.BlockKey{DecisionKey: "payments.refund", ArgsDigest: "a", PackHash: "p"}
+	es[0].Blobs = []ledger.Blob{ledgertest.NewBlob("envelope", []byte(`{"x":1}`))}
+	if err := st.StartRun(ctx, &ledger.RunEvent{TenantID: "acme", RunID: "r", Kind: ledger.RunStarted, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	es[1].RunEvent = &ledger.RunEvent{TenantID: "acme", RunID: "r", Kind: ledger.StepAttempt, At: now}
+	if err := st.Append(ctx, es, ledger.Seal); err != nil {
+		t.Fatal(err)
+	}
+	if es[1].RunEvent.Seq != 2 {
+		t.Errorf("run event seq = %d, want 2", es[1].RunEvent.Seq)
+	}
+	skey, _, _ := note.GenerateKey(rand.Reader, "writ-test")
+	signer, _ := note.NewSigner(skey)
+	if _, err := ledger.IssueCheckpoint(ctx, st, signer, "writ", "acme", now); err != nil {
+		t.Fatal(err)
+	}
+
+	var parts []string
+	if err := st.pool.QueryRow(ctx, `SELECT array_agg(DISTINCT tableoid::regclass::text ORDER BY tableoid::regclass::text) FROM records`).Scan(&parts); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"records_default", "records_p" + now.Format("200601")}; !slices.Equal(parts, want) {
+		t.Errorf("records sit in partitions %v, want %v", parts, want)
+	}
+
+	for _, stmt := range []string{
+		`UPDATE records SET status = 'DECIDED'`,
+		`UPDATE records SET raw = raw || ' '::bytea WHERE seq = 2`,
+		`DELETE FROM records`,
+		`DELETE FROM records_default`,
+		`DELETE FROM records_p` + now.Format("200601"),
+		`TRUNCATE records`,
+		`TRUNCATE records_default`,
+		`TRUNCATE records_p` + now.Format("200601"),
+		`UPDATE record_ids SET seq = seq + 10`,
+		`DELETE FROM record_ids`,
+		`UPDATE record_subjects SET subject_id = 'x'`,
+		`DELETE FROM record_subjects`,
+		`UPDATE idempotency SET args_digest = 'x'`,
+		`DELETE FROM idempotency`,
+		`UPDATE blocks SET record_id = record_id`,
+		`DELETE FROM blocks`,
+		`UPDATE blobs SET kind = 'x'`,
+		`DELETE FROM blobs`,
+		`TRUNCATE blobs`,
+		`UPDATE tree_hashes SET hash = hash`,
+		`DELETE FROM tree_hashes`,
+		`UPDATE checkpoints SET note = note`,
+		`DELETE FROM checkpoints`,
+		`UPDATE run_events SET kind = 'x'`,
+		`DELETE FROM run_events`,
+		`UPDATE heads SET seq = 1`,
+		`UPDATE heads SET seq = seq, hash = 'x'`,
+		`UPDATE heads SET tenant_id = 'globex', seq = seq + 1`,
+		`DELETE FROM heads`,
+		`TRUNCATE heads`,
+	} {
+		_, err := st.pool.Exec(ctx, stmt)
+		if err == nil {
+			t.Errorf("%s succeeded, want it refused", stmt)
+		} else if code := pgCode(err); code != "23001" {
+			t.Errorf("%s = %v (SQLSTATE %s), want restrict_violation 23001", stmt, err, code)
+		}
+	}
+	// A head may move forward (what an append does); rolled back here.
+	tx, err := st.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE heads SET seq = seq + 1`); err != nil {
+		t.Errorf("moving a head forward = %v", err)
+	}
+	tx.Rollback(ctx)
+
+	findings, n, err := ledger.VerifyChains(ctx, st)
+	if err != nil || len(findings) != 0 || n != 2 {
+		t.Errorf("VerifyChains() = %v, %d, %v; want no findings over 2 records", findings, n, err)
+	}
+}
+
+// TestEnsurePartitions creates partitions ahead, and leaves a month whose
+// records already sit in the default partition there.
+func TestEnsurePartitions(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	ctx := t.Context()
+	st := openStore(t, dsn)
+	defer st.Close()
+	far := time.Date(2031, time.December, 20, 0, 0, 0, 0, time.UTC)
+	rec := ledgertest.NewRecord("acme", 1)
+	rec.Timestamp = far.AddDate(0, 1, 0) // January 2032: default, for now
+	if err := st.Append(ctx, []*ledger.Entry{ledgertest.NewEntry(rec)}, ledger.Seal); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // again: nothing to do
+		if err := st.EnsurePartitions(ctx, far); err != nil {
+			t.Fatalf("EnsurePartitions = %v", err)
+		}
+	}
+	var parts []string
+	if err := st.pool.QueryRow(ctx, `SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_inherits i
+		JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'records'::regclass AND c.relname >= 'records_p2031'`).Scan(&parts); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"records_p203112", "records_p203202", "records_p203203"}; !slices.Equal(parts, want) {
+		t.Errorf("partitions from 2031-12 = %v, want %v (2032-01 has records in the default partition)", parts, want)
+	}
+	if got, err := st.Record(ctx, "acme", rec.RecordID); err != nil || got.Record.RecordID != rec.RecordID {
+		t.Errorf("Record() = %v, %v", got, err)
+	}
+}
+
+// The seed's query patterns, verbatim.
+const (
+	seedQuery1 = `SELECT
+  record_id,
+  trace_id,
+  outputs->>'refund_amount_inr' AS amount_inr,
+  approvals,
+  evidence_refs,
+  lineage
+FROM decision_records
+WHERE decision_key = 'support.refund.execute'
+  AND (outputs->>'refund_amount_inr')::numeric > 10000
+  AND timestamp >= '2026-01-01'
+  AND timestamp < '2026-04-01';`
+	seedQuery2 = `SELECT
+  jsonb_array_elements(policy_decisions)->>'policy_decision_id' AS policy_decision_id,
+  count(*) AS records
+FROM decision_records
+WHERE status = 'REJECTED'
+  AND timestamp >= now() - interval '7 days'
+GROUP BY 1
+ORDER BY records DESC;`
+	seedQuery3 = `SELECT
+  lineage->>'pack_version' AS pack_version,
+  count(*) AS sampled_records,
+  avg(CASE WHEN replay->>'last_status' = 'replay_equal' THEN 1 ELSE 0 END) AS replay_equal_rate
+FROM decision_records
+WHERE timestamp >= now() - interval '30 days'
+GROUP BY 1;`
+)
+
+func TestSeedQueries(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	ctx := t.Context()
+	st := openStore(t, dsn)
+	defer st.Close()
+	// One session, its time zone pinned: query 1's date literals are read
+	// in it.
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET TIME ZONE 'UTC'`); err != nil {
+		t.Fatal(err)
+	}
+
+	now := time.Now().UTC()
+	var es []*ledger.Entry
+	add := func(tenant string, ts time.Time, key string, status writ.Status, amount float64, pack string, pds ...string) *writ.Record {
+		r := ledgertest.NewRecord(tenant, len(es)+1)
+		r.Timestamp, r.DecisionKey, r.Status = ts, key, status
+		r.Outputs = map[string]any{"refund_amount_inr": amount, "currency": "INR"}
+		r.Approvals = []writ.Approval{{GateID: "g", Approver: "user:a", ApprovalModeEffective: writ.ModeNetwork, EvidenceSnapshotHash: "sha256:" + strings.Repeat("e", 64), DecidedAt: ts}}
+		r.Lineage.PackVersion = pack
+		r.PolicyDecisions = nil
+		for _, pd := range pds {
+			r.PolicyDecisions = append(r.PolicyDecisions, writ.PolicyDecision{PolicyDecisionID: pd, BundleID: "b", RuleIDs: []string{"r"}, Verdict: "deny"})
+		}
+		es = append(es, ledgertest.NewEntry(r))
+		return r
+	}
+	q1 := time.Date(2026, 2, 10, 12, 0, 0, 0, time.UTC)
+	big1 := add("acme", q1, "support.refund.execute", writ.StatusDecided, 25000, "2025.03.1", "pd_a")
+	big2 := add("globex", q1.AddDate(0, 1, 0), "support.refund.execute", writ.StatusDecided, 10000.5, "2025.03.1", "pd_a")
+	add("acme", q1, "support.refund.execute", writ.StatusDecided, 10000, "2025.03.1", "pd_a")                                  // not > 10000
+	add("acme", q1, "support.refund.other", writ.StatusDecided, 50000, "2025.03.1", "pd_a")                                    // other key
+	add("acme", time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC), "support.refund.execute", writ.StatusDecided, 50000, "2025.03.1") // after Q1
+	add("acme", time.Date(2025, 12, 31, 23, 59, 59, 0, time.UTC), "support.refund.execute", writ.StatusDecided, 50000, "2025.03.1")
+
+	add("acme", now.Add(-time.Hour), "support.refund.execute", writ.StatusRejected, 1, "2026.11.1", "pd_limit", "pd_kyc")
+	add("globex", now.Add(-2*24*time.Hour), "support.refund.execute", writ.StatusRejected, 1, "2026.11.1", "pd_limit")
+	add("acme", now.Add(-3*24*time.Hour), "support.refund.execute", writ.StatusRejected, 1, "2026.11.2", "pd_limit")
+	add("acme", now.Add(-10*24*time.Hour), "support.refund.execute", writ.StatusRejected, 1, "2026.11.2", "pd_old") // older than a week
+	add("acme", now.Add(-time.Hour), "support.refund.execute", writ.StatusDecided, 1, "2026.11.2", "pd_allow")
+	if err := st.Append(ctx, es, ledger.Seal); err != nil {
+		t.Fatal(err)
+	}
+
+	rows, err := conn.Query(ctx, seedQuery1)
+	if err != nil {
+		t.Fatalf("query 1: %v", err)
+	}
+	type row1 struct {
+		RecordID, TraceID, Amount string
+		Approvals, Evidence, Lin  []byte
+	}
+	got1, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row1, error) {
+		var x row1
+		err := r.Scan(&x.RecordID, &x.TraceID, &x.Amount, &x.Approvals, &x.Evidence, &x.Lin)
+		return x, err
+	})
+	if err != nil {
+		t.Fatalf("query 1: %v", err)
+	}
+	slices.SortFunc(got1, func(a, b row1) int { return strings.Compare(a.Amount, b.Amount) })
+	if len(got1) != 2 || got1[0].RecordID != big2.RecordID || got1[0].Amount != "10000.5" || got1[1].RecordID != big1.RecordID || got1[1].Amount != "25000" ||
+		got1[1].TraceID != big1.TraceID || !strings.Contains(string(got1[1].Approvals), `"approver": "user:a"`) || !strings.Contains(string(got1[1].Lin), `"pack_version": "2025.03.1"`) {
+		t.Errorf("query 1 = %+v, want %s (25000) and %s (10000.5)", got1, big1.RecordID, big2.RecordID)
+	}
+
+	rows, err = conn.Query(ctx, seedQuery2)
+	if err != nil {
+		t.Fatalf("query 2: %v", err)
+	}
+	type row2 struct {
+		ID string
+		N  int64
+	}
+	got2, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row2])
+	if err != nil {
+		t.Fatalf("query 2: %v", err)
+	}
+	if want := []row2{{"pd_limit", 3}, {"pd_kyc", 1}}; !slices.Equal(got2, want) {
+		t.Errorf("query 2 = %v, want %v", got2, want)
+	}
+
+	rows, err = conn.Query(ctx, seedQuery3)
+	if err != nil {
+		t.Fatalf("query 3: %v", err)
+	}
+	type row3 struct {
+		Pack string
+		N    int64
+		Rate float64
+	}
+	got3, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row3, error) {
+		var x row3
+		var rate pgtype.Numeric
+		if err := r.Scan(&x.Pack, &x.N, &rate); err != nil {
+			return x, err
+		}
+		f, err := rate.Float64Value()
+		x.Rate = f.Float64
+		return x, err
+	})
+	if err != nil {
+		t.Fatalf("query 3: %v", err)
+	}
+	slices.SortFunc(got3, func(a, b row3) int { return strings.Compare(a.Pack, b.Pack) })
+	if want := []row3{{"2026.11.1", 2, 0}, {"2026.11.2", 3, 0}}; !slices.Equal(got3, want) {
+		t.Errorf("query 3 = %v, want %v (writ records carry no replay.last_status: rate 0)", got3, want)
+	}
+}

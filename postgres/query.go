@@ -1,0 +1,304 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+)
+
+// Page sizes of Records.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// notFound is the error of a record the tenant cannot see. It says the same
+// whether the id is unknown or belongs to another tenant.
+func notFound(recordID string) error {
+	return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("record %q not found", recordID)}
+}
+
+// Record returns one record of the tenant exactly as sealed.
+func (s *Store) Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error) {
+	var raw []byte
+	err := s.pool.QueryRow(ctx, `SELECT r.raw FROM record_ids x`+byID("r.raw")+`
+		WHERE x.record_id = $1 AND x.tenant_id = $2`, recordID, tenantID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound(recordID)
+	} else if err != nil {
+		return nil, fmt.Errorf("postgres: read record: %w", err)
+	}
+	return parseStored(raw)
+}
+
+func parseStored(raw []byte) (*writ.StoredRecord, error) {
+	sr := &writ.StoredRecord{Raw: raw}
+	if err := json.Unmarshal(raw, &sr.Record); err != nil {
+		return nil, fmt.Errorf("postgres: stored record does not parse: %w", err)
+	}
+	return sr, nil
+}
+
+// Receipt returns the receipt answered with a record of the tenant.
+func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte, error) {
+	var receipt []byte
+	err := s.pool.QueryRow(ctx, `SELECT r.receipt FROM record_ids x`+byID("r.receipt")+`
+		WHERE x.record_id = $1 AND x.tenant_id = $2`, recordID, tenantID).Scan(&receipt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, notFound(recordID)
+	} else if err != nil {
+		return nil, fmt.Errorf("postgres: read receipt: %w", err)
+	}
+	if len(receipt) == 0 {
+		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("record %q has no receipt", recordID)}
+	}
+	return receipt, nil
+}
+
+// cursor is what a page's NextCursor encodes: the seq of the last record
+// served. It is JSON so that it can grow fields without breaking old
+// cursors, and base64url so that it is opaque and URL-safe.
+type cursor struct {
+	After int64 `json:"after"`
+}
+
+func encodeCursor(after int64) string {
+	b, _ := json.Marshal(cursor{After: after})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (int64, error) {
+	invalid := &writ.Error{Code: writ.EINVALID, Message: "invalid cursor", Details: []writ.Detail{{Field: "cursor", Message: "not a cursor this store issued"}}}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, invalid
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c cursor
+	if err := dec.Decode(&c); err != nil || dec.More() || c.After < 1 {
+		return 0, invalid
+	}
+	return c.After, nil
+}
+
+// unixNanos converts a query bound to the ts_ns column, clamping instants
+// an int64 cannot hold (which then still compare correctly).
+func unixNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minTime):
+		return minTime.UnixNano()
+	case t.After(maxTime):
+		return maxTime.UnixNano()
+	}
+	return t.UnixNano()
+}
+
+// Records lists the tenant's records matching q in chain order. Pages are
+// cut by seq, so records appended while a client pages through appear on
+// later pages and nothing is served twice.
+func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
+	if q.TenantID == "" {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "a record query needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	}
+	limit := q.Limit
+	switch {
+	case limit < 0:
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid limit", Details: []writ.Detail{{Field: "limit", Message: "must not be negative"}}}
+	case limit == 0:
+		limit = DefaultLimit
+	case limit > MaxLimit:
+		limit = MaxLimit
+	}
+	var after int64
+	if q.Cursor != "" {
+		var err error
+		if after, err = decodeCursor(q.Cursor); err != nil {
+			return nil, err
+		}
+	}
+
+	// One row more than the page tells whether another page follows.
+	query, args := recordsQuery(q, after, limit+1)
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: query records: %w", err)
+	}
+	defer rows.Close()
+	page := &writ.RecordPage{Records: make([]writ.StoredRecord, 0, min(limit, 64))}
+	var last int64
+	for rows.Next() {
+		if len(page.Records) == limit {
+			page.NextCursor = encodeCursor(last)
+			break
+		}
+		var raw []byte
+		if err := rows.Scan(&last, &raw); err != nil {
+			return nil, fmt.Errorf("postgres: query records: %w", err)
+		}
+		sr, err := parseStored(raw)
+		if err != nil {
+			return nil, err
+		}
+		page.Records = append(page.Records, *sr)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: query records: %w", err)
+	}
+	return page, nil
+}
+
+// recordsQuery builds the SQL of a record query: q's filters, records after
+// seq after, at most limit rows in chain order.
+func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
+	args := []any{}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	var filters, bounds strings.Builder
+	if q.DecisionKey != "" {
+		filters.WriteString(` AND r.decision_key = ` + arg(q.DecisionKey))
+	}
+	if q.Status != "" {
+		filters.WriteString(` AND r.status = ` + arg(string(q.Status)))
+	}
+	if q.TraceID != "" {
+		filters.WriteString(` AND r.trace_id = ` + arg(q.TraceID))
+	}
+	// ts_ns decides; the bounds on ts (the record's instant floored to the
+	// microsecond, which the exact bounds imply) prune partitions.
+	if !q.From.IsZero() {
+		ns := unixNanos(q.From)
+		filters.WriteString(` AND r.ts_ns >= ` + arg(ns))
+		bounds.WriteString(` AND {t}.ts >= ` + arg(microTime(ns)))
+	}
+	if !q.To.IsZero() {
+		ns := unixNanos(q.To)
+		filters.WriteString(` AND r.ts_ns < ` + arg(ns))
+		bounds.WriteString(` AND {t}.ts <= ` + arg(microTime(ns)))
+	}
+	if q.SubjectID != "" {
+		// record_subjects' key (subject_id, tenant_id, seq) serves the
+		// subject and the chain order at once; each of its rows then
+		// looks up one record, in the one partition its ts names (the
+		// LIMIT keeps the lookup a parameterized subquery).
+		return `SELECT s.seq, r.raw FROM record_subjects s
+			CROSS JOIN LATERAL (SELECT r.raw FROM records r
+				WHERE r.tenant_id = s.tenant_id AND r.seq = s.seq AND r.ts = s.ts` + filters.String() + ` LIMIT 1) r
+			WHERE s.subject_id = ` + arg(q.SubjectID) + ` AND s.tenant_id = ` + arg(q.TenantID) + ` AND s.seq > ` + arg(after) +
+			strings.ReplaceAll(bounds.String(), "{t}", "s") + ` ORDER BY s.seq LIMIT ` + arg(limit), args
+	}
+	return `SELECT r.seq, r.raw FROM records r WHERE r.tenant_id = ` + arg(q.TenantID) + ` AND r.seq > ` + arg(after) +
+		filters.String() + strings.ReplaceAll(bounds.String(), "{t}", "r") + ` ORDER BY r.seq LIMIT ` + arg(limit), args
+}
+
+// byID is the join from a record id to its record: a parameterized lookup
+// in the one partition the record's ts names. (tenant_id, seq) is unique,
+// so the LIMIT changes nothing but the plan.
+func byID(cols string) string {
+	return ` CROSS JOIN LATERAL (SELECT ` + cols + ` FROM records r
+		WHERE r.tenant_id = x.tenant_id AND r.seq = x.seq AND r.ts = x.ts LIMIT 1) r`
+}
+
+// Idempotent returns the first answer under a tenant's idempotency key, or
+// nil if the key is unclaimed.
+func (s *Store) Idempotent(ctx context.Context, tenantID, key string) (*ledger.Prior, error) {
+	var p ledger.Prior
+	err := s.pool.QueryRow(ctx, `SELECT i.args_digest, i.record_id, r.receipt FROM idempotency i
+		JOIN record_ids x ON x.record_id = i.record_id`+byID("r.receipt")+`
+		WHERE i.tenant_id = $1 AND i.key = $2`, tenantID, key).Scan(&p.ArgsDigest, &p.RecordID, &p.Receipt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("postgres: read idempotency key: %w", err)
+	}
+	return &p, nil
+}
+
+// Blocked returns the first answer for a blocked action of the tenant, or
+// nil if the action is not blocked.
+func (s *Store) Blocked(ctx context.Context, tenantID string, key ledger.BlockKey) (*ledger.Prior, error) {
+	p := ledger.Prior{ArgsDigest: key.ArgsDigest}
+	err := s.pool.QueryRow(ctx, `SELECT b.record_id, r.receipt FROM blocks b
+		JOIN record_ids x ON x.record_id = b.record_id`+byID("r.receipt")+`
+		WHERE b.tenant_id = $1 AND b.decision_key = $2 AND b.args_digest = $3 AND b.pack_hash = $4`,
+		tenantID, key.DecisionKey, key.ArgsDigest, key.PackHash).Scan(&p.RecordID, &p.Receipt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("postgres: read block: %w", err)
+	}
+	return &p, nil
+}
+
+// Blob returns a blob's data by its hash.
+func (s *Store) Blob(ctx context.Context, hash string) ([]byte, error) {
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT data FROM blobs WHERE hash = $1`, hash).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("blob %q not found", hash)}
+	} else if err != nil {
+		return nil, fmt.Errorf("postgres: read blob: %w", err)
+	}
+	return data, nil
+}
+
+// Head returns a tenant's durable chain head.
+func (s *Store) Head(ctx context.Context, tenantID string) (ledger.Head, error) {
+	var h ledger.Head
+	err := s.pool.QueryRow(ctx, `SELECT seq, hash FROM heads WHERE tenant_id = $1`, tenantID).Scan(&h.Seq, &h.Hash)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && h.Seq == 0) {
+		return ledger.Head{}, nil
+	} else if err != nil {
+		return ledger.Head{}, fmt.Errorf("postgres: read head: %w", err)
+	}
+	return h, nil
+}
+
+// Tenants lists the tenants that have records: those whose chain head has
+// moved past seq 0, which the first append of a tenant does in the same
+// transaction as it inserts the head.
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tenant_id FROM heads WHERE seq > 0 ORDER BY tenant_id`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list tenants: %w", err)
+	}
+	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list tenants: %w", err)
+	}
+	return tenants, nil
+}
+
+// Chain returns up to limit raw records of a tenant with seq > after, in
+// seq order.
+func (s *Store) Chain(ctx context.Context, tenantID string, after int64, limit int) ([]json.RawMessage, error) {
+	if limit <= 0 {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid limit", Details: []writ.Detail{{Field: "limit", Message: "must be positive"}}}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT raw FROM records WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read chain: %w", err)
+	}
+	raws, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (json.RawMessage, error) {
+		var raw []byte
+		err := row.Scan(&raw)
+		return raw, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read chain: %w", err)
+	}
+	return raws, nil
+}
