@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	neturl "net/url"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 
