@@ -23,8 +23,9 @@ func TestLayering(t *testing.T) {
 		mod + "/keyring":    {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/engine":     {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
 		// Adapters stay apart.
-		mod + "/sqlite":  {"net/http", mod + "/httpapi", mod + "/engine"},
-		mod + "/httpapi": {"database/sql", mod + "/sqlite", mod + "/engine"},
+		mod + "/sqlite":   {"net/http", mod + "/httpapi", mod + "/engine"},
+		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine"},
+		mod + "/postgres": {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg).Output()
