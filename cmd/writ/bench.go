@@ -66,6 +66,9 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 		base = url
 	}
 
+	// Keys are unique to this run, so a second run against the same
+	// server measures new decisions, not idempotent replays.
+	runTag := strconv.FormatInt(time.Now().UnixNano(), 36)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: *conc, MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc}, Timeout: 30 * time.Second}
 	var seq atomic.Int64
 	run := func(d time.Duration, record bool) benchResult {
@@ -81,7 +84,7 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 				local := benchResult{Outcomes: map[string]int{}, Statuses: map[string]int{}}
 				for time.Now().Before(deadline) && ctx.Err() == nil {
 					n := seq.Add(1)
-					body, err := benchBody(req, n)
+					body, err := benchBody(req, runTag, n)
 					if err != nil {
 						local.Errors++
 						continue
@@ -166,14 +169,14 @@ func (r *benchResult) summarize(conc int) {
 
 // benchBody makes request n distinct: its own idempotency key and one
 // extra argument, so no answer is a repeat of an earlier one.
-func benchBody(req *writ.CheckRequest, n int64) ([]byte, error) {
+func benchBody(req *writ.CheckRequest, runTag string, n int64) ([]byte, error) {
 	r := *req
-	r.IdempotencyKey = "bench-" + strconv.FormatInt(n, 10)
+	r.IdempotencyKey = "bench-" + runTag + "-" + strconv.FormatInt(n, 10)
 	args := make(map[string]any, len(req.Arguments)+1)
 	for k, v := range req.Arguments {
 		args[k] = v
 	}
-	args["bench_seq"] = n
+	args["bench_seq"] = runTag + "-" + strconv.FormatInt(n, 10)
 	r.Arguments = args
 	return json.Marshal(&r)
 }

@@ -52,6 +52,9 @@ func (m *Main) check(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *storeURL != "" && *data == "" {
+		return usagef("check --store needs --data DIR holding the shared signing keys and binding key")
+	}
 	dir := *data
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "writ-check-")

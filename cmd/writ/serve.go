@@ -71,6 +71,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	defer eng.Close()
 
 	p := pol.Pack
+	storeKind := "sqlite"
+	if *storeURL != "" {
+		storeKind = "postgres"
+	}
 	srv := &http.Server{
 		Handler: httpapi.NewServer(eng, httpapi.Config{
 			Ledger:       eng,
@@ -78,7 +82,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 			MaxBodyBytes: *maxBody,
 			Logger:       log,
 			Health: func(context.Context) httpapi.HealthReport {
-				return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: "sqlite"}
+				return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: storeKind}
 			},
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
