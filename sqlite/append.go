@@ -6,15 +6,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
-	"github.com/writhq/writ/record"
 )
 
 // writeStmts are the statements of an append transaction: prepared on
@@ -67,45 +64,6 @@ func (w *writeStmts) close() {
 	}
 }
 
-// minTime and maxTime bound the timestamps an int64 of unix nanoseconds
-// can hold.
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-// validate rejects an entry before anything of its batch is written.
-func validate(i int, e *ledger.Entry) error {
-	bad := func(format string, args ...any) error {
-		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("ledger entry %d: "+format, append([]any{i}, args...)...)}
-	}
-	switch {
-	case e == nil || e.Record == nil:
-		return bad("no record")
-	case e.Record.TenantID == "":
-		return bad("record has no tenant_id")
-	case e.Record.RecordID == "":
-		return bad("record has no record_id")
-	case e.Record.Timestamp.Before(minTime) || e.Record.Timestamp.After(maxTime):
-		return bad("record timestamp %s is out of range", e.Record.Timestamp)
-	case e.Idempotency != nil && e.Idempotency.Key == "":
-		return bad("empty idempotency key")
-	}
-	return checkBlobs(e.Blobs)
-}
-
-// checkBlobs refuses a blob whose hash is not the digest of its data:
-// blobs are insert-if-absent, so a wrong one would squat its address
-// forever.
-func checkBlobs(blobs []ledger.Blob) error {
-	for _, b := range blobs {
-		if got := record.Digest(b.Data); got != b.Hash {
-			return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("blob %s: its data hashes to %s", b.Hash, got)}
-		}
-	}
-	return nil
-}
-
 type claimKey struct{ tenant, key string }
 
 // Append seals and writes entries in one transaction, as ledger.Store
@@ -117,7 +75,7 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 	}
 	ids := make(map[string]bool, len(entries))
 	for i, e := range entries {
-		if err := validate(i, e); err != nil {
+		if err := ledger.ValidateEntry(i, e); err != nil {
 			return err
 		}
 		// A record id names one record: say so before the database
@@ -384,7 +342,7 @@ func (s *Store) PutBlobs(ctx context.Context, blobs []ledger.Blob) (err error) {
 	if len(blobs) == 0 {
 		return nil
 	}
-	if err := checkBlobs(blobs); err != nil {
+	if err := ledger.CheckBlobs(blobs); err != nil {
 		return err
 	}
 	tx, err := s.write.BeginTx(ctx, nil)

@@ -1,15 +1,12 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
@@ -17,34 +14,20 @@ import (
 
 // Page sizes of Records.
 const (
-	DefaultLimit = 100
-	MaxLimit     = 1000
+	DefaultLimit = ledger.DefaultPageSize
+	MaxLimit     = ledger.MaxPageSize
 )
-
-// notFound is the error of a record the tenant cannot see. It says the same
-// whether the id is unknown or belongs to another tenant.
-func notFound(recordID string) error {
-	return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("record %q not found", recordID)}
-}
 
 // Record returns one record of the tenant exactly as sealed.
 func (s *Store) Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error) {
 	var raw []byte
 	err := s.reads.record.QueryRowContext(ctx, recordID, tenantID).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound(recordID)
+		return nil, ledger.RecordNotFound(recordID)
 	} else if err != nil {
 		return nil, fmt.Errorf("sqlite: read record: %w", err)
 	}
-	return parseStored(raw)
-}
-
-func parseStored(raw []byte) (*writ.StoredRecord, error) {
-	sr := &writ.StoredRecord{Raw: raw}
-	if err := json.Unmarshal(raw, &sr.Record); err != nil {
-		return nil, fmt.Errorf("sqlite: stored record does not parse: %w", err)
-	}
-	return sr, nil
+	return ledger.ParseStored(raw)
 }
 
 // Receipt returns the receipt answered with a record of the tenant.
@@ -52,7 +35,7 @@ func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte,
 	var receipt []byte
 	err := s.reads.receipt.QueryRowContext(ctx, recordID, tenantID).Scan(&receipt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound(recordID)
+		return nil, ledger.RecordNotFound(recordID)
 	} else if err != nil {
 		return nil, fmt.Errorf("sqlite: read receipt: %w", err)
 	}
@@ -60,45 +43,6 @@ func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte,
 		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("record %q has no receipt", recordID)}
 	}
 	return receipt, nil
-}
-
-// cursor is what a page's NextCursor encodes: the seq of the last record
-// served. It is JSON so that it can grow fields without breaking old
-// cursors, and base64url so that it is opaque and URL-safe.
-type cursor struct {
-	After int64 `json:"after"`
-}
-
-func encodeCursor(after int64) string {
-	b, _ := json.Marshal(cursor{After: after})
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(s string) (int64, error) {
-	invalid := &writ.Error{Code: writ.EINVALID, Message: "invalid cursor", Details: []writ.Detail{{Field: "cursor", Message: "not a cursor this store issued"}}}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return 0, invalid
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var c cursor
-	if err := dec.Decode(&c); err != nil || dec.More() || c.After < 1 {
-		return 0, invalid
-	}
-	return c.After, nil
-}
-
-// unixNanos converts a query bound to the ts column, clamping instants an
-// int64 cannot hold (which then still compare correctly).
-func unixNanos(t time.Time) int64 {
-	switch {
-	case t.Before(minTime):
-		return minTime.UnixNano()
-	case t.After(maxTime):
-		return maxTime.UnixNano()
-	}
-	return t.UnixNano()
 }
 
 // Records lists the tenant's records matching q in chain order. Pages are
@@ -120,7 +64,7 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	var after int64
 	if q.Cursor != "" {
 		var err error
-		if after, err = decodeCursor(q.Cursor); err != nil {
+		if after, err = ledger.DecodeCursor(q.Cursor); err != nil {
 			return nil, err
 		}
 	}
@@ -136,14 +80,14 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	var last int64
 	for rows.Next() {
 		if len(page.Records) == limit {
-			page.NextCursor = encodeCursor(last)
+			page.NextCursor = ledger.EncodeCursor(last)
 			break
 		}
 		var raw []byte
 		if err := rows.Scan(&last, &raw); err != nil {
 			return nil, fmt.Errorf("sqlite: query records: %w", err)
 		}
-		sr, err := parseStored(raw)
+		sr, err := ledger.ParseStored(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -183,11 +127,11 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 	}
 	if !q.From.IsZero() {
 		sb.WriteString(` AND r.ts >= ?`)
-		args = append(args, unixNanos(q.From))
+		args = append(args, ledger.UnixNanos(q.From))
 	}
 	if !q.To.IsZero() {
 		sb.WriteString(` AND r.ts < ?`)
-		args = append(args, unixNanos(q.To))
+		args = append(args, ledger.UnixNanos(q.To))
 	}
 	sb.WriteString(` ORDER BY r.seq LIMIT ?`)
 	args = append(args, limit)
