@@ -161,26 +161,46 @@ type checked struct {
 const pageSize = 2048
 
 func (v *tenantVerifier) run(ctx context.Context) error {
-	var after int64
-	for {
-		page, err := v.src.Chain(ctx, v.tenant, after, pageSize)
-		if err != nil {
-			return err
+	// Pages are read ahead, one at a time, while the page before is
+	// checked: reading and checking overlap.
+	type fetched struct {
+		page []json.RawMessage
+		err  error
+	}
+	pages := make(chan fetched, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(pages)
+		var after int64
+		for {
+			page, err := v.src.Chain(ctx, v.tenant, after, pageSize)
+			select {
+			case pages <- fetched{page, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil || len(page) < pageSize {
+				return
+			}
+			// Page on by the last record's seq, but always forward: a
+			// forged seq must neither loop verification nor make it
+			// read backwards.
+			_, last, _ := record.SplitSeal(page[len(page)-1])
+			next := last.Seq
+			if next <= after {
+				next = after + int64(len(page))
+			}
+			after = next
 		}
-		results := v.checkPage(ctx, page)
-		for _, c := range results {
+	}()
+	for f := range pages {
+		if f.err != nil {
+			return f.err
+		}
+		for _, c := range v.checkPage(ctx, f.page) {
 			v.link(c)
 		}
-		if len(page) < pageSize {
-			break
-		}
-		// Page on by the last record's seq, but always forward: a forged
-		// seq must neither loop verification nor make it read backwards.
-		next := results[len(results)-1].audit.Seq
-		if next <= after {
-			next = after + int64(len(page))
-		}
-		after = next
 	}
 	if hs, ok := v.src.(HeadSource); ok {
 		head, err := hs.Head(ctx, v.tenant)
