@@ -5,11 +5,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/record"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // What every Store implementation shares: entry validation, the record
@@ -133,4 +137,107 @@ func UnixNanos(t time.Time) int64 {
 		return MaxTime.UnixNano()
 	}
 	return t.UnixNano()
+}
+
+// Rows is what a store's query returns: database/sql's *Rows and pgx's
+// Rows both have this shape.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// PageQuery checks a record query and returns where its page starts (the
+// seq after which records are served) and its page size.
+func PageQuery(q writ.RecordQuery) (after int64, limit int, err error) {
+	if q.TenantID == "" {
+		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "a record query needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	}
+	if limit, err = PageSize(q.Limit); err != nil {
+		return 0, 0, err
+	}
+	if q.Cursor != "" {
+		if after, err = DecodeCursor(q.Cursor); err != nil {
+			return 0, 0, err
+		}
+	}
+	return after, limit, nil
+}
+
+// ReadPage reads a page of records from rows of (seq, raw) in chain
+// order. The query asks for limit+1 rows: one row more than the page
+// tells whether another page follows.
+func ReadPage(rows Rows, limit int) (*writ.RecordPage, error) {
+	page := &writ.RecordPage{Records: make([]writ.StoredRecord, 0, min(limit, 64))}
+	var last int64
+	for rows.Next() {
+		if len(page.Records) == limit {
+			page.NextCursor = EncodeCursor(last)
+			break
+		}
+		var raw []byte
+		if err := rows.Scan(&last, &raw); err != nil {
+			return nil, fmt.Errorf("query records: %w", err)
+		}
+		sr, err := ParseStored(raw)
+		if err != nil {
+			return nil, err
+		}
+		page.Records = append(page.Records, *sr)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("query records: %w", err)
+	}
+	return page, nil
+}
+
+// ReadHashRows reads rows of (storage index, hash) of a tenant's tree.
+func ReadHashRows(rows Rows, tenantID string) (map[int64]tlog.Hash, error) {
+	found := map[int64]tlog.Hash{}
+	for rows.Next() {
+		var idx int64
+		var b []byte
+		if err := rows.Scan(&idx, &b); err != nil {
+			return nil, fmt.Errorf("read tree hashes: %w", err)
+		}
+		if len(b) != tlog.HashSize {
+			return nil, fmt.Errorf("tree hash %d of tenant %s has %d bytes", idx, tenantID, len(b))
+		}
+		var h tlog.Hash
+		copy(h[:], b)
+		found[idx] = h
+	}
+	return found, rows.Err()
+}
+
+// Migration is one schema version of a store. Versions are numbered from
+// 1 by the file name prefix (0001_name.sql) and applied in order; a
+// released migration is never edited, only followed by a new one.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// ReadMigrations lists the migrations in dir of fsys, checking that they
+// are numbered 1, 2, 3… without gaps.
+func ReadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var ms []Migration
+	for _, e := range entries {
+		prefix, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(prefix)
+		if !ok || err != nil || v != len(ms)+1 {
+			return nil, fmt.Errorf("migration %s: want the name %04d_*.sql", e.Name(), len(ms)+1)
+		}
+		b, err := fs.ReadFile(fsys, dir+"/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, Migration{Version: v, Name: e.Name(), SQL: string(b)})
+	}
+	return ms, nil
 }

@@ -37,10 +37,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,42 +166,12 @@ func (s *Store) Close() error {
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one schema version. Versions are numbered from 1 by the
-// file name prefix (0001_name.sql) and applied in order; a released
-// migration is never edited, only followed by a new one.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		prefix, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(prefix)
-		if !ok || err != nil || v != len(ms)+1 {
-			return nil, fmt.Errorf("postgres: migration %s: want the name %04d_*.sql", e.Name(), len(ms)+1)
-		}
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	return ms, nil
-}
-
 // migrate applies the migrations the database does not have yet, all in
 // one transaction under an advisory lock: a database is at one known
 // version or another, never between two, and servers starting together
 // apply each migration once (the second waits, then finds nothing to do).
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	ms, err := migrations()
+	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
 	}
@@ -228,11 +195,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 		for _, m := range ms[have:] {
 			// The simple protocol runs a file of several statements.
-			if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
-				return fmt.Errorf("migration %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO writ_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-				return fmt.Errorf("migration %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, `INSERT INTO writ_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 		}
 		return nil

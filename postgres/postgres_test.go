@@ -111,7 +111,7 @@ func TestMigrationsConcurrent(t *testing.T) {
 		}
 		defer stores[i].Close()
 	}
-	ms, _ := migrations()
+	ms, _ := ledger.ReadMigrations(migrationFiles, "migrations")
 	var n, max int
 	if err := stores[0].pool.QueryRow(t.Context(), `SELECT count(*), max(version) FROM writ_migrations`).Scan(&n, &max); err != nil {
 		t.Fatal(err)

@@ -48,22 +48,7 @@ func readHashes(ctx context.Context, q querier, tenantID string, indexes []int64
 		return nil, fmt.Errorf("postgres: read tree hashes: %w", err)
 	}
 	defer rows.Close()
-	found := make(map[int64]tlog.Hash, len(indexes))
-	for rows.Next() {
-		var idx int64
-		var b []byte
-		if err := rows.Scan(&idx, &b); err != nil {
-			return nil, fmt.Errorf("postgres: read tree hashes: %w", err)
-		}
-		if len(b) != tlog.HashSize {
-			return nil, fmt.Errorf("postgres: tree hash %d of tenant %s has %d bytes", idx, tenantID, len(b))
-		}
-		found[idx] = tlog.Hash(b)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: read tree hashes: %w", err)
-	}
-	return found, nil
+	return ledger.ReadHashRows(rows, tenantID)
 }
 
 // ScanHashes returns up to limit of a tenant's stored tree hashes from

@@ -49,26 +49,10 @@ func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte,
 // cut by seq, so records appended while a client pages through appear on
 // later pages and nothing is served twice.
 func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
-	if q.TenantID == "" {
-		return nil, &writ.Error{Code: writ.EINVALID, Message: "a record query needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	after, limit, err := ledger.PageQuery(q)
+	if err != nil {
+		return nil, err
 	}
-	limit := q.Limit
-	switch {
-	case limit < 0:
-		return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid limit", Details: []writ.Detail{{Field: "limit", Message: "must not be negative"}}}
-	case limit == 0:
-		limit = DefaultLimit
-	case limit > MaxLimit:
-		limit = MaxLimit
-	}
-	var after int64
-	if q.Cursor != "" {
-		var err error
-		if after, err = ledger.DecodeCursor(q.Cursor); err != nil {
-			return nil, err
-		}
-	}
-
 	// One row more than the page tells whether another page follows.
 	query, args := recordsQuery(q, after, limit+1)
 	rows, err := s.read.QueryContext(ctx, query, args...)
@@ -76,27 +60,7 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 		return nil, fmt.Errorf("sqlite: query records: %w", err)
 	}
 	defer rows.Close()
-	page := &writ.RecordPage{Records: make([]writ.StoredRecord, 0, min(limit, 64))}
-	var last int64
-	for rows.Next() {
-		if len(page.Records) == limit {
-			page.NextCursor = ledger.EncodeCursor(last)
-			break
-		}
-		var raw []byte
-		if err := rows.Scan(&last, &raw); err != nil {
-			return nil, fmt.Errorf("sqlite: query records: %w", err)
-		}
-		sr, err := ledger.ParseStored(raw)
-		if err != nil {
-			return nil, err
-		}
-		page.Records = append(page.Records, *sr)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: query records: %w", err)
-	}
-	return page, nil
+	return ledger.ReadPage(rows, limit)
 }
 
 // recordsQuery builds the SQL of a record query: q's filters, records after

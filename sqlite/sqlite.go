@@ -24,13 +24,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -190,41 +188,11 @@ func (s *Store) Close() error {
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one schema version. Versions are numbered from 1 by the
-// file name prefix (0001_name.sql) and applied in order; a released
-// migration is never edited, only followed by a new one.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		prefix, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(prefix)
-		if !ok || err != nil || v != len(ms)+1 {
-			return nil, fmt.Errorf("sqlite: migration %s: want the name %04d_*.sql", e.Name(), len(ms)+1)
-		}
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	return ms, nil
-}
-
 // migrate applies the migrations the database does not have yet, all in
 // one transaction: a database is at one known version or another, never
 // between two.
 func migrate(db *sql.DB) (err error) {
-	ms, err := migrations()
+	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
 	}
@@ -253,12 +221,12 @@ func migrate(db *sql.DB) (err error) {
 		return fmt.Errorf("sqlite: the database is at schema version %d, newer than this writ knows (%d)", have, len(ms))
 	}
 	for _, m := range ms[have:] {
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, time.Now().UnixNano()); err != nil {
-			return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+			m.Version, m.Name, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {

@@ -185,7 +185,7 @@ func TestReopen(t *testing.T) {
 		}
 		versions = append(versions, v)
 	}
-	ms, err := migrations()
+	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}

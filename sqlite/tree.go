@@ -66,21 +66,7 @@ func (s *Store) readHashes(ctx context.Context, tenantID string, indexes []int64
 		return nil, fmt.Errorf("sqlite: read tree hashes: %w", err)
 	}
 	defer rows.Close()
-	found := make(map[int64]tlog.Hash, len(indexes))
-	for rows.Next() {
-		var idx int64
-		var b []byte
-		if err := rows.Scan(&idx, &b); err != nil {
-			return nil, fmt.Errorf("sqlite: read tree hashes: %w", err)
-		}
-		if len(b) != tlog.HashSize {
-			return nil, fmt.Errorf("sqlite: tree hash %d of tenant %s has %d bytes", idx, tenantID, len(b))
-		}
-		var h tlog.Hash
-		copy(h[:], b)
-		found[idx] = h
-	}
-	return found, rows.Err()
+	return ledger.ReadHashRows(rows, tenantID)
 }
 
 // upperCache keeps the tree hashes of the upper levels in memory. Stored
