@@ -79,22 +79,7 @@ func (s *Server) handleStartRun(w http.ResponseWriter, r *http.Request) {
 // /v1/runs. It checks only what needs no pack: the shape, and that
 // tenant_id is set.
 func (s *Server) decodeStartRunRequest(w http.ResponseWriter, r *http.Request) (*writ.StartRunRequest, error) {
-	if err := noQuery(r); err != nil {
-		return nil, err
-	}
-	body, err := readJSONBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		return nil, err
-	}
-	var req writ.StartRunRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
-	}
-	if req.TenantID == "" {
-		return nil, &writ.Error{Code: writ.EINVALID, Message: "tenant_id is required",
-			Details: []writ.Detail{{Field: paramTenantID, Message: "is required"}}}
-	}
-	return &req, nil
+	return decodeTenantBody(s, w, r, func(req *writ.StartRunRequest) string { return req.TenantID })
 }
 
 // handleRun serves GET /v1/runs/{id}: the run and its history.

@@ -247,6 +247,12 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 // decodeCheckRequest reads and strictly decodes the body of a check. It
 // checks only what needs no pack: the shape, and that tenant_id is set.
 func (s *Server) decodeCheckRequest(w http.ResponseWriter, r *http.Request) (*writ.CheckRequest, error) {
+	return decodeTenantBody(s, w, r, func(req *writ.CheckRequest) string { return req.TenantID })
+}
+
+// decodeTenantBody reads and strictly decodes a request body that names
+// its tenant (a route without query parameters), and requires tenant_id.
+func decodeTenantBody[T any](s *Server, w http.ResponseWriter, r *http.Request, tenantOf func(*T) string) (*T, error) {
 	if err := noQuery(r); err != nil {
 		return nil, err
 	}
@@ -254,13 +260,13 @@ func (s *Server) decodeCheckRequest(w http.ResponseWriter, r *http.Request) (*wr
 	if err != nil {
 		return nil, err
 	}
-	var req writ.CheckRequest
+	var req T
 	if err := decodeStrict(body, &req); err != nil {
 		return nil, err
 	}
-	if req.TenantID == "" {
+	if tenantOf(&req) == "" {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: "tenant_id is required",
-			Details: []writ.Detail{{Field: "tenant_id", Message: "is required"}}}
+			Details: []writ.Detail{{Field: paramTenantID, Message: "is required"}}}
 	}
 	return &req, nil
 }
