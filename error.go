@@ -8,12 +8,14 @@ import (
 // Error codes. Each adapter maps them to its own vocabulary in one place
 // (HTTP statuses in httpapi, exit codes in cmd/writ).
 const (
-	EINVALID     = "invalid"     // the input is malformed or breaks a rule of the contract
-	ENOTFOUND    = "not_found"   // the thing does not exist (or is not visible to the caller)
-	ECONFLICT    = "conflict"    // the input contradicts what is already recorded
-	ETOOLARGE    = "too_large"   // the input exceeds a size limit
-	EUNAVAILABLE = "unavailable" // writ cannot take the work now (overload, store down); retry later
-	EINTERNAL    = "internal"    // a bug or an unexpected failure; details are logged, not shown
+	EINVALID         = "invalid"         // the input is malformed or breaks a rule of the contract
+	ENOTFOUND        = "not_found"       // the thing does not exist (or is not visible to the caller)
+	ECONFLICT        = "conflict"        // the input contradicts what is already recorded
+	ETOOLARGE        = "too_large"       // the input exceeds a size limit
+	EUNAVAILABLE     = "unavailable"     // writ cannot take the work now (overload, store down); retry later
+	EUNAUTHENTICATED = "unauthenticated" // no valid credentials (missing, malformed, unknown or revoked key)
+	EFORBIDDEN       = "forbidden"       // the caller is known but its roles do not allow this
+	EINTERNAL        = "internal"        // a bug or an unexpected failure; details are logged, not shown
 )
 
 // Error is an application error: a code from the list above, a message

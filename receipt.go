@@ -85,7 +85,10 @@ type Condition struct {
 	EvidenceKind string `json:"evidence_kind,omitempty"`
 	MaxAge       string `json:"max_age,omitempty"`
 	GateID       string `json:"gate_id,omitempty"`
-	Expression   string `json:"expression,omitempty"`
+	// ApprovalID names the pending approval request at GateID; retry the
+	// check with it in approval_ids once it is approved.
+	ApprovalID string `json:"approval_id,omitempty"`
+	Expression string `json:"expression,omitempty"`
 }
 
 // Condition kinds.
@@ -142,6 +145,10 @@ type Metadata struct {
 	Repeated string `json:"repeated,omitempty"`
 	// FailClosed is set when writ could not commit the record.
 	FailClosed bool `json:"fail_closed,omitempty"`
+	// ApprovalIDs name the approval requests this decision waits on: the
+	// pending approvals of a human_review receipt, or the terminal
+	// escalation handed to people.
+	ApprovalIDs []string `json:"approval_ids,omitempty"`
 }
 
 // Repeat reasons in Metadata.Repeated.

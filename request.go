@@ -28,8 +28,13 @@ type CheckRequest struct {
 	// has one; it becomes the record's tool_lineage entry for this call.
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	// IdempotencyKey makes the check safe to retry: the same tenant, key and
-	// arguments return the same receipt and write one record.
+	// arguments return the same receipt and write one record. A receipt
+	// that asks to retry this node (a replan, or an approval still needed)
+	// does not claim the key, so the retry is decided afresh.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// ApprovalIDs present an approval to redeem (at most one per check):
+	// the approval_id a human_review receipt pointed to, once approved.
+	ApprovalIDs []string `json:"approval_ids,omitempty"`
 
 	Actor      Actor        `json:"actor"`
 	IntentRef  string       `json:"intent_ref,omitempty"`

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,10 @@ type Config struct {
 	Appender ledger.AppenderConfig
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// Announce, when set, is called with each new approval request once
+	// its record is durable (a webhook delivery queue, say). It must not
+	// block.
+	Announce func(*writ.ApprovalRequest)
 }
 
 // Engine is the in-process writ runtime.
@@ -81,6 +86,7 @@ type Engine struct {
 
 	contracts *acceptance.Contracts // the pack\'s verification contracts
 	runs      runLocks
+	announcer func(*writ.ApprovalRequest)
 	log       *slog.Logger
 }
 
@@ -99,7 +105,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 	}
-	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger}
+	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger, announcer: cfg.Announce}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -243,37 +249,85 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 		return repeated(prior, actionDigest, writ.RepeatedMustNotRetry)
 	}
 
+	// A presented approval can be redeemed or decided concurrently by
+	// another check or approver; the store refuses the loser's entry,
+	// which is then decided again with the approval as it now stands.
+	for attempt := 0; ; attempt++ {
+		rc, refused, err := e.decide(ctx, req, &rq, r, envelope, argsDigest, block)
+		if refused == "" || attempt == 2 {
+			if refused != "" {
+				return e.failClosed(&rq, r, "the presented approval kept changing while it was being redeemed", errRecordInvalid)
+			}
+			return rc, err
+		}
+	}
+}
+
+// decide decides a check at the current clock reading, builds and
+// appends its record, and answers its receipt. refused is set when the
+// store refused the entry because a presented approval changed
+// concurrently (see ledger.Entry.Refused); nothing was appended then.
+func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *policy.Resolved, envelope []byte, argsDigest string, block ledger.BlockKey) (_ *writ.Receipt, refused string, _ error) {
 	now := e.now().UTC()
-	d := e.policy.Decide(r, &rq, now)
+	presented, err := e.presentedApprovals(ctx, req, now)
+	if err != nil {
+		if writ.ErrorCode(err) == writ.EINVALID {
+			return nil, "", err
+		}
+		rc, err := e.failClosed(rq, r, "the presented approval could not be read", err)
+		return rc, "", err
+	}
+	evidenceHash, err := record.EvidenceSnapshotHash(rq, now, e.redactor)
+	if err != nil {
+		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	binding := writ.ApprovalBinding{DecisionKey: r.Spec.DecisionKey, ArgumentsDigest: argsDigest, EvidenceSnapshotHash: evidenceHash, BundleRevisions: slices.Clone(r.PolicyVersions)}
+	if binding.BundleRevisions == nil {
+		binding.BundleRevisions = []string{}
+	}
+	d := e.policy.Decide(r, rq, now)
+	d.ApplyApprovals(presented, binding, now)
 	envHash := record.Digest(envelope)
 	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
 	rec, err := record.Build(record.Input{
 		RecordID: recordID, DecisionID: decisionID, Now: now,
-		Request: &rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor,
+		Request: rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor,
 	})
 	if err != nil {
-		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
-	rc := d.Receipt(r, &rq, decisionID)
+	rc := d.Receipt(r, rq, decisionID)
 	rc.Metadata = writ.Metadata{RecordID: recordID, DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: rq.TraceID}
+	newApprovals, err := e.askApprovals(ctx, rq, r, d, rc, rec, binding, now)
+	if err != nil {
+		rc, err := e.failClosed(rq, r, "pending approvals could not be looked up", err)
+		return rc, "", err
+	}
 	redactReceipt(e.redactor, rc)
 	rcJSON, err := json.Marshal(rc)
 	if err != nil {
-		return nil, fmt.Errorf("encode receipt: %w", err)
+		return nil, "", fmt.Errorf("encode receipt: %w", err)
 	}
 
 	presealed, err := record.Preseal(rec)
 	if err != nil {
-		return nil, fmt.Errorf("canonicalize record: %w", err)
+		return nil, "", fmt.Errorf("canonicalize record: %w", err)
 	}
 	// Emission-time validation: a record that breaks a validation rule is
 	// never appended, and the check fails closed saying why.
 	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
-		return e.failClosed(&rq, r, "the decision record breaks a validation rule ("+strings.Join(broken, "; ")+")", errRecordInvalid)
+		rc, err := e.failClosed(rq, r, "the decision record breaks a validation rule ("+strings.Join(broken, "; ")+")", errRecordInvalid)
+		return rc, "", err
 	}
-	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}}
-	if req.IdempotencyKey != "" {
+	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}, NewApprovals: newApprovals}
+	if req.IdempotencyKey != "" && (rc.SafeToExecute || !rc.ResumeContract.RetryThisNode) {
+		// Only an answer that settles the action claims the key: a
+		// receipt that asks to retry this node leaves the retry to be
+		// decided afresh.
 		entry.Idempotency = &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: argsDigest}
+	}
+	for _, a := range d.Granted {
+		entry.ApprovalEvent = &ledger.ApprovalEvent{TenantID: rq.TenantID, ApprovalID: a.ApprovalID, Event: writ.ApprovalEvent{Kind: writ.ApprovalEventRedeemed, At: now}}
 	}
 	if w := rq.Workflow; w != nil && w.RunID != "" && w.StepID != "" && rc.SafeToExecute {
 		// writ saw this call for the run's step: a verification contract
@@ -285,7 +339,7 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 			}
 			data, err := json.Marshal(callObserved{Tool: tool, Args: e.redactor.Map(rq.Arguments), DecisionID: decisionID})
 			if err != nil {
-				return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+				return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 			}
 			entry.RunEvent = &ledger.RunEvent{TenantID: rq.TenantID, RunID: w.RunID, Kind: ledger.CallObserved, StepID: w.StepID, At: now, Data: data}
 		}
@@ -294,13 +348,19 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 		entry.Block = &block
 	}
 	if err := e.appender.Append(ctx, entry); err != nil {
-		return e.failClosed(&rq, r, "the decision record could not be committed", err)
+		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
+		return rc, "", err
 	}
 	if entry.Prior != nil {
 		// A concurrent check claimed the same idempotency key first.
-		return repeated(entry.Prior, argsDigest, writ.RepeatedIdempotent)
+		rc, err := repeated(entry.Prior, argsDigest, writ.RepeatedIdempotent)
+		return rc, "", err
 	}
-	return rc, nil
+	if entry.Refused != "" {
+		return nil, entry.Refused, nil
+	}
+	e.announce(newApprovals)
+	return rc, "", nil
 }
 
 // repeated answers an earlier decision again: the stored receipt, marked,

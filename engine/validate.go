@@ -44,6 +44,12 @@ func validate(req *writ.CheckRequest) error {
 	if req.Actor.ID == "" {
 		bad("actor.id", "required")
 	}
+	switch {
+	case len(req.ApprovalIDs) > 1:
+		bad("approval_ids", "present at most one approval per check")
+	case len(req.ApprovalIDs) == 1 && req.ApprovalIDs[0] == "":
+		bad("approval_ids[0]", "must not be empty")
+	}
 	for i, s := range req.SubjectIDs {
 		if s == "" {
 			bad(fmt.Sprintf("subject_ids[%d]", i), "must not be empty")

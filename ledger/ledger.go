@@ -155,6 +155,13 @@ type Entry struct {
 	// RunEvent, when set, is appended to its run in the same transaction,
 	// with RecordID set to the sealed record's id.
 	RunEvent *RunEvent
+	// NewApprovals are approval requests created by this entry's check,
+	// inserted in the same transaction with RecordID set.
+	NewApprovals []NewApproval
+	// ApprovalEvent, when set, is appended in the same transaction under
+	// its guard (see ApprovalEvent); when the guard fails, the entry is
+	// skipped and Refused says why.
+	ApprovalEvent *ApprovalEvent
 
 	// Set by Store.Append:
 	// Raw is the sealed bytes (when the entry was appended).
@@ -163,6 +170,9 @@ type Entry struct {
 	// (by an earlier transaction or an earlier entry of the same batch):
 	// the entry was not appended and Prior holds the first claim's answer.
 	Prior *Prior
+	// Refused is set instead, when the entry's approval event failed its
+	// guard: one of the Refused* reasons. The entry was not appended.
+	Refused string
 }
 
 // Store is what the ledger and the engine need from a store. Every method
@@ -170,10 +180,11 @@ type Entry struct {
 type Store interface {
 	// Append seals and writes entries in one transaction and returns only
 	// once it is durable. For each entry, in order: if its idempotency key
-	// is already claimed, set entry.Prior and skip it; otherwise call seal
-	// with the tenant's head, insert the record with the returned bytes,
-	// its receipt, blobs, idempotency claim and block, and advance the
-	// head. If Append returns an error, nothing of the batch is durable.
+	// is already claimed, set entry.Prior and skip it; if its approval
+	// event fails its guard, set entry.Refused and skip it; otherwise call
+	// seal with the tenant's head, insert the record with the returned
+	// bytes, its receipt, blobs, idempotency claim, block, run event, new
+	// approval requests and approval event, and advance the head. If Append returns an error, nothing of the batch is durable.
 	Append(ctx context.Context, entries []*Entry, seal SealFunc) error
 	// Record returns one record exactly as sealed, or an ENOTFOUND error.
 	Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error)
@@ -216,6 +227,7 @@ type Store interface {
 	StartRun(ctx context.Context, ev *RunEvent) error
 	// RunEvents returns a run's events in seq order, or ENOTFOUND.
 	RunEvents(ctx context.Context, tenantID, runID string) ([]RunEvent, error)
+	ApprovalStore
 	// ScanHashes returns up to limit of the tenant's stored tree hashes
 	// from storage index from on, in index order, stopping early at the
 	// first index not stored.

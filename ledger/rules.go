@@ -158,6 +158,10 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 		r.checkVerdict(p, rec, bad)
 		return out
 	}
+	if strings.HasPrefix(rec.DecisionKey, "approval:") {
+		r.checkApproval(p, rec, bad)
+		return out
+	}
 	spec, ok := p.Specs[rec.DecisionKey]
 	if !ok || spec.ID() != l.DecisionSpec || spec.Version != rec.DecisionVersion {
 		bad("lineage", "decision spec %s@%s is not in the pinned pack", rec.DecisionKey, rec.DecisionVersion)
@@ -229,6 +233,38 @@ func (r *Rules) checkControls(p *pack.Pack, spec *pack.Spec, active writ.Control
 		if _, ok := p.Gates[g]; !ok {
 			bad("controls", "approval gate %s is not defined by the pinned pack", g)
 		}
+	}
+}
+
+// checkApproval checks the record of an approval decision: its gate is in
+// the pinned pack, an approval
+// carries itself in approvals[], and a denial carries none.
+func (r *Rules) checkApproval(p *pack.Pack, rec *writ.Record, bad func(rule, format string, args ...any)) {
+	gate := strings.TrimPrefix(rec.DecisionKey, "approval:")
+	// An escalation is named after whatever escalated (a rule, a control,
+	// an evidence requirement or a budget); a gate must be the pack's.
+	if !strings.HasPrefix(gate, writ.EscalationGatePrefix) {
+		if _, ok := p.Gates[gate]; !ok {
+			bad("lineage", "approval gate %s is not in the pinned pack", gate)
+		}
+	}
+	if rec.Lineage.DecisionSpec != rec.DecisionKey {
+		bad("lineage", "decision_spec %s, want %s", rec.Lineage.DecisionSpec, rec.DecisionKey)
+	}
+	switch rec.Status {
+	case writ.StatusDecided:
+		if len(rec.Approvals) != 1 || rec.Approvals[0].GateID != gate || rec.Approvals[0].Approver != rec.Actor.ID {
+			bad("approval", "an approval's record carries exactly its own approval, by its actor, at gate %s", gate)
+		}
+	case writ.StatusRejected:
+		if len(rec.Approvals) != 0 {
+			bad("approval", "a denial's record carries no approval")
+		}
+	default:
+		bad("schema", "an approval decision is DECIDED or REJECTED, not %s", rec.Status)
+	}
+	if rec.Actor.Type != writ.ActorHuman {
+		bad("approval", "an approval decision is made by a HUMAN actor, not %s", rec.Actor.Type)
 	}
 }
 

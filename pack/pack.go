@@ -54,6 +54,17 @@ type Pack struct {
 	// zero policies when the pack has no policies file).
 	Workflows        map[string]*Workflow
 	WorkflowPolicies *WorkflowPolicies
+	// ApprovalWebhook, when set, announces each new approval request.
+	ApprovalWebhook *Webhook
+}
+
+// Webhook is where writ announces new approval requests: an HTTPS (or,
+// for development, loopback HTTP) URL, and the environment variable that
+// holds the secret the deliveries are signed with. The secret itself
+// never lives in the pack.
+type Webhook struct {
+	URL       string `yaml:"url"`
+	SecretEnv string `yaml:"secret_env"`
 }
 
 // ID is the pack's pinned version, name@version.
@@ -217,6 +228,9 @@ type Gate struct {
 	ApprovalMode string `yaml:"approval_mode"`
 	TargetHint   string `yaml:"target_hint"`
 	TTLText      string `yaml:"ttl"`
+	// Allowance is how many checks one approval at the gate may allow
+	// (default 1).
+	Allowance int `yaml:"allowance"`
 
 	TTL time.Duration `yaml:"-"`
 	Pos Pos           `yaml:"-"`
@@ -256,6 +270,9 @@ type manifest struct {
 	Limits      struct {
 		CELCost uint64 `yaml:"cel_cost"`
 	} `yaml:"limits"`
+	Approvals struct {
+		Webhook *Webhook `yaml:"webhook"`
+	} `yaml:"approvals"`
 }
 
 // Load loads the pack rooted at dir.
@@ -386,11 +403,12 @@ func (l *loader) load() *Pack {
 	}
 	p := &Pack{
 		Name: m.Name, Version: m.Version, Description: m.Description, Dir: l.dir,
-		Limits:  Limits{CELCost: m.Limits.CELCost},
-		Specs:   map[string]*Spec{},
-		Bundles: map[string]*Bundle{},
-		Tools:   map[string]*Tool{},
-		Gates:   map[string]*Gate{},
+		Limits:          Limits{CELCost: m.Limits.CELCost},
+		ApprovalWebhook: m.Approvals.Webhook,
+		Specs:           map[string]*Spec{},
+		Bundles:         map[string]*Bundle{},
+		Tools:           map[string]*Tool{},
+		Gates:           map[string]*Gate{},
 
 		Workflows:        map[string]*Workflow{},
 		WorkflowPolicies: &WorkflowPolicies{},
@@ -638,6 +656,9 @@ func (l *loader) crossCheck(p *Pack) {
 	for _, s := range sortedSpecs(p) {
 		if strings.HasPrefix(s.DecisionKey, "workflow:") {
 			l.addf(s.Pos, "decision key %q: the prefix workflow: is reserved for step verdicts", s.DecisionKey)
+		}
+		if strings.HasPrefix(s.DecisionKey, "approval:") {
+			l.addf(s.Pos, "decision key %q: the prefix approval: is reserved for approval decisions", s.DecisionKey)
 		}
 	}
 	for _, t := range sortedTools(p) {

@@ -112,6 +112,10 @@ type Applied struct {
 	Verdict Effect
 	// Firing is set when the check fired.
 	Firing *Firing
+	// Satisfied names the approval that redeemed the gate this
+	// require_approval check fired for; the check then no longer decides
+	// the effect (see ApplyApprovals).
+	Satisfied string
 }
 
 // PolicyDecisionID is the id of the check with its verdict.
@@ -143,6 +147,8 @@ type Decision struct {
 	Applied []Applied
 	// Gates are the approval gates the fired checks require.
 	Gates []string
+	// Granted are the presented approvals that redeemed gates.
+	Granted []*writ.ApprovalRequest
 }
 
 // Decide evaluates req under r at the clock reading now. It is pure: the

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/writhq/writ"
 )
@@ -30,6 +32,10 @@ func (d *Decision) Receipt(r *Resolved, req *writ.CheckRequest, decisionID strin
 		RuntimeLoopback:               writ.RuntimeLoopback{SameGoalState: e != Deny && e != Escalate},
 	}
 	fired := d.fired()
+	for _, a := range d.Granted {
+		rc.Reasons = append(rc.Reasons, writ.Reason{Code: "approval_redeemed", Message: fmt.Sprintf("Approval %s at %s by %s, decided %s, allows this action (use %d of %d).",
+			a.ApprovalID, a.GateID, a.Decision.Approver, a.Decision.At.UTC().Format(time.RFC3339), a.Uses+1, a.Allowance)})
+	}
 	for _, a := range fired {
 		f := a.Firing
 		rc.Reasons = append(rc.Reasons, f.Reason)
@@ -72,9 +78,9 @@ func (d *Decision) Receipt(r *Resolved, req *writ.CheckRequest, decisionID strin
 				break
 			}
 		}
-		if rc.Routing.TargetHint == "" && e == RequireApproval && len(d.Gates) > 0 {
-			rc.Routing.TargetHint = d.Gates[0]
-			if g := r.pack.Gates[d.Gates[0]]; g != nil && g.TargetHint != "" {
+		if open := d.OpenGates(); rc.Routing.TargetHint == "" && e == RequireApproval && len(open) > 0 {
+			rc.Routing.TargetHint = open[0]
+			if g := r.pack.Gates[open[0]]; g != nil && g.TargetHint != "" {
 				rc.Routing.TargetHint = g.TargetHint
 			}
 		}
@@ -90,7 +96,7 @@ func (d *Decision) Receipt(r *Resolved, req *writ.CheckRequest, decisionID strin
 func (d *Decision) fired() []Applied {
 	var out []Applied
 	for _, a := range d.Applied {
-		if a.Firing != nil {
+		if a.Firing != nil && a.Satisfied == "" {
 			out = append(out, a)
 		}
 	}

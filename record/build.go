@@ -37,10 +37,10 @@ type Input struct {
 // audit block is left for the ledger to seal.
 func Build(in Input) (*writ.Record, error) {
 	req, r, d, red := in.Request, in.Resolved, in.Decision, in.Redactor
-	evidence, refs := validEvidence(req, in.Now)
-	evidenceHash, err := CanonicalDigest(redacted(red, evidence))
+	_, refs := validEvidence(req, in.Now)
+	evidenceHash, err := EvidenceSnapshotHash(req, in.Now, red)
 	if err != nil {
-		return nil, fmt.Errorf("evidence snapshot: %w", err)
+		return nil, err
 	}
 	argsDigest, err := ArgumentsDigest(red.Map(req.Arguments))
 	if err != nil {
@@ -71,7 +71,7 @@ func Build(in Input) (*writ.Record, error) {
 		Outputs:               outputs,
 		EvidenceRefs:          orEmpty(red.Strings(refs)),
 		PolicyDecisions:       PolicyDecisions(d),
-		Approvals:             []writ.Approval{},
+		Approvals:             approvals(d),
 		ApprovalModeEffective: r.ApprovalMode,
 		ControlsActive:        r.Controls,
 		Scorecard:             req.Scorecard,
@@ -124,6 +124,30 @@ func Build(in Input) (*writ.Record, error) {
 		}
 	}
 	return rec, nil
+}
+
+// EvidenceSnapshotHash is the digest of the evidence a check is decided
+// on: the canonical JSON of its valid evidence (the request's own tenant's,
+// not observed in the future), redacted. Records carry it as
+// replay.evidence_snapshot_hash, and approvals are bound to it.
+func EvidenceSnapshotHash(req *writ.CheckRequest, now time.Time, red *Redactor) (string, error) {
+	evidence, _ := validEvidence(req, now)
+	h, err := CanonicalDigest(redacted(red, evidence))
+	if err != nil {
+		return "", fmt.Errorf("evidence snapshot: %w", err)
+	}
+	return h, nil
+}
+
+// approvals lists the approvals that redeemed the decision's gates, as
+// the record states them.
+func approvals(d *policy.Decision) []writ.Approval {
+	out := make([]writ.Approval, 0, len(d.Granted))
+	for _, a := range d.Granted {
+		out = append(out, writ.Approval{GateID: a.GateID, Approver: a.Decision.Approver, ApprovalModeEffective: a.ApprovalModeEffective,
+			EvidenceSnapshotHash: a.Binding.EvidenceSnapshotHash, DecidedAt: a.Decision.At.UTC()})
+	}
+	return out
 }
 
 func packPin(r *policy.Resolved) (string, string) {

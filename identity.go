@@ -1,0 +1,55 @@
+package writ
+
+import (
+	"context"
+	"slices"
+)
+
+// Role is what an API key may do.
+type Role string
+
+// Roles.
+const (
+	// RoleAgent runs boundary checks and workflow runs.
+	RoleAgent Role = "agent"
+	// RoleApprover lists, shows and decides approval requests.
+	RoleApprover Role = "approver"
+	// RoleAuditor reads records, proofs, checkpoints, runs and approvals,
+	// verifies, replays and exports.
+	RoleAuditor Role = "auditor"
+	// RoleAdmin manages API keys and packs, and issues checkpoints.
+	RoleAdmin Role = "admin"
+)
+
+// Roles lists every role.
+var Roles = []Role{RoleAgent, RoleApprover, RoleAuditor, RoleAdmin}
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool { return slices.Contains(Roles, r) }
+
+// Principal is an authenticated caller: an API key of one tenant.
+type Principal struct {
+	TenantID string `json:"tenant_id"`
+	KeyID    string `json:"key_id"`
+	// Subject names who holds the key (a person, a service); it is the
+	// approver named in approvals.
+	Subject string `json:"subject"`
+	Roles   []Role `json:"roles"`
+}
+
+// Has reports whether the principal holds role.
+func (p *Principal) Has(role Role) bool { return p != nil && slices.Contains(p.Roles, role) }
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying the authenticated caller.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the authenticated caller ctx carries, or nil
+// (development mode, or an in-process caller).
+func PrincipalFrom(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
+}
