@@ -33,8 +33,13 @@ type ApprovalBinding struct {
 	DecisionKey string `json:"decision_key"`
 	// ArgumentsDigest is a keyed digest of the action's unredacted
 	// arguments ("hmac-sha256:…"; see record.Binder): it changes with any
-	// argument and reveals none.
+	// argument and reveals none. Live checks compare it.
 	ArgumentsDigest string `json:"arguments_digest"`
+	// RedactedArgumentsDigest is the record's replay.arguments_digest: the
+	// digest of the redacted arguments, which replay can recompute from
+	// the stored request envelope. Replay, which never sees unredacted
+	// arguments, compares this one instead.
+	RedactedArgumentsDigest string `json:"redacted_arguments_digest"`
 	// EvidenceSnapshotHash is the record's replay.evidence_snapshot_hash:
 	// the digest of the evidence the approver saw.
 	EvidenceSnapshotHash string `json:"evidence_snapshot_hash"`

@@ -281,7 +281,12 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	if err != nil {
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
-	binding := writ.ApprovalBinding{DecisionKey: r.Spec.DecisionKey, ArgumentsDigest: argsDigest, EvidenceSnapshotHash: evidenceHash, BundleRevisions: slices.Clone(r.PolicyVersions)}
+	redactedArgs, err := record.ArgumentsDigest(e.redactor.Map(rq.Arguments))
+	if err != nil {
+		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	binding := writ.ApprovalBinding{DecisionKey: r.Spec.DecisionKey, ArgumentsDigest: argsDigest, RedactedArgumentsDigest: redactedArgs,
+		EvidenceSnapshotHash: evidenceHash, BundleRevisions: slices.Clone(r.PolicyVersions)}
 	if binding.BundleRevisions == nil {
 		binding.BundleRevisions = []string{}
 	}

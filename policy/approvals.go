@@ -135,7 +135,11 @@ func bindingChanges(was, now writ.ApprovalBinding) []string {
 	if was.DecisionKey != now.DecisionKey {
 		out = append(out, fmt.Sprintf("it approved decision key %s, not %s", was.DecisionKey, now.DecisionKey))
 	}
-	if was.ArgumentsDigest != now.ArgumentsDigest {
+	// A live check knows the keyed digest of the unredacted arguments;
+	// replay knows only the redacted digest (and leaves the keyed one
+	// empty).
+	if now.ArgumentsDigest != "" && was.ArgumentsDigest != now.ArgumentsDigest ||
+		now.ArgumentsDigest == "" && was.RedactedArgumentsDigest != now.RedactedArgumentsDigest {
 		out = append(out, "the action's arguments changed since it was approved")
 	}
 	if was.EvidenceSnapshotHash != now.EvidenceSnapshotHash {

@@ -149,3 +149,37 @@ func TestApplyApprovalsIsPure(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyApprovalsReplayBinding: replay never sees unredacted
+// arguments, so it leaves the keyed digest empty and the redacted digest
+// decides.
+func TestApplyApprovalsReplayBinding(t *testing.T) {
+	pol := testPack(t, rule("R_APPROVE", "args.amount > 4", "require_approval", "gate: G"), "", "")
+	live := writ.ApprovalBinding{DecisionKey: "t.act", ArgumentsDigest: "hmac-sha256:aa", RedactedArgumentsDigest: "sha256:rr", EvidenceSnapshotHash: "e", BundleRevisions: []string{"B@2.0.0"}}
+	mk := func() *writ.ApprovalRequest {
+		a := &writ.ApprovalRequest{ApprovalID: "apr_1", GateID: "G", Binding: live, Allowance: 1, CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Hour),
+			Events: []writ.ApprovalEvent{{Seq: 1, Kind: writ.ApprovalEventApproved, Actor: "x", At: now.Add(-time.Minute)}}}
+		a.Apply(now)
+		return a
+	}
+	for _, tt := range []struct {
+		name     string
+		redacted string
+		want     policy.Effect
+	}{
+		{"same redacted arguments", "sha256:rr", policy.Allow},
+		{"other redacted arguments", "sha256:zz", policy.RequireApproval},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := &writ.CheckRequest{TenantID: "acme", DecisionKey: "t.act", Actor: writ.Actor{Type: "AGENT", ID: "a"}, Arguments: map[string]any{"amount": 9.0, "order": "o"}}
+			r, _ := pol.Resolve(req)
+			d := pol.Decide(r, req, now)
+			replay := live
+			replay.ArgumentsDigest, replay.RedactedArgumentsDigest = "", tt.redacted
+			d.ApplyApprovals([]*writ.ApprovalRequest{mk()}, replay, now)
+			if d.Effect != tt.want {
+				t.Errorf("effect = %s, want %s", d.Effect, tt.want)
+			}
+		})
+	}
+}

@@ -95,14 +95,16 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"serve":   {"run the HTTP server", (*Main).serve},
-	"check":   {"decide one check request offline and print its receipt", (*Main).check},
-	"lint":    {"check a pack for CI: schema, policy, workflow graph and templates", (*Main).lint},
-	"records": {"list or show records of a ledger", (*Main).records},
-	"ledger":  {"verify, prove, checkpoint, export and generate ledgers; manage signing keys", (*Main).ledger},
-	"bench":   {"measure durable checks per second over HTTP", (*Main).bench},
-	"run":     {"start a workflow run, submit step attempts, show a run", (*Main).run},
-	"version": {"print the version", (*Main).printVersion},
+	"serve":     {"run the HTTP server", (*Main).serve},
+	"check":     {"decide one check request offline and print its receipt", (*Main).check},
+	"lint":      {"check a pack for CI: schema, policy, workflow graph and templates", (*Main).lint},
+	"records":   {"list or show records of a ledger", (*Main).records},
+	"ledger":    {"verify, prove, checkpoint, export and generate ledgers; manage signing keys", (*Main).ledger},
+	"bench":     {"measure durable checks per second over HTTP", (*Main).bench},
+	"run":       {"start a workflow run, submit step attempts, show a run", (*Main).run},
+	"keys":      {"create, list and revoke the API keys of tenants", (*Main).keys},
+	"approvals": {"list, show, approve and deny approval requests on a server", (*Main).approvals},
+	"version":   {"print the version", (*Main).printVersion},
 }
 
 // Run runs the subcommand named by args[0].
@@ -130,7 +132,7 @@ func (m *Main) usage() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(m.Stderr, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(m.Stderr, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(m.Stderr, "\nRun 'writ <command> -h' for a command's flags.")
 }

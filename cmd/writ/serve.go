@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/webhook"
 )
 
 func (m *Main) serve(ctx context.Context, args []string) error {
@@ -63,8 +67,27 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
-		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}}, *data, *keyFile)
+	authenticate, err := m.authMode(ctx, st, *addr, log)
+	if err != nil {
+		return err
+	}
+	cfg := engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
+		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}}
+	if wh := pol.Pack.ApprovalWebhook; wh != nil {
+		secret := m.Getenv(wh.SecretEnv)
+		if secret == "" {
+			return fmt.Errorf("pack %s announces approvals to a webhook signed with $%s, which is not set", pol.Pack.ID(), wh.SecretEnv)
+		}
+		n, err := webhook.New(webhook.Config{URL: wh.URL, Secret: []byte(secret), Logger: log})
+		if err != nil {
+			return fmt.Errorf("approval webhook: %w", err)
+		}
+		whCtx, stopWebhook := context.WithCancel(context.Background())
+		defer stopWebhook()
+		go n.Run(whCtx)
+		cfg.Announce = n.Announce
+	}
+	eng, err := openEngine(ctx, cfg, *data, *keyFile)
 	if err != nil {
 		return err
 	}
@@ -79,6 +102,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Handler: httpapi.NewServer(eng, httpapi.Config{
 			Ledger:       eng,
 			Workflows:    eng,
+			Approvals:    eng,
+			Authenticate: authenticate,
 			MaxBodyBytes: *maxBody,
 			Logger:       log,
 			Health: func(context.Context) httpapi.HealthReport {
@@ -109,4 +134,43 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// authMode decides how the server authenticates callers. With API keys in
+// the store (revoked ones count: keys once issued mean the deployment
+// authenticates), every request needs one. Without any, the server runs
+// in development mode, unauthenticated, and only on a loopback address,
+// so the quick start works and nothing unauthenticated is ever exposed.
+func (m *Main) authMode(ctx context.Context, st ledger.Store, addr string, log *slog.Logger) (func(context.Context, string) (*writ.Principal, error), error) {
+	ks, ok := st.(auth.Store)
+	if !ok {
+		return nil, fmt.Errorf("this store keeps no API keys")
+	}
+	keys, err := ks.APIKeys(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("read API keys: %w", err)
+	}
+	if len(keys) > 0 {
+		return func(ctx context.Context, token string) (*writ.Principal, error) {
+			return auth.Authenticate(ctx, ks, token, time.Now())
+		}, nil
+	}
+	if !loopback(addr) {
+		return nil, fmt.Errorf("refusing to serve on %s without authentication: create an API key first (writ keys create --tenant T --subject WHO --role ROLE), or listen on a loopback address for development", addr)
+	}
+	log.Warn("DEVELOPMENT MODE: no API keys exist, so this server authenticates no one; it listens on loopback only. Create keys with 'writ keys create' and restart to require them.")
+	return nil, nil
+}
+
+// loopback reports whether addr (host:port) names only a loopback address.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/httpapi"
+)
+
+// approvals is the approver's command line: it talks to a running server,
+// as the approver's API key (WRIT_API_KEY), so that every decision goes
+// through the one engine that records it.
+func (m *Main) approvals(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("usage: writ approvals list|show|approve|deny [flags]")
+	}
+	switch args[0] {
+	case "list":
+		return m.approvalsList(ctx, args[1:])
+	case "show":
+		return m.approvalsShow(ctx, args[1:])
+	case "approve":
+		return m.approvalsDecide(ctx, writ.ApprovalApproved, args[1:])
+	case "deny":
+		return m.approvalsDecide(ctx, writ.ApprovalDenied, args[1:])
+	}
+	return usagef("unknown approvals command %q (want list, show, approve or deny)", args[0])
+}
+
+// serverFlags are the flags of commands that talk to a server.
+type serverFlags struct {
+	server, tenant *string
+}
+
+func (m *Main) addServerFlags(f *flag.FlagSet) serverFlags {
+	def := m.Getenv("WRIT_SERVER")
+	if def == "" {
+		def = "http://127.0.0.1:8080"
+	}
+	return serverFlags{
+		server: f.String("server", def, "writ server URL (or $WRIT_SERVER); the API key comes from $WRIT_API_KEY"),
+		tenant: f.String("tenant", "", "tenant (default: the API key's; required on a development server without keys)"),
+	}
+}
+
+func (m *Main) client(sf serverFlags) *httpapi.Client {
+	var opts []httpapi.ClientOption
+	if key := m.Getenv("WRIT_API_KEY"); key != "" {
+		opts = append(opts, httpapi.WithHeader("Authorization", "Bearer "+key))
+	}
+	return httpapi.NewClient(strings.TrimRight(*sf.server, "/"), opts...)
+}
+
+func (m *Main) approvalsList(ctx context.Context, args []string) error {
+	fs := m.flags("approvals list", "[--state pending] [--gate G] [--decision-key K] [--older-than 1h] [--server URL]")
+	sf := m.addServerFlags(fs)
+	var q writ.ApprovalQuery
+	fs.StringVar(&q.State, "state", writ.ApprovalPending, "pending, approved, denied, expired, or all")
+	fs.StringVar(&q.GateID, "gate", "", "only this gate (escalations are escalation:<rule>)")
+	fs.StringVar(&q.DecisionKey, "decision-key", "", "only this decision key")
+	olderThan := fs.Duration("older-than", 0, "only requests older than this (e.g. 30m, 4h)")
+	fs.IntVar(&q.Limit, "limit", 100, "page size (1-1000)")
+	fs.StringVar(&q.Cursor, "cursor", "", "continue from a previous page")
+	asJSON := fs.Bool("json", false, "print the page as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("approvals list takes no arguments, got %q", fs.Args())
+	}
+	if q.State == "all" {
+		q.State = ""
+	}
+	if *olderThan < 0 {
+		return usagef("--older-than must not be negative")
+	}
+	if *olderThan > 0 {
+		q.CreatedBefore = time.Now().Add(-*olderThan)
+	}
+	q.TenantID = *sf.tenant
+	page, err := m.client(sf).Approvals(ctx, q)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(page)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "APPROVAL\tSTATE\tGATE\tDECISION KEY\tAGE\tTARGET\tREASON")
+	now := time.Now()
+	for _, a := range page.Approvals {
+		reason := ""
+		if len(a.Reasons) > 0 {
+			reason = a.Reasons[0].Message
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ApprovalID, a.State, a.GateID, a.Binding.DecisionKey, now.Sub(a.CreatedAt).Round(time.Second), a.TargetHint, reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(m.Stdout, "more: --cursor %s\n", page.NextCursor)
+	}
+	return nil
+}
+
+func (m *Main) approvalsShow(ctx context.Context, args []string) error {
+	fs := m.flags("approvals show", "APPROVAL_ID [--server URL]")
+	sf := m.addServerFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("approvals show needs exactly one APPROVAL_ID")
+	}
+	c := m.client(sf)
+	a, err := c.Approval(ctx, *sf.tenant, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(a)
+}
+
+func (m *Main) approvalsDecide(ctx context.Context, decision string, args []string) error {
+	name := "approvals approve"
+	if decision == writ.ApprovalDenied {
+		name = "approvals deny"
+	}
+	fs := m.flags(name, "APPROVAL_ID --reason TEXT [--server URL]")
+	sf := m.addServerFlags(fs)
+	reason := fs.String("reason", "", "why, for the record (required)")
+	approver := fs.String("approver", "", "who decides (only on a development server without keys; otherwise the API key's subject)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("%s needs exactly one APPROVAL_ID", name)
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return usagef("%s needs --reason", name)
+	}
+	a, err := m.client(sf).DecideApproval(ctx, &writ.DecideApprovalRequest{TenantID: *sf.tenant, ApprovalID: fs.Arg(0), Decision: decision, Approver: *approver, Reason: *reason})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "%s %s by %s (record %s)\n", a.ApprovalID, a.State, a.Decision.Approver, a.Decision.RecordID)
+	return nil
+}
