@@ -63,7 +63,17 @@ func startServer(t *testing.T, data, packDir string) *server {
 // startServerArgs runs `writ serve` on 127.0.0.1:0 with extra flags.
 func startServerArgs(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startServerEnv(t, nil, args...)
+}
+
+// startServerEnv runs `writ serve` on 127.0.0.1:0 with extra environment
+// variables and flags.
+func startServerEnv(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
 	cmd := exec.Command(writBinary, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -6,14 +6,19 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/httpapi"
+	"github.com/writhq/writ/webhook"
 )
 
 // keyFor creates an API key with the CLI and returns its token and id.
@@ -228,7 +233,9 @@ func TestTenantIsolationOverHTTP(t *testing.T) {
 			if fs != http.StatusNotFound || ms != http.StatusNotFound {
 				t.Fatalf("foreign %d %s, missing %d %s; want 404 for both", fs, fb, ms, mb)
 			}
-			id := func(path string) string { return strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, "/v1/records/"), "/v1/approvals/"), "/")[0] }
+			id := func(path string) string {
+				return strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, "/v1/records/"), "/v1/approvals/"), "/")[0]
+			}
 			if got, want := strings.ReplaceAll(problem(t, fb), id(p.foreign), "ID"), strings.ReplaceAll(problem(t, mb), id(p.missing), "ID"); got != want {
 				t.Errorf("a foreign id answers differently from a missing one:\n foreign %s\n missing %s", got, want)
 			}
@@ -372,5 +379,74 @@ func TestServeRefusesUnauthenticatedNonLoopback(t *testing.T) {
 	}
 	if !strings.Contains(srv.stderr.String(), "DEVELOPMENT MODE") {
 		t.Errorf("serve printed no loud warning: %s", srv.stderr.String())
+	}
+}
+
+// TestApprovalWebhookOverHTTP: a pack that names a webhook has each new
+// approval request announced, signed with the secret from the
+// environment; a receiver that fails first is retried.
+func TestApprovalWebhookOverHTTP(t *testing.T) {
+	const secret = "webhook-secret-for-tests-0123456789abcdef"
+	type delivery struct {
+		header, id string
+		body       []byte
+	}
+	got := make(chan delivery, 8)
+	var calls atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if calls.Add(1) == 1 {
+			rw.WriteHeader(http.StatusServiceUnavailable) // the first delivery fails; writ retries it
+			return
+		}
+		got <- delivery{r.Header.Get("Writ-Signature"), r.Header.Get("Writ-Delivery"), b}
+	}))
+	defer hook.Close()
+
+	packDir := t.TempDir()
+	if err := os.CopyFS(packDir, os.DirFS("../../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(packDir, "pack.yaml")
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, []byte("approvals:\n  webhook:\n    url: "+hook.URL+"/approvals\n    secret_env: WRIT_TEST_WEBHOOK_SECRET\n")...)
+	if err := os.WriteFile(manifest, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	// Without the secret in the environment, the server refuses to start.
+	out, err := exec.Command(writBinary, "serve", "--addr", "127.0.0.1:0", "--data", data, "--pack", packDir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "WRIT_TEST_WEBHOOK_SECRET") {
+		t.Fatalf("serve without the webhook secret: %v\n%s", err, out)
+	}
+	srv := startServerEnv(t, []string{"WRIT_TEST_WEBHOOK_SECRET=" + secret}, "--data", data, "--pack", packDir)
+	rc, err := httpapi.NewClient(srv.url).Check(context.Background(), freshRefund(t, "refund-high-value-human-review"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-got:
+		if err := webhook.Verify([]byte(secret), d.header, d.body, time.Now(), 5*time.Minute); err != nil {
+			t.Errorf("the delivery's signature does not verify: %v", err)
+		}
+		var ev struct {
+			Type       string               `json:"type"`
+			DeliveryID string               `json:"delivery_id"`
+			Approval   writ.ApprovalRequest `json:"approval"`
+		}
+		if err := json.Unmarshal(d.body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "approval.requested" || ev.Approval.ApprovalID != rc.Metadata.ApprovalIDs[0] || ev.DeliveryID != d.id || ev.Approval.GateID != "GATE_FINANCE_APPROVAL" {
+			t.Errorf("delivery = %s", d.body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no webhook delivery within 30s (%d attempts); server log: %s", calls.Load(), srv.stderr)
+	}
+	if n := calls.Load(); n < 2 {
+		t.Errorf("webhook attempts = %d, want the failed first one retried", n)
 	}
 }
