@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -54,7 +55,83 @@ func ValidateEntry(i int, e *Entry) error {
 	case e.RunEvent != nil && (e.RunEvent.TenantID == "" || e.RunEvent.RunID == "" || e.RunEvent.Kind == ""):
 		return bad("a run event needs a tenant, a run id and a kind")
 	}
+	for _, a := range e.NewApprovals {
+		if err := checkNewApproval(e.Record.TenantID, a); err != nil {
+			return bad("%s", err)
+		}
+	}
+	if ev := e.ApprovalEvent; ev != nil {
+		switch {
+		case ev.TenantID != e.Record.TenantID:
+			// The guard runs under the record's tenant's head: an event
+			// of another tenant would escape it.
+			return bad("approval event of tenant %q with a record of tenant %q", ev.TenantID, e.Record.TenantID)
+		case ev.ApprovalID == "":
+			return bad("approval event without an approval id")
+		case ev.Event.Kind != writ.ApprovalEventApproved && ev.Event.Kind != writ.ApprovalEventDenied && ev.Event.Kind != writ.ApprovalEventRedeemed:
+			return bad("approval event of unknown kind %q", ev.Event.Kind)
+		case !inRange(ev.Event.At):
+			return bad("approval event time %s is out of range", ev.Event.At)
+		}
+	}
 	return CheckBlobs(e.Blobs)
+}
+
+// checkNewApproval rejects an approval request a store could not keep and
+// answer for: one of another tenant, without an id or gate, with a
+// binding digest OpenApproval would never find it under, or with an
+// allowance or lifetime that means nothing.
+func checkNewApproval(tenantID string, a NewApproval) error {
+	r := a.Request
+	switch {
+	case r == nil:
+		return errors.New("new approval without a request")
+	case r.TenantID != tenantID:
+		return fmt.Errorf("approval %s of tenant %q with a record of tenant %q", r.ApprovalID, r.TenantID, tenantID)
+	case r.ApprovalID == "" || r.GateID == "":
+		return fmt.Errorf("approval %q needs an approval id and a gate id", r.ApprovalID)
+	case r.Allowance < 1:
+		return fmt.Errorf("approval %s has allowance %d, want at least 1", r.ApprovalID, r.Allowance)
+	case !inRange(r.CreatedAt) || !inRange(r.ExpiresAt):
+		return fmt.Errorf("approval %s: times out of range", r.ApprovalID)
+	case !r.ExpiresAt.After(r.CreatedAt):
+		return fmt.Errorf("approval %s expires at %s, not after it was created (%s)", r.ApprovalID, r.ExpiresAt, r.CreatedAt)
+	}
+	digest, err := BindingDigest(r.Binding)
+	if err != nil {
+		return fmt.Errorf("approval %s: binding: %w", r.ApprovalID, err)
+	}
+	if a.BindingDigest != digest {
+		return fmt.Errorf("approval %s has binding digest %q, want %q", r.ApprovalID, a.BindingDigest, digest)
+	}
+	return nil
+}
+
+func inRange(t time.Time) bool { return !t.Before(MinTime) && !t.After(MaxTime) }
+
+// ValidateBatch validates each entry of a batch and rejects a record id
+// or a new approval id that appears twice in it, before anything of the
+// batch is written (the database would refuse it half-way through).
+func ValidateBatch(entries []*Entry) error {
+	records := make(map[string]bool, len(entries))
+	approvals := make(map[[2]string]bool)
+	for i, e := range entries {
+		if err := ValidateEntry(i, e); err != nil {
+			return err
+		}
+		if records[e.Record.RecordID] {
+			return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("ledger entry %d: record %s appears twice in the batch", i, e.Record.RecordID)}
+		}
+		records[e.Record.RecordID] = true
+		for _, a := range e.NewApprovals {
+			k := [2]string{a.Request.TenantID, a.Request.ApprovalID}
+			if approvals[k] {
+				return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("ledger entry %d: approval %s appears twice in the batch", i, k[1])}
+			}
+			approvals[k] = true
+		}
+	}
+	return nil
 }
 
 // CheckBlobs refuses a blob whose hash is not the digest of its data:
@@ -240,4 +317,129 @@ func ReadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 		ms = append(ms, Migration{Version: v, Name: e.Name(), SQL: string(b)})
 	}
 	return ms, nil
+}
+
+// Approval requests and their events, as both stores keep them: the
+// request's immutable fields as JSON, its events as rows, and its state
+// derived from them (writ.ApprovalRequest.Apply) whenever it is read.
+
+// ApprovalJSON returns what a store keeps of an approval request: its
+// JSON with the derived fields (State, Decision, Uses, Events) cleared,
+// since those are never stored, only derived.
+func ApprovalJSON(r *writ.ApprovalRequest) ([]byte, error) {
+	c := *r
+	c.State, c.Decision, c.Uses, c.Events = "", nil, 0, nil
+	return json.Marshal(&c)
+}
+
+// ApprovalNotFound is the error of an approval request the tenant cannot
+// see. It says the same whether the id is unknown or belongs to another
+// tenant.
+func ApprovalNotFound(approvalID string) error {
+	return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("approval %q not found", approvalID)}
+}
+
+// ApprovalPageQuery checks an approval query and returns where its page
+// starts (the position after which requests are served) and its page
+// size. Cursors are those of record pages, over a store's insertion
+// position of requests instead of a chain seq.
+func ApprovalPageQuery(q writ.ApprovalQuery) (after int64, limit int, err error) {
+	if q.TenantID == "" {
+		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "an approval query needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	}
+	switch q.State {
+	case "", writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalExpired:
+	default:
+		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "invalid state", Details: []writ.Detail{{Field: "state", Message: "must be pending, approved, denied or expired"}}}
+	}
+	if limit, err = PageSize(q.Limit); err != nil {
+		return 0, 0, err
+	}
+	if q.Cursor != "" {
+		if after, err = DecodeCursor(q.Cursor); err != nil {
+			return 0, 0, err
+		}
+	}
+	return after, limit, nil
+}
+
+// ReadApprovals reads approval requests with their events from rows of
+// (position, request JSON, event seq, kind, actor, reason, record id,
+// event time in Unix nanoseconds), ordered by position, then seq; a
+// request without events comes as one row of seq 0. It derives each
+// request at now. The query asks for limit+1 requests: a request beyond
+// limit tells that another page follows.
+func ReadApprovals(rows Rows, limit int, now time.Time) (*writ.ApprovalPage, error) {
+	page := &writ.ApprovalPage{Approvals: make([]writ.ApprovalRequest, 0, min(limit, 64))}
+	var last int64
+	for rows.Next() {
+		var pos, seq, at int64
+		var doc []byte
+		var ev writ.ApprovalEvent
+		if err := rows.Scan(&pos, &doc, &seq, &ev.Kind, &ev.Actor, &ev.Reason, &ev.RecordID, &at); err != nil {
+			return nil, fmt.Errorf("read approvals: %w", err)
+		}
+		if len(page.Approvals) == 0 || pos != last {
+			if len(page.Approvals) == limit {
+				page.NextCursor = EncodeCursor(last)
+				break
+			}
+			var r writ.ApprovalRequest
+			if err := json.Unmarshal(doc, &r); err != nil {
+				return nil, fmt.Errorf("stored approval request does not parse: %w", err)
+			}
+			r.Events = []writ.ApprovalEvent{}
+			page.Approvals = append(page.Approvals, r)
+			last = pos
+		}
+		if seq > 0 {
+			ev.Seq, ev.At = seq, time.Unix(0, at).UTC()
+			r := &page.Approvals[len(page.Approvals)-1]
+			r.Events = append(r.Events, ev)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read approvals: %w", err)
+	}
+	for i := range page.Approvals {
+		page.Approvals[i].Apply(now)
+	}
+	return page, nil
+}
+
+// ApprovalTally is what the guard of an approval event needs to know of
+// its request: how many redemptions it allows, its decision so far, how
+// many times it was redeemed, and the seq of its last event. A store
+// reads it inside the append transaction (under a lock that keeps other
+// writers out) and keeps it up to date through the batch, so the events
+// of earlier entries count.
+type ApprovalTally struct {
+	Allowance int
+	Decision  string // the kind of its decision event, or ""
+	Redeemed  int
+	LastSeq   int64
+}
+
+// Admit checks an event of kind against the guard of ledger.ApprovalEvent.
+// If the event may be appended, Admit counts it and returns its seq;
+// otherwise it returns the refusal reason (one of the Refused* reasons)
+// and leaves the tally as it was.
+func (t *ApprovalTally) Admit(kind string) (seq int64, refused string) {
+	switch kind {
+	case writ.ApprovalEventApproved, writ.ApprovalEventDenied:
+		if t.Decision != "" {
+			return 0, RefusedDecided
+		}
+		t.Decision = kind
+	case writ.ApprovalEventRedeemed:
+		if t.Decision != writ.ApprovalEventApproved {
+			return 0, RefusedNotGiven
+		}
+		if t.Redeemed >= t.Allowance {
+			return 0, RefusedExhausted
+		}
+		t.Redeemed++
+	}
+	t.LastSeq++
+	return t.LastSeq, ""
 }

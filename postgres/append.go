@@ -23,32 +23,28 @@ import (
 const maxAttempts = 3
 
 // Append seals and writes entries in one transaction, as ledger.Store
-// specifies. Entries' Raw and Prior are set only once the transaction has
-// committed.
+// specifies. Entries' Raw, Prior and Refused are set only once the
+// transaction has committed; an appended approval event's Seq and
+// RecordID are set while it runs.
 //
 // The transaction first locks the chain heads of the batch's tenants, in
 // tenant order (creating a head at seq 0 for a new tenant), then reads the
-// idempotency claims: with the heads locked, no other server can claim a
-// key of those tenants or move their chains until this one commits.
+// idempotency claims, then locks the approval requests the batch's events
+// name (SELECT … FOR UPDATE, in key order) and counts their events: with
+// those locked, no other server can claim a key of those tenants, move
+// their chains, or decide or redeem those requests until this one commits.
 func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger.SealFunc) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	ids := make(map[string]bool, len(entries))
-	for i, e := range entries {
-		if err := ledger.ValidateEntry(i, e); err != nil {
-			return err
-		}
-		if ids[e.Record.RecordID] {
-			return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("ledger entry %d: record %s appears twice in the batch", i, e.Record.RecordID)}
-		}
-		ids[e.Record.RecordID] = true
+	if err := ledger.ValidateBatch(entries); err != nil {
+		return err
 	}
 	if s.closed.Load() {
 		return ledger.ErrClosed
 	}
 	for attempt := 1; ; attempt++ {
-		raws, priors, err := s.appendTx(ctx, entries, seal)
+		out, err := s.appendTx(ctx, entries, seal)
 		if err != nil {
 			if code := pgCode(err); attempt < maxAttempts && (code == "40P01" || code == "40001") {
 				continue
@@ -56,13 +52,23 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 			return err
 		}
 		for i, e := range entries {
-			e.Raw, e.Prior = raws[i], priors[i]
+			e.Raw, e.Prior, e.Refused = out.raws[i], out.priors[i], out.refused[i]
 		}
 		return nil
 	}
 }
 
+// appended is what one attempt of Append settled for each entry: the
+// sealed bytes, the prior answer or the refusal.
+type appended struct {
+	raws    [][]byte
+	priors  []*ledger.Prior
+	refused []string
+}
+
 type claimKey struct{ tenant, key string }
+
+type approvalKey struct{ tenant, id string }
 
 type runKey struct{ tenant, run string }
 
@@ -71,12 +77,11 @@ type blockKey struct {
 	key    ledger.BlockKey
 }
 
-// appendTx runs one attempt of Append and returns, per entry, the sealed
-// bytes or the prior answer.
-func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledger.SealFunc) (raws [][]byte, priors []*ledger.Prior, err error) {
+// appendTx runs one attempt of Append.
+func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledger.SealFunc) (*appended, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("postgres: begin append: %w", err)
+		return nil, fmt.Errorf("postgres: begin append: %w", err)
 	}
 	done := false
 	defer func() {
@@ -85,11 +90,14 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		}
 	}()
 
-	// Lock the heads, then read the claims (the batch runs its statements
-	// in order, in one round trip).
+	// Lock the heads, then read the claims, then lock and count the
+	// approval requests (the batch runs its statements in order, in one
+	// round trip).
 	var tenants []string
 	var claimTenants, claimKeys []string
 	seenClaim := map[claimKey]bool{}
+	var approvalKeys []approvalKey
+	tallies := map[approvalKey]*ledger.ApprovalTally{}
 	for _, e := range entries {
 		tenants = append(tenants, e.Record.TenantID)
 		if c := e.Idempotency; c != nil {
@@ -97,6 +105,13 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 			if !seenClaim[k] {
 				seenClaim[k] = true
 				claimTenants, claimKeys = append(claimTenants, k.tenant), append(claimKeys, k.key)
+			}
+		}
+		if ev := e.ApprovalEvent; ev != nil {
+			k := approvalKey{ev.TenantID, ev.ApprovalID}
+			if _, ok := tallies[k]; !ok {
+				tallies[k] = nil
+				approvalKeys = append(approvalKeys, k)
 			}
 		}
 	}
@@ -140,37 +155,57 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 				return rows.Err()
 			})
 	}
+	if len(approvalKeys) > 0 {
+		queueApprovalTallies(b, approvalKeys, tallies)
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, fmt.Errorf("postgres: lock chain heads: %w", err)
+		return nil, fmt.Errorf("postgres: lock chain heads: %w", err)
 	}
 	if len(heads) != len(tenants) {
-		return nil, nil, fmt.Errorf("postgres: locked %d chain heads, want %d", len(heads), len(tenants))
+		return nil, fmt.Errorf("postgres: locked %d chain heads, want %d", len(heads), len(tenants))
 	}
 
 	// Settle which entries are appended: an entry whose key is claimed, in
 	// the database or earlier in this batch, is answered with the first
-	// claim instead.
-	priors = make([]*ledger.Prior, len(entries))
+	// claim instead; then an entry whose approval event fails its guard is
+	// refused.
+	out := &appended{raws: make([][]byte, len(entries)), priors: make([]*ledger.Prior, len(entries)), refused: make([]string, len(entries))}
 	todo := make([]int, 0, len(entries))
 	for i, e := range entries {
 		rec := e.Record
 		if c := e.Idempotency; c != nil {
-			k := claimKey{rec.TenantID, c.Key}
-			if prior := dbClaims[k]; prior != nil {
-				priors[i] = prior
+			if prior := dbClaims[claimKey{rec.TenantID, c.Key}]; prior != nil {
+				out.priors[i] = prior
 				continue
 			}
-			dbClaims[k] = &ledger.Prior{ArgsDigest: c.ArgsDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
+		}
+		if ev := e.ApprovalEvent; ev != nil {
+			seq, reason := int64(0), ledger.RefusedUnknown
+			if t := tallies[approvalKey{ev.TenantID, ev.ApprovalID}]; t != nil {
+				seq, reason = t.Admit(ev.Event.Kind)
+			}
+			if reason != "" {
+				// Cleared: an earlier attempt of this batch may have set them.
+				out.refused[i] = reason
+				ev.Event.Seq, ev.Event.RecordID = 0, ""
+				continue
+			}
+			ev.Event.Seq, ev.Event.RecordID = seq, rec.RecordID
+		}
+		if c := e.Idempotency; c != nil {
+			dbClaims[claimKey{rec.TenantID, c.Key}] = &ledger.Prior{ArgsDigest: c.ArgsDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
+		}
+		for _, a := range e.NewApprovals {
+			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
 		}
 		todo = append(todo, i)
 	}
-	raws = make([][]byte, len(entries))
 	if len(todo) == 0 {
 		if err := tx.Commit(ctx); err != nil {
-			return nil, nil, fmt.Errorf("postgres: commit append: %w", err)
+			return nil, fmt.Errorf("postgres: commit append: %w", err)
 		}
 		done = true
-		return raws, priors, nil
+		return out, nil
 	}
 
 	// Lock the runs the batch appends to, read their last seqs, and read
@@ -244,7 +279,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	}
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return nil, nil, fmt.Errorf("postgres: prepare append: %w", err)
+			return nil, fmt.Errorf("postgres: prepare append: %w", err)
 		}
 	}
 
@@ -258,20 +293,20 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		head := heads[rec.TenantID]
 		raw, err := seal(head, e)
 		if err != nil {
-			return nil, nil, fmt.Errorf("postgres: seal record %s: %w", rec.RecordID, err)
+			return nil, fmt.Errorf("postgres: seal record %s: %w", rec.RecordID, err)
 		}
 		// The head the next record links to is what the seal says; a
 		// SealFunc that does not follow the head would fork the chain.
 		a := rec.Audit
 		if a.Seq != head.Seq+1 || a.RecordHash == "" {
-			return nil, nil, fmt.Errorf("postgres: the SealFunc sealed record %s at seq %d with hash %q after head %d", rec.RecordID, a.Seq, a.RecordHash, head.Seq)
+			return nil, fmt.Errorf("postgres: the SealFunc sealed record %s at seq %d with hash %q after head %d", rec.RecordID, a.Seq, a.RecordHash, head.Seq)
 		}
 		heads[rec.TenantID] = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
-		raws[i] = raw
+		out.raws[i] = raw
 
 		first, hashes, err := ledger.TreeHashes(a.Seq, raw, s.treeReader(ctx, tx, rec.TenantID, known[rec.TenantID]))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for k, h := range hashes {
 			known[rec.TenantID][first+int64(k)] = h
@@ -281,7 +316,10 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		}
 
 		if err := w.addRecord(e, raw); err != nil {
-			return nil, nil, err
+			return nil, err
+		}
+		if err := w.addApprovals(e); err != nil {
+			return nil, err
 		}
 		if b := e.Block; b != nil {
 			k := blockKey{rec.TenantID, *b}
@@ -318,29 +356,79 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	}
 
 	if err := tx.SendBatch(ctx, w.batch()).Close(); err != nil {
-		return nil, nil, fmt.Errorf("postgres: write append: %w", err)
+		return nil, fmt.Errorf("postgres: write append: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		done = true
 		if pgCode(err) != "" || errors.Is(err, pgx.ErrTxCommitRollback) {
 			// The server answered: the transaction rolled back.
-			return nil, nil, fmt.Errorf("postgres: commit append: %w", err)
+			return nil, fmt.Errorf("postgres: commit append: %w", err)
 		}
 		// The connection failed during COMMIT: the transaction may have
 		// committed. Find out, so that an error still means nothing of
 		// the batch is durable.
 		first := todo[0]
-		ok, rerr := s.committed(ctx, entries[first].Record, raws[first])
+		ok, rerr := s.committed(ctx, entries[first].Record, out.raws[first])
 		switch {
 		case rerr != nil:
-			return nil, nil, fmt.Errorf("postgres: commit append: %w (and whether it committed is unknown: %v)", err, rerr)
+			return nil, fmt.Errorf("postgres: commit append: %w (and whether it committed is unknown: %v)", err, rerr)
 		case !ok:
-			return nil, nil, fmt.Errorf("postgres: commit append: %w", err)
+			return nil, fmt.Errorf("postgres: commit append: %w", err)
 		}
-		return raws, priors, nil
+		return out, nil
 	}
 	done = true
-	return raws, priors, nil
+	return out, nil
+}
+
+// queueApprovalTallies queues the statements that lock the approval
+// requests keys name, in key order (so two batches lock them in the same
+// order), and then count their events into tallies; a key whose request
+// does not exist stays nil. Counting is a statement of its own, after the
+// lock: in READ COMMITTED each statement reads a fresh snapshot, so it
+// sees the events of a transaction the lock waited for.
+func queueApprovalTallies(b *pgx.Batch, keys []approvalKey, tallies map[approvalKey]*ledger.ApprovalTally) {
+	slices.SortFunc(keys, func(a, b approvalKey) int { return cmpJoin(a.tenant, a.id, b.tenant, b.id) })
+	kt, ki := make([]string, len(keys)), make([]string, len(keys))
+	for j, k := range keys {
+		kt[j], ki[j] = k.tenant, k.id
+	}
+	b.Queue(`SELECT a.tenant_id, a.approval_id, a.allowance FROM approval_requests a
+		JOIN unnest($1::text[], $2::text[]) AS k (tenant_id, approval_id) ON a.tenant_id = k.tenant_id AND a.approval_id = k.approval_id
+		ORDER BY a.tenant_id, a.approval_id
+		FOR UPDATE OF a`, kt, ki).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k approvalKey
+				var t ledger.ApprovalTally
+				if err := rows.Scan(&k.tenant, &k.id, &t.Allowance); err != nil {
+					return err
+				}
+				tallies[k] = &t
+			}
+			return rows.Err()
+		})
+	b.Queue(`SELECT e.tenant_id, e.approval_id, max(e.seq), count(*) FILTER (WHERE e.kind = 'redeemed'),
+			coalesce((array_agg(e.kind ORDER BY e.seq DESC) FILTER (WHERE e.kind IN ('approved', 'denied')))[1], '')
+		FROM unnest($1::text[], $2::text[]) AS k (tenant_id, approval_id)
+		JOIN approval_events e ON e.tenant_id = k.tenant_id AND e.approval_id = k.approval_id
+		GROUP BY 1, 2`, kt, ki).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k approvalKey
+				var last, redeemed int64
+				var decision string
+				if err := rows.Scan(&k.tenant, &k.id, &last, &redeemed, &decision); err != nil {
+					return err
+				}
+				t := tallies[k]
+				if t == nil {
+					return fmt.Errorf("approval %s of tenant %s has events but no request", k.id, k.tenant)
+				}
+				t.LastSeq, t.Redeemed, t.Decision = last, int(redeemed), decision
+			}
+			return rows.Err()
+		})
 }
 
 // committed reports whether the record sealed as raw is durable, after a
@@ -450,6 +538,13 @@ type rows struct {
 	runSeq, runAt                                 []int64
 	runData                                       [][]byte
 
+	apprTenant, apprID, apprGate, apprKey, apprDigest, apprRecord []string
+	apprAllowance, apprCreated, apprExpires                       []int64
+	apprDoc                                                       [][]byte
+
+	evTenant, evApproval, evKind, evActor, evReason, evRecord []string
+	evSeq, evAt                                               []int64
+
 	headTenant, headHash []string
 	headSeq              []int64
 }
@@ -503,6 +598,39 @@ func (w *rows) addRecord(e *ledger.Entry, raw []byte) error {
 		w.claimKey = append(w.claimKey, c.Key)
 		w.claimArgs = append(w.claimArgs, c.ArgsDigest)
 		w.claimRecord = append(w.claimRecord, rec.RecordID)
+	}
+	return nil
+}
+
+// addApprovals adds the new approval requests of e and its approval
+// event (whose Seq and RecordID the guard set).
+func (w *rows) addApprovals(e *ledger.Entry) error {
+	for _, a := range e.NewApprovals {
+		r := a.Request
+		doc, err := ledger.ApprovalJSON(r)
+		if err != nil {
+			return fmt.Errorf("postgres: approval %s of record %s: %w", r.ApprovalID, e.Record.RecordID, err)
+		}
+		w.apprTenant = append(w.apprTenant, r.TenantID)
+		w.apprID = append(w.apprID, r.ApprovalID)
+		w.apprGate = append(w.apprGate, r.GateID)
+		w.apprKey = append(w.apprKey, r.Binding.DecisionKey)
+		w.apprDigest = append(w.apprDigest, a.BindingDigest)
+		w.apprRecord = append(w.apprRecord, r.RecordID)
+		w.apprAllowance = append(w.apprAllowance, int64(r.Allowance))
+		w.apprCreated = append(w.apprCreated, r.CreatedAt.UnixNano())
+		w.apprExpires = append(w.apprExpires, r.ExpiresAt.UnixNano())
+		w.apprDoc = append(w.apprDoc, doc)
+	}
+	if a := e.ApprovalEvent; a != nil {
+		w.evTenant = append(w.evTenant, a.TenantID)
+		w.evApproval = append(w.evApproval, a.ApprovalID)
+		w.evSeq = append(w.evSeq, a.Event.Seq)
+		w.evKind = append(w.evKind, a.Event.Kind)
+		w.evActor = append(w.evActor, a.Event.Actor)
+		w.evReason = append(w.evReason, a.Event.Reason)
+		w.evRecord = append(w.evRecord, a.Event.RecordID)
+		w.evAt = append(w.evAt, a.Event.At.UnixNano())
 	}
 	return nil
 }
@@ -568,6 +696,22 @@ func (w *rows) batch() *pgx.Batch {
 		b.Queue(`INSERT INTO run_events (tenant_id, run_id, seq, kind, step_id, record_id, at_ns, data)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bytea[])`,
 			w.runTenant, w.runID, w.runSeq, w.runKind, w.runStep, w.runRecord, w.runAt, w.runData)
+	}
+	if len(w.apprID) > 0 {
+		// In batch order, so positions follow it.
+		b.Queue(`INSERT INTO approval_requests (tenant_id, approval_id, gate_id, decision_key, binding_digest, allowance, record_id,
+				created_ns, expires_ns, request)
+			SELECT t, id, g, k, d, al, r, c, x, doc
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[],
+				$8::bigint[], $9::bigint[], $10::bytea[]) WITH ORDINALITY AS u (t, id, g, k, d, al, r, c, x, doc, n)
+			ORDER BY n`,
+			w.apprTenant, w.apprID, w.apprGate, w.apprKey, w.apprDigest, w.apprAllowance, w.apprRecord,
+			w.apprCreated, w.apprExpires, w.apprDoc)
+	}
+	if len(w.evApproval) > 0 {
+		b.Queue(`INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])`,
+			w.evTenant, w.evApproval, w.evSeq, w.evKind, w.evActor, w.evReason, w.evRecord, w.evAt)
 	}
 	b.Queue(`UPDATE heads h SET seq = u.seq, hash = u.hash
 		FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u (tenant_id, seq, hash)

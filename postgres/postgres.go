@@ -1,8 +1,9 @@
 // Package postgres is writ's shared store: the ledger (decision records,
 // their receipts, idempotency claims, blocks, content-addressed blobs,
-// chain heads, the per-tenant Merkle tree and its checkpoints, and
-// workflow run events) in a PostgreSQL database that several writ servers
-// use at once. It implements ledger.Store and passes ledgertest, like the
+// chain heads, the per-tenant Merkle tree and its checkpoints, workflow
+// run events, and approval requests and their events) and the API keys,
+// in a PostgreSQL database that several writ servers use at once. It
+// implements ledger.Store and auth.Store and passes ledgertest, like the
 // embedded SQLite store.
 //
 // The store keeps what the SealFunc returned byte for byte (records.raw)
@@ -17,9 +18,11 @@
 // transaction locks the heads of its tenants (SELECT … FOR UPDATE, in
 // tenant order) before it reads a claim or seals a record, so per tenant
 // appends serialize: no seq is repeated or skipped, there is one tree, and
-// a checkpoint of a size is stored once (a different one is refused).
-// Nothing is cached between transactions: every append starts from what
-// the database holds.
+// a checkpoint of a size is stored once (a different one is refused). It
+// also locks the approval requests its events name before it counts their
+// events, so two servers cannot both decide a request or redeem it past
+// its allowance. Nothing is cached between transactions: every append
+// starts from what the database holds.
 //
 // Schema migrations are embedded and applied by Open, in one transaction
 // under a database-wide advisory lock, so servers starting together apply

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
 )
@@ -551,5 +552,182 @@ func TestSeedQueries(t *testing.T) {
 	slices.SortFunc(got3, func(a, b row3) int { return strings.Compare(a.Pack, b.Pack) })
 	if want := []row3{{"2026.11.1", 2, 0}, {"2026.11.2", 3, 0}}; !slices.Equal(got3, want) {
 		t.Errorf("query 3 = %v, want %v (writ records carry no replay.last_status: rate 0)", got3, want)
+	}
+}
+
+// TestApprovalAndKeyTablesAppendOnly checks that the database refuses to
+// change or forget approval requests, their events, API keys and their
+// revocations, whatever SQL a client sends.
+func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	ctx := t.Context()
+	st := openStore(t, dsn)
+	defer st.Close()
+	t0 := time.Date(2026, 5, 9, 9, 0, 0, 0, time.UTC)
+	e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 1))
+	e.NewApprovals = []ledger.NewApproval{ledgertest.NewApproval(e.Record, "apr_1", "GATE_FINANCE", ledgertest.NewBinding("payments.refund", 1), t0, 1)}
+	approve := ledgertest.NewApprovalEntry(ledgertest.NewRecord("acme", 2), "apr_1",
+		writ.ApprovalEvent{Kind: writ.ApprovalEventApproved, Actor: "user:fin-1", Reason: "ok", At: t0.Add(time.Minute)})
+	if err := st.Append(ctx, []*ledger.Entry{e, approve}, ledger.Seal); err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := auth.NewKey("acme", "alice", []writ.Role{writ.RoleApprover}, t0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutAPIKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	revokedAt := t0.Add(time.Hour)
+	if err := st.RevokeAPIKey(ctx, key.ID, revokedAt); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, stmt := range []string{
+		`UPDATE approval_requests SET expires_ns = expires_ns + 1`,
+		`UPDATE approval_requests SET request = '\x7b7d'::bytea`,
+		`DELETE FROM approval_requests`,
+		`TRUNCATE approval_requests CASCADE`,
+		`UPDATE approval_events SET kind = 'denied'`,
+		`UPDATE approval_events SET actor = 'user:mallory'`,
+		`DELETE FROM approval_events`,
+		`TRUNCATE approval_events`,
+		`UPDATE api_keys SET secret_hash = 'x'`,
+		`UPDATE api_keys SET roles = '["admin"]'`,
+		`DELETE FROM api_keys`,
+		`TRUNCATE api_keys CASCADE`,
+		`UPDATE api_key_revocations SET revoked_ns = revoked_ns + 1`,
+		`DELETE FROM api_key_revocations`,
+		`TRUNCATE api_key_revocations`,
+	} {
+		_, err := st.pool.Exec(ctx, stmt)
+		if err == nil {
+			t.Errorf("%s succeeded, want it refused", stmt)
+		} else if code := pgCode(err); code != "23001" {
+			t.Errorf("%s = %v (SQLSTATE %s), want restrict_violation 23001", stmt, err, code)
+		}
+	}
+	// A second decision is refused by the database too, whatever its seq.
+	_, err = st.pool.Exec(ctx, `INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns)
+		SELECT tenant_id, approval_id, seq + 1, 'denied', 'user:mallory', 'x', record_id, at_ns FROM approval_events`)
+	if code := pgCode(err); code != "23505" {
+		t.Errorf("inserting a second decision = %v (SQLSTATE %s), want unique_violation 23505", err, code)
+	}
+
+	a, err := st.Approval(ctx, "acme", "apr_1", t0.Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != writ.ApprovalApproved || len(a.Events) != 1 || a.Events[0].Actor != "user:fin-1" || !a.ExpiresAt.Equal(t0.Add(ledgertest.ApprovalTTL)) {
+		t.Errorf("after the refused statements, Approval(acme, apr_1) = state %s, events %+v, expires %s; want approved by user:fin-1, expiring %s",
+			a.State, a.Events, a.ExpiresAt, t0.Add(ledgertest.ApprovalTTL))
+	}
+	k, err := st.APIKey(ctx, key.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.SecretHash != key.SecretHash || !slices.Equal(k.Roles, key.Roles) || k.RevokedAt == nil || !k.RevokedAt.Equal(revokedAt) {
+		t.Errorf("after the refused statements, APIKey(%s) = %+v (revoked %v), want %+v revoked at %s", key.ID, k, k.RevokedAt, key, revokedAt)
+	}
+}
+
+// TestConcurrentRedemption races checks on two stores (two pools, as two
+// writ servers would) to redeem the same approvals, each allowed once:
+// every approval is redeemed exactly once, and every other attempt is
+// refused as used up, with nothing of it written.
+func TestConcurrentRedemption(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	ctx := t.Context()
+	stores := []*Store{openStore(t, dsn), openStore(t, dsn)}
+	for _, st := range stores {
+		defer st.Close()
+	}
+	const approvals, perServer, attempts = 8, 4, 3
+	t0 := time.Date(2026, 5, 9, 9, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	n := 0
+	next := func() *writ.Record { n++; return ledgertest.NewRecord("acme", n) }
+	var setup []*ledger.Entry
+	for i := range approvals {
+		id := fmt.Sprintf("apr_%d", i)
+		e := ledgertest.NewEntry(next())
+		e.NewApprovals = []ledger.NewApproval{ledgertest.NewApproval(e.Record, id, "GATE_FINANCE", ledgertest.NewBinding("payments.refund", i), t0, 1)}
+		setup = append(setup, e, ledgertest.NewApprovalEntry(next(), id,
+			writ.ApprovalEvent{Kind: writ.ApprovalEventApproved, Actor: "user:fin-1", Reason: "ok", At: t0}))
+	}
+	if err := stores[0].Append(ctx, setup, ledger.Seal); err != nil {
+		t.Fatal(err)
+	}
+	// Every writer tries every approval, attempts times, one entry per
+	// transaction; the entries are made up front.
+	type writer struct {
+		st      *Store
+		entries []*ledger.Entry
+	}
+	var writers []writer
+	for _, st := range stores {
+		for range perServer {
+			w := writer{st: st}
+			for range attempts {
+				for i := range approvals {
+					w.entries = append(w.entries, ledgertest.NewApprovalEntry(next(), fmt.Sprintf("apr_%d", i),
+						writ.ApprovalEvent{Kind: writ.ApprovalEventRedeemed, At: now}))
+				}
+			}
+			writers = append(writers, w)
+		}
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, w := range writers {
+		wg.Go(func() {
+			<-start
+			for _, e := range w.entries {
+				if err := w.st.Append(ctx, []*ledger.Entry{e}, ledger.Seal); err != nil {
+					t.Errorf("Append(redemption of %s) = %v", e.ApprovalEvent.ApprovalID, err)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	redeemed := map[string][]string{}
+	for _, w := range writers {
+		for _, e := range w.entries {
+			id := e.ApprovalEvent.ApprovalID
+			switch {
+			case e.Raw != nil && e.Refused == "":
+				redeemed[id] = append(redeemed[id], e.Record.RecordID)
+			case e.Raw == nil && e.Refused == ledger.RefusedExhausted:
+			default:
+				t.Errorf("redemption of %s: Raw %d bytes, Refused %q; want appended or refused %q", id, len(e.Raw), e.Refused, ledger.RefusedExhausted)
+			}
+		}
+	}
+	for i := range approvals {
+		id := fmt.Sprintf("apr_%d", i)
+		if len(redeemed[id]) != 1 {
+			t.Errorf("%s redeemed by %d records %v, want exactly 1", id, len(redeemed[id]), redeemed[id])
+			continue
+		}
+		a, err := stores[1].Approval(ctx, "acme", id, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Uses != 1 || len(a.Events) != 2 || a.Events[1].Seq != 2 || a.Events[1].Kind != writ.ApprovalEventRedeemed || a.Events[1].RecordID != redeemed[id][0] {
+			t.Errorf("Approval(acme, %s) = uses %d, events %+v; want 1 use, redeemed at seq 2 by %s", id, a.Uses, a.Events, redeemed[id][0])
+		}
+	}
+	want := int64(len(setup) + approvals)
+	findings, got, err := ledger.VerifyChains(ctx, stores[1])
+	if err != nil || len(findings) != 0 || got != want {
+		t.Errorf("VerifyChains() = %v, %d records, %v; want no findings over %d records", findings, got, err, want)
 	}
 }

@@ -10,15 +10,15 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
 )
 
 // writeStmts are the statements of an append transaction: prepared on
 // the write connection, or bound to one transaction.
 type writeStmts struct {
-	claim, head, treeRead, runSeq                                       *sql.Stmt
+	claim, head, treeRead, runSeq, approvalTally                        *sql.Stmt
 	record, subject, idempotency, block, blob, move, treeHash, runEvent *sql.Stmt
+	approval, approvalEvent                                             *sql.Stmt
 }
 
 func (w *writeStmts) prepare(db *sql.DB) error {
@@ -45,6 +45,15 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.treeHash, `INSERT INTO tree_hashes (tenant_id, idx, hash) VALUES (?, ?, ?)`},
 		{&w.runSeq, `SELECT coalesce(max(seq), 0) FROM run_events WHERE tenant_id = ? AND run_id = ?`},
 		{&w.runEvent, `INSERT INTO run_events (tenant_id, run_id, seq, kind, step_id, record_id, at_ns, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.approvalTally, `SELECT a.allowance,
+			coalesce((SELECT e.kind FROM approval_events e WHERE e.tenant_id = a.tenant_id AND e.approval_id = a.approval_id
+				AND e.kind IN ('approved', 'denied') ORDER BY e.seq DESC LIMIT 1), ''),
+			(SELECT count(*) FROM approval_events e WHERE e.tenant_id = a.tenant_id AND e.approval_id = a.approval_id AND e.kind = 'redeemed'),
+			(SELECT coalesce(max(e.seq), 0) FROM approval_events e WHERE e.tenant_id = a.tenant_id AND e.approval_id = a.approval_id)
+			FROM approval_requests a WHERE a.tenant_id = ? AND a.approval_id = ?`},
+		{&w.approval, `INSERT INTO approval_requests (tenant_id, approval_id, gate_id, decision_key, binding_digest, allowance, record_id, created_ns, expires_ns, request)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.approvalEvent, `INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 	} {
 		st, err := db.Prepare(p.sql)
 		if err != nil {
@@ -57,7 +66,8 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 }
 
 func (w *writeStmts) close() {
-	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent} {
+	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
+		w.approvalTally, w.approval, w.approvalEvent} {
 		if st != nil {
 			st.Close()
 		}
@@ -66,24 +76,18 @@ func (w *writeStmts) close() {
 
 type claimKey struct{ tenant, key string }
 
+type approvalKey struct{ tenant, id string }
+
 // Append seals and writes entries in one transaction, as ledger.Store
-// specifies. Entries' Raw and Prior are set only once the transaction has
-// committed.
+// specifies. Entries' Raw, Prior and Refused are set only once the
+// transaction has committed; an appended approval event's Seq and
+// RecordID are set while it runs.
 func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger.SealFunc) (err error) {
 	if len(entries) == 0 {
 		return nil
 	}
-	ids := make(map[string]bool, len(entries))
-	for i, e := range entries {
-		if err := ledger.ValidateEntry(i, e); err != nil {
-			return err
-		}
-		// A record id names one record: say so before the database
-		// refuses it half-way through the transaction.
-		if ids[e.Record.RecordID] {
-			return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("ledger entry %d: record %s appears twice in the batch", i, e.Record.RecordID)}
-		}
-		ids[e.Record.RecordID] = true
+	if err := ledger.ValidateBatch(entries); err != nil {
+		return err
 	}
 
 	s.mu.Lock()
@@ -119,16 +123,20 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 
 	// First settle which entries are appended: an entry whose key is
 	// claimed, in the database or earlier in this batch, is answered with
-	// the first claim instead. Everything needed for that is known before
-	// sealing.
+	// the first claim instead; then an entry whose approval event fails
+	// its guard is refused. Everything needed for that is known before
+	// sealing, and the single writer keeps every other append out.
 	priors := make([]*ledger.Prior, len(entries))
+	refused := make([]string, len(entries))
 	todo := make([]int, 0, len(entries))
 	claims := make(map[claimKey]*ledger.Prior)
+	tallies := make(map[approvalKey]*ledger.ApprovalTally)
 	for i, e := range entries {
 		rec := e.Record
+		var claim claimKey
 		if c := e.Idempotency; c != nil {
-			k := claimKey{rec.TenantID, c.Key}
-			prior, ok := claims[k]
+			claim = claimKey{rec.TenantID, c.Key}
+			prior, ok := claims[claim]
 			if !ok {
 				if prior, err = st.claimed(ctx, rec.TenantID, c.Key); err != nil {
 					return err
@@ -138,7 +146,32 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 				priors[i] = prior
 				continue
 			}
-			claims[k] = &ledger.Prior{ArgsDigest: c.ArgsDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
+		}
+		if ev := e.ApprovalEvent; ev != nil {
+			k := approvalKey{ev.TenantID, ev.ApprovalID}
+			t, ok := tallies[k]
+			if !ok {
+				if t, err = st.tally(ctx, k); err != nil {
+					return err
+				}
+				tallies[k] = t
+			}
+			seq, reason := int64(0), ledger.RefusedUnknown
+			if t != nil {
+				seq, reason = t.Admit(ev.Event.Kind)
+			}
+			if reason != "" {
+				refused[i] = reason
+				ev.Event.Seq, ev.Event.RecordID = 0, ""
+				continue
+			}
+			ev.Event.Seq, ev.Event.RecordID = seq, rec.RecordID
+		}
+		if c := e.Idempotency; c != nil {
+			claims[claim] = &ledger.Prior{ArgsDigest: c.ArgsDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
+		}
+		for _, a := range e.NewApprovals {
+			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
 		}
 		if _, ok := heads[rec.TenantID]; !ok {
 			if heads[rec.TenantID], err = s.cachedHead(ctx, st.head, rec.TenantID); err != nil {
@@ -190,7 +223,7 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		s.heads[t] = h
 	}
 	for i, e := range entries {
-		e.Raw, e.Prior = raws[i], priors[i]
+		e.Raw, e.Prior, e.Refused = raws[i], priors[i], refused[i]
 	}
 	return nil
 }
@@ -237,7 +270,37 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 			return err
 		}
 	}
+	for _, a := range e.NewApprovals {
+		r := a.Request
+		doc, err := ledger.ApprovalJSON(r)
+		if err != nil {
+			return fmt.Errorf("sqlite: approval %s of record %s: %w", r.ApprovalID, rec.RecordID, err)
+		}
+		if _, err := w.approval.ExecContext(ctx, tenant, r.ApprovalID, r.GateID, r.Binding.DecisionKey, a.BindingDigest, r.Allowance,
+			r.RecordID, r.CreatedAt.UnixNano(), r.ExpiresAt.UnixNano(), doc); err != nil {
+			return fmt.Errorf("sqlite: insert approval %s of record %s: %w", r.ApprovalID, rec.RecordID, err)
+		}
+	}
+	if a := e.ApprovalEvent; a != nil {
+		ev := a.Event
+		if _, err := w.approvalEvent.ExecContext(ctx, a.TenantID, a.ApprovalID, ev.Seq, ev.Kind, ev.Actor, ev.Reason, ev.RecordID, ev.At.UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: append event of approval %s with record %s: %w", a.ApprovalID, rec.RecordID, err)
+		}
+	}
 	return nil
+}
+
+// tally reads what the guard of an event of the approval request
+// k needs, or nil if the tenant has no such request.
+func (w *writeStmts) tally(ctx context.Context, k approvalKey) (*ledger.ApprovalTally, error) {
+	var t ledger.ApprovalTally
+	err := w.approvalTally.QueryRowContext(ctx, k.tenant, k.id).Scan(&t.Allowance, &t.Decision, &t.Redeemed, &t.LastSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("sqlite: read approval %s: %w", k.id, err)
+	}
+	return &t, nil
 }
 
 // appendRunEvent appends ev after its run's last event (the transaction
@@ -321,6 +384,10 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		treeHash:    tx.StmtContext(ctx, w.treeHash),
 		runSeq:      tx.StmtContext(ctx, w.runSeq),
 		runEvent:    tx.StmtContext(ctx, w.runEvent),
+
+		approvalTally: tx.StmtContext(ctx, w.approvalTally),
+		approval:      tx.StmtContext(ctx, w.approval),
+		approvalEvent: tx.StmtContext(ctx, w.approvalEvent),
 	}
 }
 

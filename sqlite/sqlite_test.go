@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
 	"github.com/writhq/writ/record"
@@ -667,4 +668,75 @@ func benchmarkAppend(b *testing.B, seal ledger.SealFunc, size int) {
 		}
 	}
 	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "records/s")
+}
+
+// TestApprovalAndKeyTablesAppendOnly checks that the database refuses to
+// change or forget approval requests, their events, API keys and their
+// revocations, whatever SQL a client of the file sends.
+func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	t0 := time.Date(2026, 5, 9, 9, 0, 0, 0, time.UTC)
+	e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 1))
+	e.NewApprovals = []ledger.NewApproval{ledgertest.NewApproval(e.Record, "apr_1", "GATE_FINANCE", ledgertest.NewBinding("payments.refund", 1), t0, 1)}
+	approve := ledgertest.NewApprovalEntry(ledgertest.NewRecord("acme", 2), "apr_1",
+		writ.ApprovalEvent{Kind: writ.ApprovalEventApproved, Actor: "user:fin-1", Reason: "ok", At: t0.Add(time.Minute)})
+	appendAll(t, s, e, approve)
+	key, _, err := auth.NewKey("acme", "alice", []writ.Role{writ.RoleApprover}, t0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutAPIKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	revokedAt := t0.Add(time.Hour)
+	if err := s.RevokeAPIKey(ctx, key.ID, revokedAt); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, stmt := range []string{
+		`UPDATE approval_requests SET expires_ns = expires_ns + 1`,
+		`UPDATE approval_requests SET request = CAST('{}' AS BLOB)`,
+		`DELETE FROM approval_requests`,
+		`INSERT OR REPLACE INTO approval_requests SELECT * FROM approval_requests`,
+		`UPDATE approval_events SET kind = 'denied'`,
+		`UPDATE approval_events SET actor = 'user:mallory'`,
+		`DELETE FROM approval_events`,
+		`INSERT OR REPLACE INTO approval_events SELECT * FROM approval_events`,
+		// A second decision, even at a new seq, would replace the first
+		// through the one-decision index.
+		`INSERT OR REPLACE INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns)
+			SELECT tenant_id, approval_id, seq + 1, 'denied', 'user:mallory', 'x', record_id, at_ns FROM approval_events`,
+		`UPDATE api_keys SET secret_hash = 'x'`,
+		`UPDATE api_keys SET roles = '["admin"]'`,
+		`DELETE FROM api_keys`,
+		`INSERT OR REPLACE INTO api_keys SELECT * FROM api_keys`,
+		`UPDATE api_key_revocations SET revoked_ns = revoked_ns + 1`,
+		`DELETE FROM api_key_revocations`,
+	} {
+		_, err := s.write.ExecContext(ctx, stmt)
+		if err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("Exec(%s) = %v, want an error containing %q", stmt, err, "append-only")
+		}
+	}
+	// A revocation is insert-if-absent: replacing it is ignored.
+	if _, err := s.write.ExecContext(ctx, `INSERT OR REPLACE INTO api_key_revocations (key_id, revoked_ns) SELECT key_id, 0 FROM api_key_revocations`); err != nil {
+		t.Errorf("INSERT OR REPLACE INTO api_key_revocations = %v, want it ignored", err)
+	}
+
+	a, err := s.Approval(ctx, "acme", "apr_1", t0.Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != writ.ApprovalApproved || len(a.Events) != 1 || a.Events[0].Actor != "user:fin-1" || !a.ExpiresAt.Equal(t0.Add(ledgertest.ApprovalTTL)) {
+		t.Errorf("after the refused statements, Approval(acme, apr_1) = state %s, events %+v, expires %s; want approved by user:fin-1, expiring %s",
+			a.State, a.Events, a.ExpiresAt, t0.Add(ledgertest.ApprovalTTL))
+	}
+	k, err := s.APIKey(ctx, key.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.SecretHash != key.SecretHash || !slices.Equal(k.Roles, key.Roles) || k.RevokedAt == nil || !k.RevokedAt.Equal(revokedAt) {
+		t.Errorf("after the refused statements, APIKey(%s) = %+v (revoked %v), want %+v revoked at %s", key.ID, k, k.RevokedAt, key, revokedAt)
+	}
 }

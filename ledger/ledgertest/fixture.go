@@ -127,3 +127,58 @@ func NewEntry(rec *writ.Record) *ledger.Entry {
 func NewBlob(kind string, data []byte) ledger.Blob {
 	return ledger.Blob{Hash: record.Digest(data), Kind: kind, Data: data}
 }
+
+// ApprovalTTL is the lifetime of the approval requests NewApproval makes:
+// the time they may be decided in, and the time an approval stays
+// redeemable after it is given.
+const ApprovalTTL = time.Hour
+
+// NewBinding returns an approval binding for decisionKey; n spreads its
+// argument and evidence digests, so different n bind different actions.
+func NewBinding(decisionKey string, n int) writ.ApprovalBinding {
+	return writ.ApprovalBinding{
+		DecisionKey:          decisionKey,
+		ArgumentsDigest:      fixtureID("hmac-sha256:", "args", decisionKey, n),
+		EvidenceSnapshotHash: fixtureID("sha256:", "evidence", decisionKey, n),
+		BundleRevisions:      []string{"refunds@3"},
+	}
+}
+
+// NewApproval returns an approval request at gateID, asked by the check
+// of rec, created at createdAt and expiring ApprovalTTL later, as the
+// engine would put it in rec's entry.
+func NewApproval(rec *writ.Record, approvalID, gateID string, b writ.ApprovalBinding, createdAt time.Time, allowance int) ledger.NewApproval {
+	digest, err := ledger.BindingDigest(b)
+	if err != nil {
+		panic(err) // a binding of plain strings always encodes
+	}
+	return ledger.NewApproval{
+		Request: &writ.ApprovalRequest{
+			ApprovalID:            approvalID,
+			TenantID:              rec.TenantID,
+			GateID:                gateID,
+			TargetHint:            "finance_approvers",
+			ApprovalModeEffective: rec.ApprovalModeEffective,
+			Binding:               b,
+			RecordID:              rec.RecordID,
+			DecisionID:            rec.DecisionID,
+			ReplayPacketID:        rec.Replay.ReplayPacketID,
+			TraceID:               rec.TraceID,
+			SubjectIDs:            rec.SubjectIDs,
+			RequestedBy:           writ.Requester{ActorID: rec.Actor.ID, DelegatedUserID: rec.Actor.DelegatedUserID, KeyID: "key_agent", Subject: "support-bot"},
+			Reasons:               []writ.Reason{{Code: "high_value_refund", Message: "The refund exceeds the agent's limit."}},
+			CreatedAt:             createdAt,
+			ExpiresAt:             createdAt.Add(ApprovalTTL),
+			Allowance:             allowance,
+		},
+		BindingDigest: digest,
+	}
+}
+
+// NewApprovalEntry returns an entry for rec carrying ev for the tenant's
+// approval request approvalID: a decision, or a redemption by rec's check.
+func NewApprovalEntry(rec *writ.Record, approvalID string, ev writ.ApprovalEvent) *ledger.Entry {
+	e := NewEntry(rec)
+	e.ApprovalEvent = &ledger.ApprovalEvent{TenantID: rec.TenantID, ApprovalID: approvalID, Event: ev}
+	return e
+}

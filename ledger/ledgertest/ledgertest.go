@@ -8,8 +8,9 @@
 // The suite checks the contract written on ledger.Store against real
 // storage: sealed bytes kept verbatim, linear per-tenant chains under
 // concurrent group commit, idempotency and block claims, content-addressed
-// blobs, record queries and their pagination, tenant isolation, and that a
-// failed append leaves nothing behind. It must never depend on how a store
+// blobs, record queries and their pagination, tenant isolation, that a
+// failed append leaves nothing behind, approval requests and the guard on
+// their events, and API keys. It must never depend on how a store
 // lays out its data: only the ledger.Store methods are used.
 package ledgertest
 
@@ -55,6 +56,9 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Tree", testTree},
 		{"Checkpoints", testCheckpoints},
 		{"Runs", testRuns},
+		{"Approvals", testApprovals},
+		{"ApprovalValidation", testApprovalValidation},
+		{"APIKeys", testAPIKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,149 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/auth"
+	"github.com/writhq/writ/ledger"
+)
+
+var _ auth.Store = (*Store)(nil)
+
+// PutAPIKey stores a new API key; see auth.Store.
+func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) (err error) {
+	switch {
+	case k == nil || k.ID == "" || k.TenantID == "" || k.SecretHash == "":
+		return &writ.Error{Code: writ.EINVALID, Message: "an API key needs an id, a tenant and a secret hash"}
+	case k.CreatedAt.Before(ledger.MinTime) || k.CreatedAt.After(ledger.MaxTime):
+		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("API key %s: creation time %s is out of range", k.ID, k.CreatedAt)}
+	}
+	roles, err := json.Marshal(k.Roles)
+	if err != nil {
+		return fmt.Errorf("sqlite: API key %s: %w", k.ID, err)
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin put API key: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	// The transaction holds the write lock from BEGIN, so nothing comes
+	// between the look and the insert.
+	var exists bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE key_id = ?)`, k.ID).Scan(&exists); err != nil {
+		return fmt.Errorf("sqlite: put API key: %w", err)
+	}
+	if exists {
+		return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("API key %s already exists", k.ID)}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns) VALUES (?, ?, ?, ?, ?, ?)`,
+		k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano()); err != nil {
+		return fmt.Errorf("sqlite: put API key: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit put API key: %w", err)
+	}
+	return nil
+}
+
+// keyColumns selects a key and its revocation, as scanKey reads them.
+const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, r.revoked_ns
+	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id`
+
+// APIKey returns an API key by id, revoked or not; see auth.Store.
+func (s *Store) APIKey(ctx context.Context, id string) (*auth.Key, error) {
+	rows, err := s.read.QueryContext(ctx, keyColumns+` WHERE k.key_id = ?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read API key: %w", err)
+	}
+	keys, err := scanKeys(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", id)}
+	}
+	return keys[0], nil
+}
+
+// APIKeys lists the API keys of a tenant, or of every tenant for "",
+// oldest first; see auth.Store.
+func (s *Store) APIKeys(ctx context.Context, tenantID string) ([]*auth.Key, error) {
+	var rows *sql.Rows
+	var err error
+	if tenantID == "" {
+		rows, err = s.read.QueryContext(ctx, keyColumns+` ORDER BY k.created_ns, k.key_id`)
+	} else {
+		rows, err = s.read.QueryContext(ctx, keyColumns+` WHERE k.tenant_id = ? ORDER BY k.created_ns, k.key_id`, tenantID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list API keys: %w", err)
+	}
+	return scanKeys(rows)
+}
+
+func scanKeys(rows *sql.Rows) ([]*auth.Key, error) {
+	defer rows.Close()
+	keys := []*auth.Key{}
+	for rows.Next() {
+		var k auth.Key
+		var roles string
+		var created int64
+		var revoked sql.NullInt64
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &revoked); err != nil {
+			return nil, fmt.Errorf("sqlite: read API keys: %w", err)
+		}
+		if err := json.Unmarshal([]byte(roles), &k.Roles); err != nil {
+			return nil, fmt.Errorf("sqlite: API key %s: roles: %w", k.ID, err)
+		}
+		k.CreatedAt = time.Unix(0, created).UTC()
+		if revoked.Valid {
+			at := time.Unix(0, revoked.Int64).UTC()
+			k.RevokedAt = &at
+		}
+		keys = append(keys, &k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: read API keys: %w", err)
+	}
+	return keys, nil
+}
+
+// RevokeAPIKey revokes an API key from at on; see auth.Store. The first
+// revocation stays: revoking again changes nothing.
+func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) (err error) {
+	if at.Before(ledger.MinTime) || at.After(ledger.MaxTime) {
+		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("revocation time %s is out of range", at)}
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin revoke API key: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var exists bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE key_id = ?)`, id).Scan(&exists); err != nil {
+		return fmt.Errorf("sqlite: revoke API key: %w", err)
+	}
+	if !exists {
+		return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", id)}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO api_key_revocations (key_id, revoked_ns) VALUES (?, ?) ON CONFLICT DO NOTHING`, id, at.UnixNano()); err != nil {
+		return fmt.Errorf("sqlite: revoke API key: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit revoke API key: %w", err)
+	}
+	return nil
+}
