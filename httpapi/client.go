@@ -15,8 +15,8 @@ import (
 	"github.com/writhq/writ"
 )
 
-// Client is a writ.Service, a writ.Ledger and writ.Workflows backed by a
-// writ server's HTTP API. Errors the server reports come back as
+// Client is a writ.Service, a writ.Ledger, writ.Workflows and
+// writ.Approvals backed by a writ server's HTTP API. Errors the server reports come back as
 // *writ.Error with the server's code and details, so writ.ErrorCode works
 // as it does in-process. Transport failures are returned wrapped, as
 // plain errors (writ.ErrorCode reports them as EINTERNAL); context errors
@@ -31,6 +31,7 @@ var (
 	_ writ.Service   = (*Client)(nil)
 	_ writ.Ledger    = (*Client)(nil)
 	_ writ.Workflows = (*Client)(nil)
+	_ writ.Approvals = (*Client)(nil)
 )
 
 // ClientOption configures a Client.
@@ -42,10 +43,18 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 	return func(c *Client) { c.hc = hc }
 }
 
-// WithHeader adds a header to every request, such as an Authorization
-// bearer token.
+// WithHeader adds a header to every request. For an API key, use
+// WithAPIKey.
 func WithHeader(key, value string) ClientOption {
 	return func(c *Client) { c.header.Add(key, value) }
+}
+
+// WithAPIKey makes the client authenticate every request with the API key
+// token, sent as "Authorization: Bearer <token>". A server that
+// authenticates callers confines the client to the key's tenant: a
+// request may then leave its tenant id empty, and the key's is used.
+func WithAPIKey(token string) ClientOption {
+	return func(c *Client) { c.header.Set("Authorization", "Bearer "+token) }
 }
 
 // NewClient returns a client of the writ server at baseURL (for example
@@ -253,6 +262,61 @@ func (c *Client) Run(ctx context.Context, tenantID, runID string) (*writ.Run, er
 		return nil, err
 	}
 	return &run, nil
+}
+
+// Approvals lists the tenant's approval requests matching q, oldest
+// first. CreatedBefore is sent as an instant (created_before), so the
+// server's clock does not move it.
+func (c *Client) Approvals(ctx context.Context, q writ.ApprovalQuery) (*writ.ApprovalPage, error) {
+	var page writ.ApprovalPage
+	if err := c.getJSON(ctx, "/v1/approvals", approvalQueryValues(q), "approval page", &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// Approval gets one approval request of the tenant, with its events.
+func (c *Client) Approval(ctx context.Context, tenantID, approvalID string) (*writ.ApprovalRequest, error) {
+	if err := requirePathIDs([2]string{"approval_id", approvalID}); err != nil {
+		return nil, err
+	}
+	var a writ.ApprovalRequest
+	if err := c.getJSON(ctx, approvalPath(approvalID), url.Values{paramTenantID: {tenantID}}, "approval request", &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// DecideApproval approves or denies an approval request, as req.Decision
+// says, and returns the request as it now stands. The approval id and the
+// decision go in the path, the rest as the body; a valid req.TraceID is
+// also sent as a traceparent header.
+func (c *Client) DecideApproval(ctx context.Context, req *writ.DecideApprovalRequest) (*writ.ApprovalRequest, error) {
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty approval decision")
+	}
+	if err := requirePathIDs([2]string{"approval_id", req.ApprovalID}); err != nil {
+		return nil, err
+	}
+	if req.Decision != writ.ApprovalApproved && req.Decision != writ.ApprovalDenied {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("decision must be %s or %s, not %q", writ.ApprovalApproved, writ.ApprovalDenied, req.Decision),
+			Details: []writ.Detail{{Field: "decision", Message: "must be approved or denied"}}}
+	}
+	body, err := json.Marshal(decideBodyOf(req))
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: encode approval decision: %w", err)
+	}
+	hreq, err := c.newRequest(ctx, http.MethodPost, decidePath(req.ApprovalID, req.Decision), nil, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", mediaJSON)
+	setTraceparent(hreq, req.TraceID)
+	var a writ.ApprovalRequest
+	if err := c.doJSON(hreq, "approval request", &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 // requirePathIDs checks that the ids a path is built from are set, as the

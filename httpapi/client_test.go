@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +40,7 @@ func (h *headerSpy) last() http.Header {
 // workflows, over HTTP and returns a client of it.
 func newTestClient(t *testing.T, fake *fakeService) (*Client, *headerSpy) {
 	t.Helper()
-	s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake})
+	s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake})
 	spy := &headerSpy{next: s}
 	srv := httptest.NewServer(spy)
 	t.Cleanup(srv.Close)
@@ -103,6 +105,8 @@ func TestClientErrors(t *testing.T) {
 		{&writ.Error{Code: writ.ECONFLICT, Message: "key reused", Details: details}, &writ.Error{Code: writ.ECONFLICT, Message: "key reused", Details: details}},
 		{&writ.Error{Code: writ.ETOOLARGE, Message: "too big"}, &writ.Error{Code: writ.ETOOLARGE, Message: "too big"}},
 		{&writ.Error{Code: writ.EUNAVAILABLE, Message: "store down"}, &writ.Error{Code: writ.EUNAVAILABLE, Message: "store down"}},
+		{&writ.Error{Code: writ.EFORBIDDEN, Message: "may not approve"}, &writ.Error{Code: writ.EFORBIDDEN, Message: "may not approve"}},
+		{&writ.Error{Code: writ.EUNAUTHENTICATED, Message: "bad key"}, &writ.Error{Code: writ.EUNAUTHENTICATED, Message: "bad key"}},
 		{errors.New("secret"), &writ.Error{Code: writ.EINTERNAL, Message: "internal error"}},
 	}
 	for _, tt := range tests {
@@ -147,6 +151,18 @@ func TestClientErrors(t *testing.T) {
 			},
 			"Run": func() error {
 				_, err := c.Run(context.Background(), "t", "run_1")
+				return err
+			},
+			"Approvals": func() error {
+				_, err := c.Approvals(context.Background(), writ.ApprovalQuery{TenantID: "t"})
+				return err
+			},
+			"Approval": func() error {
+				_, err := c.Approval(context.Background(), "t", "apr_1")
+				return err
+			},
+			"DecideApproval": func() error {
+				_, err := c.DecideApproval(context.Background(), &writ.DecideApprovalRequest{TenantID: "t", ApprovalID: "apr_1", Decision: writ.ApprovalApproved, Approver: "a", Reason: "r"})
 				return err
 			},
 		}
@@ -328,7 +344,8 @@ func TestClientNonProblemErrors(t *testing.T) {
 		{http.StatusGatewayTimeout, writ.EUNAVAILABLE},
 		{http.StatusServiceUnavailable, writ.EUNAVAILABLE},
 		{http.StatusNotFound, writ.ENOTFOUND},
-		{http.StatusUnauthorized, writ.EINTERNAL},
+		{http.StatusUnauthorized, writ.EUNAUTHENTICATED},
+		{http.StatusForbidden, writ.EFORBIDDEN},
 		{http.StatusTeapot, writ.EINTERNAL},
 	}
 	for _, tt := range tests {
@@ -522,5 +539,218 @@ func TestClientWorkflowsValidationErrors(t *testing.T) {
 	}
 	if fake.calls() != 0 {
 		t.Errorf("the workflows were called %d times for invalid input", fake.calls())
+	}
+}
+
+func TestClientApprovals(t *testing.T) {
+	ctx := context.Background()
+	const tenant, id = "acme & co/1", "apr/1 x?#"
+	approval := fullApproval()
+	approval.TenantID, approval.ApprovalID = tenant, id
+	fake := &fakeService{approval: approval, approvals: &writ.ApprovalPage{Approvals: []writ.ApprovalRequest{*approval}, NextCursor: "next/2"}}
+	c, spy := newTestClient(t, fake)
+
+	q := writ.ApprovalQuery{
+		TenantID: tenant, State: writ.ApprovalPending, GateID: "escalation:R_FRAUD", DecisionKey: "support.refund.execute",
+		CreatedBefore: time.Date(2026, 5, 9, 8, 0, 0, 1, time.FixedZone("", 2*3600)), Limit: 1000, Cursor: "c+1/=",
+	}
+	page, err := c.Approvals(ctx, q)
+	if err != nil {
+		t.Fatalf("Approvals() error = %v", err)
+	}
+	if !reflect.DeepEqual(page, fake.approvals) {
+		t.Errorf("Approvals() = %+v, want %+v", page, fake.approvals)
+	}
+	got := fake.approvalQueries()[0]
+	if !got.CreatedBefore.Equal(q.CreatedBefore) {
+		t.Errorf("Approvals(): created before %v reached the server as %v", q.CreatedBefore, got.CreatedBefore)
+	}
+	want := q
+	got.CreatedBefore, want.CreatedBefore = time.Time{}, time.Time{}
+	if got != want {
+		t.Errorf("Approvals(%+v): the server got %+v", want, got)
+	}
+	if _, err := c.Approvals(ctx, writ.ApprovalQuery{TenantID: tenant}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fake.approvalQueries()[1], (writ.ApprovalQuery{TenantID: tenant}); got != want {
+		t.Errorf("Approvals(%+v): the server got %+v", want, got)
+	}
+
+	a, err := c.Approval(ctx, tenant, id)
+	if err != nil {
+		t.Fatalf("Approval() error = %v", err)
+	}
+	if !reflect.DeepEqual(a, approval) {
+		t.Errorf("Approval() = %+v, want %+v", a, approval)
+	}
+	if got, want := fake.approvalArgs(), [][2]string{{tenant, id}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Approval(): the server got %q, want %q", got, want)
+	}
+
+	for _, decision := range []string{writ.ApprovalApproved, writ.ApprovalDenied} {
+		req := &writ.DecideApprovalRequest{TenantID: tenant, ApprovalID: id, Decision: decision, Approver: "maria", Reason: "Invoice checked.", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
+		a, err := c.DecideApproval(ctx, req)
+		if err != nil {
+			t.Fatalf("DecideApproval(%s) error = %v", decision, err)
+		}
+		if !reflect.DeepEqual(a, approval) {
+			t.Errorf("DecideApproval(%s) = %+v, want %+v", decision, a, approval)
+		}
+		if got := fake.decisionArgs(); !reflect.DeepEqual(got[len(got)-1], req) {
+			t.Errorf("DecideApproval(%s): the server got %+v, want %+v", decision, got[len(got)-1], req)
+		}
+		h := spy.last()
+		if tp, ok := parseTraceparent(h.Values("traceparent")); !ok || tp.TraceID != req.TraceID {
+			t.Errorf("DecideApproval(): traceparent %q, want one carrying trace id %s", h.Values("traceparent"), req.TraceID)
+		}
+	}
+}
+
+// TestClientAPIKey runs the client against a server that authenticates
+// callers: the key goes as a bearer token, the key's tenant is used when
+// the client names none, and refusals come back as writ's codes.
+func TestClientAPIKey(t *testing.T) {
+	ctx := context.Background()
+	fake := fullService()
+	s, _ := newAuthServer(fake)
+	spy := &headerSpy{next: s}
+	srv := httptest.NewServer(spy)
+	defer srv.Close()
+	client := func(opts ...ClientOption) *Client {
+		return NewClient(srv.URL, append([]ClientOption{WithHTTPClient(srv.Client())}, opts...)...)
+	}
+
+	approver := client(WithAPIKey("approver-key"))
+	if _, err := approver.Approvals(ctx, writ.ApprovalQuery{State: writ.ApprovalPending}); err != nil {
+		t.Fatalf("Approvals() with an approver's key and no tenant: %v", err)
+	}
+	if got := spy.last().Values("Authorization"); !reflect.DeepEqual(got, []string{"Bearer approver-key"}) {
+		t.Errorf("WithAPIKey: Authorization = %q, want [Bearer approver-key]", got)
+	}
+	if _, err := approver.Approval(ctx, "", "apr_1"); err != nil {
+		t.Fatalf("Approval() with no tenant: %v", err)
+	}
+	if _, err := approver.DecideApproval(ctx, &writ.DecideApprovalRequest{ApprovalID: "apr_1", Decision: writ.ApprovalApproved, Reason: "ok"}); err != nil {
+		t.Fatalf("DecideApproval() with no tenant and no approver: %v", err)
+	}
+	if got := fake.tenantsSeen(); !slices.Equal(got, []string{"acme", "acme", "acme"}) {
+		t.Errorf("the server was asked for tenants %q, want the key's, acme, each time", got)
+	}
+	for i, p := range fake.seen() {
+		if p == nil || p.KeyID != "key_approver" {
+			t.Errorf("call %d saw principal %+v, want the approver key's", i, p)
+		}
+	}
+	if _, err := client(WithAPIKey("auditor-key")).Record(ctx, "", "r1"); err != nil {
+		t.Errorf("Record() with no tenant: %v", err)
+	}
+
+	n := fake.calls()
+	refusals := []struct {
+		name string
+		call func() error
+		code string
+		msg  string
+	}{
+		{"no key", func() error {
+			_, err := client().Approvals(ctx, writ.ApprovalQuery{TenantID: "acme"})
+			return err
+		}, writ.EUNAUTHENTICATED, "needs an API key"},
+		{"a revoked key", func() error {
+			_, err := client(WithAPIKey("revoked-key")).Approval(ctx, "acme", "apr_1")
+			return err
+		}, writ.EUNAUTHENTICATED, "not valid"},
+		{"an agent deciding", func() error {
+			_, err := client(WithAPIKey("agent-key")).DecideApproval(ctx, &writ.DecideApprovalRequest{ApprovalID: "apr_1", Decision: writ.ApprovalApproved, Reason: "mine"})
+			return err
+		}, writ.EFORBIDDEN, "approver"},
+		{"another tenant", func() error {
+			_, err := approver.Approvals(ctx, writ.ApprovalQuery{TenantID: "globex"})
+			return err
+		}, writ.EFORBIDDEN, "this API key belongs to another tenant"},
+		{"the key store down", func() error {
+			_, err := client(WithAPIKey("down-key")).Check(ctx, &writ.CheckRequest{})
+			return err
+		}, writ.EUNAVAILABLE, "retry later"},
+	}
+	for _, tt := range refusals {
+		err := tt.call()
+		if writ.ErrorCode(err) != tt.code || !strings.Contains(writ.ErrorMessage(err), tt.msg) {
+			t.Errorf("%s: error = %v (code %s), want code %s saying %q", tt.name, err, writ.ErrorCode(err), tt.code, tt.msg)
+		}
+	}
+	if fake.calls() != n {
+		t.Errorf("refused calls reached the service %d times", fake.calls()-n)
+	}
+}
+
+func TestClientApprovalsValidationErrors(t *testing.T) {
+	ctx := context.Background()
+	fake := fullApprovals()
+	c, _ := newTestClient(t, fake)
+	tests := []struct {
+		name   string
+		call   func() error
+		fields []string
+	}{
+		{"DecideApproval(nil)", func() error {
+			_, err := c.DecideApproval(ctx, nil)
+			return err
+		}, nil},
+		{"DecideApproval(no id)", func() error {
+			_, err := c.DecideApproval(ctx, &writ.DecideApprovalRequest{TenantID: "t", Decision: writ.ApprovalApproved, Approver: "a", Reason: "r"})
+			return err
+		}, []string{"approval_id"}},
+		{"DecideApproval(no decision)", func() error {
+			_, err := c.DecideApproval(ctx, &writ.DecideApprovalRequest{TenantID: "t", ApprovalID: "apr_1", Approver: "a", Reason: "r"})
+			return err
+		}, []string{"decision"}},
+		{"DecideApproval(decision expired)", func() error {
+			_, err := c.DecideApproval(ctx, &writ.DecideApprovalRequest{TenantID: "t", ApprovalID: "apr_1", Decision: writ.ApprovalExpired, Approver: "a", Reason: "r"})
+			return err
+		}, []string{"decision"}},
+		{"DecideApproval(no reason)", func() error {
+			_, err := c.DecideApproval(ctx, &writ.DecideApprovalRequest{TenantID: "t", ApprovalID: "apr_1", Decision: writ.ApprovalDenied, Approver: "a"})
+			return err
+		}, []string{"reason"}},
+		{"DecideApproval(no tenant)", func() error {
+			_, err := c.DecideApproval(ctx, &writ.DecideApprovalRequest{ApprovalID: "apr_1", Decision: writ.ApprovalDenied, Approver: "a", Reason: "r"})
+			return err
+		}, []string{"tenant_id"}},
+		{"Approval(no id)", func() error {
+			_, err := c.Approval(ctx, "t", "")
+			return err
+		}, []string{"approval_id"}},
+		{"Approval(no tenant)", func() error {
+			_, err := c.Approval(ctx, "", "apr_1")
+			return err
+		}, []string{"tenant_id"}},
+		{"Approvals(limit 0 is the default, 5000 is not)", func() error {
+			_, err := c.Approvals(ctx, writ.ApprovalQuery{TenantID: "t", Limit: 5000})
+			return err
+		}, []string{"limit"}},
+		{"Approvals(state)", func() error {
+			_, err := c.Approvals(ctx, writ.ApprovalQuery{TenantID: "t", State: "all"})
+			return err
+		}, []string{"state"}},
+	}
+	for _, tt := range tests {
+		err := tt.call()
+		var got *writ.Error
+		if !errors.As(err, &got) || got.Code != writ.EINVALID {
+			t.Errorf("%s error = %#v, want EINVALID", tt.name, err)
+			continue
+		}
+		var fields []string
+		for _, d := range got.Details {
+			fields = append(fields, d.Field)
+		}
+		if !reflect.DeepEqual(fields, tt.fields) {
+			t.Errorf("%s error details name %q, want %q", tt.name, fields, tt.fields)
+		}
+	}
+	if fake.calls() != 0 {
+		t.Errorf("the approvals were called %d times for invalid input", fake.calls())
 	}
 }

@@ -14,9 +14,10 @@ import (
 	"github.com/writhq/writ"
 )
 
-// fakeService is a writ.Service, a writ.Ledger and writ.Workflows for
-// handler-level tests: it records what it was called with and answers
-// with the values it was given.
+// fakeService is a writ.Service, a writ.Ledger, writ.Workflows and
+// writ.Approvals for handler-level tests: it records what it was called
+// with, and the principal each call saw, and answers with the values it
+// was given.
 type fakeService struct {
 	receipt     *writ.Receipt
 	record      *writ.StoredRecord
@@ -26,7 +27,13 @@ type fakeService struct {
 	consistency *writ.ConsistencyProof
 	run         *writ.Run // the answer of StartRun and Run
 	verdict     *writ.StepVerdict
+	approval    *writ.ApprovalRequest // the answer of Approval and DecideApproval
+	approvals   *writ.ApprovalPage
 	err         error
+	// owners, when set, maps record, run and approval ids to the tenant
+	// that has them: a lookup of an id by any other tenant is not found,
+	// as a store answers, and so is an id it does not map.
+	owners map[string]string
 	// entered, when set, receives once a Check has started; Check then
 	// waits for release to be closed.
 	entered chan struct{}
@@ -42,6 +49,11 @@ type fakeService struct {
 	starts      []*writ.StartRunRequest
 	attempts    []*writ.AttemptRequest
 	runCalls    [][2]string // tenant id, run id
+	approvalQs  []writ.ApprovalQuery
+	approvalGet [][2]string // tenant id, approval id
+	decisions   []*writ.DecideApprovalRequest
+	principals  []*writ.Principal // of every call, in order
+	tenants     []string          // the tenant of every call, in order
 }
 
 // ledgerCall is one call of a writ.Ledger method: its name and arguments.
@@ -57,11 +69,29 @@ var (
 	_ writ.Service   = (*fakeService)(nil)
 	_ writ.Ledger    = (*fakeService)(nil)
 	_ writ.Workflows = (*fakeService)(nil)
+	_ writ.Approvals = (*fakeService)(nil)
 )
+
+// saw records the principal and the tenant of a call; call it with f.mu
+// held.
+func (f *fakeService) saw(ctx context.Context, tenantID string) {
+	f.principals = append(f.principals, writ.PrincipalFrom(ctx))
+	f.tenants = append(f.tenants, tenantID)
+}
+
+// lookup answers ENOTFOUND when owners is set and tenantID does not have
+// id, in the same words whether another tenant has it or none does.
+func (f *fakeService) lookup(tenantID, id string) error {
+	if f.owners != nil && f.owners[id] != tenantID {
+		return writ.Errorf(writ.ENOTFOUND, "%s not found", id)
+	}
+	return nil
+}
 
 func (f *fakeService) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
 	f.mu.Lock()
 	f.checks = append(f.checks, req)
+	f.saw(ctx, req.TenantID)
 	f.mu.Unlock()
 	if f.panicWith != nil {
 		panic(f.panicWith)
@@ -76,9 +106,13 @@ func (f *fakeService) Check(ctx context.Context, req *writ.CheckRequest) (*writ.
 func (f *fakeService) Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error) {
 	f.mu.Lock()
 	f.recordCalls = append(f.recordCalls, [2]string{tenantID, recordID})
+	f.saw(ctx, tenantID)
 	f.mu.Unlock()
 	if f.panicWith != nil {
 		panic(f.panicWith)
+	}
+	if err := f.lookup(tenantID, recordID); err != nil {
+		return nil, err
 	}
 	return f.record, f.err
 }
@@ -86,6 +120,7 @@ func (f *fakeService) Record(ctx context.Context, tenantID, recordID string) (*w
 func (f *fakeService) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
 	f.mu.Lock()
 	f.queries = append(f.queries, q)
+	f.saw(ctx, q.TenantID)
 	f.mu.Unlock()
 	if f.panicWith != nil {
 		panic(f.panicWith)
@@ -94,28 +129,32 @@ func (f *fakeService) Records(ctx context.Context, q writ.RecordQuery) (*writ.Re
 }
 
 func (f *fakeService) Checkpoint(ctx context.Context, tenantID string, size int64) (*writ.Checkpoint, error) {
-	f.ledgerCall(ledgerCall{method: "Checkpoint", tenantID: tenantID, sizes: [2]int64{size}})
+	f.ledgerCall(ctx, ledgerCall{method: "Checkpoint", tenantID: tenantID, sizes: [2]int64{size}})
 	return f.checkpoint, f.err
 }
 
 func (f *fakeService) IssueCheckpoint(ctx context.Context, tenantID string) (*writ.Checkpoint, error) {
-	f.ledgerCall(ledgerCall{method: "IssueCheckpoint", tenantID: tenantID})
+	f.ledgerCall(ctx, ledgerCall{method: "IssueCheckpoint", tenantID: tenantID})
 	return f.checkpoint, f.err
 }
 
 func (f *fakeService) InclusionProof(ctx context.Context, tenantID, recordID string, treeSize int64) (*writ.InclusionProof, error) {
-	f.ledgerCall(ledgerCall{method: "InclusionProof", tenantID: tenantID, recordID: recordID, sizes: [2]int64{treeSize}})
+	f.ledgerCall(ctx, ledgerCall{method: "InclusionProof", tenantID: tenantID, recordID: recordID, sizes: [2]int64{treeSize}})
+	if err := f.lookup(tenantID, recordID); err != nil {
+		return nil, err
+	}
 	return f.inclusion, f.err
 }
 
 func (f *fakeService) ConsistencyProof(ctx context.Context, tenantID string, oldSize, newSize int64) (*writ.ConsistencyProof, error) {
-	f.ledgerCall(ledgerCall{method: "ConsistencyProof", tenantID: tenantID, sizes: [2]int64{oldSize, newSize}})
+	f.ledgerCall(ctx, ledgerCall{method: "ConsistencyProof", tenantID: tenantID, sizes: [2]int64{oldSize, newSize}})
 	return f.consistency, f.err
 }
 
-func (f *fakeService) ledgerCall(c ledgerCall) {
+func (f *fakeService) ledgerCall(ctx context.Context, c ledgerCall) {
 	f.mu.Lock()
 	f.ledgerCalls = append(f.ledgerCalls, c)
+	f.saw(ctx, c.tenantID)
 	f.mu.Unlock()
 	if f.panicWith != nil {
 		panic(f.panicWith)
@@ -125,6 +164,7 @@ func (f *fakeService) ledgerCall(c ledgerCall) {
 func (f *fakeService) StartRun(ctx context.Context, req *writ.StartRunRequest) (*writ.Run, error) {
 	f.mu.Lock()
 	f.starts = append(f.starts, req)
+	f.saw(ctx, req.TenantID)
 	f.mu.Unlock()
 	if f.panicWith != nil {
 		panic(f.panicWith)
@@ -135,9 +175,13 @@ func (f *fakeService) StartRun(ctx context.Context, req *writ.StartRunRequest) (
 func (f *fakeService) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*writ.StepVerdict, error) {
 	f.mu.Lock()
 	f.attempts = append(f.attempts, req)
+	f.saw(ctx, req.TenantID)
 	f.mu.Unlock()
 	if f.panicWith != nil {
 		panic(f.panicWith)
+	}
+	if err := f.lookup(req.TenantID, req.RunID); err != nil {
+		return nil, err
 	}
 	return f.verdict, f.err
 }
@@ -145,11 +189,54 @@ func (f *fakeService) SubmitAttempt(ctx context.Context, req *writ.AttemptReques
 func (f *fakeService) Run(ctx context.Context, tenantID, runID string) (*writ.Run, error) {
 	f.mu.Lock()
 	f.runCalls = append(f.runCalls, [2]string{tenantID, runID})
+	f.saw(ctx, tenantID)
 	f.mu.Unlock()
 	if f.panicWith != nil {
 		panic(f.panicWith)
 	}
+	if err := f.lookup(tenantID, runID); err != nil {
+		return nil, err
+	}
 	return f.run, f.err
+}
+
+func (f *fakeService) Approvals(ctx context.Context, q writ.ApprovalQuery) (*writ.ApprovalPage, error) {
+	f.mu.Lock()
+	f.approvalQs = append(f.approvalQs, q)
+	f.saw(ctx, q.TenantID)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.approvals, f.err
+}
+
+func (f *fakeService) Approval(ctx context.Context, tenantID, approvalID string) (*writ.ApprovalRequest, error) {
+	f.mu.Lock()
+	f.approvalGet = append(f.approvalGet, [2]string{tenantID, approvalID})
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	if err := f.lookup(tenantID, approvalID); err != nil {
+		return nil, err
+	}
+	return f.approval, f.err
+}
+
+func (f *fakeService) DecideApproval(ctx context.Context, req *writ.DecideApprovalRequest) (*writ.ApprovalRequest, error) {
+	f.mu.Lock()
+	f.decisions = append(f.decisions, req)
+	f.saw(ctx, req.TenantID)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	if err := f.lookup(req.TenantID, req.ApprovalID); err != nil {
+		return nil, err
+	}
+	return f.approval, f.err
 }
 
 // calls returns how many times any method was called.
@@ -157,7 +244,44 @@ func (f *fakeService) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.checks) + len(f.recordCalls) + len(f.queries) + len(f.ledgerCalls) +
-		len(f.starts) + len(f.attempts) + len(f.runCalls)
+		len(f.starts) + len(f.attempts) + len(f.runCalls) +
+		len(f.approvalQs) + len(f.approvalGet) + len(f.decisions)
+}
+
+// approvalQueries returns the queries Approvals was called with.
+func (f *fakeService) approvalQueries() []writ.ApprovalQuery {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.approvalQs)
+}
+
+// approvalArgs returns the tenant and approval ids Approval was called
+// with.
+func (f *fakeService) approvalArgs() [][2]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.approvalGet)
+}
+
+// decisionArgs returns the requests DecideApproval was called with.
+func (f *fakeService) decisionArgs() []*writ.DecideApprovalRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.decisions)
+}
+
+// seen returns the principals the calls saw, in order.
+func (f *fakeService) seen() []*writ.Principal {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.principals)
+}
+
+// tenantsSeen returns the tenants the calls were for, in order.
+func (f *fakeService) tenantsSeen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.tenants)
 }
 
 // startArgs returns the requests StartRun was called with.
@@ -475,4 +599,50 @@ func fullRun() *writ.Run {
 // method.
 func fullWorkflows() *fakeService {
 	return &fakeService{run: fullRun(), verdict: fullVerdict()}
+}
+
+// fullApproval returns approval request apr_1 of tenant acme, approved
+// and redeemed once, with every field set.
+func fullApproval() *writ.ApprovalRequest {
+	decided := testTime.Add(10 * time.Minute)
+	return &writ.ApprovalRequest{
+		ApprovalID: "apr_1", TenantID: "acme", GateID: "GATE_FINANCE_APPROVAL", Terminal: false, TargetHint: "finance_approvers",
+		ApprovalModeEffective: writ.ModeDestructive,
+		Binding: writ.ApprovalBinding{
+			DecisionKey: "support.refund.execute", ArgumentsDigest: "hmac-sha256:9a0f", RedactedArgumentsDigest: "sha256:04", EvidenceSnapshotHash: "sha256:b2a1",
+			BundleRevisions: []string{"POLICY_RETURNS_V1@1.0.0"},
+		},
+		RecordID: "dr_1", DecisionID: "dec_1", ReplayPacketID: "sha256:01", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		SubjectIDs:  []string{"customer:cus_77", "order:ord_881"},
+		RequestedBy: writ.Requester{ActorID: "agt_support", DelegatedUserID: "usr_771", KeyID: "key_agent", Subject: "support-bot"},
+		Reasons:     []writ.Reason{{Code: "high_value_refund", Message: "Refunds above 10,000 INR need finance approval."}},
+		CreatedAt:   testTime, ExpiresAt: testTime.Add(24 * time.Hour), Allowance: 1,
+		State: writ.ApprovalApproved,
+		Decision: &writ.ApprovalDecision{
+			Decision: writ.ApprovalApproved, Approver: "maria@acme.example", Reason: "Invoice checked.",
+			At: decided, ValidUntil: decided.Add(24 * time.Hour), RecordID: "dr_2",
+		},
+		Uses: 1,
+		Events: []writ.ApprovalEvent{
+			{Seq: 1, Kind: writ.ApprovalEventApproved, Actor: "maria@acme.example", Reason: "Invoice checked.", RecordID: "dr_2", At: decided},
+			{Seq: 2, Kind: writ.ApprovalEventRedeemed, RecordID: "dr_3", At: decided.Add(time.Minute)},
+		},
+	}
+}
+
+// fullService returns a fakeService answering every method of every
+// interface with a value of tenant acme: record r1, run run_1 and its
+// step visual_check, approval apr_1, and checkpoints up to size 7.
+func fullService() *fakeService {
+	f := fullApprovals()
+	f.receipt, f.record, f.page = fullReceipt(), storedRecord(fullRecord()), &writ.RecordPage{}
+	f.checkpoint, f.inclusion, f.consistency = fullCheckpoint(7), fullInclusionProof(), fullConsistencyProof()
+	f.run, f.verdict = fullRun(), fullVerdict()
+	return f
+}
+
+// fullApprovals returns a fakeService answering every writ.Approvals
+// method.
+func fullApprovals() *fakeService {
+	return &fakeService{approval: fullApproval(), approvals: &writ.ApprovalPage{Approvals: []writ.ApprovalRequest{*fullApproval()}, NextCursor: "c2"}}
 }

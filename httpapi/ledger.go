@@ -35,7 +35,7 @@ func (s *Server) handleCheckpoint(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNoLedger)
 		return
 	}
-	values, err := parseQuery(r)
+	values, err := scopedQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -69,12 +69,12 @@ func (s *Server) handleIssueCheckpoint(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNoLedger)
 		return
 	}
-	values, err := parseQuery(r)
+	values, err := scopedQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	tenantID, err := parseRecordParams(values)
+	tenantID, err := parseTenantQuery(values)
 	if err == nil {
 		err = noBody(r)
 	}
@@ -99,7 +99,7 @@ func (s *Server) handleInclusionProof(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNoLedger)
 		return
 	}
-	values, err := parseQuery(r)
+	values, err := scopedQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -130,7 +130,7 @@ func (s *Server) handleConsistencyProof(w http.ResponseWriter, r *http.Request) 
 		s.writeError(w, r, errNoLedger)
 		return
 	}
-	values, err := parseQuery(r)
+	values, err := scopedQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

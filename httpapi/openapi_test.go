@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
@@ -114,9 +115,14 @@ func TestOpenAPIDocument(t *testing.T) {
 		"get /v1/ledger/consistency":               consistencyParams,
 		"get /v1/runs/{id}":                        {paramTenantID},
 		"post /v1/runs/{id}/steps/{step}/attempts": {paramTenantID},
+		"get /v1/approvals": append(slices.Collect(maps.Keys(approvalQueryValues(writ.ApprovalQuery{
+			TenantID: "t", State: "s", GateID: "g", DecisionKey: "k", CreatedBefore: testTime, Limit: 1, Cursor: "c",
+		}))), paramOlderThan),
+		"get /v1/approvals/{id}": {paramTenantID},
 	}
+	// tenant_id is never required: with an API key, it is the key's.
 	required := func(key, name string) bool {
-		return name == paramTenantID || (key == "get /v1/ledger/consistency" && name == paramFrom)
+		return key == "get /v1/ledger/consistency" && name == paramFrom
 	}
 	for _, r := range s.routes {
 		key := strings.ToLower(r.method) + " " + r.path
@@ -149,10 +155,55 @@ func TestOpenAPIDocument(t *testing.T) {
 		"get /v1/ledger/checkpoint":  treeSizeValues("t", 7),
 		"get /v1/records/{id}/proof": treeSizeValues("t", 7),
 		"get /v1/ledger/consistency": consistencyValues("t", 3, 7),
+		"get /v1/approvals": approvalQueryValues(writ.ApprovalQuery{
+			TenantID: "t", State: "s", GateID: "g", DecisionKey: "k", CreatedBefore: testTime, Limit: 1, Cursor: "c",
+		}),
 	} {
 		for name := range v {
 			if !slices.Contains(wantParams[key], name) {
 				t.Errorf("the client sends %s the query parameter %s, which the server does not read", key, name)
+			}
+		}
+	}
+}
+
+// TestOpenAPIRoles holds the document to the route table: every operation
+// states the roles its route allows (x-writ-roles) and needs the bearer
+// API key exactly when it has roles, and every protected operation
+// documents the 401 and 403 answers.
+func TestOpenAPIRoles(t *testing.T) {
+	doc := loadOpenAPI(t)
+	scheme := obj(t, doc, "components", "securitySchemes", "apiKey")
+	if scheme["type"] != "http" || scheme["scheme"] != "bearer" {
+		t.Errorf("securitySchemes.apiKey = %v, want an http bearer scheme", scheme)
+	}
+	for _, r := range NewServer(&fakeService{}, Config{}).routes {
+		op := obj(t, doc, "paths", r.path, strings.ToLower(r.method))
+		var documented []string
+		xroles, ok := op["x-writ-roles"].([]any)
+		if !ok {
+			t.Errorf("%s %s has no x-writ-roles list", r.method, r.path)
+		}
+		for _, v := range xroles {
+			documented = append(documented, v.(string))
+		}
+		want := strs(r.roles...)
+		slices.Sort(documented)
+		slices.Sort(want)
+		if !slices.Equal(documented, want) {
+			t.Errorf("%s %s: x-writ-roles = %q, want the route's roles %q", r.method, r.path, documented, want)
+		}
+		var wantSecurity any = []any{}
+		if r.roles != nil {
+			wantSecurity = []any{map[string]any{"apiKey": []any{}}}
+		}
+		if got := op["security"]; !reflect.DeepEqual(got, wantSecurity) {
+			t.Errorf("%s %s: security = %v, want %v", r.method, r.path, got, wantSecurity)
+		}
+		responses := obj(t, op, "responses")
+		for _, code := range []string{"401", "403"} {
+			if _, ok := responses[code]; ok != (r.roles != nil) {
+				t.Errorf("%s %s documents a %s response: %v, want %v", r.method, r.path, code, ok, r.roles != nil)
 			}
 		}
 	}
@@ -237,43 +288,54 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 // schemaTypes maps the document's object schemas to the Go types whose
 // JSON they describe.
 var schemaTypes = map[string]reflect.Type{
-	"CheckRequest":     reflect.TypeFor[writ.CheckRequest](),
-	"Actor":            reflect.TypeFor[writ.Actor](),
-	"InputsRefs":       reflect.TypeFor[writ.InputsRefs](),
-	"WorkflowRef":      reflect.TypeFor[writ.WorkflowRef](),
-	"Evidence":         reflect.TypeFor[writ.Evidence](),
-	"Usage":            reflect.TypeFor[writ.Usage](),
-	"ToolLineage":      reflect.TypeFor[writ.ToolLineage](),
-	"CallerLineage":    reflect.TypeFor[writ.CallerLineage](),
-	"Receipt":          reflect.TypeFor[writ.Receipt](),
-	"Reason":           reflect.TypeFor[writ.Reason](),
-	"Condition":        reflect.TypeFor[writ.Condition](),
-	"Disposition":      reflect.TypeFor[writ.Disposition](),
-	"Routing":          reflect.TypeFor[writ.Routing](),
-	"ResumeContract":   reflect.TypeFor[writ.ResumeContract](),
-	"RuntimeLoopback":  reflect.TypeFor[writ.RuntimeLoopback](),
-	"ReceiptMetadata":  reflect.TypeFor[writ.Metadata](),
-	"Record":           reflect.TypeFor[writ.Record](),
-	"PolicyDecision":   reflect.TypeFor[writ.PolicyDecision](),
-	"Approval":         reflect.TypeFor[writ.Approval](),
-	"ControlsActive":   reflect.TypeFor[writ.ControlsActive](),
-	"Lineage":          reflect.TypeFor[writ.Lineage](),
-	"Replay":           reflect.TypeFor[writ.Replay](),
-	"Audit":            reflect.TypeFor[writ.Audit](),
-	"Problem":          reflect.TypeFor[problem](),
-	"ProblemDetail":    reflect.TypeFor[writ.Detail](),
-	"Health":           reflect.TypeFor[HealthReport](),
-	"Checkpoint":       reflect.TypeFor[writ.Checkpoint](),
-	"InclusionProof":   reflect.TypeFor[writ.InclusionProof](),
-	"ConsistencyProof": reflect.TypeFor[writ.ConsistencyProof](),
-	"StartRunRequest":  reflect.TypeFor[writ.StartRunRequest](),
-	"AttemptBody":      reflect.TypeFor[attemptBody](),
-	"ToolCallClaim":    reflect.TypeFor[writ.ToolCallClaim](),
-	"StepVerdict":      reflect.TypeFor[writ.StepVerdict](),
-	"VerdictCheck":     reflect.TypeFor[writ.VerdictCheck](),
-	"Run":              reflect.TypeFor[writ.Run](),
-	"RunEvent":         reflect.TypeFor[writ.RunEvent](),
+	"CheckRequest":       reflect.TypeFor[writ.CheckRequest](),
+	"Actor":              reflect.TypeFor[writ.Actor](),
+	"InputsRefs":         reflect.TypeFor[writ.InputsRefs](),
+	"WorkflowRef":        reflect.TypeFor[writ.WorkflowRef](),
+	"Evidence":           reflect.TypeFor[writ.Evidence](),
+	"Usage":              reflect.TypeFor[writ.Usage](),
+	"ToolLineage":        reflect.TypeFor[writ.ToolLineage](),
+	"CallerLineage":      reflect.TypeFor[writ.CallerLineage](),
+	"Receipt":            reflect.TypeFor[writ.Receipt](),
+	"Reason":             reflect.TypeFor[writ.Reason](),
+	"Condition":          reflect.TypeFor[writ.Condition](),
+	"Disposition":        reflect.TypeFor[writ.Disposition](),
+	"Routing":            reflect.TypeFor[writ.Routing](),
+	"ResumeContract":     reflect.TypeFor[writ.ResumeContract](),
+	"RuntimeLoopback":    reflect.TypeFor[writ.RuntimeLoopback](),
+	"ReceiptMetadata":    reflect.TypeFor[writ.Metadata](),
+	"Record":             reflect.TypeFor[writ.Record](),
+	"PolicyDecision":     reflect.TypeFor[writ.PolicyDecision](),
+	"Approval":           reflect.TypeFor[writ.Approval](),
+	"ControlsActive":     reflect.TypeFor[writ.ControlsActive](),
+	"Lineage":            reflect.TypeFor[writ.Lineage](),
+	"Replay":             reflect.TypeFor[writ.Replay](),
+	"Audit":              reflect.TypeFor[writ.Audit](),
+	"Problem":            reflect.TypeFor[problem](),
+	"ProblemDetail":      reflect.TypeFor[writ.Detail](),
+	"Health":             reflect.TypeFor[HealthReport](),
+	"Checkpoint":         reflect.TypeFor[writ.Checkpoint](),
+	"InclusionProof":     reflect.TypeFor[writ.InclusionProof](),
+	"ConsistencyProof":   reflect.TypeFor[writ.ConsistencyProof](),
+	"StartRunRequest":    reflect.TypeFor[writ.StartRunRequest](),
+	"AttemptBody":        reflect.TypeFor[attemptBody](),
+	"ToolCallClaim":      reflect.TypeFor[writ.ToolCallClaim](),
+	"StepVerdict":        reflect.TypeFor[writ.StepVerdict](),
+	"VerdictCheck":       reflect.TypeFor[writ.VerdictCheck](),
+	"Run":                reflect.TypeFor[writ.Run](),
+	"RunEvent":           reflect.TypeFor[writ.RunEvent](),
+	"ApprovalRequest":    reflect.TypeFor[writ.ApprovalRequest](),
+	"ApprovalBinding":    reflect.TypeFor[writ.ApprovalBinding](),
+	"Requester":          reflect.TypeFor[writ.Requester](),
+	"ApprovalDecision":   reflect.TypeFor[writ.ApprovalDecision](),
+	"ApprovalEvent":      reflect.TypeFor[writ.ApprovalEvent](),
+	"ApprovalPage":       reflect.TypeFor[writ.ApprovalPage](),
+	"DecideApprovalBody": reflect.TypeFor[decideBody](),
 }
+
+// scopedTenant lists the schemas whose tenant_id Go always encodes but the
+// document does not require: with an API key, the server fills it in.
+var scopedTenant = []string{"CheckRequest", "StartRunRequest"}
 
 // goFields lists the json names of t's fields, and those without omitempty
 // (always present when encoded).
@@ -285,7 +347,7 @@ func goFields(t reflect.Type) (names, always []string) {
 			continue
 		}
 		names = append(names, name)
-		if !strings.Contains(opts, "omitempty") {
+		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
 			always = append(always, name)
 		}
 	}
@@ -310,6 +372,9 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 			continue
 		}
 		names, always := goFields(typ)
+		if slices.Contains(scopedTenant, name) {
+			always = slices.DeleteFunc(always, func(n string) bool { return n == paramTenantID })
+		}
 		props := slices.Sorted(maps.Keys(obj(t, s, "properties")))
 		if !slices.Equal(props, names) {
 			t.Errorf("schema %s properties = %q, want the json names of %s: %q", name, props, typ, names)
@@ -350,6 +415,10 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"Run", "properties", "status"}, strs(writ.RunActive, writ.RunCompleted, writ.RunAborted, writ.RunEscalated)},
 		{[]string{"RunEvent", "properties", "kind"}, strs(ledger.RunStarted, ledger.CallObserved, ledger.StepAttempt)},
 		{[]string{"VerdictCheck", "properties", "kind"}, strs("evidence", "tool_call")}, // acceptance.KindEvidence, KindToolCall
+		{[]string{"ApprovalState"}, approvalStates},
+		{[]string{"ApprovalDecision", "properties", "decision"}, strs(writ.ApprovalApproved, writ.ApprovalDenied)},
+		{[]string{"ApprovalEvent", "properties", "kind"}, strs(writ.ApprovalEventApproved, writ.ApprovalEventDenied, writ.ApprovalEventRedeemed)},
+		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
 	}
 	for _, tt := range tests {
 		var got []string
@@ -432,11 +501,36 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 	}{
 		{"CheckRequest", mustJSON(t, fullCheckRequest())},
 		{"CheckRequest", []byte(`{"tenant_id":"t","actor":{"type":"HUMAN","id":"u"}}`)},
+		{"CheckRequest", []byte(`{"actor":{"type":"HUMAN","id":"u"}}`)},
+		{"CheckRequest", mustJSON(t, &writ.CheckRequest{Actor: writ.Actor{Type: writ.ActorAgent, ID: "a"}, ApprovalIDs: []string{"apr_1"}})},
 		{"Receipt", mustJSON(t, fullReceipt())},
 		{"Record", mustJSON(t, fullRecord())},
 		{"Record", storedRecord(fullRecord()).Raw},
 		{"ProblemDetail", mustJSON(t, writ.Detail{Field: "a", File: "b", Line: 1, Message: "c"})},
-		{"Health", mustJSON(t, HealthReport{Status: HealthOK, Version: "v", Pack: "p@1", PackHash: "h", Store: "sqlite"})},
+		{"Health", mustJSON(t, HealthReport{Status: HealthOK, Version: "v", Pack: "p@1", PackHash: "h", Store: "sqlite", Auth: AuthAPIKeys})},
+		{"Health", mustJSON(t, HealthReport{Status: HealthOK, Auth: AuthDisabled, Warning: devModeWarning})},
+		{"ApprovalRequest", mustJSON(t, fullApproval())},
+		{"ApprovalRequest", mustJSON(t, wireApproval(&writ.ApprovalRequest{
+			ApprovalID: "apr_2", TenantID: "t", GateID: "escalation:R1", Terminal: true, ApprovalModeEffective: writ.ModeNetwork,
+			RequestedBy: writ.Requester{ActorID: "a"}, CreatedAt: testTime, ExpiresAt: testTime, Allowance: 1, State: writ.ApprovalPending,
+		}))},
+		{"ApprovalRequest", mustJSON(t, func() *writ.ApprovalRequest {
+			a := fullApproval()
+			a.State, a.Decision.Decision, a.Decision.ValidUntil = writ.ApprovalDenied, writ.ApprovalDenied, time.Time{}
+			a.Events = a.Events[:1]
+			a.Events[0].Kind = writ.ApprovalEventDenied
+			return a
+		}())},
+		{"ApprovalPage", mustJSON(t, wireApprovalPage(fullApprovals().approvals))},
+		{"ApprovalPage", mustJSON(t, wireApprovalPage(&writ.ApprovalPage{}))},
+		{"DecideApprovalBody", mustJSON(t, decideBodyOf(&writ.DecideApprovalRequest{TenantID: "t", ApprovalID: "apr_1", Decision: writ.ApprovalApproved, Approver: "maria", Reason: "ok", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}))},
+		{"DecideApprovalBody", []byte(`{"reason":"ok"}`)},
+		{"Receipt", mustJSON(t, func() *writ.Receipt {
+			r := fullReceipt()
+			r.Metadata.ApprovalIDs = []string{"apr_1"}
+			r.WhatWouldChangeThisConditions[0].ApprovalID = "apr_1"
+			return r
+		}())},
 		{"Checkpoint", mustJSON(t, fullCheckpoint(7))},
 		{"InclusionProof", mustJSON(t, fullInclusionProof())},
 		{"InclusionProof", mustJSON(t, &writ.InclusionProof{TenantID: "t", RecordID: "r", Seq: 1, TreeSize: 1, LeafHash: testHash(1), Proof: []string{}, Checkpoint: *fullCheckpoint(1)})},
@@ -471,7 +565,17 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 		{"CheckRequest", `{"tenant_id":"t","actor":{"type":"AGENT","id":"a"},"approval_mode":"yolo"}`},
 		{"CheckRequest", `{"tenant_id":"t","actor":{"type":"AGENT","id":"a"},"extra":1}`},
 		{"CheckRequest", `{"tenant_id":"t","actor":{"type":"AGENT","id":"a"},"evidence":[{"kind":"k","id":"i","observed_at":"soon"}]}`},
-		{"CheckRequest", `{"actor":{"type":"AGENT","id":"a"}}`},
+		{"CheckRequest", `{"actor":{"type":"AGENT","id":"a"},"approval_ids":"apr_1"}`},
+		{"ApprovalRequest", strings.Replace(string(mustJSON(t, fullApproval())), `"state":"approved"`, `"state":"granted"`, 1)},
+		{"ApprovalRequest", strings.Replace(string(mustJSON(t, fullApproval())), `"kind":"redeemed"`, `"kind":"used"`, 1)},
+		{"ApprovalRequest", strings.Replace(string(mustJSON(t, fullApproval())), `"events":[`, `"events":null,"x":[`, 1)},
+		{"ApprovalRequest", strings.Replace(string(mustJSON(t, fullApproval())), `"binding":{`, `"binding":{"extra":1,`, 1)},
+		{"ApprovalPage", `{"approvals":[{}]}`},
+		{"DecideApprovalBody", `{"reason":"ok","decision":"approved"}`},
+		{"DecideApprovalBody", `{"reason":""}`},
+		{"DecideApprovalBody", `{"approver":"maria"}`},
+		{"Health", `{"status":"ok","auth":"maybe"}`},
+		{"Health", `{"status":"ok"}`},
 		{"Record", strings.Replace(string(mustJSON(t, fullRecord())), `"status":"DECIDED"`, `"status":"DONE"`, 1)},
 		{"Checkpoint", strings.Replace(string(mustJSON(t, fullCheckpoint(7))), `"tree_size":7`, `"tree_size":"7"`, 1)},
 		{"Checkpoint", strings.Replace(string(mustJSON(t, fullCheckpoint(7))), `"root_hash":"`, `"root_hash":"x`, 1)},
@@ -517,10 +621,17 @@ func TestOpenAPIDescribesServerAnswers(t *testing.T) {
 		return newRequest(http.MethodPost, "/v1/runs/run_1/steps/visual_check/attempts?tenant_id=acme", body)
 	}
 	const attemptBody = `{"actor":{"type":"AGENT","id":"a"},"result":{}}`
+	const decide = `{"reason":"Invoice checked.","approver":"maria"}`
+	withKey := func(req *http.Request, key string) *http.Request {
+		req.Header.Set("Authorization", "Bearer "+key)
+		return req
+	}
 	tests := []struct {
 		svc         *fakeService
 		noLedger    bool
 		noWorkflows bool
+		noApprovals bool
+		auth        bool // the server authenticates callers (testKeys)
 		req         *http.Request
 		status      int
 		schema      string // "" for a body that is not JSON
@@ -562,14 +673,43 @@ func TestOpenAPIDescribesServerAnswers(t *testing.T) {
 		{svc: &fakeService{err: writ.Errorf(writ.ENOTFOUND, "run run_1 not found")}, req: attempt(attemptBody), status: 404, schema: "Problem"},
 		{svc: &fakeService{err: writ.Errorf(writ.EUNAVAILABLE, "store down")}, req: attempt(attemptBody), status: 503, schema: "Problem"},
 		{svc: &fakeService{err: errors500{}}, req: attempt(attemptBody), status: 500, schema: "Problem"},
+		{svc: fullApprovals(), req: newRequest(http.MethodGet, "/v1/approvals?tenant_id=acme&state=pending&older_than=2h", ""), status: 200, schema: "ApprovalPage"},
+		{svc: &fakeService{approvals: &writ.ApprovalPage{}}, req: newRequest(http.MethodGet, "/v1/approvals?tenant_id=acme", ""), status: 200, schema: "ApprovalPage"},
+		{svc: fullApprovals(), req: newRequest(http.MethodGet, "/v1/approvals?tenant_id=acme&older_than=soon", ""), status: 400, schema: "Problem"},
+		{svc: fullApprovals(), noApprovals: true, req: newRequest(http.MethodGet, "/v1/approvals?tenant_id=acme", ""), status: 404, schema: "Problem"},
+		{svc: fullApprovals(), req: newRequest(http.MethodGet, "/v1/approvals/apr_1?tenant_id=acme", ""), status: 200, schema: "ApprovalRequest"},
+		{svc: &fakeService{err: writ.Errorf(writ.ENOTFOUND, "approval apr_1 not found")}, req: newRequest(http.MethodGet, "/v1/approvals/apr_1?tenant_id=acme", ""), status: 404, schema: "Problem"},
+		{svc: fullApprovals(), req: newRequest(http.MethodPost, "/v1/approvals/apr_1/approve", `{"tenant_id":"acme","reason":"ok","approver":"maria"}`), status: 200, schema: "ApprovalRequest"},
+		{svc: fullApprovals(), req: newRequest(http.MethodPost, "/v1/approvals/apr_1/deny", `{"tenant_id":"acme","reason":"no","approver":"maria"}`), status: 200, schema: "ApprovalRequest"},
+		{svc: fullApprovals(), req: newRequest(http.MethodPost, "/v1/approvals/apr_1/deny", `{"tenant_id":"acme","approver":"maria"}`), status: 400, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.ECONFLICT, "approval apr_1 was already approved")}, req: newRequest(http.MethodPost, "/v1/approvals/apr_1/approve", `{"tenant_id":"acme","reason":"ok","approver":"maria"}`), status: 409, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.EFORBIDDEN, "maria asked for approval apr_1 and may not approve it")}, req: newRequest(http.MethodPost, "/v1/approvals/apr_1/approve", `{"tenant_id":"acme","reason":"ok","approver":"maria"}`), status: 403, schema: "Problem"},
+		{svc: fullApprovals(), req: func() *http.Request {
+			req := newRequest(http.MethodPost, "/v1/approvals/apr_1/approve", "reason=ok")
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			return req
+		}(), status: 415, schema: "Problem"},
+		{svc: fullApprovals(), auth: true, req: withKey(newRequest(http.MethodPost, "/v1/approvals/apr_1/approve", decide), "approver-key"), status: 200, schema: "ApprovalRequest"},
+		{svc: fullApprovals(), auth: true, req: newRequest(http.MethodGet, "/v1/approvals", ""), status: 401, schema: "Problem"},
+		{svc: fullApprovals(), auth: true, req: withKey(newRequest(http.MethodGet, "/v1/records", ""), "revoked-key"), status: 401, schema: "Problem"},
+		{svc: fullApprovals(), auth: true, req: withKey(newRequest(http.MethodGet, "/v1/records", ""), "agent-key"), status: 403, schema: "Problem"},
+		{svc: fullApprovals(), auth: true, req: withKey(newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"globex"}`), "agent-key"), status: 403, schema: "Problem"},
+		{svc: fullApprovals(), auth: true, req: withKey(newRequest(http.MethodPost, "/v1/runs", `{"workflow_id":"w"}`), "down-key"), status: 503, schema: "Problem"},
+		{svc: fullApprovals(), auth: true, req: newRequest(http.MethodGet, "/healthz", ""), status: 200, schema: "Health"},
 	}
 	for _, tt := range tests {
-		cfg := Config{Ledger: tt.svc, Workflows: tt.svc}
+		cfg := Config{Ledger: tt.svc, Workflows: tt.svc, Approvals: tt.svc}
 		if tt.noLedger {
 			cfg.Ledger = nil
 		}
 		if tt.noWorkflows {
 			cfg.Workflows = nil
+		}
+		if tt.noApprovals {
+			cfg.Approvals = nil
+		}
+		if tt.auth {
+			cfg.Authenticate = testKeys.authenticate
 		}
 		s, _ := newTestServer(tt.svc, cfg)
 		rec := serve(s, tt.req)

@@ -40,12 +40,14 @@ type problemKind struct {
 // problemKinds maps writ error codes to HTTP. It is the only place where
 // error codes become statuses; statusOf and codeOf read it.
 var problemKinds = map[string]problemKind{
-	writ.EINVALID:     {http.StatusBadRequest, "Invalid request"},
-	writ.ENOTFOUND:    {http.StatusNotFound, "Not found"},
-	writ.ECONFLICT:    {http.StatusConflict, "Conflict"},
-	writ.ETOOLARGE:    {http.StatusRequestEntityTooLarge, "Request too large"},
-	writ.EUNAVAILABLE: {http.StatusServiceUnavailable, "Service unavailable"},
-	writ.EINTERNAL:    {http.StatusInternalServerError, "Internal error"},
+	writ.EINVALID:         {http.StatusBadRequest, "Invalid request"},
+	writ.EUNAUTHENTICATED: {http.StatusUnauthorized, "Unauthorized"},
+	writ.EFORBIDDEN:       {http.StatusForbidden, "Forbidden"},
+	writ.ENOTFOUND:        {http.StatusNotFound, "Not found"},
+	writ.ECONFLICT:        {http.StatusConflict, "Conflict"},
+	writ.ETOOLARGE:        {http.StatusRequestEntityTooLarge, "Request too large"},
+	writ.EUNAVAILABLE:     {http.StatusServiceUnavailable, "Service unavailable"},
+	writ.EINTERNAL:        {http.StatusInternalServerError, "Internal error"},
 }
 
 // statusOf returns the HTTP status of a writ error code. Unknown codes are
@@ -107,8 +109,11 @@ func (s *Server) writeProblem(w http.ResponseWriter, r *http.Request, status int
 		Code:     code,
 		Errors:   writ.ErrorDetails(err),
 	}
-	if code == writ.EUNAVAILABLE {
+	switch code {
+	case writ.EUNAVAILABLE:
 		w.Header().Set("Retry-After", "1")
+	case writ.EUNAUTHENTICATED:
+		w.Header().Set("WWW-Authenticate", authChallenge)
 	}
 	body, _ := json.Marshal(p) // a problem always marshals
 	writeBody(w, status, mediaProblem, body)

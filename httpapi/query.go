@@ -25,8 +25,9 @@ const (
 	paramCursor      = "cursor"
 )
 
-// maxRecordsLimit is the largest page GET /v1/records serves.
-const maxRecordsLimit = 1000
+// maxPageLimit is the largest page GET /v1/records and GET /v1/approvals
+// serve.
+const maxPageLimit = 1000
 
 var recordStatuses = []writ.Status{
 	writ.StatusDecided, writ.StatusDeferred, writ.StatusRejected,
@@ -83,24 +84,94 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
 		p.fail(paramTo, "must be after from")
 	}
-	if s := p.get(paramLimit); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxRecordsLimit {
-			p.fail(paramLimit, "must be an integer from 1 to 1000")
-		}
-		q.Limit = n
-	}
+	q.Limit = p.limit()
 	return q, p.err()
 }
 
-// parseRecordParams decodes the query of GET /v1/records/{id}, POST
-// /v1/ledger/checkpoint, GET /v1/runs/{id} and POST
-// /v1/runs/{id}/steps/{step}/attempts: the tenant alone.
-func parseRecordParams(v url.Values) (tenantID string, err error) {
+// parseTenantQuery decodes the query of GET /v1/records/{id}, POST
+// /v1/ledger/checkpoint, GET /v1/runs/{id}, POST
+// /v1/runs/{id}/steps/{step}/attempts and GET /v1/approvals/{id}: the
+// tenant alone.
+func parseTenantQuery(v url.Values) (tenantID string, err error) {
 	p := queryParser{values: v}
 	p.allow(paramTenantID)
 	tenantID = p.required(paramTenantID)
 	return tenantID, p.err()
+}
+
+// Query parameters of GET /v1/approvals, besides tenant_id,
+// decision_key, limit and cursor. approvalQueryValues and
+// parseApprovalQuery are inverses, but for older_than, which people
+// write and the client never sends: it is created_before relative to the
+// server's clock.
+const (
+	paramState         = "state"
+	paramGateID        = "gate_id"
+	paramOlderThan     = "older_than"
+	paramCreatedBefore = "created_before"
+)
+
+// approvalParams are the query parameters GET /v1/approvals takes.
+var approvalParams = []string{paramTenantID, paramState, paramGateID, paramDecisionKey,
+	paramOlderThan, paramCreatedBefore, paramLimit, paramCursor}
+
+var approvalStates = []string{writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalExpired}
+
+// approvalQueryValues encodes q as the query of GET /v1/approvals. Zero
+// fields are left out.
+func approvalQueryValues(q writ.ApprovalQuery) url.Values {
+	v := url.Values{}
+	set := func(key, value string) {
+		if value != "" {
+			v.Set(key, value)
+		}
+	}
+	set(paramTenantID, q.TenantID)
+	set(paramState, q.State)
+	set(paramGateID, q.GateID)
+	set(paramDecisionKey, q.DecisionKey)
+	if !q.CreatedBefore.IsZero() {
+		v.Set(paramCreatedBefore, q.CreatedBefore.Format(time.RFC3339Nano))
+	}
+	if q.Limit != 0 {
+		v.Set(paramLimit, strconv.Itoa(q.Limit))
+	}
+	set(paramCursor, q.Cursor)
+	return v
+}
+
+// parseApprovalQuery decodes the query of GET /v1/approvals. older_than,
+// a Go duration, keeps requests created before now minus it; it and
+// created_before, an instant, exclude each other. Every problem names its
+// parameter; unknown and repeated parameters are errors. Empty values do
+// not filter.
+func parseApprovalQuery(v url.Values, now time.Time) (writ.ApprovalQuery, error) {
+	p := queryParser{values: v}
+	p.allow(approvalParams...)
+	q := writ.ApprovalQuery{
+		TenantID:      p.required(paramTenantID),
+		State:         p.get(paramState),
+		GateID:        p.get(paramGateID),
+		DecisionKey:   p.get(paramDecisionKey),
+		CreatedBefore: p.time(paramCreatedBefore),
+		Limit:         p.limit(),
+		Cursor:        p.get(paramCursor),
+	}
+	if q.State != "" && !slices.Contains(approvalStates, q.State) {
+		p.fail(paramState, "must be one of pending, approved, denied, expired")
+	}
+	if s := p.get(paramOlderThan); s != "" {
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil || d <= 0:
+			p.fail(paramOlderThan, "must be a positive duration, such as 30m, 2h or 1h30m")
+		case !q.CreatedBefore.IsZero():
+			p.fail(paramOlderThan, "give older_than or created_before, not both")
+		default:
+			q.CreatedBefore = now.Add(-d)
+		}
+	}
+	return q, p.err()
 }
 
 // Query parameters of the ledger routes, besides tenant_id, from and to.
@@ -234,6 +305,21 @@ func (p *queryParser) time(name string) time.Time {
 		p.fail(name, "must be an RFC 3339 date-time, such as 2026-05-09T09:31:42Z")
 	}
 	return t
+}
+
+// limit reads the page size parameter: 1 to maxPageLimit, or 0 when it
+// is absent (the service's default).
+func (p *queryParser) limit() int {
+	s := p.get(paramLimit)
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxPageLimit {
+		p.fail(paramLimit, fmt.Sprintf("must be an integer from 1 to %d", maxPageLimit))
+		return 0
+	}
+	return n
 }
 
 // treeSize reads s, the value of the parameter name, as a tree size: a

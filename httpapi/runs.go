@@ -37,6 +37,19 @@ var addressed = map[string]string{
 	"step_id":     "must not be in the body: the path names the step",
 }
 
+// explainAddressed rewrites the "unknown field" error of a body member
+// that the path or the query names instead: msgs maps such members to
+// what to say.
+func explainAddressed(err error, msgs map[string]string) error {
+	var werr *writ.Error
+	if errors.As(err, &werr) && len(werr.Details) == 1 && werr.Details[0].Message == "unknown field" {
+		if msg, ok := msgs[werr.Details[0].Field]; ok {
+			werr.Details[0].Message = msg
+		}
+	}
+	return err
+}
+
 // runPath is the path of a run, as the Location of a started run.
 func runPath(runID string) string {
 	return "/v1/runs/" + url.PathEscape(runID)
@@ -76,10 +89,10 @@ func (s *Server) handleStartRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeStartRunRequest reads and strictly decodes the body of POST
-// /v1/runs. It checks only what needs no pack: the shape, and that
-// tenant_id is set.
+// /v1/runs. It checks only what needs no pack: the shape, and the
+// tenant.
 func (s *Server) decodeStartRunRequest(w http.ResponseWriter, r *http.Request) (*writ.StartRunRequest, error) {
-	return decodeTenantBody(s, w, r, func(req *writ.StartRunRequest) string { return req.TenantID })
+	return decodeTenantBody(s, w, r, func(req *writ.StartRunRequest) *string { return &req.TenantID })
 }
 
 // handleRun serves GET /v1/runs/{id}: the run and its history.
@@ -88,12 +101,12 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNoWorkflows)
 		return
 	}
-	values, err := parseQuery(r)
+	values, err := scopedQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	tenantID, err := parseRecordParams(values)
+	tenantID, err := parseTenantQuery(values)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -155,11 +168,11 @@ func (s *Server) handleAttempt(w http.ResponseWriter, r *http.Request) {
 // that names the tenant, the run or the step is refused, so that no
 // attempt is ever filed under a run its caller did not address.
 func (s *Server) decodeAttempt(w http.ResponseWriter, r *http.Request) (*writ.AttemptRequest, error) {
-	values, err := parseQuery(r)
+	values, err := scopedQuery(r)
 	if err != nil {
 		return nil, err
 	}
-	tenantID, err := parseRecordParams(values)
+	tenantID, err := parseTenantQuery(values)
 	if err != nil {
 		return nil, err
 	}
@@ -169,13 +182,7 @@ func (s *Server) decodeAttempt(w http.ResponseWriter, r *http.Request) (*writ.At
 	}
 	var b attemptBody
 	if err := decodeStrict(body, &b); err != nil {
-		var werr *writ.Error
-		if errors.As(err, &werr) && len(werr.Details) == 1 && werr.Details[0].Message == "unknown field" {
-			if msg, ok := addressed[werr.Details[0].Field]; ok {
-				werr.Details[0].Message = msg
-			}
-		}
-		return nil, err
+		return nil, explainAddressed(err, addressed)
 	}
 	return &writ.AttemptRequest{
 		TenantID:  tenantID,

@@ -25,11 +25,12 @@ type Config struct {
 	// MaxBodyBytes caps the size of a request body; a larger body is
 	// answered with 413. Zero or less means 1 MiB.
 	MaxBodyBytes int64
-	// MaxInFlight caps the requests to the service, the ledger and the
-	// workflows (check, records, ledger and run routes) served at once; a
-	// request beyond it is answered at once with 503 and Retry-After, never
-	// queued. Health and the OpenAPI document are not counted, so probes
-	// keep answering under load. Zero or less means 1024.
+	// MaxInFlight caps the requests to the service, the ledger, the
+	// workflows and the approvals (every route but the public ones)
+	// served at once, authentication included; a request beyond it is
+	// answered at once with 503 and Retry-After, never queued. Health and
+	// the OpenAPI document are not counted, so probes keep answering
+	// under load. Zero or less means 1024.
 	MaxInFlight int
 	// Logger receives one debug line per request (method, path, status,
 	// duration; never bodies) and the real text of internal errors. Nil
@@ -52,6 +53,19 @@ type Config struct {
 	// attempts, show a run. It is usually the engine that serves checks.
 	// Nil means the server runs no workflows: those routes answer 404.
 	Workflows writ.Workflows
+	// Approvals serves the approval routes: list, show, approve and deny
+	// approval requests. It is usually the engine that serves checks. Nil
+	// means the server has no approval queue: those routes answer 404.
+	Approvals writ.Approvals
+	// Authenticate returns the caller who holds the API key token (the
+	// token of an "Authorization: Bearer" header, never empty). An unknown,
+	// malformed or revoked key must be an EUNAUTHENTICATED error (401);
+	// any other error means the keys cannot be checked now (503). When it
+	// is set, every route but GET /healthz and GET /v1/openapi.yaml needs
+	// a key holding one of the route's roles, and is confined to the key's
+	// tenant. Nil means development mode: no one is authenticated, every
+	// caller may act for every tenant, and /healthz says so.
+	Authenticate func(ctx context.Context, token string) (*writ.Principal, error)
 }
 
 // Defaults of Config.
@@ -75,15 +89,32 @@ type HealthReport struct {
 	PackHash string `json:"pack_hash,omitempty"`
 	// Store names the storage kind, such as "sqlite" or "postgres".
 	Store string `json:"store,omitempty"`
+	// Auth says how the server authenticates callers: AuthAPIKeys, or
+	// AuthDisabled in development mode. The server sets it, whatever
+	// Config.Health reports.
+	Auth string `json:"auth"`
+	// Warning is set in development mode, to say so where operators look.
+	Warning string `json:"warning,omitempty"`
 }
 
-// Server serves a writ.Service, and optionally a writ.Ledger and
-// writ.Workflows, over HTTP. It implements http.Handler; create one with
-// NewServer.
+// Values of HealthReport.Auth.
+const (
+	AuthAPIKeys  = "api_keys"
+	AuthDisabled = "disabled"
+)
+
+// devModeWarning is the HealthReport.Warning of a server in development
+// mode.
+const devModeWarning = "development mode: this server authenticates no one, so every caller may act for every tenant; configure API keys before exposing it"
+
+// Server serves a writ.Service, and optionally a writ.Ledger,
+// writ.Workflows and writ.Approvals, over HTTP. It implements
+// http.Handler; create one with NewServer.
 type Server struct {
 	svc       writ.Service
 	ledger    writ.Ledger    // nil when the server has no ledger
 	workflows writ.Workflows // nil when the server runs no workflows
+	approvals writ.Approvals // nil when the server has no approval queue
 	cfg       Config
 	log       *slog.Logger
 	rand      io.Reader
@@ -92,14 +123,43 @@ type Server struct {
 	inflight  chan struct{}
 }
 
-// route is one registered method and path pattern.
+// route is one method and path pattern the server answers, and who may
+// call it.
 type route struct {
 	method, path string
+	// roles are the roles of which an API key must hold one to call the
+	// route when the server authenticates callers. Nil marks a public
+	// route: served without a key, and not counted against MaxInFlight.
+	roles []writ.Role
+	serve func(*Server, http.ResponseWriter, *http.Request)
+}
+
+// routes lists every route the server answers with the roles that may
+// call it. It is the one place that says who may do what: the OpenAPI
+// document repeats it per operation (x-writ-roles), and tests hold both
+// to it.
+var routes = []route{
+	{http.MethodPost, "/v1/check", []writ.Role{writ.RoleAgent}, (*Server).handleCheck},
+	{http.MethodGet, "/v1/records/{id}", []writ.Role{writ.RoleAuditor}, (*Server).handleRecord},
+	{http.MethodGet, "/v1/records", []writ.Role{writ.RoleAuditor}, (*Server).handleRecords},
+	{http.MethodGet, "/v1/records/{id}/proof", []writ.Role{writ.RoleAuditor}, (*Server).handleInclusionProof},
+	{http.MethodGet, "/v1/ledger/checkpoint", []writ.Role{writ.RoleAuditor}, (*Server).handleCheckpoint},
+	{http.MethodPost, "/v1/ledger/checkpoint", []writ.Role{writ.RoleAdmin}, (*Server).handleIssueCheckpoint},
+	{http.MethodGet, "/v1/ledger/consistency", []writ.Role{writ.RoleAuditor}, (*Server).handleConsistencyProof},
+	{http.MethodPost, "/v1/runs", []writ.Role{writ.RoleAgent}, (*Server).handleStartRun},
+	{http.MethodGet, "/v1/runs/{id}", []writ.Role{writ.RoleAgent, writ.RoleAuditor}, (*Server).handleRun},
+	{http.MethodPost, "/v1/runs/{id}/steps/{step}/attempts", []writ.Role{writ.RoleAgent}, (*Server).handleAttempt},
+	{http.MethodGet, "/v1/approvals", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleApprovals},
+	{http.MethodGet, "/v1/approvals/{id}", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleApproval},
+	{http.MethodPost, "/v1/approvals/{id}/approve", []writ.Role{writ.RoleApprover}, (*Server).handleApprove},
+	{http.MethodPost, "/v1/approvals/{id}/deny", []writ.Role{writ.RoleApprover}, (*Server).handleDeny},
+	{http.MethodGet, "/healthz", nil, (*Server).handleHealth},
+	{http.MethodGet, "/v1/openapi.yaml", nil, (*Server).handleOpenAPI},
 }
 
 // NewServer returns a Server that answers the routes of the OpenAPI
-// document with svc, the ledger routes with cfg.Ledger, and the run
-// routes with cfg.Workflows.
+// document with svc, the ledger routes with cfg.Ledger, the run routes
+// with cfg.Workflows and the approval routes with cfg.Approvals.
 func NewServer(svc writ.Service, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -120,30 +180,36 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		svc:       svc,
 		ledger:    cfg.Ledger,
 		workflows: cfg.Workflows,
+		approvals: cfg.Approvals,
 		cfg:       cfg,
 		log:       cfg.Logger,
 		rand:      &lockedReader{r: cfg.Rand},
 		mux:       http.NewServeMux(),
+		routes:    routes,
 		inflight:  make(chan struct{}, cfg.MaxInFlight),
 	}
-	s.handle(http.MethodPost, "/v1/check", s.limit(s.handleCheck))
-	s.handle(http.MethodGet, "/v1/records/{id}", s.limit(s.handleRecord))
-	s.handle(http.MethodGet, "/v1/records", s.limit(s.handleRecords))
-	s.handle(http.MethodGet, "/v1/records/{id}/proof", s.limit(s.handleInclusionProof))
-	s.handle(http.MethodGet, "/v1/ledger/checkpoint", s.limit(s.handleCheckpoint))
-	s.handle(http.MethodPost, "/v1/ledger/checkpoint", s.limit(s.handleIssueCheckpoint))
-	s.handle(http.MethodGet, "/v1/ledger/consistency", s.limit(s.handleConsistencyProof))
-	s.handle(http.MethodPost, "/v1/runs", s.limit(s.handleStartRun))
-	s.handle(http.MethodGet, "/v1/runs/{id}", s.limit(s.handleRun))
-	s.handle(http.MethodPost, "/v1/runs/{id}/steps/{step}/attempts", s.limit(s.handleAttempt))
-	s.handle(http.MethodGet, "/healthz", s.handleHealth)
-	s.handle(http.MethodGet, "/v1/openapi.yaml", s.handleOpenAPI)
+	for _, rt := range s.routes {
+		s.mux.HandleFunc(rt.method+" "+rt.path, s.guard(rt))
+	}
 	return s
 }
 
-func (s *Server) handle(method, path string, h http.HandlerFunc) {
-	s.routes = append(s.routes, route{method, path})
-	s.mux.HandleFunc(method+" "+path, h)
+// guard returns the handler of rt. A route with roles counts against
+// MaxInFlight, and then needs an API key holding one of them (when the
+// server authenticates callers); its handler sees the key's principal in
+// the request context.
+func (s *Server) guard(rt route) http.HandlerFunc {
+	if rt.roles == nil {
+		return func(w http.ResponseWriter, r *http.Request) { rt.serve(s, w, r) }
+	}
+	return s.limit(func(w http.ResponseWriter, r *http.Request) {
+		r, err := s.authorize(r, rt.roles)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		rt.serve(s, w, r)
+	})
 }
 
 // ServeHTTP routes the request, answers unknown routes and methods with
@@ -245,14 +311,16 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeCheckRequest reads and strictly decodes the body of a check. It
-// checks only what needs no pack: the shape, and that tenant_id is set.
+// checks only what needs no pack: the shape, and the tenant.
 func (s *Server) decodeCheckRequest(w http.ResponseWriter, r *http.Request) (*writ.CheckRequest, error) {
-	return decodeTenantBody(s, w, r, func(req *writ.CheckRequest) string { return req.TenantID })
+	return decodeTenantBody(s, w, r, func(req *writ.CheckRequest) *string { return &req.TenantID })
 }
 
 // decodeTenantBody reads and strictly decodes a request body that names
-// its tenant (a route without query parameters), and requires tenant_id.
-func decodeTenantBody[T any](s *Server, w http.ResponseWriter, r *http.Request, tenantOf func(*T) string) (*T, error) {
+// its tenant (a route without query parameters), and scopes the tenant
+// that tenantOf points to (see scopeTenant): required in development
+// mode, the API key's when authenticated.
+func decodeTenantBody[T any](s *Server, w http.ResponseWriter, r *http.Request, tenantOf func(*T) *string) (*T, error) {
 	if err := noQuery(r); err != nil {
 		return nil, err
 	}
@@ -264,9 +332,9 @@ func decodeTenantBody[T any](s *Server, w http.ResponseWriter, r *http.Request, 
 	if err := decodeStrict(body, &req); err != nil {
 		return nil, err
 	}
-	if tenantOf(&req) == "" {
-		return nil, &writ.Error{Code: writ.EINVALID, Message: "tenant_id is required",
-			Details: []writ.Detail{{Field: paramTenantID, Message: "is required"}}}
+	tenant := tenantOf(&req)
+	if *tenant, err = scopeTenant(r.Context(), *tenant); err != nil {
+		return nil, err
 	}
 	return &req, nil
 }
@@ -287,12 +355,12 @@ func (s *Server) writeFailClosed(w http.ResponseWriter, r *http.Request, rcpt *w
 
 // handleRecord serves GET /v1/records/{id}: the record's sealed bytes.
 func (s *Server) handleRecord(w http.ResponseWriter, r *http.Request) {
-	values, err := parseQuery(r)
+	values, err := scopedQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	tenantID, err := parseRecordParams(values)
+	tenantID, err := parseTenantQuery(values)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -310,7 +378,7 @@ func (s *Server) handleRecord(w http.ResponseWriter, r *http.Request) {
 
 // handleRecords serves GET /v1/records: a page of sealed records.
 func (s *Server) handleRecords(w http.ResponseWriter, r *http.Request) {
-	values, err := parseQuery(r)
+	values, err := scopedQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -335,11 +403,16 @@ func (s *Server) handleRecords(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusOK, mediaJSON, body)
 }
 
-// handleHealth serves GET /healthz.
+// handleHealth serves GET /healthz. It says how callers are
+// authenticated, and warns of development mode.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	report := HealthReport{Status: HealthOK}
 	if s.cfg.Health != nil {
 		report = s.cfg.Health(r.Context())
+	}
+	report.Auth, report.Warning = AuthAPIKeys, ""
+	if s.cfg.Authenticate == nil {
+		report.Auth, report.Warning = AuthDisabled, devModeWarning
 	}
 	status := http.StatusOK
 	if report.Status != HealthOK {

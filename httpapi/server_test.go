@@ -363,15 +363,17 @@ func TestErrorMapping(t *testing.T) {
 		{&writ.Error{Code: writ.ETOOLARGE, Message: "too many evidence items", Details: details}, 413, writ.ETOOLARGE, ""},
 		{&writ.Error{Code: writ.EUNAVAILABLE, Message: "store unavailable", Details: details}, 503, writ.EUNAVAILABLE, "1"},
 		{fmtWrap(&writ.Error{Code: writ.ECONFLICT, Message: "wrapped conflict", Details: details}), 409, writ.ECONFLICT, ""},
+		{&writ.Error{Code: writ.EFORBIDDEN, Message: "maria asked for approval apr_1 and may not approve it", Details: details}, 403, writ.EFORBIDDEN, ""},
+		{&writ.Error{Code: writ.EUNAUTHENTICATED, Message: "the API key is not valid", Details: details}, 401, writ.EUNAUTHENTICATED, ""},
 	}
 	for _, tt := range tests {
 		fake := &fakeService{err: tt.err}
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake})
 		for _, req := range slices.Concat([]*http.Request{
 			newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 			newRequest(http.MethodGet, "/v1/records/r1?tenant_id=t", ""),
 			newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-		}, ledgerRequests(), runRequests()) {
+		}, ledgerRequests(), runRequests(), approvalRequests()) {
 			rec := serve(s, req)
 			p := readProblem(t, rec, req, tt.status, tt.code)
 			if p.Detail != writ.ErrorMessage(tt.err) || !reflect.DeepEqual(p.Errors, details) {
@@ -406,12 +408,12 @@ func TestInternalErrorsAreNotShown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, log := newTestServer(tt.svc, Config{Ledger: tt.svc, Workflows: tt.svc})
+			s, log := newTestServer(tt.svc, Config{Ledger: tt.svc, Workflows: tt.svc, Approvals: tt.svc})
 			for _, req := range slices.Concat([]*http.Request{
 				newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 				newRequest(http.MethodGet, "/v1/records/r1?tenant_id=t", ""),
 				newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-			}, ledgerRequests(), runRequests()) {
+			}, ledgerRequests(), runRequests(), approvalRequests()) {
 				rec := serve(s, req)
 				body := rec.Body.String()
 				p := readProblem(t, rec, req, http.StatusInternalServerError, writ.EINTERNAL)
@@ -457,10 +459,15 @@ func TestRoutingProblems(t *testing.T) {
 		{http.MethodGet, "/v1/runs/", 404, writ.ENOTFOUND, ""},
 		{http.MethodPost, "/v1/runs/run_1/steps/s", 404, writ.ENOTFOUND, ""},
 		{http.MethodPost, "/v1/runs/run_1/attempts", 404, writ.ENOTFOUND, ""},
+		{http.MethodPost, "/v1/approvals", 405, writ.EINVALID, "GET, HEAD"},
+		{http.MethodDelete, "/v1/approvals/apr_1", 405, writ.EINVALID, "GET, HEAD"},
+		{http.MethodGet, "/v1/approvals/apr_1/approve", 405, writ.EINVALID, "POST"},
+		{http.MethodPut, "/v1/approvals/apr_1/deny", 405, writ.EINVALID, "POST"},
+		{http.MethodPost, "/v1/approvals/apr_1/decide", 404, writ.ENOTFOUND, ""},
 	}
 	for _, tt := range tests {
 		fake := fullLedger()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake})
 		req := newRequest(tt.method, tt.target, "")
 		rec := serve(s, req)
 		readProblem(t, rec, req, tt.status, tt.code)
@@ -584,7 +591,7 @@ func TestRecordsPage(t *testing.T) {
 
 func TestMaxInFlight(t *testing.T) {
 	fake := &fakeService{receipt: fullReceipt(), entered: make(chan struct{}), release: make(chan struct{})}
-	s, _ := newTestServer(fake, Config{MaxInFlight: 1, Ledger: fake, Workflows: fake})
+	s, _ := newTestServer(fake, Config{MaxInFlight: 1, Ledger: fake, Workflows: fake, Approvals: fake})
 
 	first := make(chan *httptest.ResponseRecorder)
 	go func() { first <- serve(s, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`)) }()
@@ -593,7 +600,7 @@ func TestMaxInFlight(t *testing.T) {
 	for _, req := range slices.Concat([]*http.Request{
 		newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 		newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-	}, ledgerRequests(), runRequests()) {
+	}, ledgerRequests(), runRequests(), approvalRequests()) {
 		rec := serve(s, req)
 		readProblem(t, rec, req, http.StatusServiceUnavailable, writ.EUNAVAILABLE)
 		if got := rec.Header().Get("Retry-After"); got != "1" {
@@ -623,14 +630,14 @@ func TestHealth(t *testing.T) {
 		status int
 		body   string
 	}{
-		{nil, 200, `{"status":"ok"}`},
+		{nil, 200, `{"status":"ok","auth":"api_keys"}`},
 		{func(context.Context) HealthReport {
 			return HealthReport{Status: HealthOK, Version: "v0.1.0", Pack: "acme@3", PackHash: "sha256:ab", Store: "sqlite"}
-		}, 200, `{"status":"ok","version":"v0.1.0","pack":"acme@3","pack_hash":"sha256:ab","store":"sqlite"}`},
-		{func(context.Context) HealthReport { return HealthReport{Status: "unavailable", Store: "postgres"} }, 503, `{"status":"unavailable","store":"postgres"}`},
+		}, 200, `{"status":"ok","version":"v0.1.0","pack":"acme@3","pack_hash":"sha256:ab","store":"sqlite","auth":"api_keys"}`},
+		{func(context.Context) HealthReport { return HealthReport{Status: "unavailable", Store: "postgres"} }, 503, `{"status":"unavailable","store":"postgres","auth":"api_keys"}`},
 	}
 	for _, tt := range tests {
-		s, _ := newTestServer(&fakeService{}, Config{Health: tt.health})
+		s, _ := newTestServer(&fakeService{}, Config{Health: tt.health, Authenticate: testKeys.authenticate})
 		rec := serve(s, newRequest(http.MethodGet, "/healthz", ""))
 		if rec.Code != tt.status || rec.Body.String() != tt.body || rec.Header().Get("Content-Type") != mediaJSON {
 			t.Errorf("GET /healthz = %d %s %s, want %d %s %s", rec.Code, rec.Header().Get("Content-Type"), rec.Body, tt.status, mediaJSON, tt.body)
