@@ -94,20 +94,30 @@ func NewKey(tenantID, subject string, roles []writ.Role, now time.Time, random i
 	return k, Prefix + id + "_" + secret, nil
 }
 
-// ParseToken splits a token into its key id and secret.
+// ParseToken splits a token into its key id and secret. Only the exact
+// form NewKey writes is accepted.
 func ParseToken(token string) (id, secret string, err error) {
 	rest, ok := strings.CutPrefix(token, Prefix)
 	if !ok {
 		return "", "", writ.Errorf(writ.EINVALID, "not a writ API key")
 	}
-	i := strings.LastIndexByte(rest, '_')
-	if i < 0 || !strings.HasPrefix(rest, "key_") || len(rest[i+1:]) != 64 {
+	id, secret, ok = strings.Cut(rest, "_")
+	// The key id itself holds one underscore: "key_" and 26 base32 characters.
+	if !ok || id != "key" || len(secret) != 26+1+64 || secret[26] != '_' {
 		return "", "", writ.Errorf(writ.EINVALID, "malformed writ API key")
 	}
-	if _, err := hex.DecodeString(rest[i+1:]); err != nil {
-		return "", "", writ.Errorf(writ.EINVALID, "malformed writ API key")
+	id, secret = "key_"+secret[:26], secret[27:]
+	for _, c := range id[4:] {
+		if !('a' <= c && c <= 'z' || '2' <= c && c <= '7') {
+			return "", "", writ.Errorf(writ.EINVALID, "malformed writ API key")
+		}
 	}
-	return rest[:i], rest[i+1:], nil
+	for _, c := range secret {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", "", writ.Errorf(writ.EINVALID, "malformed writ API key")
+		}
+	}
+	return id, secret, nil
 }
 
 func hashSecret(secret string) string {
@@ -134,6 +144,8 @@ func Authenticate(ctx context.Context, s Store, token string, now time.Time) (*w
 	}
 	k, err := s.APIKey(ctx, id)
 	if writ.ErrorCode(err) == writ.ENOTFOUND {
+		// Hash anyway, so an unknown key takes as long as a wrong secret.
+		_ = subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(hashSecret(id)))
 		return nil, ErrInvalidKey
 	}
 	if err != nil {

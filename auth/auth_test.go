@@ -110,6 +110,11 @@ func TestParseToken(t *testing.T) {
 		"writ_" + id + "_" + strings.Repeat("g", 64), // not hex
 		"writ_kez_abc_" + secret,                     // not a key id
 		"writ__" + secret,
+		"writ_key__" + secret,                            // empty key id
+		"writ_key_aaaq_eayeaudaocajbifqydiob4_" + secret, // an underscore inside the id
+		"writ_key_AAAQEAYEAUDAOCAJBIFQYDIOB4_" + secret,  // upper-case id
+		"writ_key_aaaqeayeaudaocajbifqydiob1_" + secret,  // 1 is not base32
+		"writ_" + id + "_" + strings.ToUpper(secret),     // upper-case hex never matches a hash
 	} {
 		if id, secret, err := auth.ParseToken(token); writ.ErrorCode(err) != writ.EINVALID || id != "" || secret != "" {
 			t.Errorf("ParseToken(%q) = %q, %q, %v; want an EINVALID error", token, id, secret, err)

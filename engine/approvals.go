@@ -281,6 +281,9 @@ func (e *Engine) approvalRecord(rq *writ.DecideApprovalRequest, a *writ.Approval
 	if err != nil {
 		return nil, nil, err
 	}
+	if hasNUL(envelope) {
+		return nil, nil, errNUL
+	}
 	env := record.Digest(envelope)
 	status, verdict := writ.StatusDecided, "allow"
 	if rq.Decision == writ.ApprovalDenied {

@@ -211,6 +211,9 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
+	if hasNUL(envelope) {
+		return nil, errNUL
+	}
 	size := len(envelope)
 	if e.redactor.Active() {
 		// Redaction shortens what is stored; the bound is on what decide sees.
@@ -331,7 +334,10 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		// decided afresh.
 		entry.Idempotency = &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: argsDigest}
 	}
-	for _, a := range d.Granted {
+	// A check presents at most one approval (see validate), so at most one
+	// is redeemed, in the same transaction as the record it allows.
+	if len(d.Granted) == 1 {
+		a := d.Granted[0]
 		entry.ApprovalEvent = &ledger.ApprovalEvent{TenantID: rq.TenantID, ApprovalID: a.ApprovalID, Event: writ.ApprovalEvent{Kind: writ.ApprovalEventRedeemed, At: now}}
 	}
 	if w := rq.Workflow; w != nil && w.RunID != "" && w.StepID != "" && rc.SafeToExecute {

@@ -76,7 +76,7 @@ func NewAppender(store Store, cfg AppenderConfig) *Appender {
 }
 
 // Append seals and durably appends e, waiting for the commit. On success
-// e.Raw (or e.Prior) is set. An error means the entry may or may not be
+// e.Raw is set, or e.Prior or e.Refused when the store skipped the entry. An error means the entry may or may not be
 // durable (a context cancelled mid-commit) but never that a caller may act
 // on it: callers fail closed on any error.
 func (a *Appender) Append(ctx context.Context, e *Entry) error {

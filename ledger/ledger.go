@@ -184,7 +184,8 @@ type Store interface {
 	// event fails its guard, set entry.Refused and skip it; otherwise call
 	// seal with the tenant's head, insert the record with the returned
 	// bytes, its receipt, blobs, idempotency claim, block, run event, new
-	// approval requests and approval event, and advance the head. If Append returns an error, nothing of the batch is durable.
+	// approval requests and approval event, and advance the head. If
+	// Append returns an error, nothing of the batch is durable.
 	Append(ctx context.Context, entries []*Entry, seal SealFunc) error
 	// Record returns one record exactly as sealed, or an ENOTFOUND error.
 	Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error)
