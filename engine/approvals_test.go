@@ -436,4 +436,3 @@ func TestConcurrentRedemptionsAllowOnce(t *testing.T) {
 	}
 	h.verify(t)
 }
-
