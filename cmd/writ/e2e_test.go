@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 type server struct {
 	cmd    *exec.Cmd
 	url    string
-	stderr *strings.Builder
+	stderr *lockedWriter
 	done   chan error
 }
 
@@ -78,8 +78,8 @@ func startServerEnv(t *testing.T, env []string, args ...string) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, stderr: &strings.Builder{}, done: make(chan error, 1)}
-	cmd.Stderr = &lockedWriter{w: s.stderr}
+	s := &server{cmd: cmd, stderr: &lockedWriter{w: &strings.Builder{}}, done: make(chan error, 1)}
+	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +118,13 @@ func (s *server) stop(t *testing.T) {
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
+}
+
+// String returns what was written so far, safely while writes go on.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.(fmt.Stringer).String()
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
