@@ -60,6 +60,11 @@ func ValidateEntry(i int, e *Entry) error {
 			return bad("%s", err)
 		}
 	}
+	if d := e.Shadow; d != nil {
+		if err := checkShadow(e.Record.TenantID, d); err != nil {
+			return bad("%s", err)
+		}
+	}
 	if ev := e.ApprovalEvent; ev != nil {
 		switch {
 		case ev.TenantID != e.Record.TenantID:
@@ -442,4 +447,104 @@ func (t *ApprovalTally) Admit(kind string) (seq int64, refused string) {
 	}
 	t.LastSeq++
 	return t.LastSeq, ""
+}
+
+// Shadow decisions, as both stores keep them: the decision's scalar
+// fields as columns, its policy decisions and reasons as one JSON value
+// (ShadowDetail), in insertion order.
+
+// checkShadow rejects a shadow decision a store could not keep beside
+// the record of tenantID: one of another tenant (it would be listed under
+// a tenant that never decided it), one that names no shadow pack (it
+// could never be told apart from another pack's), one whose outcomes are
+// not writ outcomes, or one whose time an int64 of nanoseconds cannot
+// hold.
+func checkShadow(tenantID string, d *ShadowDecision) error {
+	switch {
+	case d.TenantID != tenantID:
+		return fmt.Errorf("shadow decision of tenant %q with a record of tenant %q", d.TenantID, tenantID)
+	case d.PackHash == "":
+		return errors.New("shadow decision without a pack hash")
+	case !isOutcome(d.Outcome):
+		return fmt.Errorf("shadow decision with outcome %q, not a writ outcome", d.Outcome)
+	case !isOutcome(d.EnforcedOutcome):
+		return fmt.Errorf("shadow decision with enforced outcome %q, not a writ outcome", d.EnforcedOutcome)
+	case !inRange(d.At):
+		return fmt.Errorf("shadow decision time %s is out of range", d.At)
+	}
+	return nil
+}
+
+func isOutcome(o writ.Outcome) bool {
+	switch o {
+	case writ.OutcomeAllow, writ.OutcomeAllowWithWarning, writ.OutcomeReplanRequired, writ.OutcomeGoalFailTerminal:
+		return true
+	}
+	return false
+}
+
+// shadowDetail is the JSON a store keeps of a shadow decision beside its
+// columns. Nil and empty lists stay apart (null and []), so a decision
+// reads back as it was appended.
+type shadowDetail struct {
+	PolicyDecisions []writ.PolicyDecision `json:"policy_decisions"`
+	Reasons         []writ.Reason         `json:"reasons"`
+}
+
+// ShadowDetail returns the JSON a store keeps of d's policy decisions
+// and reasons.
+func ShadowDetail(d *ShadowDecision) ([]byte, error) {
+	return json.Marshal(shadowDetail{PolicyDecisions: d.PolicyDecisions, Reasons: d.Reasons})
+}
+
+// ShadowPageQuery checks a shadow query and returns where its page starts
+// (the insertion position after which decisions are served) and its page
+// size. Cursors are those of record pages, over a store's insertion
+// position of shadow decisions.
+func ShadowPageQuery(q ShadowQuery) (after int64, limit int, err error) {
+	if q.TenantID == "" {
+		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "a shadow query needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	}
+	if limit, err = PageSize(q.Limit); err != nil {
+		return 0, 0, err
+	}
+	if q.Cursor != "" {
+		if after, err = DecodeCursor(q.Cursor); err != nil {
+			return 0, 0, err
+		}
+	}
+	return after, limit, nil
+}
+
+// ReadShadows reads a page of shadow decisions from rows of (position,
+// tenant id, record id, decision key, pack, pack hash, time in Unix
+// nanoseconds, enforced outcome, outcome, status, ShadowDetail JSON),
+// ordered by position. The query asks for limit+1 rows: one row more than
+// the page tells whether another page follows.
+func ReadShadows(rows Rows, limit int) (*ShadowPage, error) {
+	page := &ShadowPage{Decisions: make([]ShadowDecision, 0, min(limit, 64))}
+	var last int64
+	for rows.Next() {
+		if len(page.Decisions) == limit {
+			page.NextCursor = EncodeCursor(last)
+			break
+		}
+		var d ShadowDecision
+		var at int64
+		var detail []byte
+		if err := rows.Scan(&last, &d.TenantID, &d.RecordID, &d.DecisionKey, &d.Pack, &d.PackHash, &at,
+			&d.EnforcedOutcome, &d.Outcome, &d.Status, &detail); err != nil {
+			return nil, fmt.Errorf("read shadow decisions: %w", err)
+		}
+		var x shadowDetail
+		if err := json.Unmarshal(detail, &x); err != nil {
+			return nil, fmt.Errorf("stored shadow decision of record %s does not parse: %w", d.RecordID, err)
+		}
+		d.At, d.PolicyDecisions, d.Reasons = time.Unix(0, at).UTC(), x.PolicyDecisions, x.Reasons
+		page.Decisions = append(page.Decisions, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read shadow decisions: %w", err)
+	}
+	return page, nil
 }

@@ -321,6 +321,9 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		if err := w.addApprovals(e); err != nil {
 			return nil, err
 		}
+		if err := w.addShadow(e); err != nil {
+			return nil, err
+		}
 		if b := e.Block; b != nil {
 			k := blockKey{rec.TenantID, *b}
 			if !blocksSeen[k] { // first record wins, in the batch too
@@ -545,6 +548,10 @@ type rows struct {
 	evTenant, evApproval, evKind, evActor, evReason, evRecord []string
 	evSeq, evAt                                               []int64
 
+	shTenant, shRecord, shKey, shPack, shPackHash, shEnforced, shOutcome, shStatus []string
+	shAt                                                                           []int64
+	shDetail                                                                       [][]byte
+
 	headTenant, headHash []string
 	headSeq              []int64
 }
@@ -635,6 +642,30 @@ func (w *rows) addApprovals(e *ledger.Entry) error {
 	return nil
 }
 
+// addShadow adds the shadow decision of e, as the decision of e's record.
+func (w *rows) addShadow(e *ledger.Entry) error {
+	d := e.Shadow
+	if d == nil {
+		return nil
+	}
+	d.RecordID = e.Record.RecordID
+	detail, err := ledger.ShadowDetail(d)
+	if err != nil {
+		return fmt.Errorf("postgres: shadow decision of record %s: %w", d.RecordID, err)
+	}
+	w.shTenant = append(w.shTenant, e.Record.TenantID)
+	w.shRecord = append(w.shRecord, d.RecordID)
+	w.shKey = append(w.shKey, d.DecisionKey)
+	w.shPack = append(w.shPack, d.Pack)
+	w.shPackHash = append(w.shPackHash, d.PackHash)
+	w.shAt = append(w.shAt, d.At.UnixNano())
+	w.shEnforced = append(w.shEnforced, string(d.EnforcedOutcome))
+	w.shOutcome = append(w.shOutcome, string(d.Outcome))
+	w.shStatus = append(w.shStatus, string(d.Status))
+	w.shDetail = append(w.shDetail, detail)
+	return nil
+}
+
 func (w *rows) addRunEvent(ev *ledger.RunEvent) {
 	data := ev.Data
 	if data == nil {
@@ -712,6 +743,15 @@ func (w *rows) batch() *pgx.Batch {
 		b.Queue(`INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])`,
 			w.evTenant, w.evApproval, w.evSeq, w.evKind, w.evActor, w.evReason, w.evRecord, w.evAt)
+	}
+	if len(w.shRecord) > 0 {
+		// In batch order, so positions follow it.
+		b.Queue(`INSERT INTO shadow_decisions (tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail)
+			SELECT t, r, k, p, h, a, eo, o, st, d
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::text[],
+				$10::bytea[]) WITH ORDINALITY AS u (t, r, k, p, h, a, eo, o, st, d, n)
+			ORDER BY n`,
+			w.shTenant, w.shRecord, w.shKey, w.shPack, w.shPackHash, w.shAt, w.shEnforced, w.shOutcome, w.shStatus, w.shDetail)
 	}
 	b.Queue(`UPDATE heads h SET seq = u.seq, hash = u.hash
 		FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u (tenant_id, seq, hash)

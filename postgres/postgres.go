@@ -1,10 +1,10 @@
 // Package postgres is writ's shared store: the ledger (decision records,
 // their receipts, idempotency claims, blocks, content-addressed blobs,
 // chain heads, the per-tenant Merkle tree and its checkpoints, workflow
-// run events, and approval requests and their events) and the API keys,
-// in a PostgreSQL database that several writ servers use at once. It
-// implements ledger.Store and auth.Store and passes ledgertest, like the
-// embedded SQLite store.
+// run events, approval requests and their events, and shadow decisions)
+// and the API keys, in a PostgreSQL database that several writ servers
+// use at once. It implements ledger.Store and auth.Store and passes
+// ledgertest, like the embedded SQLite store.
 //
 // The store keeps what the SealFunc returned byte for byte (records.raw)
 // and serves it as it is; the jsonb copy (records.doc) is for queries only

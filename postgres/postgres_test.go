@@ -731,3 +731,55 @@ func TestConcurrentRedemption(t *testing.T) {
 		t.Errorf("VerifyChains() = %v, %d records, %v; want no findings over %d records", findings, got, err, want)
 	}
 }
+
+// TestShadowDecisionsAppendOnly checks that the database refuses to
+// change or forget shadow decisions, whatever SQL a client sends.
+func TestShadowDecisionsAppendOnly(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	ctx := t.Context()
+	st := openStore(t, dsn)
+	defer st.Close()
+	pack := "sha256:" + strings.Repeat("a1", 32)
+	e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 1))
+	e.Shadow = ledgertest.NewShadow(e.Record, pack, writ.OutcomeReplanRequired)
+	want := *e.Shadow
+	if err := st.Append(ctx, []*ledger.Entry{e}, ledger.Seal); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, stmt := range []string{
+		`UPDATE shadow_decisions SET outcome = 'allow'`,
+		`UPDATE shadow_decisions SET detail = '\x7b7d'::bytea`,
+		`DELETE FROM shadow_decisions`,
+		`TRUNCATE shadow_decisions`,
+	} {
+		_, err := st.pool.Exec(ctx, stmt)
+		if err == nil {
+			t.Errorf("%s succeeded, want it refused", stmt)
+		} else if code := pgCode(err); code != "23001" {
+			t.Errorf("%s = %v (SQLSTATE %s), want restrict_violation 23001", stmt, err, code)
+		}
+	}
+	for _, tc := range []struct{ stmt, code string }{
+		// A second decision of the same record and pack.
+		{`INSERT INTO shadow_decisions (tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail)
+			SELECT tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, 'allow', status, detail FROM shadow_decisions`, "23505"},
+		// A decision of a record the database does not hold.
+		{`INSERT INTO shadow_decisions (tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail)
+			SELECT tenant_id, 'rec_nope', decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail FROM shadow_decisions`, "23503"},
+	} {
+		_, err := st.pool.Exec(ctx, tc.stmt)
+		if code := pgCode(err); code != tc.code {
+			t.Errorf("%s = %v (SQLSTATE %s), want SQLSTATE %s", tc.stmt, err, code, tc.code)
+		}
+	}
+
+	page, err := st.ShadowDecisions(ctx, ledger.ShadowQuery{TenantID: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Decisions) != 1 || page.Decisions[0].Outcome != want.Outcome || !slices.Equal(page.Decisions[0].Reasons, want.Reasons) {
+		t.Errorf("after the refused statements, ShadowDecisions(acme) = %+v, want only %+v", page.Decisions, want)
+	}
+}

@@ -18,7 +18,7 @@ import (
 type writeStmts struct {
 	claim, head, treeRead, runSeq, approvalTally                        *sql.Stmt
 	record, subject, idempotency, block, blob, move, treeHash, runEvent *sql.Stmt
-	approval, approvalEvent                                             *sql.Stmt
+	approval, approvalEvent, shadow                                     *sql.Stmt
 }
 
 func (w *writeStmts) prepare(db *sql.DB) error {
@@ -54,6 +54,8 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.approval, `INSERT INTO approval_requests (tenant_id, approval_id, gate_id, decision_key, binding_digest, allowance, record_id, created_ns, expires_ns, request)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&w.approvalEvent, `INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.shadow, `INSERT INTO shadow_decisions (tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 	} {
 		st, err := db.Prepare(p.sql)
 		if err != nil {
@@ -67,7 +69,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 
 func (w *writeStmts) close() {
 	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
-		w.approvalTally, w.approval, w.approvalEvent} {
+		w.approvalTally, w.approval, w.approvalEvent, w.shadow} {
 		if st != nil {
 			st.Close()
 		}
@@ -229,7 +231,8 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 }
 
 // insert writes one sealed entry: its record and receipt, its subjects,
-// its idempotency claim, its block and its blobs.
+// its idempotency claim, its block, its blobs, its run event, its
+// approval requests and event, and its shadow decision.
 func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) error {
 	rec := e.Record
 	tenant, seq := rec.TenantID, rec.Audit.Seq
@@ -285,6 +288,17 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 		ev := a.Event
 		if _, err := w.approvalEvent.ExecContext(ctx, a.TenantID, a.ApprovalID, ev.Seq, ev.Kind, ev.Actor, ev.Reason, ev.RecordID, ev.At.UnixNano()); err != nil {
 			return fmt.Errorf("sqlite: append event of approval %s with record %s: %w", a.ApprovalID, rec.RecordID, err)
+		}
+	}
+	if d := e.Shadow; d != nil {
+		d.RecordID = rec.RecordID
+		detail, err := ledger.ShadowDetail(d)
+		if err != nil {
+			return fmt.Errorf("sqlite: shadow decision of record %s: %w", rec.RecordID, err)
+		}
+		if _, err := w.shadow.ExecContext(ctx, tenant, d.RecordID, d.DecisionKey, d.Pack, d.PackHash, d.At.UnixNano(),
+			string(d.EnforcedOutcome), string(d.Outcome), string(d.Status), detail); err != nil {
+			return fmt.Errorf("sqlite: insert shadow decision of record %s: %w", rec.RecordID, err)
 		}
 	}
 	return nil
@@ -388,6 +402,7 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		approvalTally: tx.StmtContext(ctx, w.approvalTally),
 		approval:      tx.StmtContext(ctx, w.approval),
 		approvalEvent: tx.StmtContext(ctx, w.approvalEvent),
+		shadow:        tx.StmtContext(ctx, w.shadow),
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package sqlite is writ's embedded store: the ledger (decision records,
 // their receipts, idempotency claims, blocks, content-addressed blobs,
-// chain heads, approval requests and their events) and the API keys, in
-// one SQLite database file, writ.db, inside a data directory. It
-// implements ledger.Store and auth.Store and passes ledgertest.
+// chain heads, approval requests and their events, shadow decisions) and
+// the API keys, in one SQLite database file, writ.db, inside a data
+// directory. It implements ledger.Store and auth.Store and passes
+// ledgertest.
 //
 // The store keeps what the SealFunc returned byte for byte and serves it as
 // it is. It must never rewrite sealed bytes, and never update or delete a

@@ -740,3 +740,46 @@ func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
 		t.Errorf("after the refused statements, APIKey(%s) = %+v (revoked %v), want %+v revoked at %s", key.ID, k, k.RevokedAt, key, revokedAt)
 	}
 }
+
+// TestShadowDecisionsAppendOnly checks that the database refuses to
+// change or forget shadow decisions, whatever SQL a client of the file
+// sends.
+func TestShadowDecisionsAppendOnly(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	pack := "sha256:" + strings.Repeat("a1", 32)
+	e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 1))
+	e.Shadow = ledgertest.NewShadow(e.Record, pack, writ.OutcomeReplanRequired)
+	want := *e.Shadow
+	appendAll(t, s, e)
+
+	for _, stmt := range []string{
+		`UPDATE shadow_decisions SET outcome = 'allow'`,
+		`UPDATE shadow_decisions SET detail = CAST('{}' AS BLOB)`,
+		`UPDATE shadow_decisions SET pos = pos + 1`,
+		`DELETE FROM shadow_decisions`,
+		`INSERT OR REPLACE INTO shadow_decisions SELECT * FROM shadow_decisions`,
+		// A second decision of the same record and pack, at a new position.
+		`INSERT INTO shadow_decisions (tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail)
+			SELECT tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, 'allow', status, detail FROM shadow_decisions`,
+	} {
+		_, err := s.write.ExecContext(ctx, stmt)
+		if err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("Exec(%s) = %v, want an error containing %q", stmt, err, "append-only")
+		}
+	}
+	// A shadow decision is of a record the database holds.
+	orphan := `INSERT INTO shadow_decisions (tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail)
+		SELECT tenant_id, 'rec_nope', decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail FROM shadow_decisions`
+	if _, err := s.write.ExecContext(ctx, orphan); err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
+		t.Errorf("Exec(%s) = %v, want a foreign key error", orphan, err)
+	}
+
+	page, err := s.ShadowDecisions(ctx, ledger.ShadowQuery{TenantID: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Decisions) != 1 || page.Decisions[0].Outcome != want.Outcome || !slices.Equal(page.Decisions[0].Reasons, want.Reasons) {
+		t.Errorf("after the refused statements, ShadowDecisions(acme) = %+v, want only %+v", page.Decisions, want)
+	}
+}

@@ -182,3 +182,32 @@ func NewApprovalEntry(rec *writ.Record, approvalID string, ev writ.ApprovalEvent
 	e.ApprovalEvent = &ledger.ApprovalEvent{TenantID: rec.TenantID, ApprovalID: approvalID, Event: ev}
 	return e
 }
+
+// NewShadow returns the decision a shadow pack of packHash would have
+// made for rec's check, at rec's time: outcome where the enforced pack
+// allowed (NewEntry's receipt), with the policy decision and reason that
+// say so. Its RecordID is rec's, as Append stores it.
+func NewShadow(rec *writ.Record, packHash string, outcome writ.Outcome) *ledger.ShadowDecision {
+	status, verdict := writ.StatusDecided, "allow"
+	if outcome == writ.OutcomeReplanRequired || outcome == writ.OutcomeGoalFailTerminal {
+		status, verdict = writ.StatusRejected, "deny"
+	}
+	return &ledger.ShadowDecision{
+		TenantID:        rec.TenantID,
+		RecordID:        rec.RecordID,
+		DecisionKey:     rec.DecisionKey,
+		At:              rec.Timestamp,
+		Pack:            "acme-payments-candidate",
+		PackHash:        packHash,
+		EnforcedOutcome: writ.OutcomeAllow,
+		Outcome:         outcome,
+		Status:          status,
+		PolicyDecisions: []writ.PolicyDecision{{
+			PolicyDecisionID: "pd_refund_limit_v4",
+			BundleID:         "refunds",
+			RuleIDs:          []string{"refund_limit_lowered"},
+			Verdict:          verdict,
+		}},
+		Reasons: []writ.Reason{{Code: "refund_limit_lowered", Message: "The candidate pack lowers the agent's refund limit."}},
+	}
+}

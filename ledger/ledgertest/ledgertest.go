@@ -10,8 +10,8 @@
 // concurrent group commit, idempotency and block claims, content-addressed
 // blobs, record queries and their pagination, tenant isolation, that a
 // failed append leaves nothing behind, approval requests and the guard on
-// their events, and API keys. It must never depend on how a store
-// lays out its data: only the ledger.Store methods are used.
+// their events, API keys, and shadow decisions. It must never depend on
+// how a store lays out its data: only the ledger.Store methods are used.
 package ledgertest
 
 import (
@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Approvals", testApprovals},
 		{"ApprovalValidation", testApprovalValidation},
 		{"APIKeys", testAPIKeys},
+		{"Shadow", testShadow},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
