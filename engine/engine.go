@@ -64,6 +64,11 @@ type Config struct {
 	Appender ledger.AppenderConfig
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// Shadow, when set, is a candidate pack decided in shadow: every check
+	// is also decided under it, and its decision is stored beside the
+	// enforced record (ledger.ShadowDecision), never enforced and never
+	// in a receipt.
+	Shadow *policy.Policy
 	// Announce, when set, is called with each new approval request once
 	// its record is durable (a webhook delivery queue, say). It must not
 	// block.
@@ -87,6 +92,7 @@ type Engine struct {
 	contracts *acceptance.Contracts // the pack\'s verification contracts
 	runs      runLocks
 	announcer func(*writ.ApprovalRequest)
+	shadow    *policy.Policy // nil without a shadow pack
 	log       *slog.Logger
 }
 
@@ -105,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 	}
-	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger, announcer: cfg.Announce}
+	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger, announcer: cfg.Announce, shadow: cfg.Shadow}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -120,12 +126,16 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if p := cfg.Policy; p != nil {
 		e.redactor = record.NewRedactor(p.Pack.Controls.Redaction)
-		blobs := []ledger.Blob{{Hash: p.Pack.Hash, Kind: "pack_manifest", Data: p.Pack.Manifest}}
-		for _, f := range p.Pack.Files {
-			blobs = append(blobs, ledger.Blob{Hash: f.Hash, Kind: "pack_file", Data: f.Data})
-		}
+		blobs := packBlobs(p.Pack)
 		if err := cfg.Store.PutBlobs(ctx, blobs); err != nil {
 			return nil, fmt.Errorf("engine: store pack %s: %w", p.Pack.ID(), err)
+		}
+		if sh := cfg.Shadow; sh != nil {
+			// The shadow pack is pinned like the enforced one, so its
+			// decisions can be traced to its exact files.
+			if err := cfg.Store.PutBlobs(ctx, packBlobs(sh.Pack)); err != nil {
+				return nil, fmt.Errorf("engine: store shadow pack %s: %w", sh.Pack.ID(), err)
+			}
 		}
 		contracts, err := acceptance.Compile(p.Pack)
 		if err != nil {
@@ -358,6 +368,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	if rc.MustNotRetrySameAction && !rc.SafeToExecute {
 		entry.Block = &block
 	}
+	entry.Shadow = e.decideShadow(rq, presented, binding, rc, rec, now)
 	if err := e.appender.Append(ctx, entry); err != nil {
 		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
 		return rc, "", err
@@ -372,6 +383,50 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	}
 	e.announce(newApprovals)
 	return rc, "", nil
+}
+
+// decideShadow decides the check under the shadow pack, with the same
+// request, approvals and clock reading, for the record. It returns nil
+// without a shadow pack, or when the shadow pack cannot resolve the check
+// (it does not know the tool or decision key): then there is nothing to
+// compare, and the enforced decision stands alone.
+func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalRequest, binding writ.ApprovalBinding, rc *writ.Receipt, rec *writ.Record, now time.Time) *ledger.ShadowDecision {
+	sh := e.shadow
+	if sh == nil {
+		return nil
+	}
+	r, err := sh.Resolve(rq)
+	if err != nil {
+		e.log.Debug("shadow pack cannot resolve the check", "pack", sh.Pack.ID(), "record", rec.RecordID, "err", err)
+		return nil
+	}
+	binding.DecisionKey = r.Spec.DecisionKey
+	binding.BundleRevisions = slices.Clone(r.PolicyVersions)
+	if binding.BundleRevisions == nil {
+		binding.BundleRevisions = []string{}
+	}
+	d := sh.Decide(r, rq, now)
+	d.ApplyApprovals(presented, binding, now)
+	src := d.Receipt(r, rq, rec.DecisionID)
+	reasons := make([]writ.Reason, 0, len(src.Reasons))
+	for _, x := range src.Reasons {
+		reasons = append(reasons, writ.Reason{Code: x.Code, Message: e.redactor.String(x.Message)})
+	}
+	return &ledger.ShadowDecision{
+		TenantID: rq.TenantID, RecordID: rec.RecordID, DecisionKey: r.Spec.DecisionKey, At: now,
+		Pack: sh.Pack.ID(), PackHash: sh.Pack.Hash,
+		EnforcedOutcome: rc.Outcome, Outcome: src.Outcome, Status: d.Effect.Status(),
+		PolicyDecisions: record.PolicyDecisions(d), Reasons: reasons,
+	}
+}
+
+// packBlobs are a pack's manifest and files, content-addressed.
+func packBlobs(p *pack.Pack) []ledger.Blob {
+	blobs := []ledger.Blob{{Hash: p.Hash, Kind: "pack_manifest", Data: p.Manifest}}
+	for _, f := range p.Files {
+		blobs = append(blobs, ledger.Blob{Hash: f.Hash, Kind: "pack_file", Data: f.Data})
+	}
+	return blobs
 }
 
 // repeated answers an earlier decision again: the stored receipt, marked,

@@ -162,6 +162,9 @@ type Entry struct {
 	// its guard (see ApprovalEvent); when the guard fails, the entry is
 	// skipped and Refused says why.
 	ApprovalEvent *ApprovalEvent
+	// Shadow, when set, is the shadow pack's decision of this entry's
+	// check, stored with the record (never when the entry is skipped).
+	Shadow *ShadowDecision
 
 	// Set by Store.Append:
 	// Raw is the sealed bytes (when the entry was appended).
@@ -184,7 +187,8 @@ type Store interface {
 	// event fails its guard, set entry.Refused and skip it; otherwise call
 	// seal with the tenant's head, insert the record with the returned
 	// bytes, its receipt, blobs, idempotency claim, block, run event, new
-	// approval requests and approval event, and advance the head. If
+	// approval requests, approval event and shadow decision, and advance
+	// the head. If
 	// Append returns an error, nothing of the batch is durable.
 	Append(ctx context.Context, entries []*Entry, seal SealFunc) error
 	// Record returns one record exactly as sealed, or an ENOTFOUND error.
@@ -229,6 +233,7 @@ type Store interface {
 	// RunEvents returns a run's events in seq order, or ENOTFOUND.
 	RunEvents(ctx context.Context, tenantID, runID string) ([]RunEvent, error)
 	ApprovalStore
+	ShadowStore
 	// ScanHashes returns up to limit of the tenant's stored tree hashes
 	// from storage index from on, in index order, stopping early at the
 	// first index not stored.

@@ -23,6 +23,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	data := fs.String("data", defaultDataDir, "data directory: the embedded SQLite store, the signing keys and the binding key")
 	storeURL := fs.String("store", "", storeUsage)
 	packDir := fs.String("pack", "", "pack directory to pin (required)")
+	shadowDir := fs.String("shadow-pack", "", "candidate pack directory to decide every check under in shadow: its decisions are stored beside the records, never enforced (see writ shadow report)")
 	keysDir := fs.String("keys", "", "signing key ring directory (default DATA/keys; its first key is generated on first start); WRIT_SIGNING_KEY overrides it")
 	ledgerName := fs.String("ledger-name", "writ", "ledger name, the first part of checkpoint origins")
 	cpEvery := fs.Int64("checkpoint-every", 1000, "sign a checkpoint after this many new records of a tenant")
@@ -73,6 +74,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	cfg := engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
 		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}}
+	if *shadowDir != "" {
+		if cfg.Shadow, err = loadPolicy(*shadowDir); err != nil {
+			return fmt.Errorf("shadow pack: %w", err)
+		}
+		if cfg.Shadow.Pack.Hash == pol.Pack.Hash {
+			return usagef("the shadow pack is the enforced pack (%s); shadow a candidate", pol.Pack.Hash)
+		}
+		log.Info("deciding in shadow", "pack", cfg.Shadow.Pack.ID(), "pack_hash", cfg.Shadow.Pack.Hash)
+	}
 	if wh := pol.Pack.ApprovalWebhook; wh != nil {
 		secret := m.Getenv(wh.SecretEnv)
 		if secret == "" {
