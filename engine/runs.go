@@ -145,6 +145,11 @@ func (e *Engine) loadRun(ctx context.Context, tenantID, runID string) (*runState
 	if err != nil {
 		return nil, err
 	}
+	return e.foldRun(tenantID, runID, evs)
+}
+
+// foldRun folds a run's events, in seq order, into its state.
+func (e *Engine) foldRun(tenantID, runID string, evs []ledger.RunEvent) (*runState, error) {
 	st := &runState{observed: map[string][]acceptance.ToolCall{}}
 	for _, ev := range evs {
 		h := writ.RunEvent{Seq: ev.Seq, Kind: ev.Kind, StepID: ev.StepID, At: ev.At, RecordID: ev.RecordID}
@@ -241,34 +246,12 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 	if req.StepID != r.CurrentStep {
 		return nil, &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("step %s is out of order: run %s is at step %s", req.StepID, r.RunID, r.CurrentStep)}
 	}
-	// Claimed calls are compared with observed ones, whose arguments
-	// were stored redacted: redact the claims alike.
-	claimed := make([]acceptance.ToolCall, len(req.ToolCalls))
-	for i, c := range req.ToolCalls {
-		claimed[i] = acceptance.ToolCall{Name: c.Name, Args: e.redactor.Map(c.Args), Result: c.Result}
-	}
 	now := e.now().UTC()
-	seed := fnv.New64a()
-	fmt.Fprintf(seed, "%s\x00%s\x00%s\x00%d", req.TenantID, req.RunID, req.StepID, st.attempts)
-	v, err := e.contracts.Evaluate(w.WorkflowID, req.StepID, acceptance.Attempt{Result: req.Result, Claimed: claimed, Observed: st.observed[req.StepID]}, st.attempts, r.Context, seed.Sum64())
+	verdict, err := e.evaluate(req, w, st)
 	if err != nil {
 		return nil, err
 	}
-	verdict := &writ.StepVerdict{
-		RunID: r.RunID, StepID: req.StepID, State: v.State, Checks: checks(v.Checks), Failed: checks(v.Failed),
-		AttemptsUsed: v.AttemptsUsed, AttemptsLeft: v.AttemptsLeft, RetryPrompt: v.RetryPrompt, RetryAfterMS: v.RetryAfter.Milliseconds(),
-		NextStep: v.NextStep, EscalateTo: v.EscalateTo, SelfReportIgnored: v.SelfReportIgnored,
-		DecisionID: e.newID("dec_", now), RecordID: e.newID("dr_", now),
-	}
-	// Details quote the payload: redact them before they are stored.
-	for _, list := range [][]writ.VerdictCheck{verdict.Checks, verdict.Failed} {
-		for i := range list {
-			list[i].Detail = e.redactor.String(list[i].Detail)
-		}
-	}
-	if v.Exempt != nil {
-		verdict.Exemption = v.Exempt.Reason
-	}
+	verdict.DecisionID, verdict.RecordID = e.newID("dec_", now), e.newID("dr_", now)
 	rec, envelope, err := e.verdictRecord(req, w, st, verdict, now)
 	if err != nil {
 		return nil, err
@@ -290,6 +273,39 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 		RunEvent: &ledger.RunEvent{TenantID: req.TenantID, RunID: req.RunID, Kind: ledger.StepAttempt, StepID: req.StepID, At: now, Data: data}}
 	if err := e.appender.Append(ctx, entry); err != nil {
 		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the verdict could not be recorded; the attempt did not count, retry it", Err: err}
+	}
+	return verdict, nil
+}
+
+// evaluate decides an attempt at the run's current step with the
+// step's contract: the verdict, without its ids. It is pure, so replay
+// rebuilds a recorded verdict with it (see Rebuilder).
+func (e *Engine) evaluate(req *writ.AttemptRequest, w *pack.Workflow, st *runState) (*writ.StepVerdict, error) {
+	// Claimed calls are compared with observed ones, whose arguments
+	// were stored redacted: redact the claims alike.
+	claimed := make([]acceptance.ToolCall, len(req.ToolCalls))
+	for i, c := range req.ToolCalls {
+		claimed[i] = acceptance.ToolCall{Name: c.Name, Args: e.redactor.Map(c.Args), Result: c.Result}
+	}
+	seed := fnv.New64a()
+	fmt.Fprintf(seed, "%s\x00%s\x00%s\x00%d", req.TenantID, req.RunID, req.StepID, st.attempts)
+	v, err := e.contracts.Evaluate(w.WorkflowID, req.StepID, acceptance.Attempt{Result: req.Result, Claimed: claimed, Observed: st.observed[req.StepID]}, st.attempts, st.run.Context, seed.Sum64())
+	if err != nil {
+		return nil, err
+	}
+	verdict := &writ.StepVerdict{
+		RunID: st.run.RunID, StepID: req.StepID, State: v.State, Checks: checks(v.Checks), Failed: checks(v.Failed),
+		AttemptsUsed: v.AttemptsUsed, AttemptsLeft: v.AttemptsLeft, RetryPrompt: v.RetryPrompt, RetryAfterMS: v.RetryAfter.Milliseconds(),
+		NextStep: v.NextStep, EscalateTo: v.EscalateTo, SelfReportIgnored: v.SelfReportIgnored,
+	}
+	// Details quote the payload: redact them before they are stored.
+	for _, list := range [][]writ.VerdictCheck{verdict.Checks, verdict.Failed} {
+		for i := range list {
+			list[i].Detail = e.redactor.String(list[i].Detail)
+		}
+	}
+	if v.Exempt != nil {
+		verdict.Exemption = v.Exempt.Reason
 	}
 	return verdict, nil
 }
