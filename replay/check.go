@@ -1,0 +1,66 @@
+package replay
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/record"
+)
+
+// decideCheck resolves req under pin and decides it at now, settling the
+// presented approvals as engine.Engine.Check does. Replay never sees the
+// unredacted arguments, so the binding it settles approvals against has
+// no keyed ArgumentsDigest: approvals compare RedactedArgumentsDigest,
+// the digest of the redacted arguments, instead (see
+// writ.ApprovalBinding). It is pure.
+func decideCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, now time.Time) (*policy.Resolved, *policy.Decision, error) {
+	r, err := pin.pol.Resolve(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the request does not resolve under pack %s: %w", pin.pol.Pack.ID(), err)
+	}
+	d := pin.pol.Decide(r, req, now)
+	if len(presented) > 0 {
+		binding, err := replayBinding(pin, r, req, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		d.ApplyApprovals(presented, binding, now)
+	}
+	return r, d, nil
+}
+
+// replayBinding is the binding of req as replay can know it.
+func replayBinding(pin *pinned, r *policy.Resolved, req *writ.CheckRequest, now time.Time) (writ.ApprovalBinding, error) {
+	evidence, err := record.EvidenceSnapshotHash(req, now, pin.red)
+	if err != nil {
+		return writ.ApprovalBinding{}, err
+	}
+	args, err := record.ArgumentsDigest(pin.red.Map(req.Arguments))
+	if err != nil {
+		return writ.ApprovalBinding{}, err
+	}
+	b := writ.ApprovalBinding{DecisionKey: r.Spec.DecisionKey, RedactedArgumentsDigest: args, EvidenceSnapshotHash: evidence, BundleRevisions: slices.Clone(r.PolicyVersions)}
+	if b.BundleRevisions == nil {
+		b.BundleRevisions = []string{}
+	}
+	return b, nil
+}
+
+// rebuildCheck decides req again and builds its record with the
+// recorded ids and clock: what engine.Engine.Check built.
+func rebuildCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, h recordHead, envelopeHash string) (*writ.Record, error) {
+	now := h.Timestamp.UTC()
+	r, d, err := decideCheck(pin, req, presented, now)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := record.Build(record.Input{RecordID: h.RecordID, DecisionID: h.DecisionID, Now: now, Request: req, Resolved: r, Decision: d,
+		EnvelopeHash: envelopeHash, Redactor: pin.red})
+	if err != nil {
+		return nil, fmt.Errorf("the record cannot be rebuilt: %w", err)
+	}
+	return rec, nil
+}

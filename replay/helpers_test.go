@@ -1,0 +1,199 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/replay"
+	"github.com/writhq/writ/sqlite"
+)
+
+var testBindingKey = []byte("writ-test-binding-key-0123456789abcdef")
+
+// exampleClock is the time the examples are written for.
+var exampleClock = time.Date(2026, 5, 9, 9, 31, 42, 0, time.UTC)
+
+// clock is a test clock that tests move forward.
+type clock struct{ ns atomic.Int64 }
+
+func newClock(t time.Time) *clock {
+	c := &clock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// seededReader is a deterministic, concurrency-safe random source.
+type seededReader struct {
+	mu sync.Mutex
+	r  *rand.ChaCha8
+}
+
+func (s *seededReader) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.r.Read(p)
+}
+
+type harness struct {
+	eng   *engine.Engine
+	store *sqlite.Store
+	dir   string
+	clk   *clock
+}
+
+// newHarness starts an engine under the pack in packDir on a fresh
+// SQLite store, with a test clock at exampleClock.
+func newHarness(t testing.TB, packDir string) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{store: st, dir: dir, clk: newClock(exampleClock)}
+	h.eng, err = engine.New(context.Background(), engine.Config{Policy: compile(t, packDir), Store: st, BindingKey: testBindingKey,
+		Now: h.clk.Now, Random: &seededReader{r: rand.NewChaCha8([32]byte{7})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.eng.Close()
+		st.Close()
+	})
+	return h
+}
+
+func compile(t testing.TB, dir string) *policy.Policy {
+	t.Helper()
+	p, err := pack.Load(dir)
+	if err != nil {
+		t.Fatalf("pack.Load(%s): %v", dir, err)
+	}
+	pol, err := policy.Compile(p)
+	if err != nil {
+		t.Fatalf("policy.Compile(%s): %v", dir, err)
+	}
+	return pol
+}
+
+func example(parts ...string) string {
+	return filepath.Join(append([]string{"..", "examples"}, parts...)...)
+}
+
+// readJSON decodes a JSON file strictly into v.
+func readJSON(t testing.TB, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func readRequest(t testing.TB, path string) *writ.CheckRequest {
+	var req writ.CheckRequest
+	readJSON(t, path, &req)
+	return &req
+}
+
+func refund(t testing.TB, name string) *writ.CheckRequest {
+	return readRequest(t, example("refund", "requests", name+".json"))
+}
+
+// check runs a check and returns its record id.
+func (h *harness) check(t testing.TB, req *writ.CheckRequest) *writ.Receipt {
+	t.Helper()
+	rc, err := h.eng.Check(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if rc.Metadata.RecordID == "" {
+		t.Fatalf("Check answered no record: %+v", rc.Metadata)
+	}
+	return rc
+}
+
+// replayTenant replays every record of the tenant and fails the test for
+// each that is not replay_equal. It returns the summary.
+func replayTenant(t *testing.T, st replay.Store, tenant string) *replay.Summary {
+	t.Helper()
+	sum, err := replay.New(st, replay.Options{}).Tenant(context.Background(), tenant, func(r *replay.Result) error {
+		if r.Status != replay.StatusEqual {
+			b, _ := json.MarshalIndent(r, "", "  ")
+			t.Errorf("replay of %s (%s) = %s, want replay_equal:\n%s", r.RecordID, r.DecisionKey, r.Status, b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Tenant(%s): %v", tenant, err)
+	}
+	return sum
+}
+
+// rawDB opens the store's database file as someone with access to the
+// file could, dropping the triggers that would stop them.
+func rawDB(t *testing.T, dir string, triggers ...string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, tr := range triggers {
+		if _, err := db.Exec(`DROP TRIGGER ` + tr); err != nil {
+			t.Fatalf("DROP TRIGGER %s: %v", tr, err)
+		}
+	}
+	return db
+}
+
+// copyPack copies a pack directory to a temporary one, replacing old
+// with new in the file at rel (relative to the pack).
+func copyPack(t *testing.T, src, rel, old, new string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		r, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, r), 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if filepath.ToSlash(r) == rel {
+			if !strings.Contains(string(data), old) {
+				t.Fatalf("%s does not contain %q", path, old)
+			}
+			data = []byte(strings.Replace(string(data), old, new, 1))
+		}
+		return os.WriteFile(filepath.Join(dst, r), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}

@@ -1,0 +1,450 @@
+// Package replay re-runs recorded decisions on their pinned inputs and
+// compares what it rebuilds with what was sealed, and backtests a
+// candidate pack over a tenant's verified history.
+//
+// A replay of one record:
+//
+//  1. checks the stored bytes: record_hash recomputed from them
+//     (record.SplitSeal);
+//  2. fetches the pinned inputs and checks them against the record: the
+//     request envelope at replay.replay_packet_id (its digest must be that
+//     id) and the pack at lineage.pack_hash (ledger.LoadPinnedPack, which
+//     checks the manifest and every file); then the approvals a check
+//     presented, the run events a step verdict was decided on, or the
+//     approval request an approval decision decided, as they stood before
+//     the record;
+//  3. decides again with the recorded clock, with the same pure functions
+//     the engine used (policy.Resolve, Decide, ApplyApprovals and
+//     record.Build for a check; engine.Rebuilder for a step verdict or an
+//     approval decision), and rebuilds the record with the recorded ids;
+//  4. compares canonical bytes: the rebuilt record, sealed at the recorded
+//     chain position, must hash to the recorded record_hash.
+//
+// Equal bytes are StatusEqual (replay_equal). Otherwise the result is
+// StatusDiff with every JSON path that differs, each with its class: a
+// changed pinned input or stored byte is ClassTamper; a difference in the
+// record is classified by the part of the record it is in (see Classify).
+//
+// Replay never re-executes a side effect and never writes: it reads
+// through Store, and the deciding and comparing in between are pure.
+// What-if replays substitute inputs through Options; substituted inputs
+// are deliberate and are not hash-checked, while stored inputs always
+// are.
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/record"
+)
+
+// Store is what replay reads. A ledger.Store satisfies it; every read is
+// scoped to one tenant, except blobs, which are content-addressed.
+type Store interface {
+	// Blob returns a content-addressed pinned input, or ENOTFOUND.
+	Blob(ctx context.Context, hash string) ([]byte, error)
+	// Record returns one record exactly as sealed, or ENOTFOUND.
+	Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error)
+	// Records lists records matching q in chain order.
+	Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error)
+	// Chain returns up to limit raw records with seq > after, in order.
+	Chain(ctx context.Context, tenantID string, after int64, limit int) ([]json.RawMessage, error)
+	// Approval returns an approval request with all its events.
+	Approval(ctx context.Context, tenantID, approvalID string, now time.Time) (*writ.ApprovalRequest, error)
+	// RunEvents returns a run's events in seq order, or ENOTFOUND.
+	RunEvents(ctx context.Context, tenantID, runID string) ([]ledger.RunEvent, error)
+}
+
+// Statuses of a replay.
+const (
+	// StatusEqual: the rebuilt record has the recorded canonical bytes.
+	StatusEqual = "replay_equal"
+	// StatusDiff: something differs; Differences says what and where.
+	StatusDiff = "diff"
+	// StatusError: the record could not be replayed (its pinned inputs are
+	// authentic but cannot be decided again by this writ); Error says why.
+	StatusError = "error"
+)
+
+// Difference classes.
+const (
+	ClassEvidence        = "changed_evidence"
+	ClassPolicy          = "changed_policy"
+	ClassToolTranscript  = "changed_tool_transcript"
+	ClassCompiledContext = "changed_compiled_context"
+	ClassScorecard       = "changed_scorecard"
+	ClassTamper          = "tamper_detected"
+	// ClassRecord is any other part of the record (ids, actor, subjects,
+	// the caller's outputs and lineage, budget usage).
+	ClassRecord = "changed_record"
+)
+
+// Record kinds, by decision key.
+const (
+	KindCheck            = "check"             // a boundary check
+	KindStepVerdict      = "step_verdict"      // "workflow:<workflow>/<step>"
+	KindApprovalDecision = "approval_decision" // "approval:<gate>"
+)
+
+// KindOf returns the kind of a record with decision key key.
+func KindOf(key string) string {
+	switch {
+	case strings.HasPrefix(key, "workflow:"):
+		return KindStepVerdict
+	case strings.HasPrefix(key, "approval:"):
+		return KindApprovalDecision
+	}
+	return KindCheck
+}
+
+// Result is the replay of one record.
+type Result struct {
+	TenantID    string `json:"tenant_id"`
+	RecordID    string `json:"record_id"`
+	Seq         int64  `json:"seq,omitempty"`
+	DecisionKey string `json:"decision_key,omitempty"`
+	Kind        string `json:"kind,omitempty"`
+	Status      string `json:"status"`
+	// Classes are the distinct classes of Differences, sorted.
+	Classes     []string     `json:"classes,omitempty"`
+	Differences []Difference `json:"differences,omitempty"`
+	Error       string       `json:"error,omitempty"`
+}
+
+// Difference is one thing that differs between the record as sealed and
+// as replayed.
+type Difference struct {
+	Class string `json:"class"`
+	// Path is the JSON path in the record ("outputs.outcome",
+	// "policy_decisions[4].verdict"); empty for an input the record does
+	// not pin by hash (an approval request, a run's events).
+	Path string `json:"path,omitempty"`
+	// Input names the pinned input a tamper finding is about ("envelope
+	// sha256:…", "pack sha256:…", "approval apr_…", "run run_…").
+	Input string `json:"input,omitempty"`
+	// Recorded and Replayed are the values at Path (absent when the
+	// member is absent on that side).
+	Recorded json.RawMessage `json:"recorded,omitempty"`
+	Replayed json.RawMessage `json:"replayed,omitempty"`
+	Detail   string          `json:"detail,omitempty"`
+}
+
+// Options configure a Replayer. The zero Options replay every record on
+// its own pinned inputs.
+type Options struct {
+	// Pack, when set, replays every record under this compiled pack
+	// instead of the one it pins: a what-if of a changed pack. It is not
+	// hash-checked.
+	Pack *policy.Policy
+	// Request, when set, changes each check's request, as decoded from
+	// its stored envelope, before it is decided: a what-if of changed
+	// evidence, tool lineage, scorecard or anything else. The rebuilt
+	// record still names the stored envelope it started from.
+	Request func(*writ.CheckRequest)
+	// Workers is how many records Tenant and Trace replay at once
+	// (default 4 × GOMAXPROCS: a replay waits on the store's reads, so
+	// more workers than CPUs keep the CPUs busy).
+	Workers int
+}
+
+// Replayer replays records of a store. It keeps each pinned pack it
+// rebuilds, compiled, for the records after; it is safe for concurrent
+// use.
+type Replayer struct {
+	store Store
+	opts  Options
+	packs packCache
+}
+
+// New returns a Replayer reading st.
+func New(st Store, opts Options) *Replayer {
+	if opts.Workers <= 0 {
+		opts.Workers = 4 * runtime.GOMAXPROCS(0)
+	}
+	return &Replayer{store: st, opts: opts, packs: packCache{m: map[string]*packEntry{}}}
+}
+
+// Record replays one record of the tenant. A record the tenant does not
+// have is ENOTFOUND; an error reading the store is returned as is.
+// Everything about the record itself is in the Result.
+func (r *Replayer) Record(ctx context.Context, tenantID, recordID string) (*Result, error) {
+	sr, err := r.store.Record(ctx, tenantID, recordID)
+	if err != nil {
+		return nil, err
+	}
+	return r.Raw(ctx, tenantID, sr.Raw)
+}
+
+// Trace replays every record of the tenant with the trace id, in chain
+// order. A trace without records is ENOTFOUND.
+func (r *Replayer) Trace(ctx context.Context, tenantID, traceID string) ([]*Result, error) {
+	var raws []json.RawMessage
+	q := writ.RecordQuery{TenantID: tenantID, TraceID: traceID, Limit: 1000}
+	for {
+		page, err := r.store.Records(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, sr := range page.Records {
+			raws = append(raws, sr.Raw)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		q.Cursor = page.NextCursor
+	}
+	if len(raws) == 0 {
+		return nil, writ.Errorf(writ.ENOTFOUND, "tenant %s has no records of trace %s", tenantID, traceID)
+	}
+	return r.replayAll(ctx, tenantID, raws)
+}
+
+// Summary counts the results of a bulk replay.
+type Summary struct {
+	TenantID string `json:"tenant_id"`
+	Records  int64  `json:"records"`
+	Equal    int64  `json:"replay_equal"`
+	Diff     int64  `json:"diff"`
+	Errors   int64  `json:"errors"`
+	// Classes counts the records with a difference of each class.
+	Classes map[string]int64 `json:"classes"`
+	// Kinds counts the records of each kind.
+	Kinds map[string]int64 `json:"kinds"`
+}
+
+// Add counts one result.
+func (s *Summary) Add(res *Result) {
+	if s.Classes == nil {
+		s.Classes = map[string]int64{}
+	}
+	if s.Kinds == nil {
+		s.Kinds = map[string]int64{}
+	}
+	s.Records++
+	if res.Kind != "" {
+		s.Kinds[res.Kind]++
+	}
+	switch res.Status {
+	case StatusEqual:
+		s.Equal++
+	case StatusDiff:
+		s.Diff++
+	default:
+		s.Errors++
+	}
+	for _, c := range res.Classes {
+		s.Classes[c]++
+	}
+}
+
+// pageSize is how many records Tenant reads at once.
+const pageSize = 2048
+
+// Tenant replays every record of the tenant, in chain order, Workers at
+// a time, and hands each result to each (in chain order) as it goes. It
+// stops at the first error of each or of the store.
+func (r *Replayer) Tenant(ctx context.Context, tenantID string, each func(*Result) error) (*Summary, error) {
+	type fetched struct {
+		page []json.RawMessage
+		err  error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Read the next page while the current one is replayed.
+	pages := make(chan fetched, 1)
+	go func() {
+		defer close(pages)
+		var after int64
+		for {
+			page, err := r.store.Chain(ctx, tenantID, after, pageSize)
+			select {
+			case pages <- fetched{page, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil || len(page) < pageSize {
+				return
+			}
+			// Page on by the last record's seq, always forward: a forged
+			// seq must neither loop nor read backwards.
+			_, last, _ := record.SplitSeal(page[len(page)-1])
+			next := last.Seq
+			if next <= after {
+				next = after + int64(len(page))
+			}
+			after = next
+		}
+	}()
+	sum := &Summary{TenantID: tenantID, Classes: map[string]int64{}, Kinds: map[string]int64{}}
+	for f := range pages {
+		if f.err != nil {
+			return nil, f.err
+		}
+		results, err := r.replayAll(ctx, tenantID, f.page)
+		if err != nil {
+			return nil, err
+		}
+		for _, res := range results {
+			sum.Add(res)
+			if each != nil {
+				if err := each(res); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return sum, nil
+}
+
+// replayAll replays raws in parallel and returns their results in order.
+func (r *Replayer) replayAll(ctx context.Context, tenantID string, raws []json.RawMessage) ([]*Result, error) {
+	out := make([]*Result, len(raws))
+	errs := make([]error, len(raws))
+	next := make(chan int, len(raws))
+	for i := range raws {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(r.opts.Workers, len(raws)) {
+		wg.Go(func() {
+			for i := range next {
+				if ctx.Err() != nil {
+					errs[i] = ctx.Err()
+					continue
+				}
+				out[i], errs[i] = r.Raw(ctx, tenantID, raws[i])
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Raw replays a record of the tenant given as its stored bytes. The
+// error is a failure to read the store (or a cancelled ctx); everything
+// about the record is in the Result.
+func (r *Replayer) Raw(ctx context.Context, tenantID string, raw []byte) (*Result, error) {
+	rp := &replaying{r: r, res: &Result{TenantID: tenantID}}
+	if err := rp.run(ctx, tenantID, raw); err != nil {
+		return nil, err
+	}
+	return rp.finish(), nil
+}
+
+// packCache keeps pinned packs by hash, compiled, with the error that
+// rebuilding one gave.
+type packCache struct {
+	mu sync.Mutex
+	m  map[string]*packEntry
+	// what is Options.Pack, prepared on first use.
+	what *pinned
+}
+
+type packEntry struct {
+	once sync.Once
+	pin  *pinned
+	err  error
+}
+
+// pinned is a compiled pack and what replay needs of it.
+type pinned struct {
+	pol *policy.Policy
+	red *record.Redactor
+
+	rbOnce sync.Once
+	rb     *engine.Rebuilder
+	rbErr  error
+}
+
+func newPinned(pol *policy.Policy) *pinned {
+	return &pinned{pol: pol, red: record.NewRedactor(pol.Pack.Controls.Redaction)}
+}
+
+// rebuilder compiles the pack's verification contracts on first use.
+func (p *pinned) rebuilder() (*engine.Rebuilder, error) {
+	p.rbOnce.Do(func() { p.rb, p.rbErr = engine.NewRebuilder(p.pol) })
+	return p.rb, p.rbErr
+}
+
+// get returns the pinned pack of hash, rebuilt from blobs and checked by
+// ledger.LoadPinnedPack, then compiled. An error is kept: the stored
+// files do not change.
+func (c *packCache) get(ctx context.Context, blobs ledger.BlobSource, hash string) (*pinned, error) {
+	c.mu.Lock()
+	e, ok := c.m[hash]
+	if !ok {
+		e = &packEntry{}
+		c.m[hash] = e
+	}
+	c.mu.Unlock()
+	e.once.Do(func() {
+		p, err := ledger.LoadPinnedPack(ctx, blobs, hash)
+		if err != nil {
+			e.err = err
+			return
+		}
+		pol, err := policy.Compile(p)
+		if err != nil {
+			e.err = err
+			return
+		}
+		e.pin = newPinned(pol)
+	})
+	if e.err != nil && ctx.Err() != nil {
+		// A cancelled read says nothing about the pack: forget it.
+		c.mu.Lock()
+		delete(c.m, hash)
+		c.mu.Unlock()
+		return nil, ctx.Err()
+	}
+	return e.pin, e.err
+}
+
+// classes returns the distinct classes of ds, sorted.
+func classes(ds []Difference) []string {
+	var out []string
+	for _, d := range ds {
+		if !slices.Contains(out, d.Class) {
+			out = append(out, d.Class)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (rp *replaying) finish() *Result {
+	res := rp.res
+	switch {
+	case len(res.Differences) > 0:
+		res.Status = StatusDiff
+	case res.Error != "":
+		res.Status = StatusError
+	default:
+		res.Status = StatusEqual
+	}
+	res.Classes = classes(res.Differences)
+	return res
+}
+
+// errorf sets the result's error (the record could not be replayed).
+func (rp *replaying) errorf(format string, args ...any) {
+	if rp.res.Error == "" {
+		rp.res.Error = fmt.Sprintf(format, args...)
+	}
+}
