@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/writhq/writ/replay"
+)
+
+// replay re-runs recorded decisions on their pinned inputs: one record,
+// the records of a trace, or every record of a tenant.
+func (m *Main) replay(ctx context.Context, args []string) error {
+	fs := m.flags("replay", "--tenant T [--data DIR | --store URL] [--json] (RECORD_ID | --trace TRACE_ID | --all)")
+	data := fs.String("data", defaultDataDir, "data directory")
+	storeURL := fs.String("store", "", storeUsage)
+	tenant := fs.String("tenant", "", "tenant (required)")
+	trace := fs.String("trace", "", "replay every record of this trace id")
+	all := fs.Bool("all", false, "replay every record of the tenant; print the summary and every record that is not replay_equal")
+	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	workers := fs.Int("workers", 0, "records replayed at once with --all or --trace (default 4 × GOMAXPROCS)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the replay to this file")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	modes := 0
+	for _, on := range []bool{fs.NArg() == 1, *trace != "", *all} {
+		if on {
+			modes++
+		}
+	}
+	if *tenant == "" || fs.NArg() > 1 || modes != 1 || *workers < 0 {
+		return usagef("usage: writ replay --tenant T [--data DIR | --store URL] [--json] (RECORD_ID | --trace TRACE_ID | --all)")
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	st, err := openExisting(*data, *storeURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rp := replay.New(st, replay.Options{Workers: *workers})
+
+	var results []*replay.Result
+	switch {
+	case *all:
+		return m.replayTenant(ctx, rp, *tenant, *asJSON)
+	case *trace != "":
+		if results, err = rp.Trace(ctx, *tenant, *trace); err != nil {
+			return err
+		}
+	default:
+		res, err := rp.Record(ctx, *tenant, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		results = []*replay.Result{res}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		if *trace != "" {
+			err = enc.Encode(struct {
+				Results []*replay.Result `json:"results"`
+			}{results})
+		} else {
+			err = enc.Encode(results[0])
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		for _, res := range results {
+			printResult(m.Stdout, res)
+		}
+	}
+	var bad int
+	for _, res := range results {
+		if res.Status != replay.StatusEqual {
+			bad++
+		}
+	}
+	if bad > 0 {
+		return &findingsError{bad}
+	}
+	return nil
+}
+
+// replayTenant replays every record of the tenant, printing each that is
+// not replay_equal as it comes, then the summary.
+func (m *Main) replayTenant(ctx context.Context, rp *replay.Replayer, tenant string, asJSON bool) error {
+	start := time.Now()
+	first := true
+	if asJSON {
+		fmt.Fprint(m.Stdout, `{"results":[`)
+	}
+	sum, err := rp.Tenant(ctx, tenant, func(res *replay.Result) error {
+		if res.Status == replay.StatusEqual {
+			return nil
+		}
+		if !asJSON {
+			printResult(m.Stdout, res)
+			return nil
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		if !first {
+			fmt.Fprint(m.Stdout, ",")
+		}
+		first = false
+		_, err = fmt.Fprintf(m.Stdout, "\n%s", b)
+		return err
+	})
+	if err != nil {
+		if asJSON {
+			fmt.Fprintln(m.Stdout, "]}")
+		}
+		return err
+	}
+	took := time.Since(start)
+	rate := float64(sum.Records) / took.Seconds()
+	if asJSON {
+		b, err := json.Marshal(struct {
+			*replay.Summary
+			TookMS           int64   `json:"took_ms"`
+			RecordsPerSecond float64 `json:"records_per_second"`
+		}{sum, took.Milliseconds(), rate})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stdout, "\n],\"summary\":%s}\n", b)
+	} else {
+		fmt.Fprintf(m.Stdout, "replayed %d records of tenant %s in %s (%.0f records/s): %d replay_equal, %d diff, %d error\n",
+			sum.Records, tenant, took.Round(time.Millisecond), rate, sum.Equal, sum.Diff, sum.Errors)
+		if len(sum.Classes) > 0 {
+			var parts []string
+			for _, c := range []string{replay.ClassTamper, replay.ClassPolicy, replay.ClassEvidence, replay.ClassToolTranscript,
+				replay.ClassCompiledContext, replay.ClassScorecard, replay.ClassRecord} {
+				if n := sum.Classes[c]; n > 0 {
+					parts = append(parts, fmt.Sprintf("%s %d", c, n))
+				}
+			}
+			fmt.Fprintf(m.Stdout, "records by class of difference: %s\n", strings.Join(parts, ", "))
+		}
+	}
+	if bad := sum.Diff + sum.Errors; bad > 0 {
+		return &findingsError{int(bad)}
+	}
+	return nil
+}
+
+// printResult prints one replay result: a line for the record, then one
+// line per difference.
+func printResult(w io.Writer, res *replay.Result) {
+	what := res.Kind
+	if res.DecisionKey != "" {
+		what += " " + res.DecisionKey
+	}
+	if res.Seq > 0 {
+		what += fmt.Sprintf(", seq %d", res.Seq)
+	}
+	id := res.RecordID
+	if id == "" {
+		id = "(unreadable record)"
+	}
+	line := fmt.Sprintf("%s (%s): %s", id, strings.TrimSpace(what), res.Status)
+	if len(res.Classes) > 0 {
+		line += " [" + strings.Join(res.Classes, ", ") + "]"
+	}
+	fmt.Fprintln(w, line)
+	for _, d := range res.Differences {
+		where := d.Path
+		if d.Input != "" {
+			if where != "" {
+				where += " "
+			}
+			where += "(" + d.Input + ")"
+		}
+		text := d.Detail
+		if d.Recorded != nil || d.Replayed != nil {
+			change := fmt.Sprintf("%s → %s", orAbsent(d.Recorded), orAbsent(d.Replayed))
+			if text == "" {
+				text = change
+			} else {
+				text = change + ": " + text
+			}
+		}
+		fmt.Fprintf(w, "  %-24s %s: %s\n", d.Class, where, text)
+	}
+	if res.Error != "" {
+		fmt.Fprintf(w, "  error: %s\n", res.Error)
+	}
+}
+
+// orAbsent shows a JSON value, shortened, or "(absent)".
+func orAbsent(v json.RawMessage) string {
+	if v == nil {
+		return "(absent)"
+	}
+	if r := []rune(string(v)); len(r) > 120 {
+		return string(r[:117]) + "..."
+	}
+	return string(v)
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/writhq/writ/replay"
+)
+
+// refundRequest writes the refund-allow example with another amount.
+func refundRequest(t *testing.T, dir string, amount float64) string {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/refund/requests/refund-allow.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req map[string]any
+	if err := json.Unmarshal(data, &req); err != nil {
+		t.Fatal(err)
+	}
+	req["arguments"].(map[string]any)["amount_inr"] = amount
+	req["outputs"].(map[string]any)["refund_amount_inr"] = amount
+	delete(req, "idempotency_key")
+	b, _ := json.Marshal(req)
+	path := filepath.Join(dir, "refund.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestReplayCommand records every refund example with writ check and
+// replays the ledger, one record and all of it; a changed byte makes
+// replay exit 3 and say tamper_detected.
+func TestReplayCommand(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	reqs, _ := filepath.Glob("../../examples/refund/requests/*.json")
+	for _, r := range reqs {
+		if _, stderr, code := runLedgerCmd(t, "check", "--request", r, "--data", data, "--now", "2026-05-09T09:31:42Z"); code != 0 {
+			t.Fatalf("writ check %s: exit %d: %s", r, code, stderr)
+		}
+	}
+	stdout, stderr, code := runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--all")
+	if code != 0 || !strings.Contains(stdout, "replayed 11 records of tenant acme") || !strings.Contains(stdout, "11 replay_equal, 0 diff, 0 error") {
+		t.Fatalf("writ replay --all: exit %d\n%s%s", code, stdout, stderr)
+	}
+	list, _, _ := runLedgerCmd(t, "records", "list", "--data", data, "--tenant", "acme", "--json")
+	var first struct {
+		RecordID string `json:"record_id"`
+		TraceID  string `json:"trace_id"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(list, "\n", 2)[0]), &first); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--json", first.RecordID)
+	var res replay.Result
+	if err := json.Unmarshal([]byte(stdout), &res); code != 0 || err != nil || res.Status != replay.StatusEqual || res.RecordID != first.RecordID {
+		t.Errorf("writ replay --json %s: exit %d, %+v (%v)\n%s", first.RecordID, code, res, err, stdout)
+	}
+	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--trace", first.TraceID)
+	if code != 0 || !strings.Contains(stdout, first.RecordID+" (check support.refund.execute, seq 1): replay_equal") {
+		t.Errorf("writ replay --trace: exit %d\n%s", code, stdout)
+	}
+	for _, args := range [][]string{
+		{"replay", "--data", data, first.RecordID},
+		{"replay", "--data", data, "--tenant", "acme"},
+		{"replay", "--data", data, "--tenant", "acme", "--all", first.RecordID},
+	} {
+		if _, _, code := runLedgerCmd(t, args...); code != exitUsage {
+			t.Errorf("writ %v: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+	if _, _, code := runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "dr_nothing"); code != exitError {
+		t.Errorf("writ replay of an unknown record: exit %d, want %d", code, exitError)
+	}
+
+	db, err := sql.Open("sqlite", filepath.Join(data, "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var raw []byte
+	if err := db.QueryRow(`SELECT raw FROM records WHERE record_id = ?`, first.RecordID).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	raw = bytes.Replace(raw, []byte(`"currency":"INR"`), []byte(`"currency":"EUR"`), 1)
+	for _, q := range []string{`DROP TRIGGER records_no_update`, `UPDATE records SET raw = ? WHERE record_id = ?`} {
+		if _, err := db.Exec(q, raw, first.RecordID); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--all")
+	if code != exitFindings || !strings.Contains(stdout, "diff [tamper_detected]") || !strings.Contains(stdout, `outputs.currency: "EUR" → "INR"`) ||
+		!strings.Contains(stdout, "10 replay_equal, 1 diff, 0 error") {
+		t.Errorf("writ replay --all of a changed record: exit %d, want %d\n%s", code, exitFindings, stdout)
+	}
+	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--all", "--json")
+	var all struct {
+		Results []replay.Result `json:"results"`
+		Summary replay.Summary  `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &all); err != nil || code != exitFindings || len(all.Results) != 1 || all.Summary.Diff != 1 || all.Summary.Equal != 10 {
+		t.Errorf("writ replay --all --json: exit %d, %+v (%v)\n%s", code, all, err, stdout)
+	}
+}
+
+// TestGenerateReplayable: a ledger generated with --replayable replays
+// equal, record for record.
+func TestGenerateReplayable(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	if _, stderr, code := runLedgerCmd(t, "ledger", "generate", "--data", data, "--request", "../../examples/wf-2302/requests/wf-2302-allow.json",
+		"--records", "500", "--batch", "200", "--replayable"); code != 0 {
+		t.Fatalf("writ ledger generate: exit %d: %s", code, stderr)
+	}
+	stdout, _, code := runLedgerCmd(t, "replay", "--data", data, "--tenant", "tenant-1", "--all")
+	if code != 0 || !strings.Contains(stdout, "500 replay_equal, 0 diff, 0 error") {
+		t.Errorf("writ replay --all of a generated ledger: exit %d\n%s", code, stdout)
+	}
+	if stdout, _, code := runLedgerCmd(t, "ledger", "verify", "--data", data); code != 0 {
+		t.Errorf("writ ledger verify: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestBacktestCommand: lowering the refund approval threshold to 5,000
+// INR would send the refunds between 5,000 and 10,000 INR to approval.
+func TestBacktestCommand(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	for _, amount := range []float64{4200, 6000, 9999, 12000} {
+		if _, stderr, code := runLedgerCmd(t, "check", "--request", refundRequest(t, dir, amount), "--pack", "../../examples/refund", "--data", data, "--now", "2026-05-09T09:31:42Z"); code != 0 {
+			t.Fatalf("writ check: exit %d: %s", code, stderr)
+		}
+	}
+	cand := filepath.Join(dir, "candidate")
+	if err := os.CopyFS(cand, os.DirFS("../../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(cand, "policies", "returns.yaml")
+	b, _ := os.ReadFile(rules)
+	if err := os.WriteFile(rules, bytes.Replace(b, []byte("when: args.amount_inr > 10000"), []byte("when: args.amount_inr > 5000"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runLedgerCmd(t, "backtest", "--data", data, "--tenant", "acme", "--pack", cand)
+	if code != 0 || !strings.Contains(stdout, "4 records: 4 decided again, 2 with another outcome") ||
+		!strings.Contains(stdout, "fires POLICY_RETURNS_V1@1.0.0:R_HIGH_VALUE_REQUIRES_APPROVAL (2)") {
+		t.Errorf("writ backtest: exit %d\n%s%s", code, stdout, stderr)
+	}
+	stdout, _, code = runLedgerCmd(t, "backtest", "--data", data, "--tenant", "acme", "--pack", cand, "--json", "--hash-only", "--from", "2026-05-09T00:00:00Z")
+	var rep replay.BacktestReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || rep.Changed != 2 || rep.Transitions[0].From != "allow" || rep.Transitions[0].To != "replan_required" {
+		t.Errorf("writ backtest --json: exit %d, %+v (%v)\n%s", code, rep, err, stdout)
+	}
+	if _, _, code := runLedgerCmd(t, "backtest", "--data", data, "--tenant", "acme", "--pack", cand, "--keys", filepath.Join(dir, "nokeys")); code != exitError {
+		t.Errorf("writ backtest with an empty key ring: exit %d, want %d", code, exitError)
+	}
+	if _, _, code := runLedgerCmd(t, "backtest", "--data", data, "--tenant", "acme"); code != exitUsage {
+		t.Errorf("writ backtest without --pack: exit %d, want %d", code, exitUsage)
+	}
+}
