@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/writhq/writ"
@@ -28,6 +31,7 @@ func (m *Main) generate(ctx context.Context, args []string) error {
 	n := fs.Int("records", 100000, "records to append per tenant")
 	tenants := fs.Int("tenants", 1, "tenants (tenant-1, tenant-2, ...)")
 	batch := fs.Int("batch", 2000, "records per transaction")
+	replayable := fs.Bool("replayable", false, "decide every record afresh and store its request envelope, so that every record replays replay_equal (slower)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -79,8 +83,14 @@ func (m *Main) generate(ctx context.Context, args []string) error {
 		for done := 0; done < *n; {
 			size := min(*batch, *n-done)
 			entries := make([]*ledger.Entry, size)
-			for i := range entries {
-				entries[i] = tmpl.copy(rng, start.Add(time.Duration(done+i)*time.Second))
+			if *replayable {
+				if entries, err = tmpl.decideAll(rng, start.Add(time.Duration(done)*time.Second), size); err != nil {
+					return err
+				}
+			} else {
+				for i := range entries {
+					entries[i] = tmpl.copy(rng, start.Add(time.Duration(done+i)*time.Second))
+				}
 			}
 			if err := st.Append(ctx, entries, seal); err != nil {
 				return err
@@ -104,6 +114,8 @@ func (m *Main) generate(ctx context.Context, args []string) error {
 // template is one decided record and the fixed-width values in its
 // canonical bytes that each copy replaces.
 type template struct {
+	pol       *policy.Policy
+	req       *writ.CheckRequest // as decided, tenant and evidence set
 	rec       writ.Record
 	presealed []byte
 	recordID  string
@@ -146,7 +158,59 @@ func templateRecord(pol *policy.Policy, req *writ.CheckRequest, tenant string, a
 		return nil, err
 	}
 	t.rec = *rec
+	t.pol, t.req = pol, &rq
 	return t, nil
+}
+
+// decideAll decides n copies of the template's request afresh, one
+// second apart from at, each with fresh ids and its own trace id, and
+// returns their entries with their request envelopes: records a replay
+// rebuilds byte for byte. The copies are decided on every CPU.
+func (t *template) decideAll(rng *rand.Rand, at time.Time, n int) ([]*ledger.Entry, error) {
+	type ids struct{ rec, dec, trace string }
+	all := make([]ids, n)
+	for i := range all {
+		e := t.copy(rng, at) // draws the ids as copy does
+		all[i] = ids{e.Record.RecordID, e.Record.DecisionID, e.Record.TraceID}
+	}
+	red := record.NewRedactor(t.pol.Pack.Controls.Redaction)
+	r, err := t.pol.Resolve(t.req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ledger.Entry, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				now := at.Add(time.Duration(i) * time.Second)
+				rq := *t.req
+				rq.TraceID = all[i].trace
+				envelope, err := record.Envelope(&rq, red)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				rec, err := record.Build(record.Input{RecordID: all[i].rec, DecisionID: all[i].dec, Now: now, Request: &rq, Resolved: r,
+					Decision: t.pol.Decide(r, &rq, now), EnvelopeHash: record.Digest(envelope), Redactor: red})
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				presealed, err := record.Preseal(rec)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				out[i] = &ledger.Entry{Record: rec, Presealed: presealed, Receipt: []byte(`{}`),
+					Blobs: []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}}}
+			}
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 func (t *template) copy(rng *rand.Rand, at time.Time) *ledger.Entry {
