@@ -14,13 +14,14 @@ import (
 // replay re-runs recorded decisions on their pinned inputs: one record,
 // the records of a trace, or every record of a tenant.
 func (m *Main) replay(ctx context.Context, args []string) error {
-	fs := m.flags("replay", "--tenant T [--data DIR | --store URL] [--json] (RECORD_ID | --trace TRACE_ID | --all)")
+	fs := m.flags("replay", "--tenant T [--data DIR | --store URL] [--pack DIR] [--json] (RECORD_ID | --trace TRACE_ID | --all)")
 	data := fs.String("data", defaultDataDir, "data directory")
 	storeURL := fs.String("store", "", storeUsage)
 	tenant := fs.String("tenant", "", "tenant (required)")
 	trace := fs.String("trace", "", "replay every record of this trace id")
 	all := fs.Bool("all", false, "replay every record of the tenant; print the summary and every record that is not replay_equal")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	packDir := fs.String("pack", "", "what-if: replay under this pack instead of the pack each record pins")
 	workers := fs.Int("workers", 0, "records replayed at once with --all or --trace (default 4 × GOMAXPROCS)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the replay to this file")
 	if err := parse(fs, args); err != nil {
@@ -33,7 +34,15 @@ func (m *Main) replay(ctx context.Context, args []string) error {
 		}
 	}
 	if *tenant == "" || fs.NArg() > 1 || modes != 1 || *workers < 0 {
-		return usagef("usage: writ replay --tenant T [--data DIR | --store URL] [--json] (RECORD_ID | --trace TRACE_ID | --all)")
+		return usagef("usage: writ replay --tenant T [--data DIR | --store URL] [--pack DIR] [--json] (RECORD_ID | --trace TRACE_ID | --all)")
+	}
+	opts := replay.Options{Workers: *workers}
+	if *packDir != "" {
+		pol, err := loadPolicy(*packDir)
+		if err != nil {
+			return err
+		}
+		opts.Pack = pol
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -47,7 +56,7 @@ func (m *Main) replay(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	rp := replay.New(st, replay.Options{Workers: *workers})
+	rp := replay.New(st, opts)
 
 	var results []*replay.Result
 	switch {

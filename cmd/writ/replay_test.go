@@ -66,6 +66,21 @@ func TestReplayCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, first.RecordID+" (check support.refund.execute, seq 1): replay_equal") {
 		t.Errorf("writ replay --trace: exit %d\n%s", code, stdout)
 	}
+	// A what-if: under a pack whose threshold is 4,000 INR, the 4,200 INR
+	// refund would have needed approval.
+	cand := filepath.Join(t.TempDir(), "candidate")
+	if err := os.CopyFS(cand, os.DirFS("../../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(cand, "policies", "returns.yaml")
+	b, _ := os.ReadFile(rules)
+	if err := os.WriteFile(rules, bytes.Replace(b, []byte("when: args.amount_inr > 10000"), []byte("when: args.amount_inr > 4000"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--pack", cand, "--all")
+	if code != exitFindings || !strings.Contains(stdout, `outputs.outcome: "allow" → "replan_required"`) || !strings.Contains(stdout, "records by class of difference: changed_policy 11") {
+		t.Errorf("writ replay --pack: exit %d\n%s", code, stdout)
+	}
 	for _, args := range [][]string{
 		{"replay", "--data", data, first.RecordID},
 		{"replay", "--data", data, "--tenant", "acme"},
