@@ -138,25 +138,36 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 		if f.RecordID != "" {
 			badID[f.RecordID] = true
 		}
-		if f.Seq > 0 && f.TreeSize == 0 {
+		// A tree or checkpoint finding is about the stored tree, not a
+		// record: the records themselves are what a backtest reads.
+		if f.Seq > 0 && f.TreeSize == 0 && f.Kind != ledger.FindingTreeHashMismatch {
 			badSeq[f.Seq] = true
 		}
 	}
 
 	bt := &backtest{st: st, opts: opts, pin: newPinned(opts.Candidate), rep: rep, byKey: map[string]*Transition{}}
-	q := writ.RecordQuery{TenantID: opts.TenantID, DecisionKey: opts.DecisionKey, From: opts.From, To: opts.To, Limit: 1000}
+	// The chain, not a record query: a record whose bytes no longer
+	// parse must be skipped as the finding it is, not end the backtest.
+	var after int64
 	for {
-		page, err := st.Records(ctx, q)
+		page, err := st.Chain(ctx, opts.TenantID, after, pageSize)
 		if err != nil {
 			return nil, err
 		}
 		var todo []*writ.StoredRecord
-		for i := range page.Records {
-			sr := &page.Records[i]
-			rep.Records++
+		for _, raw := range page {
+			sr, err := ledger.ParseStored(raw)
+			if err != nil {
+				continue // verification names it (hash_mismatch or malformed); it has no window
+			}
 			rec := &sr.Record
+			if !bt.matches(rec) {
+				continue
+			}
+			rep.Records++
+			_, seal, _ := record.SplitSeal(raw)
 			switch {
-			case badID[rec.RecordID] || badSeq[rec.Audit.Seq]:
+			case badID[rec.RecordID] || badSeq[seal.Seq]:
 				rep.Excluded++
 			case KindOf(rec.DecisionKey) != KindCheck:
 				rep.Skipped[KindOf(rec.DecisionKey)]++
@@ -167,10 +178,16 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 		if err := bt.decideAll(ctx, todo); err != nil {
 			return nil, err
 		}
-		if page.NextCursor == "" {
+		if len(page) < pageSize {
 			break
 		}
-		q.Cursor = page.NextCursor
+		// Page on by the last record's seq, always forward (as Verify).
+		_, last, _ := record.SplitSeal(page[len(page)-1])
+		next := last.Seq
+		if next <= after {
+			next = after + int64(len(page))
+		}
+		after = next
 	}
 	slices.SortStableFunc(rep.Transitions, func(a, b *Transition) int {
 		if a.Changed() != b.Changed() {
@@ -185,6 +202,13 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 		return strings.Compare(a.From+" "+a.To, b.From+" "+b.To)
 	})
 	return rep, nil
+}
+
+// matches reports whether rec is in the backtest's window.
+func (bt *backtest) matches(rec *writ.Record) bool {
+	o := bt.opts
+	return (o.DecisionKey == "" || rec.DecisionKey == o.DecisionKey) &&
+		(o.From.IsZero() || !rec.Timestamp.Before(o.From)) && (o.To.IsZero() || rec.Timestamp.Before(o.To))
 }
 
 type backtest struct {

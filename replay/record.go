@@ -40,13 +40,11 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 	// 1. The stored bytes against their own record_hash.
 	input, audit, err := record.SplitSeal(raw)
 	rp.audit, rp.res.Seq = audit, audit.Seq
-	switch {
-	case err != nil:
+	if err != nil {
 		rp.sealBroken = true
 		rp.tamper("audit", "", "the stored record's seal cannot be read: %v", err)
-	case record.Digest(input) != audit.RecordHash:
+	} else if got := record.Digest(input); got != audit.RecordHash {
 		rp.sealBroken = true
-		got := record.Digest(input)
 		rp.res.Differences = append(rp.res.Differences, Difference{Class: ClassTamper, Path: "audit.record_hash",
 			Recorded: jsonValue(audit.RecordHash), Replayed: jsonValue(got),
 			Detail: "the stored record's bytes no longer hash to the record_hash they carry: they changed after they were sealed"})
@@ -96,13 +94,8 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 // pack returns the pack to rebuild the record under: the one it pins,
 // rebuilt from its stored files and checked, or Options.Pack.
 func (rp *replaying) pack(ctx context.Context) (*pinned, bool, error) {
-	if rp.r.opts.Pack != nil {
-		rp.r.packs.mu.Lock()
-		defer rp.r.packs.mu.Unlock()
-		if rp.r.packs.what == nil {
-			rp.r.packs.what = newPinned(rp.r.opts.Pack)
-		}
-		return rp.r.packs.what, true, nil
+	if rp.r.what != nil {
+		return rp.r.what, true, nil
 	}
 	hash := rp.head.Lineage.PackHash
 	if hash == "" {

@@ -166,6 +166,8 @@ type Replayer struct {
 	store Store
 	opts  Options
 	packs packCache
+	// what is Options.Pack, prepared.
+	what *pinned
 }
 
 // New returns a Replayer reading st.
@@ -173,7 +175,11 @@ func New(st Store, opts Options) *Replayer {
 	if opts.Workers <= 0 {
 		opts.Workers = 4 * runtime.GOMAXPROCS(0)
 	}
-	return &Replayer{store: st, opts: opts, packs: packCache{m: map[string]*packEntry{}}}
+	r := &Replayer{store: st, opts: opts, packs: packCache{m: map[string]*packEntry{}}}
+	if opts.Pack != nil {
+		r.what = newPinned(opts.Pack)
+	}
+	return r
 }
 
 // Record replays one record of the tenant. A record the tenant does not
@@ -352,8 +358,6 @@ func (r *Replayer) Raw(ctx context.Context, tenantID string, raw []byte) (*Resul
 type packCache struct {
 	mu sync.Mutex
 	m  map[string]*packEntry
-	// what is Options.Pack, prepared on first use.
-	what *pinned
 }
 
 type packEntry struct {
