@@ -170,8 +170,7 @@ func (t *template) decideAll(rng *rand.Rand, at time.Time, n int) ([]*ledger.Ent
 	type ids struct{ rec, dec, trace string }
 	all := make([]ids, n)
 	for i := range all {
-		e := t.copy(rng, at) // draws the ids as copy does
-		all[i] = ids{e.Record.RecordID, e.Record.DecisionID, e.Record.TraceID}
+		all[i].rec, all[i].dec, all[i].trace = drawIDs(rng)
 	}
 	red := record.NewRedactor(t.pol.Pack.Controls.Redaction)
 	r, err := t.pol.Resolve(t.req)
@@ -213,7 +212,8 @@ func (t *template) decideAll(rng *rand.Rand, at time.Time, n int) ([]*ledger.Ent
 	return out, errors.Join(errs...)
 }
 
-func (t *template) copy(rng *rand.Rand, at time.Time) *ledger.Entry {
+// drawIDs draws a record id, a decision id and a trace id.
+func drawIDs(rng *rand.Rand) (recordID, decisionID, traceID string) {
 	id := func(prefix string) string {
 		b := make([]byte, 26)
 		for i := range b {
@@ -225,8 +225,13 @@ func (t *template) copy(rng *rand.Rand, at time.Time) *ledger.Entry {
 	for i := range tr {
 		tr[i] = byte(rng.Uint32())
 	}
+	return id("dr_"), id("dec_"), hex.EncodeToString(tr[:])
+}
+
+func (t *template) copy(rng *rand.Rand, at time.Time) *ledger.Entry {
 	rec := t.rec
-	rec.RecordID, rec.DecisionID, rec.TraceID, rec.Timestamp = id("dr_"), id("dec_"), hex.EncodeToString(tr[:]), at
+	rec.RecordID, rec.DecisionID, rec.TraceID = drawIDs(rng)
+	rec.Timestamp = at
 	ts := at.Format(time.RFC3339)
 	b := bytes.ReplaceAll(t.presealed, []byte(`"`+t.recordID+`"`), []byte(`"`+rec.RecordID+`"`))
 	b = bytes.ReplaceAll(b, []byte(`"`+t.decision+`"`), []byte(`"`+rec.DecisionID+`"`))
