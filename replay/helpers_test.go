@@ -3,9 +3,12 @@ package replay_test
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +17,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/postgres"
 	"github.com/writhq/writ/replay"
 	"github.com/writhq/writ/sqlite"
 )
@@ -52,8 +59,8 @@ func (s *seededReader) Read(p []byte) (int, error) {
 
 type harness struct {
 	eng   *engine.Engine
-	store *sqlite.Store
-	dir   string
+	store ledger.Store
+	dir   string // the SQLite store's directory
 	clk   *clock
 }
 
@@ -66,7 +73,17 @@ func newHarness(t testing.TB, packDir string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{store: st, dir: dir, clk: newClock(exampleClock)}
+	h := newHarnessOn(t, packDir, st)
+	h.dir = dir
+	return h
+}
+
+// newHarnessOn starts an engine under the pack in packDir on st, which
+// it closes when the test ends.
+func newHarnessOn(t testing.TB, packDir string, st ledger.Store) *harness {
+	t.Helper()
+	h := &harness{store: st, clk: newClock(exampleClock)}
+	var err error
 	h.eng, err = engine.New(context.Background(), engine.Config{Policy: compile(t, packDir), Store: st, BindingKey: testBindingKey,
 		Now: h.clk.Now, Random: &seededReader{r: rand.NewChaCha8([32]byte{7})}})
 	if err != nil {
@@ -77,6 +94,43 @@ func newHarness(t testing.TB, packDir string) *harness {
 		st.Close()
 	})
 	return h
+}
+
+// openPostgres opens a PostgreSQL store in a schema of its own, dropped
+// when the test ends, or skips without WRIT_TEST_POSTGRES.
+func openPostgres(t *testing.T) ledger.Store {
+	t.Helper()
+	dsn := os.Getenv("WRIT_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("WRIT_TEST_POSTGRES is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+	}
+	var b [6]byte
+	crand.Read(b[:])
+	schema := "writ_replay_test_" + hex.EncodeToString(b[:])
+	exec := func(ctx context.Context, sql string) {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	exec(t.Context(), `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize())
+	t.Cleanup(func() { exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`) })
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("WRIT_TEST_POSTGRES must be a URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	st, err := postgres.Open(t.Context(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 func compile(t testing.TB, dir string) *policy.Policy {

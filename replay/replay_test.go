@@ -60,8 +60,19 @@ func attempt(t *testing.T, run, step, file string) *writ.AttemptRequest {
 // observed call) and replays every record: the verdicts and the check
 // that made the call observed.
 func TestStorybookRunsReplayEqual(t *testing.T) {
+	h := storybookRuns(t, newHarness(t, example("storybook")))
+	sum := replayTenant(t, h.store, "acme")
+	if sum.Records != 8 || sum.Kinds[replay.KindStepVerdict] != 7 || sum.Kinds[replay.KindCheck] != 1 {
+		t.Errorf("replayed %d records, kinds %v; want 8: 7 step verdicts and 1 check", sum.Records, sum.Kinds)
+	}
+}
+
+// storybookRuns runs two storybook workflow runs on an engine under
+// examples/storybook: one accepted once writ observed the browser call,
+// one aborted when its retry budget ran out.
+func storybookRuns(t *testing.T, h *harness) *harness {
+	t.Helper()
 	ctx := context.Background()
-	h := newHarness(t, example("storybook"))
 	submit := func(a *writ.AttemptRequest, want string) {
 		t.Helper()
 		v, err := h.eng.SubmitAttempt(ctx, a)
@@ -89,21 +100,16 @@ func TestStorybookRunsReplayEqual(t *testing.T) {
 	// run_abort: the retry budget runs out.
 	submit(attempt(t, "run_abort", "visual_check", "visual-check-missing-evidence.json"), writ.VerdictRetry)
 	submit(attempt(t, "run_abort", "visual_check", "visual-check-missing-evidence.json"), writ.VerdictAborted)
-
-	sum := replayTenant(t, h.store, "acme")
-	if sum.Records != 8 || sum.Kinds[replay.KindStepVerdict] != 7 || sum.Kinds[replay.KindCheck] != 1 {
-		t.Errorf("replayed %d records, kinds %v; want 8: 7 step verdicts and 1 check", sum.Records, sum.Kinds)
-	}
+	return h
 }
 
-// approvalFlow records the seed's refund approval story and more: a
-// high-value refund asks, is approved, is redeemed, and the approval is
-// presented again once used up; another is denied and presented; a
-// third expires undecided. It returns the harness.
-func approvalFlow(t *testing.T) *harness {
+// approvalFlow records the seed's refund approval story and more on an
+// engine under examples/refund: a high-value refund asks, is approved,
+// is redeemed, and the approval is presented again once used up;
+// another is denied and presented; a third expires undecided.
+func approvalFlow(t *testing.T, h *harness) *harness {
 	t.Helper()
 	ctx := context.Background()
-	h := newHarness(t, example("refund"))
 	ask := func(amount float64) (*writ.CheckRequest, string) {
 		t.Helper()
 		req := refund(t, "refund-high-value-human-review")
@@ -151,7 +157,7 @@ func approvalFlow(t *testing.T) *harness {
 // the checks that presented approvals (redeemed, used up, denied,
 // expired), each with its approvals as they stood before it.
 func TestApprovalFlowReplaysEqual(t *testing.T) {
-	h := approvalFlow(t)
+	h := approvalFlow(t, newHarness(t, example("refund")))
 	sum := replayTenant(t, h.store, "acme")
 	if sum.Records != 9 || sum.Kinds[replay.KindApprovalDecision] != 2 || sum.Kinds[replay.KindCheck] != 7 {
 		t.Errorf("replayed %d records, kinds %v; want 9: 7 checks, 2 approval decisions", sum.Records, sum.Kinds)
@@ -370,7 +376,7 @@ func TestTamperedRecordNamesWhatChanged(t *testing.T) {
 // is a changed decision.
 func TestMissingRunAndApprovalEvents(t *testing.T) {
 	ctx := context.Background()
-	h := approvalFlow(t)
+	h := approvalFlow(t, newHarness(t, example("refund")))
 	mustExec(t, rawDB(t, h.dir, "approval_events_no_delete"), `DELETE FROM approval_events`)
 	got := map[string][]string{}
 	_, err := replay.New(h.store, replay.Options{}).Tenant(ctx, "acme", func(r *replay.Result) error {
@@ -456,5 +462,32 @@ func TestRedactedValuesCannotBeReplayed(t *testing.T) {
 	}
 	if outcome == nil || string(outcome.Recorded) != `"allow_with_warning"` || string(outcome.Replayed) != `"allow"` {
 		t.Errorf("outputs.outcome difference = %+v, want allow_with_warning → allow", outcome)
+	}
+}
+
+// TestPostgresReplaysEqual records the examples, the storybook runs and
+// the approval stories in PostgreSQL, which keeps times to the
+// microsecond, and replays every record equal.
+func TestPostgresReplaysEqual(t *testing.T) {
+	for _, name := range []string{"refund", "wf-2302"} {
+		h := newHarnessOn(t, example(name), openPostgres(t))
+		files, _ := filepath.Glob(example(name, "requests", "*.json"))
+		for _, f := range files {
+			h.check(t, readRequest(t, f))
+			h.clk.Add(1234567 * time.Nanosecond)
+		}
+		if sum := replayTenant(t, h.store, "acme"); sum.Equal != int64(len(files)) {
+			t.Errorf("%s: %d of %d records replayed equal", name, sum.Equal, len(files))
+		}
+	}
+	h := storybookRuns(t, newHarnessOn(t, example("storybook"), openPostgres(t)))
+	if sum := replayTenant(t, h.store, "acme"); sum.Equal != 8 {
+		t.Errorf("storybook: %d of 8 records replayed equal", sum.Equal)
+	}
+	h = newHarnessOn(t, example("refund"), openPostgres(t))
+	h.clk.Add(987654321 * time.Nanosecond) // a clock finer than PostgreSQL's microseconds
+	h = approvalFlow(t, h)
+	if sum := replayTenant(t, h.store, "acme"); sum.Equal != 9 {
+		t.Errorf("approvals: %d of 9 records replayed equal", sum.Equal)
 	}
 }
