@@ -69,13 +69,9 @@ type Store interface {
 
 // Statuses of a replay.
 const (
-	// StatusEqual: the rebuilt record has the recorded canonical bytes.
-	StatusEqual = "replay_equal"
-	// StatusDiff: something differs; Differences says what and where.
-	StatusDiff = "diff"
-	// StatusError: the record could not be replayed (its pinned inputs are
-	// authentic but cannot be decided again by this writ); Error says why.
-	StatusError = "error"
+	StatusEqual = writ.ReplayEqual
+	StatusDiff  = writ.ReplayDiff
+	StatusError = writ.ReplayError
 )
 
 // Difference classes.
@@ -109,37 +105,12 @@ func KindOf(key string) string {
 	return KindCheck
 }
 
-// Result is the replay of one record.
-type Result struct {
-	TenantID    string `json:"tenant_id"`
-	RecordID    string `json:"record_id"`
-	Seq         int64  `json:"seq,omitempty"`
-	DecisionKey string `json:"decision_key,omitempty"`
-	Kind        string `json:"kind,omitempty"`
-	Status      string `json:"status"`
-	// Classes are the distinct classes of Differences, sorted.
-	Classes     []string     `json:"classes,omitempty"`
-	Differences []Difference `json:"differences,omitempty"`
-	Error       string       `json:"error,omitempty"`
-}
+// Result is the replay of one record (writ.ReplayResult).
+type Result = writ.ReplayResult
 
 // Difference is one thing that differs between the record as sealed and
-// as replayed.
-type Difference struct {
-	Class string `json:"class"`
-	// Path is the JSON path in the record ("outputs.outcome",
-	// "policy_decisions[4].verdict"); empty for an input the record does
-	// not pin by hash (an approval request, a run's events).
-	Path string `json:"path,omitempty"`
-	// Input names the pinned input a tamper finding is about ("envelope
-	// sha256:…", "pack sha256:…", "approval apr_…", "run run_…").
-	Input string `json:"input,omitempty"`
-	// Recorded and Replayed are the values at Path (absent when the
-	// member is absent on that side).
-	Recorded json.RawMessage `json:"recorded,omitempty"`
-	Replayed json.RawMessage `json:"replayed,omitempty"`
-	Detail   string          `json:"detail,omitempty"`
-}
+// as replayed (writ.ReplayDifference).
+type Difference = writ.ReplayDifference
 
 // Options configure a Replayer. The zero Options replay every record on
 // its own pinned inputs.
@@ -180,6 +151,18 @@ func New(st Store, opts Options) *Replayer {
 		r.what = newPinned(opts.Pack)
 	}
 	return r
+}
+
+var _ writ.Replays = (*Replayer)(nil)
+
+// Replay replays one record of the tenant (writ.Replays).
+func (r *Replayer) Replay(ctx context.Context, tenantID, recordID string) (*Result, error) {
+	return r.Record(ctx, tenantID, recordID)
+}
+
+// ReplayTrace replays the records of a trace (writ.Replays).
+func (r *Replayer) ReplayTrace(ctx context.Context, tenantID, traceID string) ([]*Result, error) {
+	return r.Trace(ctx, tenantID, traceID)
 }
 
 // Record replays one record of the tenant. A record the tenant does not
