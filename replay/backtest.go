@@ -94,6 +94,23 @@ type Transition struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
+// sortTransitions puts changed transitions first, then the most
+// frequent, then by outcome names.
+func sortTransitions(ts []*Transition) {
+	slices.SortStableFunc(ts, func(a, b *Transition) int {
+		if a.Changed() != b.Changed() {
+			if a.Changed() {
+				return -1
+			}
+			return 1
+		}
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.From+" "+a.To, b.From+" "+b.To)
+	})
+}
+
 // Changed reports whether the transition changes the outcome.
 func (t *Transition) Changed() bool { return t.From != t.To }
 
@@ -189,18 +206,7 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 		}
 		after = next
 	}
-	slices.SortStableFunc(rep.Transitions, func(a, b *Transition) int {
-		if a.Changed() != b.Changed() {
-			if a.Changed() {
-				return -1
-			}
-			return 1
-		}
-		if a.Count != b.Count {
-			return b.Count - a.Count
-		}
-		return strings.Compare(a.From+" "+a.To, b.From+" "+b.To)
-	})
+	sortTransitions(rep.Transitions)
 	return rep, nil
 }
 

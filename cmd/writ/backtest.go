@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -118,32 +119,8 @@ func printBacktest(m *Main, rep *replay.BacktestReport) error {
 		fmt.Fprintf(w, "; skipped %s (not boundary checks)", strings.Join(skipped, ", "))
 	}
 	fmt.Fprintln(w)
-	if len(rep.Transitions) > 0 {
-		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "RECORDED\tCANDIDATE\tCOUNT\tEXAMPLES\tRULES")
-		for _, t := range rep.Transitions {
-			var rules []string
-			for _, r := range slices.Sorted(maps.Keys(t.RulesFired)) {
-				rules = append(rules, fmt.Sprintf("fires %s (%d)", r, t.RulesFired[r]))
-			}
-			for _, r := range slices.Sorted(maps.Keys(t.RulesCleared)) {
-				rules = append(rules, fmt.Sprintf("no longer fires %s (%d)", r, t.RulesCleared[r]))
-			}
-			to := t.To
-			if !t.Changed() {
-				to += " (unchanged)"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.From, to, t.Count, strings.Join(t.Examples, " "), strings.Join(rules, "; "))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		for _, t := range rep.Transitions {
-			for _, e := range t.Errors {
-				fmt.Fprintf(w, "error: %s\n", e)
-			}
-		}
+	if err := printTransitions(w, rep.Transitions, "RECORDED\tCANDIDATE"); err != nil {
+		return err
 	}
 	if len(rep.Findings) > 0 {
 		fmt.Fprintf(w, "\n%d verification findings; the records they name were not used:\n", len(rep.Findings))
@@ -159,6 +136,40 @@ func printBacktest(m *Main, rep *replay.BacktestReport) error {
 				where += fmt.Sprintf(" checkpoint %d", f.TreeSize)
 			}
 			fmt.Fprintf(w, "%s\t%s: %s\n", f.Kind, where, f.Detail)
+		}
+	}
+	return nil
+}
+
+// printTransitions prints a table of outcome transitions (head names the
+// two outcome columns) and the errors they hold.
+func printTransitions(w io.Writer, ts []*replay.Transition, head string) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, head+"\tCOUNT\tEXAMPLES\tRULES")
+	for _, t := range ts {
+		var rules []string
+		for _, r := range slices.Sorted(maps.Keys(t.RulesFired)) {
+			rules = append(rules, fmt.Sprintf("fires %s (%d)", r, t.RulesFired[r]))
+		}
+		for _, r := range slices.Sorted(maps.Keys(t.RulesCleared)) {
+			rules = append(rules, fmt.Sprintf("no longer fires %s (%d)", r, t.RulesCleared[r]))
+		}
+		to := t.To
+		if !t.Changed() {
+			to += " (unchanged)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.From, to, t.Count, strings.Join(t.Examples, " "), strings.Join(rules, "; "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, t := range ts {
+		for _, e := range t.Errors {
+			fmt.Fprintf(w, "error: %s\n", e)
 		}
 	}
 	return nil
