@@ -22,9 +22,12 @@ func TestLayering(t *testing.T) {
 		mod + "/ledger":     {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/keyring":    {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/engine":     {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/auth":       {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/replay":     {"database/sql", "net/http", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/webhook":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		// Adapters stay apart.
 		mod + "/sqlite":   {"net/http", mod + "/httpapi", mod + "/engine"},
-		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine"},
+		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres"},
 		mod + "/postgres": {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
 	}
 	for pkg, bad := range forbidden {
