@@ -61,6 +61,8 @@ var routeSamples = map[string]struct{ target, body string }{
 	"GET /v1/ledger/checkpoint":                {"/v1/ledger/checkpoint?size=7", ""},
 	"POST /v1/ledger/checkpoint":               {"/v1/ledger/checkpoint", ""},
 	"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?from=3&to=7", ""},
+	"GET /v1/records/{id}/replay":              {"/v1/records/r1/replay", ""},
+	"GET /v1/replay":                           {"/v1/replay?trace_id=" + testTraceID, ""},
 	"POST /v1/runs":                            {"/v1/runs", `{"workflow_id":"ui.component.change"}`},
 	"GET /v1/runs/{id}":                        {"/v1/runs/run_1", ""},
 	"POST /v1/runs/{id}/steps/{step}/attempts": {"/v1/runs/run_1/steps/visual_check/attempts", `{"actor":{"type":"AGENT","id":"a"},"result":{}}`},
@@ -89,7 +91,7 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // newAuthServer returns a server of fake, as every interface, that
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
-	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Authenticate: testKeys.authenticate})
+	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Authenticate: testKeys.authenticate})
 }
 
 // TestRolesPerRoute proves the route table on every route: a key holding
@@ -193,6 +195,8 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"GET /v1/ledger/checkpoint":                {"/v1/ledger/checkpoint?tenant_id=acme&size=7", ""},
 		"POST /v1/ledger/checkpoint":               {"/v1/ledger/checkpoint?tenant_id=acme", ""},
 		"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?tenant_id=acme&from=3&to=7", ""},
+		"GET /v1/records/{id}/replay":              {"/v1/records/r1/replay?tenant_id=acme", ""},
+		"GET /v1/replay":                           {"/v1/replay?tenant_id=acme&trace_id=" + testTraceID, ""},
 		"POST /v1/runs":                            {"/v1/runs", `{"tenant_id":"acme","workflow_id":"w"}`},
 		"GET /v1/runs/{id}":                        {"/v1/runs/run_1?tenant_id=acme", ""},
 		"POST /v1/runs/{id}/steps/{step}/attempts": {"/v1/runs/run_1/steps/visual_check/attempts?tenant_id=acme", `{"actor":{"type":"AGENT","id":"a"},"result":{}}`},
@@ -209,7 +213,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 			t.Fatalf("no development mode sample of %s %s; add one", rt.method, rt.path)
 		}
 		fake := fullService()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")
 		rec := serve(s, req)
@@ -320,6 +324,12 @@ func TestTenantScoping(t *testing.T) {
 		{"POST", "/v1/approvals/apr_1/approve", `{"tenant_id":"globex","reason":"ok"}`, "approver-key", 403, ""},
 		{"POST", "/v1/approvals/apr_1/deny", `{"tenant_id":"globex","reason":"no"}`, "approver-key", 403, ""},
 		{"POST", "/v1/approvals/apr_1/deny", `{"tenant_id":"acme","reason":"no"}`, "approver-key", 200, "acme"},
+		{"GET", "/v1/records/r1/replay?tenant_id=globex", "", "auditor-key", 403, ""},
+		{"GET", "/v1/records/r1/replay?tenant_id=acme", "", "auditor-key", 200, "acme"},
+		{"GET", "/v1/records/r1/replay", "", "auditor-key", 200, "acme"},
+		{"GET", "/v1/replay?tenant_id=globex&trace_id=" + testTraceID, "", "auditor-key", 403, ""},
+		{"GET", "/v1/replay?tenant_id=globex&trace_id=nope", "", "auditor-key", 403, ""},
+		{"GET", "/v1/replay?tenant_id=&trace_id=" + testTraceID, "", "auditor-key", 200, "acme"},
 		// What stays a 400 with a key: a repeated tenant, a query on a body route.
 		{"GET", "/v1/records?tenant_id=acme&tenant_id=acme", "", "auditor-key", 400, ""},
 		{"POST", "/v1/check?tenant_id=acme", `{}`, "agent-key", 400, ""},
@@ -357,7 +367,7 @@ func TestTenantScoping(t *testing.T) {
 // the same, byte for byte, so that nothing tells a foreign id from a
 // missing one.
 func TestForeignIDIsNotFound(t *testing.T) {
-	owned := map[string]string{"r1": "acme", "run_1": "acme", "apr_1": "acme"}
+	owned := map[string]string{"r1": "acme", "run_1": "acme", "apr_1": "acme", testTraceID: "acme"}
 	requests := []struct{ method, target, body string }{
 		{"GET", "/v1/records/r1", ""},
 		{"GET", "/v1/records/r1/proof?size=7", ""},
@@ -366,6 +376,8 @@ func TestForeignIDIsNotFound(t *testing.T) {
 		{"GET", "/v1/approvals/apr_1", ""},
 		{"POST", "/v1/approvals/apr_1/approve", `{"reason":"ok"}`},
 		{"POST", "/v1/approvals/apr_1/deny", `{"reason":"no"}`},
+		{"GET", "/v1/records/r1/replay", ""},
+		{"GET", "/v1/replay?trace_id=" + testTraceID, ""},
 	}
 	answer := func(owners map[string]string, key string, method, target, body string) *httptest.ResponseRecorder {
 		fake := fullService()

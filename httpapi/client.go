@@ -15,12 +15,13 @@ import (
 	"github.com/writhq/writ"
 )
 
-// Client is a writ.Service, a writ.Ledger, writ.Workflows and
-// writ.Approvals backed by a writ server's HTTP API. Errors the server reports come back as
-// *writ.Error with the server's code and details, so writ.ErrorCode works
-// as it does in-process. Transport failures are returned wrapped, as
-// plain errors (writ.ErrorCode reports them as EINTERNAL); context errors
-// stay visible to errors.Is.
+// Client is a writ.Service, a writ.Ledger, writ.Workflows,
+// writ.Approvals and writ.Replays backed by a writ server's HTTP API.
+// Errors the server reports come back as *writ.Error with the server's
+// code and details, so writ.ErrorCode works as it does in-process.
+// Transport failures are returned wrapped, as plain errors
+// (writ.ErrorCode reports them as EINTERNAL); context errors stay visible
+// to errors.Is.
 type Client struct {
 	baseURL string
 	hc      *http.Client
@@ -32,6 +33,7 @@ var (
 	_ writ.Ledger    = (*Client)(nil)
 	_ writ.Workflows = (*Client)(nil)
 	_ writ.Approvals = (*Client)(nil)
+	_ writ.Replays   = (*Client)(nil)
 )
 
 // ClientOption configures a Client.
@@ -317,6 +319,32 @@ func (c *Client) DecideApproval(ctx context.Context, req *writ.DecideApprovalReq
 		return nil, err
 	}
 	return &a, nil
+}
+
+// Replay asks the server to replay one record of the tenant on its
+// pinned inputs. What the replay found (replay_equal, a diff, or an
+// error deciding again) is the result's Status, not an error; a record
+// the tenant does not have is ENOTFOUND.
+func (c *Client) Replay(ctx context.Context, tenantID, recordID string) (*writ.ReplayResult, error) {
+	if err := requirePathIDs([2]string{"record_id", recordID}); err != nil {
+		return nil, err
+	}
+	var res writ.ReplayResult
+	if err := c.getJSON(ctx, replayPath(recordID), url.Values{paramTenantID: {tenantID}}, "replay result", &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// ReplayTrace asks the server to replay every record of the tenant with
+// the trace id, and returns the results in chain order. A trace without
+// records is ENOTFOUND; a trace id that is not a W3C trace id is EINVALID.
+func (c *Client) ReplayTrace(ctx context.Context, tenantID, traceID string) ([]*writ.ReplayResult, error) {
+	var body replayResults
+	if err := c.getJSON(ctx, "/v1/replay", replayTraceValues(tenantID, traceID), "replay results", &body); err != nil {
+		return nil, err
+	}
+	return body.Results, nil
 }
 
 // requirePathIDs checks that the ids a path is built from are set, as the

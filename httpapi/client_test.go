@@ -36,11 +36,11 @@ func (h *headerSpy) last() http.Header {
 	return h.seen[len(h.seen)-1]
 }
 
-// newTestClient serves fake, as the service, the ledger and the
-// workflows, over HTTP and returns a client of it.
+// newTestClient serves fake, as the service, the ledger, the workflows,
+// the approvals and the replays, over HTTP and returns a client of it.
 func newTestClient(t *testing.T, fake *fakeService) (*Client, *headerSpy) {
 	t.Helper()
-	s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake})
+	s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake})
 	spy := &headerSpy{next: s}
 	srv := httptest.NewServer(spy)
 	t.Cleanup(srv.Close)
@@ -642,8 +642,15 @@ func TestClientAPIKey(t *testing.T) {
 			t.Errorf("call %d saw principal %+v, want the approver key's", i, p)
 		}
 	}
-	if _, err := client(WithAPIKey("auditor-key")).Record(ctx, "", "r1"); err != nil {
+	auditor := client(WithAPIKey("auditor-key"))
+	if _, err := auditor.Record(ctx, "", "r1"); err != nil {
 		t.Errorf("Record() with no tenant: %v", err)
+	}
+	if res, err := auditor.Replay(ctx, "", "r1"); err != nil || !reflect.DeepEqual(res, equalReplay()) {
+		t.Errorf("Replay() with no tenant = %+v, %v; want %+v", res, err, equalReplay())
+	}
+	if results, err := auditor.ReplayTrace(ctx, "", testTraceID); err != nil || len(results) != 3 {
+		t.Errorf("ReplayTrace() with no tenant = %+v, %v; want three results", results, err)
 	}
 
 	n := fake.calls()
@@ -667,6 +674,14 @@ func TestClientAPIKey(t *testing.T) {
 		}, writ.EFORBIDDEN, "approver"},
 		{"another tenant", func() error {
 			_, err := approver.Approvals(ctx, writ.ApprovalQuery{TenantID: "globex"})
+			return err
+		}, writ.EFORBIDDEN, "this API key belongs to another tenant"},
+		{"an agent replaying", func() error {
+			_, err := client(WithAPIKey("agent-key")).Replay(ctx, "", "r1")
+			return err
+		}, writ.EFORBIDDEN, "auditor"},
+		{"another tenant's trace", func() error {
+			_, err := auditor.ReplayTrace(ctx, "globex", testTraceID)
 			return err
 		}, writ.EFORBIDDEN, "this API key belongs to another tenant"},
 		{"the key store down", func() error {
@@ -752,5 +767,118 @@ func TestClientApprovalsValidationErrors(t *testing.T) {
 	}
 	if fake.calls() != 0 {
 		t.Errorf("the approvals were called %d times for invalid input", fake.calls())
+	}
+}
+
+// TestClientReplays round-trips every replay status, and a trace, through
+// the server: the client answers what the replays answered, values of
+// differences included.
+func TestClientReplays(t *testing.T) {
+	ctx := context.Background()
+	const tenant, id = "acme & co/1", "dr/1 x?#"
+	nullish := diffReplay()
+	nullish.Differences[1].Replayed = []byte(`null`)
+	for _, res := range []*writ.ReplayResult{equalReplay(), diffReplay(), errorReplay(), nullish} {
+		res.TenantID, res.RecordID = tenant, id
+		fake := &fakeService{replay: res}
+		c, _ := newTestClient(t, fake)
+		got, err := c.Replay(ctx, tenant, id)
+		if err != nil {
+			t.Fatalf("Replay() of a %s replay: %v", res.Status, err)
+		}
+		if !reflect.DeepEqual(got, res) {
+			t.Errorf("Replay() = %+v, want %+v", got, res)
+		}
+		if got, want := fake.replayArgs(), [][3]string{{"Replay", tenant, id}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("Replay(): the server got %q, want %q", got, want)
+		}
+	}
+
+	fake := fullReplays()
+	c, _ := newTestClient(t, fake)
+	results, err := c.ReplayTrace(ctx, "acme", testTraceID)
+	if err != nil {
+		t.Fatalf("ReplayTrace() error = %v", err)
+	}
+	if !reflect.DeepEqual(results, fake.replays) {
+		t.Errorf("ReplayTrace() = %+v, want %+v", results, fake.replays)
+	}
+	if got, want := fake.replayArgs(), [][3]string{{"ReplayTrace", "acme", testTraceID}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ReplayTrace(): the server got %q, want %q", got, want)
+	}
+
+	notFound := &fakeService{err: writ.Errorf(writ.ENOTFOUND, "record dr_1 not found")}
+	c, _ = newTestClient(t, notFound)
+	if _, err := c.Replay(ctx, "acme", "dr_1"); writ.ErrorCode(err) != writ.ENOTFOUND || writ.ErrorMessage(err) != "record dr_1 not found" {
+		t.Errorf("Replay() of a missing record: error = %v, want the server's not_found", err)
+	}
+	if _, err := c.ReplayTrace(ctx, "acme", testTraceID); writ.ErrorCode(err) != writ.ENOTFOUND {
+		t.Errorf("ReplayTrace() of an unknown trace: error = %v, want not_found", err)
+	}
+}
+
+func TestClientReplaysValidationErrors(t *testing.T) {
+	ctx := context.Background()
+	fake := fullReplays()
+	c, _ := newTestClient(t, fake)
+	tests := []struct {
+		name   string
+		call   func() error
+		fields []string
+	}{
+		{"Replay(no record id)", func() error {
+			_, err := c.Replay(ctx, "acme", "")
+			return err
+		}, []string{"record_id"}},
+		{"Replay(no tenant)", func() error {
+			_, err := c.Replay(ctx, "", "r1")
+			return err
+		}, []string{"tenant_id"}},
+		{"ReplayTrace(no trace id)", func() error {
+			_, err := c.ReplayTrace(ctx, "acme", "")
+			return err
+		}, []string{"trace_id"}},
+		{"ReplayTrace(not a trace id)", func() error {
+			_, err := c.ReplayTrace(ctx, "acme", "trace-1")
+			return err
+		}, []string{"trace_id"}},
+		{"ReplayTrace(nothing)", func() error {
+			_, err := c.ReplayTrace(ctx, "", "")
+			return err
+		}, []string{"tenant_id", "trace_id"}},
+	}
+	for _, tt := range tests {
+		err := tt.call()
+		var got *writ.Error
+		if !errors.As(err, &got) || got.Code != writ.EINVALID {
+			t.Errorf("%s error = %#v, want EINVALID", tt.name, err)
+			continue
+		}
+		var fields []string
+		for _, d := range got.Details {
+			fields = append(fields, d.Field)
+		}
+		if !reflect.DeepEqual(fields, tt.fields) {
+			t.Errorf("%s error details name %q, want %q", tt.name, fields, tt.fields)
+		}
+	}
+	if fake.calls() != 0 {
+		t.Errorf("the replays were called %d times for invalid input", fake.calls())
+	}
+}
+
+func TestClientReplaysNotServed(t *testing.T) {
+	s, _ := newTestServer(fullReplays(), Config{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := NewClient(srv.URL)
+	want := &writ.Error{Code: writ.ENOTFOUND, Message: "this server replays no records"}
+	_, err1 := c.Replay(context.Background(), "acme", "r1")
+	_, err2 := c.ReplayTrace(context.Background(), "acme", testTraceID)
+	for name, err := range map[string]error{"Replay": err1, "ReplayTrace": err2} {
+		var got *writ.Error
+		if !errors.As(err, &got) || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s() from a server that replays nothing: error = %#v, want %#v", name, err, want)
+		}
 	}
 }

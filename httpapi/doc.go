@@ -1,8 +1,8 @@
 // Package httpapi is writ's HTTP/JSON face: a [Server] that exposes a
-// [writ.Service], a [writ.Ledger], [writ.Workflows] and [writ.Approvals]
-// over HTTP, a [Client] that satisfies all four against such a server,
-// and the OpenAPI 3.1 document that describes the wire contract between
-// them (see [OpenAPI] and docs/http-api.md).
+// [writ.Service], a [writ.Ledger], [writ.Workflows], [writ.Approvals] and
+// [writ.Replays] over HTTP, a [Client] that satisfies all five against
+// such a server, and the OpenAPI 3.1 document that describes the wire
+// contract between them (see [OpenAPI] and docs/http-api.md).
 //
 // The server does wiring only: it authenticates callers, decodes requests
 // strictly, hands them to the service and encodes what comes back.
@@ -20,8 +20,8 @@
 //   - Leak internal errors. Errors are mapped to HTTP statuses in one place
 //     (statusOf); an internal error is logged and shown to callers only as
 //     "internal error".
-//   - Call the service, the ledger, the workflows or the approvals on bad
-//     input, or for a caller not allowed to. A request that fails
+//   - Call the service, the ledger, the workflows, the approvals or the
+//     replays on bad input, or for a caller not allowed to. A request that fails
 //     authentication or decoding, or whose query is malformed, is answered
 //     with a problem and changes nothing.
 //   - Turn a fail-closed receipt into success. When the service returns a

@@ -14,8 +14,8 @@ import (
 	"github.com/writhq/writ"
 )
 
-// fakeService is a writ.Service, a writ.Ledger, writ.Workflows and
-// writ.Approvals for handler-level tests: it records what it was called
+// fakeService is a writ.Service, a writ.Ledger, writ.Workflows,
+// writ.Approvals and writ.Replays for handler-level tests: it records what it was called
 // with, and the principal each call saw, and answers with the values it
 // was given.
 type fakeService struct {
@@ -29,10 +29,12 @@ type fakeService struct {
 	verdict     *writ.StepVerdict
 	approval    *writ.ApprovalRequest // the answer of Approval and DecideApproval
 	approvals   *writ.ApprovalPage
+	replay      *writ.ReplayResult   // the answer of Replay
+	replays     []*writ.ReplayResult // the answer of ReplayTrace
 	err         error
-	// owners, when set, maps record, run and approval ids to the tenant
-	// that has them: a lookup of an id by any other tenant is not found,
-	// as a store answers, and so is an id it does not map.
+	// owners, when set, maps record, run, approval and trace ids to the
+	// tenant that has them: a lookup of an id by any other tenant is not
+	// found, as a store answers, and so is an id it does not map.
 	owners map[string]string
 	// entered, when set, receives once a Check has started; Check then
 	// waits for release to be closed.
@@ -52,6 +54,7 @@ type fakeService struct {
 	approvalQs  []writ.ApprovalQuery
 	approvalGet [][2]string // tenant id, approval id
 	decisions   []*writ.DecideApprovalRequest
+	replayCalls [][3]string       // method, tenant id, record or trace id
 	principals  []*writ.Principal // of every call, in order
 	tenants     []string          // the tenant of every call, in order
 }
@@ -70,6 +73,7 @@ var (
 	_ writ.Ledger    = (*fakeService)(nil)
 	_ writ.Workflows = (*fakeService)(nil)
 	_ writ.Approvals = (*fakeService)(nil)
+	_ writ.Replays   = (*fakeService)(nil)
 )
 
 // saw records the principal and the tenant of a call; call it with f.mu
@@ -239,13 +243,48 @@ func (f *fakeService) DecideApproval(ctx context.Context, req *writ.DecideApprov
 	return f.approval, f.err
 }
 
+func (f *fakeService) Replay(ctx context.Context, tenantID, recordID string) (*writ.ReplayResult, error) {
+	if err := f.replayCall(ctx, "Replay", tenantID, recordID); err != nil {
+		return nil, err
+	}
+	return f.replay, f.err
+}
+
+func (f *fakeService) ReplayTrace(ctx context.Context, tenantID, traceID string) ([]*writ.ReplayResult, error) {
+	if err := f.replayCall(ctx, "ReplayTrace", tenantID, traceID); err != nil {
+		return nil, err
+	}
+	return f.replays, f.err
+}
+
+// replayCall records a call of a writ.Replays method, and answers
+// ENOTFOUND when the tenant does not have the record or the trace id.
+func (f *fakeService) replayCall(ctx context.Context, method, tenantID, id string) error {
+	f.mu.Lock()
+	f.replayCalls = append(f.replayCalls, [3]string{method, tenantID, id})
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.lookup(tenantID, id)
+}
+
+// replayArgs returns the calls of writ.Replays methods: the method, the
+// tenant id and the record or trace id.
+func (f *fakeService) replayArgs() [][3]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.replayCalls)
+}
+
 // calls returns how many times any method was called.
 func (f *fakeService) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.checks) + len(f.recordCalls) + len(f.queries) + len(f.ledgerCalls) +
 		len(f.starts) + len(f.attempts) + len(f.runCalls) +
-		len(f.approvalQs) + len(f.approvalGet) + len(f.decisions)
+		len(f.approvalQs) + len(f.approvalGet) + len(f.decisions) + len(f.replayCalls)
 }
 
 // approvalQueries returns the queries Approvals was called with.
@@ -631,14 +670,60 @@ func fullApproval() *writ.ApprovalRequest {
 }
 
 // fullService returns a fakeService answering every method of every
-// interface with a value of tenant acme: record r1, run run_1 and its
-// step visual_check, approval apr_1, and checkpoints up to size 7.
+// interface with a value of tenant acme: record r1 and its replay, run
+// run_1 and its step visual_check, approval apr_1, checkpoints up to size
+// 7, and the replays of trace testTraceID.
 func fullService() *fakeService {
 	f := fullApprovals()
 	f.receipt, f.record, f.page = fullReceipt(), storedRecord(fullRecord()), &writ.RecordPage{}
 	f.checkpoint, f.inclusion, f.consistency = fullCheckpoint(7), fullInclusionProof(), fullConsistencyProof()
 	f.run, f.verdict = fullRun(), fullVerdict()
+	f.replay, f.replays = fullReplays().replay, fullReplays().replays
 	return f
+}
+
+// testTraceID is the trace of the replays fullReplays answers.
+const testTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+// equalReplay returns the replay of record r1 of tenant acme: equal.
+func equalReplay() *writ.ReplayResult {
+	return &writ.ReplayResult{
+		TenantID: "acme", RecordID: "r1", Seq: 3, DecisionKey: "support.refund.execute",
+		Kind: "check", Status: writ.ReplayEqual,
+	}
+}
+
+// diffReplay returns the replay of record r2 of tenant acme: a diff with
+// every field of a difference set, and values of several JSON types.
+func diffReplay() *writ.ReplayResult {
+	return &writ.ReplayResult{
+		TenantID: "acme", RecordID: "r2", Seq: 4, DecisionKey: "support.refund.execute",
+		Kind: "check", Status: writ.ReplayDiff,
+		Classes: []string{"changed_policy", "tamper_detected"},
+		Differences: []writ.ReplayDifference{
+			{Class: "changed_policy", Path: "outputs.outcome", Recorded: json.RawMessage(`"allow"`), Replayed: json.RawMessage(`"replan_required"`)},
+			{Class: "changed_policy", Path: "policy_decisions[7]", Recorded: json.RawMessage(`{"verdict":"allow","rule_ids":["R1"]}`)},
+			{Class: "tamper_detected", Path: "outputs.refund_amount_inr", Recorded: json.RawMessage(`420`), Replayed: json.RawMessage(`4200`)},
+			{Class: "tamper_detected", Path: "replay.replay_packet_id", Input: "envelope sha256:e53e6b98",
+				Detail: "the stored request envelope hashes to sha256:94c56ab2, not to the replay_packet_id the record names"},
+		},
+	}
+}
+
+// errorReplay returns the replay of record r3 of tenant acme: an error.
+func errorReplay() *writ.ReplayResult {
+	return &writ.ReplayResult{
+		TenantID: "acme", RecordID: "r3", Seq: 5, DecisionKey: "workflow:ui.component.change/visual_check",
+		Kind: "step_verdict", Status: writ.ReplayError,
+		Error: "the pinned pack no longer resolves the request: unknown tool",
+	}
+}
+
+// fullReplays returns a fakeService answering every writ.Replays method:
+// the replay of r1 (equal), and of trace testTraceID, whose records are
+// r1 (equal), r2 (a diff) and r3 (an error).
+func fullReplays() *fakeService {
+	return &fakeService{replay: equalReplay(), replays: []*writ.ReplayResult{equalReplay(), diffReplay(), errorReplay()}}
 }
 
 // fullApprovals returns a fakeService answering every writ.Approvals

@@ -20,6 +20,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/replay"
 )
 
 // loadOpenAPI parses the embedded document into JSON values (maps, slices,
@@ -118,11 +119,14 @@ func TestOpenAPIDocument(t *testing.T) {
 		"get /v1/approvals": append(slices.Collect(maps.Keys(approvalQueryValues(writ.ApprovalQuery{
 			TenantID: "t", State: "s", GateID: "g", DecisionKey: "k", CreatedBefore: testTime, Limit: 1, Cursor: "c",
 		}))), paramOlderThan),
-		"get /v1/approvals/{id}": {paramTenantID},
+		"get /v1/approvals/{id}":      {paramTenantID},
+		"get /v1/records/{id}/replay": {paramTenantID},
+		"get /v1/replay":              replayTraceParams,
 	}
 	// tenant_id is never required: with an API key, it is the key's.
 	required := func(key, name string) bool {
-		return key == "get /v1/ledger/consistency" && name == paramFrom
+		return key == "get /v1/ledger/consistency" && name == paramFrom ||
+			key == "get /v1/replay" && name == paramTraceID
 	}
 	for _, r := range s.routes {
 		key := strings.ToLower(r.method) + " " + r.path
@@ -158,6 +162,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		"get /v1/approvals": approvalQueryValues(writ.ApprovalQuery{
 			TenantID: "t", State: "s", GateID: "g", DecisionKey: "k", CreatedBefore: testTime, Limit: 1, Cursor: "c",
 		}),
+		"get /v1/replay": replayTraceValues("t", testTraceID),
 	} {
 		for name := range v {
 			if !slices.Contains(wantParams[key], name) {
@@ -331,6 +336,9 @@ var schemaTypes = map[string]reflect.Type{
 	"ApprovalEvent":      reflect.TypeFor[writ.ApprovalEvent](),
 	"ApprovalPage":       reflect.TypeFor[writ.ApprovalPage](),
 	"DecideApprovalBody": reflect.TypeFor[decideBody](),
+	"ReplayResult":       reflect.TypeFor[writ.ReplayResult](),
+	"ReplayDifference":   reflect.TypeFor[writ.ReplayDifference](),
+	"ReplayResults":      reflect.TypeFor[replayResults](),
 }
 
 // scopedTenant lists the schemas whose tenant_id Go always encodes but the
@@ -419,6 +427,11 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"ApprovalDecision", "properties", "decision"}, strs(writ.ApprovalApproved, writ.ApprovalDenied)},
 		{[]string{"ApprovalEvent", "properties", "kind"}, strs(writ.ApprovalEventApproved, writ.ApprovalEventDenied, writ.ApprovalEventRedeemed)},
 		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
+		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError)},
+		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
+		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision)},
+		{[]string{"ReplayClass"}, strs(replay.ClassEvidence, replay.ClassPolicy, replay.ClassToolTranscript, replay.ClassCompiledContext,
+			replay.ClassScorecard, replay.ClassRecord, replay.ClassTamper)},
 	}
 	for _, tt := range tests {
 		var got []string
@@ -543,6 +556,12 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 		{"StepVerdict", mustJSON(t, wireVerdict(&writ.StepVerdict{RunID: "r", StepID: "s", State: writ.VerdictAccepted, DecisionID: "d", RecordID: "dr"}))},
 		{"Run", mustJSON(t, fullRun())},
 		{"Run", mustJSON(t, wireRun(&writ.Run{TenantID: "t", RunID: "r", WorkflowID: "w", WorkflowVersion: "1", Pack: "p@1", PackHash: "h", Status: writ.RunCompleted, StartedAt: testTime}))},
+		{"ReplayResult", mustJSON(t, equalReplay())},
+		{"ReplayResult", mustJSON(t, diffReplay())},
+		{"ReplayResult", mustJSON(t, errorReplay())},
+		{"ReplayResult", mustJSON(t, &writ.ReplayResult{TenantID: "t", RecordID: "r", Status: writ.ReplayDiff, Classes: []string{replay.ClassTamper},
+			Differences: []writ.ReplayDifference{{Class: replay.ClassTamper, Path: "audit.record_hash", Recorded: json.RawMessage(`null`), Replayed: json.RawMessage(`[1,{"a":true}]`)}}})},
+		{"ReplayResults", mustJSON(t, replayResults{Results: fullReplays().replays})},
 	}
 	for _, tt := range valid {
 		if err := validate(schema(tt.schema), tt.body); err != nil {
@@ -594,6 +613,14 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 		{"Run", strings.Replace(string(mustJSON(t, fullRun())), `"status":"active"`, `"status":"paused"`, 1)},
 		{"Run", strings.Replace(string(mustJSON(t, fullRun())), `"kind":"call_observed"`, `"kind":"call"`, 1)},
 		{"Run", strings.Replace(string(mustJSON(t, fullRun())), `"started_at":"`, `"started_at":"x`, 1)},
+		{"ReplayResult", strings.Replace(string(mustJSON(t, equalReplay())), `"status":"replay_equal"`, `"status":"equal"`, 1)},
+		{"ReplayResult", strings.Replace(string(mustJSON(t, equalReplay())), `"status":"replay_equal"`, `"outcome":"replay_equal"`, 1)},
+		{"ReplayResult", strings.Replace(string(mustJSON(t, equalReplay())), `"kind":"check"`, `"kind":"receipt"`, 1)},
+		{"ReplayResult", strings.Replace(string(mustJSON(t, diffReplay())), `"class":"changed_policy"`, `"class":"changed_mood"`, 1)},
+		{"ReplayResult", strings.Replace(string(mustJSON(t, diffReplay())), `"classes":["changed_policy"`, `"classes":["policy"`, 1)},
+		{"ReplayResult", strings.Replace(string(mustJSON(t, diffReplay())), `"path":"outputs.outcome"`, `"path":"outputs.outcome","line":3`, 1)},
+		{"ReplayResults", `{"results":[]}`},
+		{"ReplayResults", `{"results":[{"tenant_id":"t","record_id":"r"}]}`},
 	}
 	for _, tt := range invalid {
 		if err := validate(schema(tt.schema), []byte(tt.body)); err == nil {
@@ -631,6 +658,7 @@ func TestOpenAPIDescribesServerAnswers(t *testing.T) {
 		noLedger    bool
 		noWorkflows bool
 		noApprovals bool
+		noReplays   bool
 		auth        bool // the server authenticates callers (testKeys)
 		req         *http.Request
 		status      int
@@ -696,9 +724,25 @@ func TestOpenAPIDescribesServerAnswers(t *testing.T) {
 		{svc: fullApprovals(), auth: true, req: withKey(newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"globex"}`), "agent-key"), status: 403, schema: "Problem"},
 		{svc: fullApprovals(), auth: true, req: withKey(newRequest(http.MethodPost, "/v1/runs", `{"workflow_id":"w"}`), "down-key"), status: 503, schema: "Problem"},
 		{svc: fullApprovals(), auth: true, req: newRequest(http.MethodGet, "/healthz", ""), status: 200, schema: "Health"},
+		{svc: fullReplays(), req: newRequest(http.MethodGet, "/v1/records/r1/replay?tenant_id=acme", ""), status: 200, schema: "ReplayResult"},
+		{svc: &fakeService{replay: diffReplay()}, req: newRequest(http.MethodGet, "/v1/records/r2/replay?tenant_id=acme", ""), status: 200, schema: "ReplayResult"},
+		{svc: &fakeService{replay: errorReplay()}, req: newRequest(http.MethodGet, "/v1/records/r3/replay?tenant_id=acme", ""), status: 200, schema: "ReplayResult"},
+		{svc: fullReplays(), req: newRequest(http.MethodGet, "/v1/records/r1/replay", ""), status: 400, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.ENOTFOUND, "record r1 not found")}, req: newRequest(http.MethodGet, "/v1/records/r1/replay?tenant_id=acme", ""), status: 404, schema: "Problem"},
+		{svc: fullReplays(), noReplays: true, req: newRequest(http.MethodGet, "/v1/records/r1/replay?tenant_id=acme", ""), status: 404, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.EUNAVAILABLE, "store down")}, req: newRequest(http.MethodGet, "/v1/records/r1/replay?tenant_id=acme", ""), status: 503, schema: "Problem"},
+		{svc: &fakeService{err: errors500{}}, req: newRequest(http.MethodGet, "/v1/records/r1/replay?tenant_id=acme", ""), status: 500, schema: "Problem"},
+		{svc: fullReplays(), auth: true, req: withKey(newRequest(http.MethodGet, "/v1/records/r1/replay", ""), "auditor-key"), status: 200, schema: "ReplayResult"},
+		{svc: fullReplays(), auth: true, req: withKey(newRequest(http.MethodGet, "/v1/records/r1/replay", ""), "agent-key"), status: 403, schema: "Problem"},
+		{svc: fullReplays(), auth: true, req: newRequest(http.MethodGet, "/v1/replay?trace_id="+testTraceID, ""), status: 401, schema: "Problem"},
+		{svc: fullReplays(), req: newRequest(http.MethodGet, "/v1/replay?tenant_id=acme&trace_id="+testTraceID, ""), status: 200, schema: "ReplayResults"},
+		{svc: fullReplays(), req: newRequest(http.MethodGet, "/v1/replay?tenant_id=acme&trace_id=4BF92F3577B34DA6A3CE929D0E0E4736", ""), status: 400, schema: "Problem"},
+		{svc: fullReplays(), req: newRequest(http.MethodGet, "/v1/replay?tenant_id=acme", ""), status: 400, schema: "Problem"},
+		{svc: &fakeService{err: writ.Errorf(writ.ENOTFOUND, "tenant acme has no records of trace %s", testTraceID)}, req: newRequest(http.MethodGet, "/v1/replay?tenant_id=acme&trace_id="+testTraceID, ""), status: 404, schema: "Problem"},
+		{svc: fullReplays(), noReplays: true, req: newRequest(http.MethodGet, "/v1/replay?tenant_id=acme&trace_id="+testTraceID, ""), status: 404, schema: "Problem"},
 	}
 	for _, tt := range tests {
-		cfg := Config{Ledger: tt.svc, Workflows: tt.svc, Approvals: tt.svc}
+		cfg := Config{Ledger: tt.svc, Workflows: tt.svc, Approvals: tt.svc, Replays: tt.svc}
 		if tt.noLedger {
 			cfg.Ledger = nil
 		}
@@ -707,6 +751,9 @@ func TestOpenAPIDescribesServerAnswers(t *testing.T) {
 		}
 		if tt.noApprovals {
 			cfg.Approvals = nil
+		}
+		if tt.noReplays {
+			cfg.Replays = nil
 		}
 		if tt.auth {
 			cfg.Authenticate = testKeys.authenticate

@@ -88,10 +88,10 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	return q, p.err()
 }
 
-// parseTenantQuery decodes the query of GET /v1/records/{id}, POST
-// /v1/ledger/checkpoint, GET /v1/runs/{id}, POST
-// /v1/runs/{id}/steps/{step}/attempts and GET /v1/approvals/{id}: the
-// tenant alone.
+// parseTenantQuery decodes the query of GET /v1/records/{id}, GET
+// /v1/records/{id}/replay, POST /v1/ledger/checkpoint, GET
+// /v1/runs/{id}, POST /v1/runs/{id}/steps/{step}/attempts and GET
+// /v1/approvals/{id}: the tenant alone.
 func parseTenantQuery(v url.Values) (tenantID string, err error) {
 	p := queryParser{values: v}
 	p.allow(paramTenantID)
@@ -254,6 +254,29 @@ func parseConsistencyQuery(v url.Values) (tenantID string, from, to int64, err e
 		p.fail(paramTo, "must not be smaller than from")
 	}
 	return tenantID, from, to, p.err()
+}
+
+// replayTraceParams are the query parameters GET /v1/replay takes.
+// replayTraceValues and parseReplayTraceQuery are inverses.
+var replayTraceParams = []string{paramTenantID, paramTraceID}
+
+// replayTraceValues encodes the query of GET /v1/replay. Both parameters
+// are always sent, so that the server reports a missing one.
+func replayTraceValues(tenantID, traceID string) url.Values {
+	return url.Values{paramTenantID: {tenantID}, paramTraceID: {traceID}}
+}
+
+// parseReplayTraceQuery decodes the query of GET /v1/replay: the tenant
+// and the trace, whose id is required and must be a W3C trace id.
+func parseReplayTraceQuery(v url.Values) (tenantID, traceID string, err error) {
+	p := queryParser{values: v}
+	p.allow(replayTraceParams...)
+	tenantID = p.required(paramTenantID)
+	traceID = p.required(paramTraceID)
+	if traceID != "" && !writ.ValidTraceID(traceID) {
+		p.fail(paramTraceID, "must be a W3C trace id: 32 lowercase hex digits, not all zeros")
+	}
+	return tenantID, traceID, p.err()
 }
 
 // queryParser reads query parameters and collects what is wrong with them.

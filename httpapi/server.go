@@ -26,11 +26,11 @@ type Config struct {
 	// answered with 413. Zero or less means 1 MiB.
 	MaxBodyBytes int64
 	// MaxInFlight caps the requests to the service, the ledger, the
-	// workflows and the approvals (every route but the public ones)
-	// served at once, authentication included; a request beyond it is
-	// answered at once with 503 and Retry-After, never queued. Health and
-	// the OpenAPI document are not counted, so probes keep answering
-	// under load. Zero or less means 1024.
+	// workflows, the approvals and the replays (every route but the
+	// public ones) served at once, authentication included; a request
+	// beyond it is answered at once with 503 and Retry-After, never
+	// queued. Health and the OpenAPI document are not counted, so probes
+	// keep answering under load. Zero or less means 1024.
 	MaxInFlight int
 	// Logger receives one debug line per request (method, path, status,
 	// duration; never bodies) and the real text of internal errors. Nil
@@ -57,6 +57,11 @@ type Config struct {
 	// approval requests. It is usually the engine that serves checks. Nil
 	// means the server has no approval queue: those routes answer 404.
 	Approvals writ.Approvals
+	// Replays serves the replay routes: replay one record, or every
+	// record of a trace, for auditors. It is usually a replay.Replayer
+	// reading the engine's store. Nil means the server replays nothing:
+	// those routes answer 404.
+	Replays writ.Replays
 	// Authenticate returns the caller who holds the API key token (the
 	// token of an "Authorization: Bearer" header, never empty). An unknown,
 	// malformed or revoked key must be an EUNAUTHENTICATED error (401);
@@ -108,13 +113,14 @@ const (
 const devModeWarning = "development mode: this server authenticates no one, so every caller may act for every tenant; configure API keys before exposing it"
 
 // Server serves a writ.Service, and optionally a writ.Ledger,
-// writ.Workflows and writ.Approvals, over HTTP. It implements
-// http.Handler; create one with NewServer.
+// writ.Workflows, writ.Approvals and writ.Replays, over HTTP. It
+// implements http.Handler; create one with NewServer.
 type Server struct {
 	svc       writ.Service
 	ledger    writ.Ledger    // nil when the server has no ledger
 	workflows writ.Workflows // nil when the server runs no workflows
 	approvals writ.Approvals // nil when the server has no approval queue
+	replays   writ.Replays   // nil when the server replays nothing
 	cfg       Config
 	log       *slog.Logger
 	rand      io.Reader
@@ -146,6 +152,8 @@ var routes = []route{
 	{http.MethodGet, "/v1/ledger/checkpoint", []writ.Role{writ.RoleAuditor}, (*Server).handleCheckpoint},
 	{http.MethodPost, "/v1/ledger/checkpoint", []writ.Role{writ.RoleAdmin}, (*Server).handleIssueCheckpoint},
 	{http.MethodGet, "/v1/ledger/consistency", []writ.Role{writ.RoleAuditor}, (*Server).handleConsistencyProof},
+	{http.MethodGet, "/v1/records/{id}/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplay},
+	{http.MethodGet, "/v1/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplayTrace},
 	{http.MethodPost, "/v1/runs", []writ.Role{writ.RoleAgent}, (*Server).handleStartRun},
 	{http.MethodGet, "/v1/runs/{id}", []writ.Role{writ.RoleAgent, writ.RoleAuditor}, (*Server).handleRun},
 	{http.MethodPost, "/v1/runs/{id}/steps/{step}/attempts", []writ.Role{writ.RoleAgent}, (*Server).handleAttempt},
@@ -159,7 +167,8 @@ var routes = []route{
 
 // NewServer returns a Server that answers the routes of the OpenAPI
 // document with svc, the ledger routes with cfg.Ledger, the run routes
-// with cfg.Workflows and the approval routes with cfg.Approvals.
+// with cfg.Workflows, the approval routes with cfg.Approvals and the
+// replay routes with cfg.Replays.
 func NewServer(svc writ.Service, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -181,6 +190,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		ledger:    cfg.Ledger,
 		workflows: cfg.Workflows,
 		approvals: cfg.Approvals,
+		replays:   cfg.Replays,
 		cfg:       cfg,
 		log:       cfg.Logger,
 		rand:      &lockedReader{r: cfg.Rand},

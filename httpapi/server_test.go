@@ -368,12 +368,12 @@ func TestErrorMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		fake := &fakeService{err: tt.err}
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake})
 		for _, req := range slices.Concat([]*http.Request{
 			newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 			newRequest(http.MethodGet, "/v1/records/r1?tenant_id=t", ""),
 			newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-		}, ledgerRequests(), runRequests(), approvalRequests()) {
+		}, ledgerRequests(), runRequests(), approvalRequests(), replayRequests()) {
 			rec := serve(s, req)
 			p := readProblem(t, rec, req, tt.status, tt.code)
 			if p.Detail != writ.ErrorMessage(tt.err) || !reflect.DeepEqual(p.Errors, details) {
@@ -408,12 +408,12 @@ func TestInternalErrorsAreNotShown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, log := newTestServer(tt.svc, Config{Ledger: tt.svc, Workflows: tt.svc, Approvals: tt.svc})
+			s, log := newTestServer(tt.svc, Config{Ledger: tt.svc, Workflows: tt.svc, Approvals: tt.svc, Replays: tt.svc})
 			for _, req := range slices.Concat([]*http.Request{
 				newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 				newRequest(http.MethodGet, "/v1/records/r1?tenant_id=t", ""),
 				newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-			}, ledgerRequests(), runRequests(), approvalRequests()) {
+			}, ledgerRequests(), runRequests(), approvalRequests(), replayRequests()) {
 				rec := serve(s, req)
 				body := rec.Body.String()
 				p := readProblem(t, rec, req, http.StatusInternalServerError, writ.EINTERNAL)
@@ -591,7 +591,7 @@ func TestRecordsPage(t *testing.T) {
 
 func TestMaxInFlight(t *testing.T) {
 	fake := &fakeService{receipt: fullReceipt(), entered: make(chan struct{}), release: make(chan struct{})}
-	s, _ := newTestServer(fake, Config{MaxInFlight: 1, Ledger: fake, Workflows: fake, Approvals: fake})
+	s, _ := newTestServer(fake, Config{MaxInFlight: 1, Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake})
 
 	first := make(chan *httptest.ResponseRecorder)
 	go func() { first <- serve(s, newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`)) }()
@@ -600,7 +600,7 @@ func TestMaxInFlight(t *testing.T) {
 	for _, req := range slices.Concat([]*http.Request{
 		newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
 		newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
-	}, ledgerRequests(), runRequests(), approvalRequests()) {
+	}, ledgerRequests(), runRequests(), approvalRequests(), replayRequests()) {
 		rec := serve(s, req)
 		readProblem(t, rec, req, http.StatusServiceUnavailable, writ.EUNAVAILABLE)
 		if got := rec.Header().Get("Retry-After"); got != "1" {

@@ -14,6 +14,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/replay"
 	"github.com/writhq/writ/webhook"
 )
 
@@ -113,6 +114,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 			Ledger:       eng,
 			Workflows:    eng,
 			Approvals:    eng,
+			Replays:      replay.New(st, replay.Options{}),
 			Authenticate: authenticate,
 			MaxBodyBytes: *maxBody,
 			Logger:       log,
