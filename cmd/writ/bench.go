@@ -69,6 +69,8 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 	// Keys are unique to this run, so a second run against the same
 	// server measures new decisions, not idempotent replays.
 	runTag := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// Against a server that authenticates, the checks go as this agent key.
+	token := m.Getenv("WRIT_API_KEY")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: *conc, MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc}, Timeout: 30 * time.Second}
 	var seq atomic.Int64
 	run := func(d time.Duration, record bool) benchResult {
@@ -90,7 +92,7 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 						continue
 					}
 					t0 := time.Now()
-					status, outcome, err := postCheck(ctx, client, base, body)
+					status, outcome, err := postCheck(ctx, client, base, token, body)
 					lat := time.Since(t0)
 					local.Statuses[strconv.Itoa(status)]++
 					if err != nil || status != http.StatusOK {
@@ -181,12 +183,16 @@ func benchBody(req *writ.CheckRequest, runTag string, n int64) ([]byte, error) {
 	return json.Marshal(&r)
 }
 
-func postCheck(ctx context.Context, c *http.Client, base string, body []byte) (int, string, error) {
+// postCheck sends one check, as the API key token when it is set.
+func postCheck(ctx context.Context, c *http.Client, base, token string, body []byte) (int, string, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/check", bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := c.Do(hreq)
 	if err != nil {
 		return 0, "", err
