@@ -64,6 +64,11 @@ func FuzzSplitSeal(f *testing.F) {
 	f.Add([]byte(`{"audit":{"prev_hash":"x","seq":1}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		input, audit, err := record.SplitSeal(raw)
+		// SealDigest reads the same seal and hashes the same input.
+		digest, audit2, err2 := record.SealDigest(raw)
+		if (err == nil) != (err2 == nil) || audit != audit2 || (err == nil && digest != record.Digest(input)) {
+			t.Fatalf("SealDigest = %s %+v %v, want the digest of SplitSeal's input, %+v %v", digest, audit2, err2, audit, err)
+		}
 		if err != nil {
 			return
 		}
@@ -125,6 +130,9 @@ func TestSealPresealedEqualsCanonicalizingTheSealedRecord(t *testing.T) {
 		input, audit, err := record.SplitSeal(sealed)
 		if err != nil || !bytes.Equal(input, wantInput) || audit.RecordHash != hash {
 			t.Errorf("signed=%v: SplitSeal = %s %+v %v, want the hash input back", signed, input, audit, err)
+		}
+		if digest, daudit, err := record.SealDigest(sealed); err != nil || digest != hash || daudit != audit {
+			t.Errorf("signed=%v: SealDigest = %s %+v %v, want %s %+v", signed, digest, daudit, err, hash, audit)
 		}
 		jcsInput, err := record.HashInput(sealed)
 		if err != nil || !bytes.Equal(jcsInput, input) {

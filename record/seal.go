@@ -91,9 +91,41 @@ func safeJSONString(s string) bool {
 // signature members cut out. A verifier checks Digest(input) against
 // audit.RecordHash; any change to the stored bytes breaks that equality.
 func SplitSeal(raw []byte) (input []byte, audit writ.Audit, err error) {
+	audit, start, end, err := readSeal(raw)
+	if err != nil {
+		return nil, audit, err
+	}
+	block := hashedBlock(audit)
+	input = make([]byte, 0, len(raw))
+	input = append(input, raw[:start]...)
+	input = append(input, block...)
+	input = append(input, raw[end:]...)
+	return input, audit, nil
+}
+
+// SealDigest reads the seal of a stored record like SplitSeal and returns
+// it with the Digest of the bytes its record_hash covers, hashed where
+// they lie instead of copied out first: a verifier of many records saves
+// a copy and an allocation of each.
+func SealDigest(raw []byte) (digest string, audit writ.Audit, err error) {
+	audit, start, end, err := readSeal(raw)
+	if err != nil {
+		return "", audit, err
+	}
+	h := sha256.New()
+	h.Write(raw[:start])
+	h.Write([]byte(hashedBlock(audit)))
+	h.Write(raw[end:])
+	var sum [sha256.Size]byte
+	return "sha256:" + hex.EncodeToString(h.Sum(sum[:0])), audit, nil
+}
+
+// readSeal reads the audit block of a stored record by its one canonical
+// layout and returns it with the block's bounds in raw.
+func readSeal(raw []byte) (audit writ.Audit, start, end int, err error) {
 	i := bytes.Index(raw, auditPrefix)
 	if i < 0 {
-		return nil, audit, fmt.Errorf("record has no audit block starting with prev_hash")
+		return audit, 0, 0, fmt.Errorf("record has no audit block starting with prev_hash")
 	}
 	// The stored seal must be exactly the seal writ writes: whitespace, an
 	// extra member or another order would change the stored bytes (and
@@ -114,15 +146,15 @@ func SplitSeal(raw []byte) (input []byte, audit writ.Audit, err error) {
 	}
 	p.lit(`}`)
 	if p.err != nil {
-		return nil, audit, fmt.Errorf("record's audit block is not in canonical form: %w", p.err)
+		return audit, 0, 0, fmt.Errorf("record's audit block is not in canonical form: %w", p.err)
 	}
-	end := p.at
-	block := `"audit":{"prev_hash":"` + audit.PrevHash + `","seq":` + strconv.FormatInt(audit.Seq, 10) + `}`
-	input = make([]byte, 0, len(raw))
-	input = append(input, raw[:i]...)
-	input = append(input, block...)
-	input = append(input, raw[end:]...)
-	return input, audit, nil
+	return audit, i, p.at, nil
+}
+
+// hashedBlock is the audit block of the hash input: the seal without
+// record_hash, signature and signed_by.
+func hashedBlock(a writ.Audit) string {
+	return `"audit":{"prev_hash":"` + a.PrevHash + `","seq":` + strconv.FormatInt(a.Seq, 10) + `}`
 }
 
 // sealParser reads the canonical audit block; the first error sticks.
