@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -102,25 +103,75 @@ func (r *Rules) pinned(ctx context.Context, hash string) (*pack.Pack, error) {
 
 var statuses = []writ.Status{writ.StatusDecided, writ.StatusDeferred, writ.StatusRejected, writ.StatusEscalated, writ.StatusInFlight, writ.StatusClosed}
 
+// requiredMembers are the record members the schema rule requires to be
+// present and not null.
+var requiredMembers = []string{"record_id", "decision_id", "tenant_id", "decision_key", "decision_version", "timestamp", "status", "actor",
+	"subject_ids", "inputs_refs", "outputs", "evidence_refs", "policy_decisions", "approvals", "controls_active", "lineage", "trace_id", "replay", "audit"}
+
+// requiredFields are the indexes of writ.Record's fields that decode the
+// required members, in the order of requiredMembers (-1 for a member no
+// field decodes).
+var requiredFields = func() []int {
+	t := reflect.TypeFor[writ.Record]()
+	byName := map[string]int{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		byName[name] = i
+	}
+	out := make([]int, len(requiredMembers))
+	for i, m := range requiredMembers {
+		out[i] = -1
+		if f, ok := byName[m]; ok {
+			out[i] = f
+		}
+	}
+	return out
+}()
+
 // Check returns the rules raw breaks, "<rule>: <what>" each.
 func (r *Rules) Check(ctx context.Context, raw []byte) []string {
+	_, out := r.checkDecoded(ctx, raw)
+	return out
+}
+
+// checkDecoded is Check that also returns the record it decoded, or nil
+// if raw does not decode as a record, so that a verifier reads the
+// record's members from it instead of reading raw again.
+func (r *Rules) checkDecoded(ctx context.Context, raw []byte) (*writ.Record, []string) {
 	var out []string
 	bad := func(rule, format string, args ...any) { out = append(out, rule+": "+fmt.Sprintf(format, args...)) }
 
-	var rec writ.Record
-	if err := jsonv2.Unmarshal(raw, &rec, jsonv2.RejectUnknownMembers(true)); err != nil {
+	rec := new(writ.Record)
+	if err := jsonv2.Unmarshal(raw, rec, jsonv2.RejectUnknownMembers(true)); err != nil {
 		bad("schema", "the record does not match the record schema: %v", err)
-		return out
+		return nil, out
 	}
-	var present map[string]jsontext.Value
-	_ = jsonv2.Unmarshal(raw, &present)
-	for _, f := range []string{"record_id", "decision_id", "tenant_id", "decision_key", "decision_version", "timestamp", "status", "actor",
-		"subject_ids", "inputs_refs", "outputs", "evidence_refs", "policy_decisions", "approvals", "controls_active", "lineage", "trace_id", "replay", "audit"} {
-		if v, ok := present[f]; !ok || string(v) == "null" {
-			bad("schema", "required field %s is missing", f)
+	if !surelyPresent(rec) {
+		// A member decoded to its zero value was absent, null or empty:
+		// only the raw members tell which.
+		var present map[string]jsontext.Value
+		_ = jsonv2.Unmarshal(raw, &present)
+		for _, f := range requiredMembers {
+			if v, ok := present[f]; !ok || string(v) == "null" {
+				bad("schema", "required field %s is missing", f)
+			}
 		}
 	}
-	return append(out, r.CheckRecord(ctx, &rec)...)
+	return rec, append(out, r.CheckRecord(ctx, rec)...)
+}
+
+// surelyPresent reports whether every required member of a freshly
+// decoded record decoded to something other than its zero value, and so
+// was present and not null. A record writ writes always is; anything else
+// is checked against its raw members.
+func surelyPresent(rec *writ.Record) bool {
+	v := reflect.ValueOf(rec).Elem()
+	for _, i := range requiredFields {
+		if i < 0 || v.Field(i).IsZero() {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckRecord checks the rules of a record writ is about to seal: the

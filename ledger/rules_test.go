@@ -59,6 +59,10 @@ func TestRules(t *testing.T) {
 		{"escalated refund", "refund-high-value-human-review", func(map[string]any) {}, ""},
 		{"unknown field", "refund-allow", func(m map[string]any) { m["extra"] = 1 }, "schema: "},
 		{"missing field", "refund-allow", func(m map[string]any) { delete(m, "approvals") }, "schema: required field approvals"},
+		{"null field", "refund-allow", func(m map[string]any) { m["approvals"] = nil }, "schema: required field approvals"},
+		// Present but empty members decode to zero values, like absent
+		// ones, and are still present.
+		{"empty fields", "refund-allow", func(m map[string]any) { m["inputs_refs"], m["record_id"] = map[string]any{}, "" }, ""},
 		{"bad status", "refund-allow", func(m map[string]any) { m["status"] = "MAYBE" }, "schema: status"},
 		{"outputs break the spec", "refund-allow", func(m map[string]any) { m["outputs"].(map[string]any)["currency"] = "USD" }, "schema: outputs do not match"},
 		{"allowed without evidence", "refund-allow", func(m map[string]any) { m["evidence_refs"] = []any{"order:ord_881#1"} }, "evidence: the decision was allowed without the identity_verification evidence"},
