@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -140,8 +141,10 @@ type tenantVerifier struct {
 	findings    []Finding
 	n           int64       // records read
 	hashes      []tlog.Hash // the tree recomputed from the records, at tlog storage indexes
+	read        tlog.HashReader
 	prev        Head
 	checkpoints int
+	stored      *storedHashes // the store's tree hashes, compared as the tree grows
 }
 
 func (v *tenantVerifier) add(f Finding) {
@@ -152,55 +155,92 @@ func (v *tenantVerifier) add(f Finding) {
 // checked is what the parallel stage learns of one record.
 type checked struct {
 	raw      []byte
+	leaf     tlog.Hash // the record's Merkle leaf hash
 	audit    writ.Audit
 	recordID string
-	tenantID string
 	problems []Finding
 }
 
+// pageSize is how many records verification asks the source for at once.
 const pageSize = 2048
 
+// chunkSize is how many records one worker checks at a time: small enough
+// that the workers share a page evenly, large enough that handing chunks
+// around costs nothing next to checking them.
+const chunkSize = 64
+
+// chunk is a run of consecutive records, checked by one worker and then
+// linked in order.
+type chunk struct {
+	raws []json.RawMessage
+	out  []checked
+	err  error         // reading the source failed here
+	done chan struct{} // closed when out is filled
+}
+
+// run verifies the tenant's records in a pipeline: one goroutine reads
+// pages from the source, the workers check chunks of them in parallel for
+// everything that does not depend on the record before (hashes,
+// signatures, rules, leaf hashes), and this goroutine links the checked
+// chunks in chain order (chain, tree) while the next ones are read and
+// checked. Findings come out in chain order whatever the workers' timing.
 func (v *tenantVerifier) run(ctx context.Context) error {
-	// Pages are read ahead, one at a time, while the page before is
-	// checked: reading and checking overlap.
-	type fetched struct {
-		page []json.RawMessage
-		err  error
-	}
-	pages := make(chan fetched, 1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		defer close(pages)
-		var after int64
-		for {
-			page, err := v.src.Chain(ctx, v.tenant, after, pageSize)
-			select {
-			case pages <- fetched{page, err}:
-			case <-ctx.Done():
-				return
+	v.read = tlog.HashReaderFunc(v.readHashes)
+	if sc, ok := v.src.(HashScanner); ok {
+		v.stored = &storedHashes{src: sc, tenant: v.tenant}
+		defer v.stored.stop()
+	}
+	// Enough chunks in flight to keep every worker busy while a page is
+	// read, and no more: memory stays a few pages whatever the ledger.
+	inFlight := 2*pageSize/chunkSize + 2*v.opts.Workers
+	ordered := make(chan *chunk, inFlight)
+	work := make(chan *chunk, inFlight)
+	var workers sync.WaitGroup
+	for range v.opts.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for c := range work {
+				if ctx.Err() == nil {
+					for i, raw := range c.raws {
+						c.out[i] = v.checkRecord(ctx, raw)
+					}
+				}
+				close(c.done)
 			}
-			if err != nil || len(page) < pageSize {
-				return
-			}
-			// Page on by the last record's seq, but always forward: a
-			// forged seq must neither loop verification nor make it
-			// read backwards.
-			_, last, _ := record.SplitSeal(page[len(page)-1])
-			next := last.Seq
-			if next <= after {
-				next = after + int64(len(page))
-			}
-			after = next
-		}
+		}()
+	}
+	defer func() {
+		cancel() // stops the reader, which stops the workers
+		workers.Wait()
 	}()
-	for f := range pages {
-		if f.err != nil {
-			return f.err
+	go func() {
+		defer close(work)
+		defer close(ordered)
+		v.readChain(ctx, ordered, work)
+	}()
+	for c := range ordered {
+		if c.err != nil {
+			return c.err
 		}
-		for _, c := range v.checkPage(ctx, f.page) {
-			v.link(c)
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
+		for i := range c.out {
+			v.link(&c.out[i])
+		}
+		if v.stored != nil {
+			if err := v.stored.compare(ctx, v.hashes, false); err != nil {
+				return err
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if hs, ok := v.src.(HeadSource); ok {
 		head, err := hs.Head(ctx, v.tenant)
@@ -212,54 +252,111 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 				Detail: fmt.Sprintf("the chain head is seq %d (%s) but the last stored record is seq %d (%s)", head.Seq, head.Hash, v.prev.Seq, v.prev.Hash)})
 		}
 	}
-	if sc, ok := v.src.(HashScanner); ok {
-		if err := v.compareStoredHashes(ctx, sc); err != nil {
+	if v.stored != nil {
+		if err := v.stored.compare(ctx, v.hashes, true); err != nil {
 			return err
+		}
+		if f := v.stored.finding; f != nil {
+			v.add(*f)
 		}
 	}
 	return v.verifyCheckpoints(ctx)
 }
 
-// checkPage checks the records of one page in parallel: everything that
-// does not depend on the record before.
-func (v *tenantVerifier) checkPage(ctx context.Context, page []json.RawMessage) []checked {
-	out := make([]checked, len(page))
-	var wg sync.WaitGroup
-	next := make(chan int, len(page))
-	for i := range page {
-		next <- i
+// readChain reads the tenant's records page by page and hands them out in
+// chunks: to the workers, and in order to the linker. It stops at the
+// first error, which it passes on in place of a chunk.
+func (v *tenantVerifier) readChain(ctx context.Context, ordered, work chan<- *chunk) {
+	send := func(c *chunk) bool {
+		select {
+		case ordered <- c:
+		case <-ctx.Done():
+			return false
+		}
+		if c.err != nil {
+			return false
+		}
+		select {
+		case work <- c:
+			return true
+		case <-ctx.Done():
+			return false
+		}
 	}
-	close(next)
-	for range min(v.opts.Workers, len(page)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i] = v.checkRecord(ctx, page[i])
+	var after int64
+	for {
+		page, err := v.src.Chain(ctx, v.tenant, after, pageSize)
+		if err != nil {
+			send(&chunk{err: err})
+			return
+		}
+		for i := 0; i < len(page); i += chunkSize {
+			raws := page[i:min(i+chunkSize, len(page))]
+			if !send(&chunk{raws: raws, out: make([]checked, len(raws)), done: make(chan struct{})}) {
+				return
 			}
-		}()
+		}
+		if len(page) < pageSize {
+			return
+		}
+		// Page on by the last record's seq, but always forward: a forged
+		// seq must neither loop verification nor make it read backwards.
+		_, last, _ := record.SplitSeal(page[len(page)-1])
+		next := last.Seq
+		if next <= after {
+			next = after + int64(len(page))
+		}
+		after = next
 	}
-	wg.Wait()
-	return out
 }
 
-func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) checked {
-	c := checked{raw: raw}
+// decodingRules is RecordRules that also returns the record it decoded (a
+// *Rules), so that verification reads the record's id, tenant and
+// timestamp from it instead of reading the record a second time.
+type decodingRules interface {
+	checkDecoded(ctx context.Context, raw []byte) (*writ.Record, []string)
+}
+
+func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) (c checked) {
+	c.raw = raw
+	c.leaf = tlog.RecordHash(raw)
 	problem := func(kind, format string, args ...any) {
 		c.problems = append(c.problems, Finding{Seq: c.audit.Seq, RecordID: c.recordID, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}
 	// The hashes, the chain and the tree need only the seal; the record's
 	// other members are read when signatures or rules need them, or to
 	// name the record in a finding.
-	full := v.opts.Keys != nil || v.opts.Rules != nil
-	var timestamp time.Time
-	if full {
-		recordID, tenantID, ts, err := recordHead(raw)
+	var (
+		timestamp time.Time
+		broken    []string // the rules the record breaks
+	)
+	if v.opts.Keys != nil || v.opts.Rules != nil {
+		var rec *writ.Record
+		switch r := v.opts.Rules.(type) {
+		case nil:
+		case decodingRules:
+			rec, broken = r.checkDecoded(ctx, raw)
+		default:
+			broken = r.Check(ctx, raw)
+		}
+		var (
+			recordID, tenantID string
+			err                error
+		)
+		if rec != nil && rec.RecordID != "" && rec.TenantID != "" && !rec.Timestamp.IsZero() {
+			// The record decoded without error, so it is a JSON object
+			// without duplicate names whose three members are strings,
+			// the timestamp an RFC 3339 time: recordHead would read the
+			// same.
+			recordID, tenantID, timestamp = rec.RecordID, rec.TenantID, rec.Timestamp
+		} else {
+			recordID, tenantID, timestamp, err = recordHead(raw)
+		}
 		if err != nil {
 			problem(FindingMalformed, "the record cannot be read: %v", err)
 			return c
 		}
-		c.recordID, c.tenantID, timestamp = recordID, tenantID, ts
+		c.recordID = recordID
 		if tenantID != v.tenant {
 			problem(FindingMalformed, "the record belongs to tenant %q, found in the chain of %q", tenantID, v.tenant)
 		}
@@ -272,14 +369,14 @@ func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) checked {
 			}
 		}
 	}()
-	input, audit, err := record.SplitSeal(raw)
+	digest, audit, err := record.SealDigest(raw)
 	c.audit = audit
 	if err != nil {
 		problem(FindingMalformed, "%v", err)
 		return c
 	}
-	if got := record.Digest(input); got != audit.RecordHash {
-		problem(FindingHashMismatch, "record_hash %s does not match the record's bytes (%s)", audit.RecordHash, got)
+	if digest != audit.RecordHash {
+		problem(FindingHashMismatch, "record_hash %s does not match the record's bytes (%s)", audit.RecordHash, digest)
 	}
 	if keys := v.opts.Keys; keys != nil {
 		switch sig, err := base64.StdEncoding.DecodeString(audit.Signature); {
@@ -300,16 +397,14 @@ func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) checked {
 			}
 		}
 	}
-	if r := v.opts.Rules; r != nil {
-		for _, msg := range r.Check(ctx, raw) {
-			problem(FindingRuleViolation, "%s", msg)
-		}
+	for _, msg := range broken {
+		problem(FindingRuleViolation, "%s", msg)
 	}
 	return c
 }
 
-// link checks a record's place in the chain and adds it to the tree.
-func (v *tenantVerifier) link(c checked) {
+// link checks a record's place in the chain and adds its leaf to the tree.
+func (v *tenantVerifier) link(c *checked) {
 	v.n++
 	if c.recordID == "" {
 		// Read lazily on the hash-only path: only a finding needs it.
@@ -348,7 +443,7 @@ func (v *tenantVerifier) link(c checked) {
 	if leaves != n {
 		v.hashes = v.hashes[:n]
 	}
-	hs, err := tlog.StoredHashes(v.n-1, c.raw, v.reader())
+	hs, err := tlog.StoredHashesForRecordHash(v.n-1, c.leaf, v.read)
 	if err != nil {
 		v.add(Finding{Seq: a.Seq, RecordID: c.recordID, Kind: FindingMalformed, Detail: err.Error()})
 		return
@@ -363,47 +458,124 @@ func withTenant(fs []Finding, tenant string) []Finding {
 	return fs
 }
 
-func (v *tenantVerifier) reader() tlog.HashReader {
-	return tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
-		out := make([]tlog.Hash, len(indexes))
-		for i, idx := range indexes {
-			if idx < 0 || idx >= int64(len(v.hashes)) {
-				return nil, fmt.Errorf("tree hash %d is beyond the %d records read", idx, v.n)
-			}
-			out[i] = v.hashes[idx]
+// readHashes reads the recomputed tree (a tlog.HashReader).
+func (v *tenantVerifier) readHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		if idx < 0 || idx >= int64(len(v.hashes)) {
+			return nil, fmt.Errorf("tree hash %d is beyond the %d records read", idx, v.n)
 		}
-		return out, nil
-	})
+		out[i] = v.hashes[idx]
+	}
+	return out, nil
 }
 
-// compareStoredHashes compares the store's tree hashes with the tree
-// recomputed from the records.
-func (v *tenantVerifier) compareStoredHashes(ctx context.Context, sc HashScanner) error {
-	const page = 1 << 14
-	var idx int64
-	for idx < int64(len(v.hashes)) {
-		stored, err := sc.ScanHashes(ctx, v.tenant, idx, page)
-		if err != nil {
-			return err
-		}
-		for i, h := range stored {
-			at := idx + int64(i)
-			if at >= int64(len(v.hashes)) {
-				break
+// storedHashes compares the store's tree hashes with the tree recomputed
+// from the records, as the tree grows: a goroutine reads the stored
+// hashes ahead, page by page, while the records are checked. The first
+// hash that differs, or a store that keeps fewer hashes than the records'
+// tree has (truncated), is the finding; comparing stops there.
+type storedHashes struct {
+	src    HashScanner
+	tenant string
+	pages  chan storedPage // nil until the first compare
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	page    storedPage // the page being compared
+	at      int64      // the next index to compare
+	end     bool       // the page is the store's last
+	finding *Finding
+	over    bool // nothing more to compare
+}
+
+type storedPage struct {
+	from   int64
+	hashes []tlog.Hash
+	err    error
+}
+
+// storedPageSize is how many stored hashes one ScanHashes reads.
+const storedPageSize = 1 << 14
+
+func (s *storedHashes) start(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.pages, s.done = make(chan storedPage, 2), make(chan struct{})
+	go func() {
+		defer close(s.done)
+		defer close(s.pages)
+		for from := int64(0); ; from += storedPageSize {
+			hs, err := s.src.ScanHashes(ctx, s.tenant, from, storedPageSize)
+			select {
+			case s.pages <- storedPage{from: from, hashes: hs, err: err}:
+			case <-ctx.Done():
+				return
 			}
-			if h != v.hashes[at] {
-				level, n := tlog.SplitStoredHashIndex(at)
-				v.add(Finding{Kind: FindingTreeHashMismatch, Seq: n<<level + 1, Detail: fmt.Sprintf("stored tree hash %d (level %d, node %d) differs from the records' tree", at, level, n)})
-				return nil
+			if err != nil || len(hs) < storedPageSize {
+				return
 			}
 		}
-		if len(stored) < page {
-			if end := idx + int64(len(stored)); end < int64(len(v.hashes)) {
-				v.add(Finding{Kind: FindingTreeHashMismatch, Detail: fmt.Sprintf("the store keeps %d tree hashes; the records' tree has %d (truncated)", end, len(v.hashes))})
+	}()
+}
+
+func (s *storedHashes) stop() {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+}
+
+// compare compares the stored hashes with the computed ones so far. Until
+// final, it only takes pages already read; when final, tree is the whole
+// recomputed tree, and it reads what it needs.
+func (s *storedHashes) compare(ctx context.Context, tree []tlog.Hash, final bool) error {
+	for !s.over {
+		if s.at >= int64(len(tree)) {
+			if final {
+				s.over = true
 			}
 			return nil
 		}
-		idx += page
+		if s.at >= s.page.from+int64(len(s.page.hashes)) {
+			if s.end {
+				if final {
+					end := s.page.from + int64(len(s.page.hashes))
+					s.finding = &Finding{Kind: FindingTreeHashMismatch, Detail: fmt.Sprintf("the store keeps %d tree hashes; the records' tree has %d (truncated)", end, len(tree))}
+					s.over = true
+				}
+				return nil
+			}
+			if s.pages == nil {
+				s.start(ctx)
+			}
+			var p storedPage
+			var ok bool
+			if final {
+				p, ok = <-s.pages
+			} else {
+				select {
+				case p, ok = <-s.pages:
+				default:
+					return nil
+				}
+			}
+			switch {
+			case !ok:
+				return cmp.Or(ctx.Err(), errors.New("reading the stored tree hashes stopped"))
+			case p.err != nil:
+				return p.err
+			}
+			s.page, s.end = p, len(p.hashes) < storedPageSize
+			continue
+		}
+		for ; s.at < min(int64(len(tree)), s.page.from+int64(len(s.page.hashes))); s.at++ {
+			if s.page.hashes[s.at-s.page.from] != tree[s.at] {
+				level, n := tlog.SplitStoredHashIndex(s.at)
+				s.finding = &Finding{Kind: FindingTreeHashMismatch, Seq: n<<level + 1, Detail: fmt.Sprintf("stored tree hash %d (level %d, node %d) differs from the records' tree", s.at, level, n)}
+				s.over = true
+				return nil
+			}
+		}
 	}
 	return nil
 }
@@ -455,7 +627,7 @@ func (v *tenantVerifier) verifyCheckpoints(ctx context.Context) error {
 			v.add(f)
 			continue
 		}
-		want, err := tlog.TreeHash(size, v.reader())
+		want, err := tlog.TreeHash(size, v.read)
 		if err != nil {
 			return err
 		}

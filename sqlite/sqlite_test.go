@@ -783,3 +783,43 @@ func TestShadowDecisionsAppendOnly(t *testing.T) {
 		t.Errorf("after the refused statements, ShadowDecisions(acme) = %+v, want only %+v", page.Decisions, want)
 	}
 }
+
+// TestVerifyAcrossPages tampers with a chain of several pages of records:
+// the findings come out in chain order, the same whatever the number of
+// workers. (Stored tree hashes across pages: ledger's
+// TestStoredHashesAsTheTreeGrows.)
+func TestVerifyAcrossPages(t *testing.T) {
+	const n = 4200 // records: 3 pages
+	s := openTemp(t)
+	for from := 1; from <= n; from += 1400 {
+		appendAll(t, s, newEntries("acme", from, 1400)...)
+	}
+	db := rawConn(t, s, "records_no_update", "records_no_delete", "record_subjects_no_delete")
+	for _, seq := range []int{100, 2100, 4150} {
+		if _, err := db.Exec(`UPDATE records SET raw = replace(raw, '"payments.refund"', '"payments.REFUND"') WHERE tenant_id = 'acme' AND seq = ?`, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, stmt := range []string{
+		`DELETE FROM record_subjects WHERE tenant_id = 'acme' AND seq = 3000`,
+		`DELETE FROM records WHERE tenant_id = 'acme' AND seq = 3000`,
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"hash_mismatch@100", "hash_mismatch@2100", "missing_record@3001", "hash_mismatch@4150", "tree_hash_mismatch@100"}
+	for _, workers := range []int{1, 4} {
+		rep, err := ledger.Verify(t.Context(), s, ledger.VerifyOptions{Workers: workers})
+		if err != nil {
+			t.Fatalf("Verify(%d workers) = %v", workers, err)
+		}
+		var got []string
+		for _, f := range rep.Findings {
+			got = append(got, fmt.Sprintf("%s@%d", f.Kind, f.Seq))
+		}
+		if !slices.Equal(got, want) || rep.Records != n-1 {
+			t.Errorf("Verify(%d workers) = %v over %d records, want %v over %d", workers, got, rep.Records, want, n-1)
+		}
+	}
+}

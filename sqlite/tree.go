@@ -233,7 +233,7 @@ func (s *Store) ScanHashes(ctx context.Context, tenantID string, from int64, lim
 	out := make([]tlog.Hash, 0, min(limit, 1<<14))
 	for rows.Next() {
 		var idx int64
-		var b []byte
+		var b sql.RawBytes // copied into out below
 		if err := rows.Scan(&idx, &b); err != nil {
 			return nil, fmt.Errorf("sqlite: scan tree hashes: %w", err)
 		}
