@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -37,5 +39,44 @@ func BenchmarkInclusionProof(b *testing.B) {
 			b.Fatal(err)
 		}
 		seq = seq*7919%head.Seq + 1
+	}
+}
+
+// BenchmarkVerify verifies a large existing ledger (its data directory in
+// WRIT_BENCH_DATA, built with `writ ledger generate`, keys in DATA/keys),
+// as `writ ledger verify` does: hash-only, then in full (signatures and
+// rules). It reports records verified per second.
+func BenchmarkVerify(b *testing.B) {
+	dir := os.Getenv("WRIT_BENCH_DATA")
+	if dir == "" {
+		b.Skip("WRIT_BENCH_DATA names no ledger to verify")
+	}
+	s, err := Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ring, err := keyring.Open(filepath.Join(dir, "keys"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		opts ledger.VerifyOptions
+	}{
+		{"hash-only", ledger.VerifyOptions{}},
+		{"full", ledger.VerifyOptions{Keys: ring, Rules: ledger.NewRules(s)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var records int64
+			for b.Loop() {
+				rep, err := ledger.Verify(b.Context(), s, bc.opts)
+				if err != nil || !rep.Intact() {
+					b.Fatalf("Verify = %+v, %v; want an intact ledger", rep, err)
+				}
+				records += rep.Records
+			}
+			b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+		})
 	}
 }
