@@ -60,7 +60,7 @@ const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_h
 
 // APIKey returns an API key by id, revoked or not; see auth.Store.
 func (s *Store) APIKey(ctx context.Context, id string) (*auth.Key, error) {
-	rows, err := s.read.QueryContext(ctx, keyColumns+` WHERE k.key_id = ?`, id)
+	rows, err := s.reads.apiKey.QueryContext(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read API key: %w", err)
 	}

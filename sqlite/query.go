@@ -225,6 +225,8 @@ const chainBlock = 256 << 10
 // parsing their SQL each time cost more than running it.
 type readStmts struct {
 	idempotent, blocked, record, receipt, treeHash *sql.Stmt
+	// apiKey runs on every authenticated request.
+	apiKey *sql.Stmt
 }
 
 func (r *readStmts) prepare(db *sql.DB) error {
@@ -241,6 +243,7 @@ func (r *readStmts) prepare(db *sql.DB) error {
 		{&r.record, `SELECT raw FROM records WHERE record_id = ? AND tenant_id = ?`},
 		{&r.receipt, `SELECT receipt FROM records WHERE record_id = ? AND tenant_id = ?`},
 		{&r.treeHash, `SELECT hash FROM tree_hashes WHERE tenant_id = ? AND idx = ?`},
+		{&r.apiKey, keyColumns + ` WHERE k.key_id = ?`},
 	} {
 		st, err := db.Prepare(p.sql)
 		if err != nil {
@@ -253,7 +256,7 @@ func (r *readStmts) prepare(db *sql.DB) error {
 }
 
 func (r *readStmts) close() {
-	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt, r.treeHash} {
+	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt, r.treeHash, r.apiKey} {
 		if st != nil {
 			st.Close()
 		}
