@@ -11,11 +11,14 @@ require (
 
 require (
 	cel.dev/cel-go v0.33.2
+	github.com/oasisprotocol/curve25519-voi v0.0.0-20230904125328-1f23a7beb09a
 	github.com/transparency-dev/merkle v0.0.2
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/mod v0.42.0
 	modernc.org/sqlite v1.60.1
 )
+
+require golang.org/x/crypto v0.0.0-20220321153916-2c7772ba3064 // indirect
 
 require (
 	cel.dev/expr v0.25.1 // indirect

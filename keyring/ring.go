@@ -1,7 +1,6 @@
 package keyring
 
 import (
-	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -26,8 +25,9 @@ import (
 // to pick them up.
 type Ring struct {
 	mu        sync.RWMutex
-	keys      []Key // sorted by ValidFrom, then ID
-	verifiers map[string]note.Verifier
+	keys      []Key                     // sorted by ValidFrom, then ID
+	verifiers map[string]note.Verifier  // for checkpoint notes
+	records   map[string]recordVerifier // for record signatures
 
 	// Where private keys come from; at most one is set.
 	dir string         // a key directory (Open)
@@ -116,6 +116,7 @@ func NewExternal(key Key, s ExternalSigner) (*Ring, error) {
 func (r *Ring) setKeys(keys []Key) error {
 	sorted := make([]Key, 0, len(keys))
 	verifiers := make(map[string]note.Verifier, len(keys))
+	records := make(map[string]recordVerifier, len(keys))
 	names := make(map[string]string, len(keys))
 	for _, k := range keys {
 		k = k.normalize()
@@ -130,11 +131,12 @@ func (r *Ring) setKeys(keys []Key) error {
 			return invalidf("keys %q and %q have the same name", other, k.ID)
 		}
 		verifiers[k.ID] = v
+		records[k.ID] = newRecordVerifier(k.VerifierKey)
 		names[k.Name] = k.ID
 		sorted = append(sorted, k)
 	}
 	sortKeys(sorted)
-	r.keys, r.verifiers = sorted, verifiers
+	r.keys, r.verifiers, r.records = sorted, verifiers, records
 	return nil
 }
 
@@ -198,15 +200,15 @@ func (r *Ring) VerifyRecordSignature(id string, msg, sig []byte, signedAt time.T
 	r.mu.RLock()
 	i := r.index(id)
 	var k Key
-	var v note.Verifier
+	var v recordVerifier
 	if i >= 0 {
-		k, v = r.keys[i], r.verifiers[id]
+		k, v = r.keys[i], r.records[id]
 	}
 	r.mu.RUnlock()
 	if i < 0 {
 		return wrapf(writ.ENOTFOUND, ErrUnknownKey, "signed by unknown key %q", id)
 	}
-	if len(sig) != ed25519.SignatureSize || !v.Verify(msg, sig) {
+	if !v.verify(msg, sig) {
 		return wrapf(writ.EINVALID, ErrBadSignature, "signature by %s does not verify", id)
 	}
 	if !k.ValidAt(signedAt) {
