@@ -18,7 +18,7 @@ require (
 	modernc.org/sqlite v1.60.1
 )
 
-require golang.org/x/crypto v0.0.0-20220321153916-2c7772ba3064 // indirect
+require golang.org/x/crypto v0.58.0 // indirect
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -34,7 +34,7 @@ require (
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	golang.org/x/exp v0.0.0-20240823005443-9b4947da3948 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20240826202546-f6391c0de4c7 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20240826202546-f6391c0de4c7 // indirect
 	google.golang.org/protobuf v1.36.10 // indirect
