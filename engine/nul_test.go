@@ -44,3 +44,24 @@ func TestNULRefused(t *testing.T) {
 		t.Errorf("a reason with NUL: %v, want invalid", err)
 	}
 }
+
+// TestNULRefusedInAttempts: a step attempt holding U+0000 is refused and
+// does not count.
+func TestNULRefusedInAttempts(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, example("storybook"))
+	run := startStorybookRun(t, h)
+	before := h.count(t, "acme")
+	req := attemptReq(run, "visual_check", badResult)
+	req.Result = map[string]any{"note": "x\x00y"}
+	if _, err := h.eng.SubmitAttempt(ctx, req); writ.ErrorCode(err) != writ.EINVALID {
+		t.Fatalf("attempt with NUL: %v, want invalid", err)
+	}
+	if after := h.count(t, "acme"); after != before {
+		t.Errorf("a refused attempt wrote %d records", after-before)
+	}
+	v, err := h.eng.SubmitAttempt(ctx, attemptReq(run, "visual_check", badResult))
+	if err != nil || v.AttemptsUsed != 1 {
+		t.Errorf("the next attempt = %+v, %v; want it counted as the first", v, err)
+	}
+}

@@ -378,6 +378,9 @@ func (e *Engine) verdictRecord(req *writ.AttemptRequest, w *pack.Workflow, st *r
 	if err != nil {
 		return nil, nil, err
 	}
+	if hasNUL(envelope) {
+		return nil, nil, errNUL
+	}
 	payload, err := record.CanonicalDigest(e.redactor.Map(req.Result))
 	if err != nil {
 		return nil, nil, &writ.Error{Code: writ.EINVALID, Message: "result: " + err.Error()}
