@@ -192,6 +192,24 @@ func (e *Engine) foldRun(tenantID, runID string, evs []ledger.RunEvent) (*runSta
 	return st, nil
 }
 
+// retryAt is when the step may be attempted again: the time of its last
+// attempt plus that verdict's retry_after, when that verdict was a retry
+// with a backoff.
+func (st *runState) retryAt(step string) (time.Time, bool) {
+	h := st.run.History
+	for i := len(h) - 1; i >= 0; i-- {
+		ev := h[i]
+		if ev.Kind != ledger.StepAttempt || ev.StepID != step || ev.Verdict == nil {
+			continue
+		}
+		if ev.Verdict.State != writ.VerdictRetry || ev.Verdict.RetryAfterMS <= 0 {
+			return time.Time{}, false
+		}
+		return ev.At.Add(time.Duration(ev.Verdict.RetryAfterMS) * time.Millisecond), true
+	}
+	return time.Time{}, false
+}
+
 // apply moves the run by a verdict.
 func (st *runState) apply(v *writ.StepVerdict) {
 	r := st.run
@@ -247,6 +265,11 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 		return nil, &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("step %s is out of order: run %s is at step %s", req.StepID, r.RunID, r.CurrentStep)}
 	}
 	now := e.now().UTC()
+	if at, ok := st.retryAt(req.StepID); ok && now.Before(at) {
+		// The contract's backoff holds: an early attempt is refused before
+		// it is evaluated, so it neither counts nor is recorded.
+		return nil, &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("step %s may be attempted again from %s (the last verdict's retry_after_ms); this attempt was not counted", req.StepID, at.Format(time.RFC3339Nano))}
+	}
 	verdict, err := e.evaluate(req, w, st)
 	if err != nil {
 		return nil, err

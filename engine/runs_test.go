@@ -107,13 +107,14 @@ func TestRetriesSurviveARestart(t *testing.T) {
 	pol := compile(t, example("storybook"))
 	dir := t.TempDir()
 	seed := byte(3)
+	clk := newClock(exampleClock)
 	open := func() (*engine.Engine, *sqlite.Store) {
 		seed++ // a restarted process draws fresh ids
 		st, err := sqlite.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng, err := engine.New(ctx, engine.Config{Policy: pol, Store: st, BindingKey: testBindingKey, Now: func() time.Time { return exampleClock }, Random: newSeededReader(seed)})
+		eng, err := engine.New(ctx, engine.Config{Policy: pol, Store: st, BindingKey: testBindingKey, Now: clk.Now, Random: newSeededReader(seed)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,6 +131,7 @@ func TestRetriesSurviveARestart(t *testing.T) {
 		if v.State != writ.VerdictRetry || v.AttemptsUsed != i+1 || v.AttemptsLeft != wantLeft || v.RetryPrompt != "Return missing screenshots and validation details." {
 			t.Fatalf("attempt %d verdict = %+v", i+1, v)
 		}
+		clk.Add(time.Duration(v.RetryAfterMS) * time.Millisecond) // the backoff, exactly
 	}
 	eng.Close()
 	st.Close()
@@ -194,5 +196,33 @@ func TestBadAttemptsWriteNothing(t *testing.T) {
 	}
 	if got := events(); got != n {
 		t.Errorf("run events = %d after bad attempts, want %d", got, n)
+	}
+}
+
+// TestEarlyAttemptRefused: an attempt before the last retry verdict's
+// retry_after is refused, counts nothing and writes nothing; once the
+// backoff has passed, the attempt counts.
+func TestEarlyAttemptRefused(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock(exampleClock)
+	h := newHarness(t, example("storybook"), withClock(clk))
+	run := startStorybookRun(t, h)
+	v, err := h.eng.SubmitAttempt(ctx, attemptReq(run, "visual_check", badResult))
+	if err != nil || v.State != writ.VerdictRetry || v.RetryAfterMS <= 0 {
+		t.Fatalf("first attempt = %+v, %v; want a retry with a backoff", v, err)
+	}
+	before := h.count(t, "acme")
+	clk.Add(time.Duration(v.RetryAfterMS-1) * time.Millisecond)
+	_, err = h.eng.SubmitAttempt(ctx, attemptReq(run, "visual_check", badResult))
+	if writ.ErrorCode(err) != writ.ECONFLICT || !strings.Contains(err.Error(), "retry_after_ms") {
+		t.Fatalf("attempt 1 ms early: %v, want a conflict naming retry_after_ms", err)
+	}
+	if n := h.count(t, "acme"); n != before {
+		t.Errorf("an early attempt wrote %d records", n-before)
+	}
+	clk.Add(time.Millisecond)
+	v, err = h.eng.SubmitAttempt(ctx, attemptReq(run, "visual_check", badResult))
+	if err != nil || v.AttemptsUsed != 2 {
+		t.Fatalf("attempt at retry_after = %+v, %v; want it counted as the second", v, err)
 	}
 }

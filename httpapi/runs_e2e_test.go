@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
@@ -38,7 +40,11 @@ func TestRunsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.New(ctx, engine.Config{Policy: pol, Store: st, BindingKey: bytes.Repeat([]byte{0x5a}, 32)})
+	// The clock runs from now; skip moves it past a retry's backoff.
+	var ahead atomic.Int64
+	skip := func(d time.Duration) { ahead.Add(int64(d)) }
+	eng, err := engine.New(ctx, engine.Config{Policy: pol, Store: st, BindingKey: bytes.Repeat([]byte{0x5a}, 32),
+		Now: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +96,7 @@ func TestRunsEndToEnd(t *testing.T) {
 	if err != nil || v.State != writ.VerdictRetry || len(v.Failed) != 3 || v.RetryPrompt == "" {
 		t.Fatalf("SubmitAttempt(visual_check, missing evidence) = %+v, %v; want retry with 3 failed checks", v, err)
 	}
+	skip(time.Duration(v.RetryAfterMS) * time.Millisecond)
 
 	// writ observes the browser call through a boundary check of the step.
 	rcpt, err := c.Check(ctx, &writ.CheckRequest{

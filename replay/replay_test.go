@@ -82,7 +82,7 @@ func storybookRuns(t *testing.T, h *harness) *harness {
 		if v.State != want {
 			t.Fatalf("SubmitAttempt(%s, %s) = %s, want %s", a.RunID, a.StepID, v.State, want)
 		}
-		h.clk.Add(time.Second)
+		h.clk.Add(5 * time.Second) // past any retry_after_ms of the contract (2 s ± 20 %)
 	}
 	for _, run := range []string{"run_ok", "run_abort"} {
 		if _, err := h.eng.StartRun(ctx, &writ.StartRunRequest{TenantID: "acme", WorkflowID: "ui.component.change", RunID: run,
