@@ -450,3 +450,41 @@ func TestApprovalWebhookOverHTTP(t *testing.T) {
 		t.Errorf("webhook attempts = %d, want the failed first one retried", n)
 	}
 }
+
+// TestApprovalsCommandLine drives writ approvals list, show, approve and
+// deny against the real server, as the approver's key.
+func TestApprovalsCommandLine(t *testing.T) {
+	w := newTenantWorld(t)
+	run := func(token string, args ...string) (string, error) {
+		cmd := exec.Command(writBinary, append([]string{"approvals"}, args...)...)
+		cmd.Env = append(os.Environ(), "WRIT_API_KEY="+token, "WRIT_SERVER="+w.srv.url)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	fin := w.tokens["acme/approver"]
+	out, err := run(fin, "list")
+	if err != nil || !strings.Contains(out, w.approvalID) || !strings.Contains(out, "GATE_FINANCE_APPROVAL") || !strings.Contains(out, "finance_approvers") {
+		t.Fatalf("writ approvals list: %v\n%s", err, out)
+	}
+	if out, err := run(fin, "list", "--state", "approved"); err != nil || strings.Contains(out, w.approvalID) {
+		t.Errorf("writ approvals list --state approved: %v\n%s\nwant the pending request left out", err, out)
+	}
+	out, err = run(fin, "show", w.approvalID)
+	var a writ.ApprovalRequest
+	if err != nil || json.Unmarshal([]byte(out), &a) != nil || a.ApprovalID != w.approvalID || a.Binding.DecisionKey != "support.refund.execute" {
+		t.Fatalf("writ approvals show: %v\n%s", err, out)
+	}
+	if out, err := run(fin, "approve", w.approvalID); err == nil || !strings.Contains(out, "--reason") {
+		t.Errorf("approve without --reason: %v\n%s; want a usage error", err, out)
+	}
+	if out, err := run(w.tokens["acme/agent"], "approve", "--reason", "mine", w.approvalID); err == nil || !strings.Contains(out, "approver") {
+		t.Errorf("approve as the agent: %v\n%s; want refused for want of the approver role", err, out)
+	}
+	out, err = run(fin, "approve", "--reason", "order history checked", w.approvalID)
+	if err != nil || !strings.Contains(out, w.approvalID+" approved by user_finance_lead_77") {
+		t.Fatalf("writ approvals approve: %v\n%s", err, out)
+	}
+	if out, err := run(fin, "deny", "--reason", "changed my mind", w.approvalID); err == nil || !strings.Contains(out, "already approved") {
+		t.Errorf("deny after approval: %v\n%s; want a conflict", err, out)
+	}
+}
