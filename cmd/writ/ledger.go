@@ -102,6 +102,15 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !*hashOnly {
+		// Approval requests and events are not sealed; the records
+		// written with them are, and must bear them out.
+		fs, err := ledger.VerifyApprovals(ctx, st, time.Now())
+		if err != nil {
+			return err
+		}
+		rep.Findings = append(rep.Findings, fs...)
+	}
 	if err := m.printReport(rep, *asJSON, time.Since(start)); err != nil {
 		return err
 	}
