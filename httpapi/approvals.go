@@ -95,12 +95,7 @@ func (s *Server) handleApproval(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNoApprovals)
 		return
 	}
-	values, err := scopedQuery(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	tenantID, err := parseTenantQuery(values)
+	tenantID, err := queryTenant(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

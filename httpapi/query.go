@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -92,6 +93,16 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 // /v1/records/{id}/replay, POST /v1/ledger/checkpoint, GET
 // /v1/runs/{id}, POST /v1/runs/{id}/steps/{step}/attempts and GET
 // /v1/approvals/{id}: the tenant alone.
+// queryTenant reads the tenant of a request whose query names nothing
+// else: the key's tenant when the server authenticates (see scopedQuery).
+func queryTenant(r *http.Request) (string, error) {
+	values, err := scopedQuery(r)
+	if err != nil {
+		return "", err
+	}
+	return parseTenantQuery(values)
+}
+
 func parseTenantQuery(v url.Values) (tenantID string, err error) {
 	p := queryParser{values: v}
 	p.allow(paramTenantID)

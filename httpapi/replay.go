@@ -37,12 +37,7 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNoReplays)
 		return
 	}
-	values, err := scopedQuery(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	tenantID, err := parseTenantQuery(values)
+	tenantID, err := queryTenant(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -101,12 +101,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNoWorkflows)
 		return
 	}
-	values, err := scopedQuery(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	tenantID, err := parseTenantQuery(values)
+	tenantID, err := queryTenant(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -168,11 +163,7 @@ func (s *Server) handleAttempt(w http.ResponseWriter, r *http.Request) {
 // that names the tenant, the run or the step is refused, so that no
 // attempt is ever filed under a run its caller did not address.
 func (s *Server) decodeAttempt(w http.ResponseWriter, r *http.Request) (*writ.AttemptRequest, error) {
-	values, err := scopedQuery(r)
-	if err != nil {
-		return nil, err
-	}
-	tenantID, err := parseTenantQuery(values)
+	tenantID, err := queryTenant(r)
 	if err != nil {
 		return nil, err
 	}

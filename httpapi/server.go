@@ -365,12 +365,7 @@ func (s *Server) writeFailClosed(w http.ResponseWriter, r *http.Request, rcpt *w
 
 // handleRecord serves GET /v1/records/{id}: the record's sealed bytes.
 func (s *Server) handleRecord(w http.ResponseWriter, r *http.Request) {
-	values, err := scopedQuery(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	tenantID, err := parseTenantQuery(values)
+	tenantID, err := queryTenant(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
