@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -290,26 +289,18 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		rc, err := e.failClosed(rq, r, "the presented approval could not be read", err)
 		return rc, "", err
 	}
-	evidenceHash, err := record.EvidenceSnapshotHash(rq, now, e.redactor)
+	digests, err := record.InputDigests(rq, now, e.redactor)
 	if err != nil {
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
-	redactedArgs, err := record.ArgumentsDigest(e.redactor.Map(rq.Arguments))
-	if err != nil {
-		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
-	}
-	binding := writ.ApprovalBinding{DecisionKey: r.Spec.DecisionKey, ArgumentsDigest: argsDigest, RedactedArgumentsDigest: redactedArgs,
-		EvidenceSnapshotHash: evidenceHash, BundleRevisions: slices.Clone(r.PolicyVersions)}
-	if binding.BundleRevisions == nil {
-		binding.BundleRevisions = []string{}
-	}
+	binding := record.Binding(r, digests, argsDigest)
 	d := e.policy.Decide(r, rq, now)
 	d.ApplyApprovals(presented, binding, now)
 	envHash := record.Digest(envelope)
 	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
 	rec, err := record.Build(record.Input{
 		RecordID: recordID, DecisionID: decisionID, Now: now,
-		Request: rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor,
+		Request: rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor, Digests: &digests,
 	})
 	if err != nil {
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
@@ -368,7 +359,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	if rc.MustNotRetrySameAction && !rc.SafeToExecute {
 		entry.Block = &block
 	}
-	entry.Shadow = e.decideShadow(rq, presented, binding, rc, rec, now)
+	entry.Shadow = e.decideShadow(rq, presented, digests, argsDigest, rc, rec, now)
 	if err := e.appender.Append(ctx, entry); err != nil {
 		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
 		return rc, "", err
@@ -390,7 +381,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 // without a shadow pack, or when the shadow pack cannot resolve the check
 // (it does not know the tool or decision key): then there is nothing to
 // compare, and the enforced decision stands alone.
-func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalRequest, binding writ.ApprovalBinding, rc *writ.Receipt, rec *writ.Record, now time.Time) *ledger.ShadowDecision {
+func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalRequest, digests record.Digests, argsDigest string, rc *writ.Receipt, rec *writ.Record, now time.Time) *ledger.ShadowDecision {
 	sh := e.shadow
 	if sh == nil {
 		return nil
@@ -400,13 +391,8 @@ func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalR
 		e.log.Debug("shadow pack cannot resolve the check", "pack", sh.Pack.ID(), "record", rec.RecordID, "err", err)
 		return nil
 	}
-	binding.DecisionKey = r.Spec.DecisionKey
-	binding.BundleRevisions = slices.Clone(r.PolicyVersions)
-	if binding.BundleRevisions == nil {
-		binding.BundleRevisions = []string{}
-	}
 	d := sh.Decide(r, rq, now)
-	d.ApplyApprovals(presented, binding, now)
+	d.ApplyApprovals(presented, record.Binding(r, digests, argsDigest), now)
 	src := d.Receipt(r, rq, rec.DecisionID)
 	reasons := make([]writ.Reason, 0, len(src.Reasons))
 	for _, x := range src.Reasons {

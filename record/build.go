@@ -31,6 +31,10 @@ type Input struct {
 	// envelope (see Envelope).
 	EnvelopeHash string
 	Redactor     *Redactor
+	// Digests, when set, are InputDigests of Request at Now, already
+	// computed by the caller (for the approval binding); Build computes
+	// them when nil.
+	Digests *Digests
 }
 
 // Build builds the unsealed decision record of a boundary check. The
@@ -38,14 +42,15 @@ type Input struct {
 func Build(in Input) (*writ.Record, error) {
 	req, r, d, red := in.Request, in.Resolved, in.Decision, in.Redactor
 	_, refs := validEvidence(req, in.Now)
-	evidenceHash, err := EvidenceSnapshotHash(req, in.Now, red)
-	if err != nil {
-		return nil, err
+	dg := in.Digests
+	if dg == nil {
+		d, err := InputDigests(req, in.Now, red)
+		if err != nil {
+			return nil, err
+		}
+		dg = &d
 	}
-	argsDigest, err := ArgumentsDigest(red.Map(req.Arguments))
-	if err != nil {
-		return nil, err
-	}
+	evidenceHash, argsDigest := dg.EvidenceSnapshot, dg.Arguments
 
 	outputs := red.Map(req.Outputs)
 	if outputs == nil {
@@ -119,11 +124,48 @@ func Build(in Input) (*writ.Record, error) {
 		})
 	}
 	if len(rec.ToolLineage) > 0 {
-		if rec.Replay.ToolTranscriptChainHash, err = CanonicalDigest(rec.ToolLineage); err != nil {
+		h, err := CanonicalDigest(rec.ToolLineage)
+		if err != nil {
 			return nil, err
 		}
+		rec.Replay.ToolTranscriptChainHash = h
 	}
 	return rec, nil
+}
+
+// Digests are the digests of a check's redacted inputs that its record's
+// replay block carries and approvals are bound to.
+type Digests struct {
+	// EvidenceSnapshot is EvidenceSnapshotHash of the check.
+	EvidenceSnapshot string
+	// Arguments is ArgumentsDigest of the redacted arguments.
+	Arguments string
+}
+
+// InputDigests computes the Digests of req decided at now.
+func InputDigests(req *writ.CheckRequest, now time.Time, red *Redactor) (Digests, error) {
+	ev, err := EvidenceSnapshotHash(req, now, red)
+	if err != nil {
+		return Digests{}, err
+	}
+	args, err := ArgumentsDigest(red.Map(req.Arguments))
+	if err != nil {
+		return Digests{}, err
+	}
+	return Digests{EvidenceSnapshot: ev, Arguments: args}, nil
+}
+
+// Binding is what an approval of the check resolved as r binds: its
+// decision key, bundle revisions and digests. keyedArgs is the Binder's
+// digest of the unredacted arguments; replay, which never sees them,
+// passes "".
+func Binding(r *policy.Resolved, dg Digests, keyedArgs string) writ.ApprovalBinding {
+	revs := slices.Clone(r.PolicyVersions)
+	if revs == nil {
+		revs = []string{}
+	}
+	return writ.ApprovalBinding{DecisionKey: r.Spec.DecisionKey, ArgumentsDigest: keyedArgs, RedactedArgumentsDigest: dg.Arguments,
+		EvidenceSnapshotHash: dg.EvidenceSnapshot, BundleRevisions: revs}
 }
 
 // EvidenceSnapshotHash is the digest of the evidence a check is decided

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/writhq/writ"
@@ -32,21 +31,14 @@ func decideCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.Approval
 	return r, d, nil
 }
 
-// replayBinding is the binding of req as replay can know it.
+// replayBinding is the binding of req as replay can know it: no keyed
+// arguments digest.
 func replayBinding(pin *pinned, r *policy.Resolved, req *writ.CheckRequest, now time.Time) (writ.ApprovalBinding, error) {
-	evidence, err := record.EvidenceSnapshotHash(req, now, pin.red)
+	dg, err := record.InputDigests(req, now, pin.red)
 	if err != nil {
 		return writ.ApprovalBinding{}, err
 	}
-	args, err := record.ArgumentsDigest(pin.red.Map(req.Arguments))
-	if err != nil {
-		return writ.ApprovalBinding{}, err
-	}
-	b := writ.ApprovalBinding{DecisionKey: r.Spec.DecisionKey, RedactedArgumentsDigest: args, EvidenceSnapshotHash: evidence, BundleRevisions: slices.Clone(r.PolicyVersions)}
-	if b.BundleRevisions == nil {
-		b.BundleRevisions = []string{}
-	}
-	return b, nil
+	return record.Binding(r, dg, ""), nil
 }
 
 // rebuildCheck decides req again and builds its record with the
