@@ -42,8 +42,8 @@ func (e *Engine) presentedApprovals(ctx context.Context, req *writ.CheckRequest,
 // askApprovals creates the approval requests a decision waits on: one per
 // gate still open when the decision needs an approval, or a terminal one
 // when it escalates. A request still pending for the same gate and
-// binding is pointed to again instead of asking twice. The receipt is
-// pointed at the requests.
+// binding is pointed to again instead of asking twice. The receipt rc,
+// already redacted, is pointed at the requests.
 func (e *Engine) askApprovals(ctx context.Context, rq *writ.CheckRequest, r *policy.Resolved, d *policy.Decision, rc *writ.Receipt, rec *writ.Record, binding writ.ApprovalBinding, now time.Time) ([]ledger.NewApproval, error) {
 	var gates []string
 	switch d.Effect {
@@ -95,15 +95,11 @@ func (e *Engine) newApprovalRequest(ctx context.Context, rq *writ.CheckRequest, 
 	if p := writ.PrincipalFrom(ctx); p != nil {
 		by.KeyID, by.Subject = p.KeyID, p.Subject
 	}
-	reasons := make([]writ.Reason, 0, len(rc.Reasons))
-	for _, x := range rc.Reasons {
-		reasons = append(reasons, writ.Reason{Code: x.Code, Message: e.redactor.String(x.Message)})
-	}
 	return &writ.ApprovalRequest{
 		ApprovalID: e.newID("apr_", now), TenantID: rq.TenantID, GateID: gate, Terminal: terminal, TargetHint: hint,
 		ApprovalModeEffective: r.ApprovalMode, Binding: binding,
 		RecordID: rec.RecordID, DecisionID: rec.DecisionID, ReplayPacketID: rec.Replay.ReplayPacketID, TraceID: rec.TraceID,
-		SubjectIDs: slices.Clone(rec.SubjectIDs), RequestedBy: by, Reasons: reasons,
+		SubjectIDs: slices.Clone(rec.SubjectIDs), RequestedBy: by, Reasons: slices.Clone(rc.Reasons), // already redacted
 		CreatedAt: now, ExpiresAt: now.Add(ttl), Allowance: allowance,
 		State: writ.ApprovalPending, Events: []writ.ApprovalEvent{},
 	}

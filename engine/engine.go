@@ -307,12 +307,12 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	}
 	rc := d.Receipt(r, rq, decisionID)
 	rc.Metadata = writ.Metadata{RecordID: recordID, DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: rq.TraceID}
+	redactReceipt(e.redactor, rc)
 	newApprovals, err := e.askApprovals(ctx, rq, r, d, rc, rec, binding, now)
 	if err != nil {
 		rc, err := e.failClosed(rq, r, "pending approvals could not be looked up", err)
 		return rc, "", err
 	}
-	redactReceipt(e.redactor, rc)
 	rcJSON, err := json.Marshal(rc)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode receipt: %w", err)
@@ -394,15 +394,12 @@ func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalR
 	d := sh.Decide(r, rq, now)
 	d.ApplyApprovals(presented, record.Binding(r, digests, argsDigest), now)
 	src := d.Receipt(r, rq, rec.DecisionID)
-	reasons := make([]writ.Reason, 0, len(src.Reasons))
-	for _, x := range src.Reasons {
-		reasons = append(reasons, writ.Reason{Code: x.Code, Message: e.redactor.String(x.Message)})
-	}
+	redactReceipt(e.redactor, src)
 	return &ledger.ShadowDecision{
 		TenantID: rq.TenantID, RecordID: rec.RecordID, DecisionKey: r.Spec.DecisionKey, At: now,
 		Pack: sh.Pack.ID(), PackHash: sh.Pack.Hash,
 		EnforcedOutcome: rc.Outcome, Outcome: src.Outcome, Status: d.Effect.Status(),
-		PolicyDecisions: record.PolicyDecisions(d), Reasons: reasons,
+		PolicyDecisions: record.PolicyDecisions(d), Reasons: src.Reasons,
 	}
 }
 
