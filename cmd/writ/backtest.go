@@ -37,18 +37,8 @@ func (m *Main) backtest(ctx context.Context, args []string) error {
 		return usagef("usage: writ backtest --pack CANDIDATE_DIR --tenant T [--from TIME] [--to TIME] [--decision-key K] [--json] [--data DIR | --store URL]")
 	}
 	opts := replay.BacktestOptions{TenantID: *tenant, DecisionKey: *decisionKey, Examples: *examples}
-	for _, t := range []struct {
-		flag, in string
-		out      *time.Time
-	}{{"--from", *from, &opts.From}, {"--to", *to, &opts.To}} {
-		if t.in == "" {
-			continue
-		}
-		v, err := time.Parse(time.RFC3339, t.in)
-		if err != nil {
-			return usagef("bad %s %q: want RFC 3339", t.flag, t.in)
-		}
-		*t.out = v
+	if err := parseWindow(*from, *to, &opts.From, &opts.To); err != nil {
+		return err
 	}
 	cand, err := loadPolicy(*packDir)
 	if err != nil {

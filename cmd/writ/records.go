@@ -47,19 +47,8 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 		return usagef("--limit must be 1..1000")
 	}
 	q.Status = writ.Status(*status)
-	for _, t := range []struct {
-		flag string
-		in   string
-		out  *time.Time
-	}{{"--from", *from, &q.From}, {"--to", *to, &q.To}} {
-		if t.in == "" {
-			continue
-		}
-		v, err := time.Parse(time.RFC3339, t.in)
-		if err != nil {
-			return usagef("bad %s %q: want RFC 3339", t.flag, t.in)
-		}
-		*t.out = v
+	if err := parseWindow(*from, *to, &q.From, &q.To); err != nil {
+		return err
 	}
 	st, err := openExisting(*data, *storeURL)
 	if err != nil {
@@ -113,4 +102,23 @@ func (m *Main) recordsGet(ctx context.Context, args []string) error {
 	}
 	_, err = fmt.Fprintf(m.Stdout, "%s\n", r.Raw)
 	return err
+}
+
+// parseWindow parses the --from and --to flags (RFC 3339; empty leaves the
+// bound unset) into from and to.
+func parseWindow(fromFlag, toFlag string, from, to *time.Time) error {
+	for _, t := range []struct {
+		flag, in string
+		out      *time.Time
+	}{{"--from", fromFlag, from}, {"--to", toFlag, to}} {
+		if t.in == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.in)
+		if err != nil {
+			return usagef("bad %s %q: want RFC 3339", t.flag, t.in)
+		}
+		*t.out = v
+	}
+	return nil
 }

@@ -33,18 +33,8 @@ func (m *Main) shadow(ctx context.Context, args []string) error {
 	if q.TenantID == "" || fs.NArg() != 0 || *examples < 1 {
 		return usagef("usage: writ shadow report --tenant T [--pack-hash H] [--decision-key K] [--from TIME] [--to TIME] [--json]")
 	}
-	for _, t := range []struct {
-		flag, in string
-		out      *time.Time
-	}{{"--from", *from, &q.From}, {"--to", *to, &q.To}} {
-		if t.in == "" {
-			continue
-		}
-		v, err := time.Parse(time.RFC3339, t.in)
-		if err != nil {
-			return usagef("bad %s %q: want RFC 3339", t.flag, t.in)
-		}
-		*t.out = v
+	if err := parseWindow(*from, *to, &q.From, &q.To); err != nil {
+		return err
 	}
 	st, err := openExisting(*data, *storeURL)
 	if err != nil {
