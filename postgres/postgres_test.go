@@ -407,6 +407,18 @@ func TestEnsurePartitions(t *testing.T) {
 	if got, err := st.Record(ctx, "acme", rec.RecordID); err != nil || got.Record.RecordID != rec.RecordID {
 		t.Errorf("Record() = %v, %v", got, err)
 	}
+	// Every partition, those there when migration 0005 ran and those
+	// created since, compresses the record's large values with LZ4.
+	var notLZ4 []string
+	if err := st.pool.QueryRow(ctx, `SELECT coalesce(array_agg(c.relname || '.' || a.attname ORDER BY c.relname, a.attname), '{}')
+		FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+		WHERE (c.oid = 'records'::regclass OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'records'::regclass))
+		  AND a.attname IN ('raw', 'doc', 'receipt') AND a.attcompression <> 'l'`).Scan(&notLZ4); err != nil {
+		t.Fatal(err)
+	}
+	if len(notLZ4) > 0 {
+		t.Errorf("columns not compressed with lz4: %v", notLZ4)
+	}
 }
 
 // The seed's query patterns, verbatim.
