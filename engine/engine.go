@@ -239,26 +239,22 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
-	if req.IdempotencyKey != "" {
-		prior, err := e.store.Idempotent(ctx, req.TenantID, req.IdempotencyKey)
-		if err != nil {
-			return e.failClosed(req, r, "the idempotency key could not be looked up", err)
-		}
-		if prior != nil {
-			return repeated(prior, argsDigest, writ.RepeatedIdempotent)
-		}
-	}
 	actionDigest, err := e.binder.Action(req, r.Spec.DecisionKey)
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
 	block := ledger.BlockKey{DecisionKey: r.Spec.DecisionKey, ArgsDigest: actionDigest, PackHash: e.policy.Pack.Hash}
-	prior, err := e.store.Blocked(ctx, req.TenantID, block)
+	// One read answers both: an earlier answer under the idempotency key
+	// comes first, then a block on the action.
+	priors, err := e.store.Priors(ctx, req.TenantID, req.IdempotencyKey, block)
 	if err != nil {
-		return e.failClosed(req, r, "blocked actions could not be looked up", err)
+		return e.failClosed(req, r, "the idempotency key and blocked actions could not be looked up", err)
 	}
-	if prior != nil {
-		return repeated(prior, actionDigest, writ.RepeatedMustNotRetry)
+	if priors.Idempotent != nil {
+		return repeated(priors.Idempotent, argsDigest, writ.RepeatedIdempotent)
+	}
+	if priors.Blocked != nil {
+		return repeated(priors.Blocked, actionDigest, writ.RepeatedMustNotRetry)
 	}
 
 	// A presented approval can be redeemed or decided concurrently by

@@ -137,6 +137,14 @@ type Prior struct {
 	RecordID   string
 }
 
+// Priors are the earlier answers a check looks up before deciding: the
+// answer under its idempotency key and the first answer for its action if
+// that is blocked, each nil when there is none.
+type Priors struct {
+	Idempotent *Prior
+	Blocked    *Prior
+}
+
 // Entry is one record to append and what travels with it in the same
 // transaction.
 type Entry struct {
@@ -201,6 +209,10 @@ type Store interface {
 	Idempotent(ctx context.Context, tenantID, key string) (*Prior, error)
 	// Blocked returns the first answer for a blocked action, or nil.
 	Blocked(ctx context.Context, tenantID string, key BlockKey) (*Prior, error)
+	// Priors answers Idempotent (unless idempotencyKey is empty) and
+	// Blocked together, as one read where the store can: what a check
+	// looks up before it decides.
+	Priors(ctx context.Context, tenantID, idempotencyKey string, block BlockKey) (Priors, error)
 	// PutBlobs stores blobs content-addressed (insert if absent), durably.
 	PutBlobs(ctx context.Context, blobs []Blob) error
 	// Blob returns a blob by hash, or ENOTFOUND.

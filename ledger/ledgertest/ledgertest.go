@@ -535,6 +535,7 @@ func testBlocks(t *testing.T, st ledger.Store) {
 	// transaction or earlier in the same batch.
 	first := NewEntry(NewRecord("acme", 1))
 	first.Block = &key
+	first.Idempotency = &ledger.IdempotencyClaim{Key: "k-blocked", ArgsDigest: "sha256:" + strings.Repeat("5b", 32)}
 	mustAppend(t, st, first)
 	second := NewEntry(NewRecord("acme", 2))
 	second.Block = &key
@@ -564,10 +565,23 @@ func testBlocks(t *testing.T, st ledger.Store) {
 		{"acme", ledger.BlockKey{DecisionKey: "payments.payout", ArgsDigest: key.ArgsDigest, PackHash: key.PackHash}, nil},
 		{"globex", key, nil},
 	}
+	claimed := &ledger.Prior{ArgsDigest: first.Idempotency.ArgsDigest, Receipt: first.Receipt, RecordID: first.Record.RecordID}
 	for _, tc := range tests {
 		got, err := st.Blocked(ctx, tc.tenant, tc.key)
 		if err != nil || !samePrior(got, tc.want) {
 			t.Errorf("Blocked(%s, %+v) = %s, %v; want %s, nil", tc.tenant, tc.key, fmtPrior(got), err, fmtPrior(tc.want))
+		}
+		// Priors answers both lookups at once, each as on its own.
+		for _, ik := range []string{"", "k-blocked", "k-unclaimed"} {
+			var wantIdem *ledger.Prior
+			if ik == "k-blocked" && tc.tenant == "acme" {
+				wantIdem = claimed
+			}
+			p, err := st.Priors(ctx, tc.tenant, ik, tc.key)
+			if err != nil || !samePrior(p.Idempotent, wantIdem) || !samePrior(p.Blocked, tc.want) {
+				t.Errorf("Priors(%s, %q, %+v) = {%s, %s}, %v; want {%s, %s}, nil", tc.tenant, ik, tc.key,
+					fmtPrior(p.Idempotent), fmtPrior(p.Blocked), err, fmtPrior(wantIdem), fmtPrior(tc.want))
+			}
 		}
 	}
 
