@@ -321,9 +321,10 @@ func TestBindingsAreKeyed(t *testing.T) {
 	if rec.Record.Replay.ArgumentsDigest != redacted {
 		t.Errorf("record arguments_digest = %s, want the digest of the redacted arguments %s", rec.Record.Replay.ArgumentsDigest, redacted)
 	}
-	prior, err := h.store.Idempotent(ctx, "acme", req.IdempotencyKey)
+	priors, err := h.store.Priors(ctx, "acme", req.IdempotencyKey, ledger.BlockKey{})
+	prior := priors.Idempotent
 	if err != nil || prior == nil {
-		t.Fatalf("Idempotent = %v, %v", prior, err)
+		t.Fatalf("Priors(idempotency key) = %v, %v", prior, err)
 	}
 	for _, d := range []string{rec.Record.Replay.ArgumentsDigest, prior.ArgsDigest} {
 		if d == plain {

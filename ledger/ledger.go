@@ -205,13 +205,10 @@ type Store interface {
 	Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error)
 	// Receipt returns the receipt answered with a record, or ENOTFOUND.
 	Receipt(ctx context.Context, tenantID, recordID string) ([]byte, error)
-	// Idempotent returns the prior answer for an idempotency key, or nil.
-	Idempotent(ctx context.Context, tenantID, key string) (*Prior, error)
-	// Blocked returns the first answer for a blocked action, or nil.
-	Blocked(ctx context.Context, tenantID string, key BlockKey) (*Prior, error)
-	// Priors answers Idempotent (unless idempotencyKey is empty) and
-	// Blocked together, as one read where the store can: what a check
-	// looks up before it decides.
+	// Priors returns what a check looks up before it decides, as one read
+	// where the store can: the first answer under the tenant's
+	// idempotency key (none when the key is empty) and the first answer
+	// for the blocked action block.
 	Priors(ctx context.Context, tenantID, idempotencyKey string, block BlockKey) (Priors, error)
 	// PutBlobs stores blobs content-addressed (insert if absent), durably.
 	PutBlobs(ctx context.Context, blobs []Blob) error

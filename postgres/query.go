@@ -120,37 +120,6 @@ func byID(cols string) string {
 		WHERE r.tenant_id = x.tenant_id AND r.seq = x.seq AND r.ts = x.ts LIMIT 1) r`
 }
 
-// Idempotent returns the first answer under a tenant's idempotency key, or
-// nil if the key is unclaimed.
-func (s *Store) Idempotent(ctx context.Context, tenantID, key string) (*ledger.Prior, error) {
-	var p ledger.Prior
-	err := s.pool.QueryRow(ctx, `SELECT i.args_digest, i.record_id, r.receipt FROM idempotency i
-		JOIN record_ids x ON x.record_id = i.record_id`+byID("r.receipt")+`
-		WHERE i.tenant_id = $1 AND i.key = $2`, tenantID, key).Scan(&p.ArgsDigest, &p.RecordID, &p.Receipt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("postgres: read idempotency key: %w", err)
-	}
-	return &p, nil
-}
-
-// Blocked returns the first answer for a blocked action of the tenant, or
-// nil if the action is not blocked.
-func (s *Store) Blocked(ctx context.Context, tenantID string, key ledger.BlockKey) (*ledger.Prior, error) {
-	p := ledger.Prior{ArgsDigest: key.ArgsDigest}
-	err := s.pool.QueryRow(ctx, `SELECT b.record_id, r.receipt FROM blocks b
-		JOIN record_ids x ON x.record_id = b.record_id`+byID("r.receipt")+`
-		WHERE b.tenant_id = $1 AND b.decision_key = $2 AND b.args_digest = $3 AND b.pack_hash = $4`,
-		tenantID, key.DecisionKey, key.ArgsDigest, key.PackHash).Scan(&p.RecordID, &p.Receipt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("postgres: read block: %w", err)
-	}
-	return &p, nil
-}
-
 // Priors reads the idempotency key's answer and the action's block in one
 // statement, so a check makes one round trip to the database before it
 // decides instead of two.

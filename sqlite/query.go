@@ -102,9 +102,9 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 	return sb.String(), args
 }
 
-// Idempotent returns the first answer under a tenant's idempotency key, or
+// idempotent returns the first answer under a tenant's idempotency key, or
 // nil if the key is unclaimed.
-func (s *Store) Idempotent(ctx context.Context, tenantID, key string) (*ledger.Prior, error) {
+func (s *Store) idempotent(ctx context.Context, tenantID, key string) (*ledger.Prior, error) {
 	var p ledger.Prior
 	err := s.reads.idempotent.QueryRowContext(ctx, tenantID, key).Scan(&p.ArgsDigest, &p.RecordID, &p.Receipt)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -115,9 +115,9 @@ func (s *Store) Idempotent(ctx context.Context, tenantID, key string) (*ledger.P
 	return &p, nil
 }
 
-// Blocked returns the first answer for a blocked action of the tenant, or
+// blocked returns the first answer for a blocked action of the tenant, or
 // nil if the action is not blocked.
-func (s *Store) Blocked(ctx context.Context, tenantID string, key ledger.BlockKey) (*ledger.Prior, error) {
+func (s *Store) blocked(ctx context.Context, tenantID string, key ledger.BlockKey) (*ledger.Prior, error) {
 	p := ledger.Prior{ArgsDigest: key.ArgsDigest}
 	err := s.reads.blocked.QueryRowContext(ctx, tenantID, key.DecisionKey, key.ArgsDigest, key.PackHash).Scan(&p.RecordID, &p.Receipt)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -134,11 +134,11 @@ func (s *Store) Priors(ctx context.Context, tenantID, idempotencyKey string, blo
 	var p ledger.Priors
 	var err error
 	if idempotencyKey != "" {
-		if p.Idempotent, err = s.Idempotent(ctx, tenantID, idempotencyKey); err != nil {
+		if p.Idempotent, err = s.idempotent(ctx, tenantID, idempotencyKey); err != nil {
 			return ledger.Priors{}, err
 		}
 	}
-	if p.Blocked, err = s.Blocked(ctx, tenantID, block); err != nil {
+	if p.Blocked, err = s.blocked(ctx, tenantID, block); err != nil {
 		return ledger.Priors{}, err
 	}
 	return p, nil

@@ -290,13 +290,13 @@ func TestAppendOnlyTriggers(t *testing.T) {
 			t.Errorf("Exec(%s) = %v, want it ignored", stmt, err)
 		}
 	}
-	if p, err := s.Blocked(ctx, "acme", block); err != nil || p == nil || p.RecordID != id {
+	if p, err := s.blocked(ctx, "acme", block); err != nil || p == nil || p.RecordID != id {
 		t.Errorf("after INSERT OR REPLACE INTO blocks, Blocked(acme, %+v) = %+v, %v; want record %s", block, p, err, id)
 	}
 	if data, err := s.Blob(ctx, blob.Hash); err != nil || !bytes.Equal(data, blob.Data) {
 		t.Errorf("after INSERT OR REPLACE INTO blobs, Blob(%s) = %q, %v; want %q", blob.Hash, data, err, blob.Data)
 	}
-	if p, err := s.Idempotent(ctx, "acme", "refund-o-00001"); err != nil || p == nil || p.ArgsDigest != e.Idempotency.ArgsDigest {
+	if p, err := s.idempotent(ctx, "acme", "refund-o-00001"); err != nil || p == nil || p.ArgsDigest != e.Idempotency.ArgsDigest {
 		t.Errorf("after the refused statements, Idempotent(acme, refund-o-00001) = %+v, %v; want the first claim", p, err)
 	}
 	if findings, n := verify(t, s); len(findings) != 0 || n != 2 {

@@ -395,7 +395,7 @@ func testApprovals(t *testing.T, st ledger.Store) {
 			refusedClaim.Refused, len(refusedClaim.Raw), len(after.Raw), fmtPrior(after.Prior))
 	}
 	records++
-	if p, err := st.Idempotent(ctx, "acme", "idem-2"); err != nil || p == nil || p.RecordID != after.Record.RecordID || p.ArgsDigest != "sha256:cc" {
+	if p, err := idempotent(ctx, st, "acme", "idem-2"); err != nil || p == nil || p.RecordID != after.Record.RecordID || p.ArgsDigest != "sha256:cc" {
 		t.Errorf("Idempotent(acme, idem-2) = %s, %v; want the claim of %s", fmtPrior(p), err, after.Record.RecordID)
 	}
 

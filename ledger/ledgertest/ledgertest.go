@@ -160,6 +160,17 @@ func samePrior(got, want *ledger.Prior) bool {
 	return got.ArgsDigest == want.ArgsDigest && got.RecordID == want.RecordID && bytes.Equal(got.Receipt, want.Receipt)
 }
 
+// idempotent and blocked ask Store.Priors one of its two questions each.
+func idempotent(ctx context.Context, st ledger.Store, tenantID, key string) (*ledger.Prior, error) {
+	p, err := st.Priors(ctx, tenantID, key, ledger.BlockKey{})
+	return p.Idempotent, err
+}
+
+func blocked(ctx context.Context, st ledger.Store, tenantID string, key ledger.BlockKey) (*ledger.Prior, error) {
+	p, err := st.Priors(ctx, tenantID, "", key)
+	return p.Blocked, err
+}
+
 func fmtPrior(p *ledger.Prior) string {
 	if p == nil {
 		return "<nil>"
@@ -454,11 +465,11 @@ func testIdempotencyAcrossTransactions(t *testing.T, st ledger.Store) {
 		t.Errorf("the entry after the retry was sealed at seq %d after %s (%v), want seq %d after %s (no seq consumed)", l.Seq, l.PrevHash, err, headBefore.Seq+1, headBefore.Hash)
 	}
 
-	got, err := st.Idempotent(ctx, "acme", "refund-o-00001")
+	got, err := idempotent(ctx, st, "acme", "refund-o-00001")
 	if err != nil || !samePrior(got, want) {
 		t.Errorf("Idempotent(acme, refund-o-00001) = %s, %v; want %s, nil", fmtPrior(got), err, fmtPrior(want))
 	}
-	got, err = st.Idempotent(ctx, "acme", "refund-o-99999")
+	got, err = idempotent(ctx, st, "acme", "refund-o-99999")
 	if err != nil || got != nil {
 		t.Errorf("Idempotent(acme, refund-o-99999) of an unclaimed key = %s, %v; want <nil>, nil", fmtPrior(got), err)
 	}
@@ -492,7 +503,7 @@ func testIdempotencyWithinBatch(t *testing.T, st ledger.Store) {
 		"k-1": want,
 		"k-2": {ArgsDigest: c.Idempotency.ArgsDigest, Receipt: c.Receipt, RecordID: c.Record.RecordID},
 	} {
-		got, err := st.Idempotent(ctx, "acme", key)
+		got, err := idempotent(ctx, st, "acme", key)
 		if err != nil || !samePrior(got, want) {
 			t.Errorf("Idempotent(acme, %s) = %s, %v; want %s, nil", key, fmtPrior(got), err, fmtPrior(want))
 		}
@@ -515,12 +526,12 @@ func testIdempotencyPerTenant(t *testing.T, st ledger.Store) {
 	for _, e := range []*ledger.Entry{a, g} {
 		tenant := e.Record.TenantID
 		want := &ledger.Prior{ArgsDigest: e.Idempotency.ArgsDigest, Receipt: e.Receipt, RecordID: e.Record.RecordID}
-		got, err := st.Idempotent(ctx, tenant, "shared-key")
+		got, err := idempotent(ctx, st, tenant, "shared-key")
 		if err != nil || !samePrior(got, want) {
 			t.Errorf("Idempotent(%s, shared-key) = %s, %v; want %s, nil", tenant, fmtPrior(got), err, fmtPrior(want))
 		}
 	}
-	got, err := st.Idempotent(ctx, "initech", "shared-key")
+	got, err := idempotent(ctx, st, "initech", "shared-key")
 	if err != nil || got != nil {
 		t.Errorf("Idempotent(initech, shared-key) = %s, %v; want <nil>, nil", fmtPrior(got), err)
 	}
@@ -567,11 +578,11 @@ func testBlocks(t *testing.T, st ledger.Store) {
 	}
 	claimed := &ledger.Prior{ArgsDigest: first.Idempotency.ArgsDigest, Receipt: first.Receipt, RecordID: first.Record.RecordID}
 	for _, tc := range tests {
-		got, err := st.Blocked(ctx, tc.tenant, tc.key)
+		got, err := blocked(ctx, st, tc.tenant, tc.key)
 		if err != nil || !samePrior(got, tc.want) {
 			t.Errorf("Blocked(%s, %+v) = %s, %v; want %s, nil", tc.tenant, tc.key, fmtPrior(got), err, fmtPrior(tc.want))
 		}
-		// Priors answers both lookups at once, each as on its own.
+		// Priors answers both questions at once, each as when asked alone.
 		for _, ik := range []string{"", "k-blocked", "k-unclaimed"} {
 			var wantIdem *ledger.Prior
 			if ik == "k-blocked" && tc.tenant == "acme" {
@@ -590,7 +601,7 @@ func testBlocks(t *testing.T, st ledger.Store) {
 	g.Block = &key
 	mustAppend(t, st, g)
 	want := &ledger.Prior{ArgsDigest: key.ArgsDigest, Receipt: g.Receipt, RecordID: g.Record.RecordID}
-	got, err := st.Blocked(ctx, "globex", key)
+	got, err := blocked(ctx, st, "globex", key)
 	if err != nil || !samePrior(got, want) {
 		t.Errorf("Blocked(globex, %+v) = %s, %v; want %s, nil", key, fmtPrior(got), err, fmtPrior(want))
 	}
@@ -945,11 +956,11 @@ func testSealFailureLeavesNothing(t *testing.T, st ledger.Store) {
 		}
 	}
 	for _, tenant := range []string{"acme", "globex"} {
-		if p, err := st.Idempotent(ctx, tenant, "k-fail"); err != nil || p != nil {
+		if p, err := idempotent(ctx, st, tenant, "k-fail"); err != nil || p != nil {
 			t.Errorf("after the failed Append, Idempotent(%s, k-fail) = %s, %v; want <nil>, nil", tenant, fmtPrior(p), err)
 		}
 	}
-	if p, err := st.Blocked(ctx, "globex", block); err != nil || p != nil {
+	if p, err := blocked(ctx, st, "globex", block); err != nil || p != nil {
 		t.Errorf("after the failed Append, Blocked(globex, %+v) = %s, %v; want <nil>, nil", block, fmtPrior(p), err)
 	}
 	_, err = st.Blob(ctx, blob.Hash)
