@@ -232,14 +232,21 @@ type Rows interface {
 // PageQuery checks a record query and returns where its page starts (the
 // seq after which records are served) and its page size.
 func PageQuery(q writ.RecordQuery) (after int64, limit int, err error) {
-	if q.TenantID == "" {
-		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "a record query needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	return pageStart("a record query", q.TenantID, q.Limit, q.Cursor)
+}
+
+// pageStart checks what every paged query has (a tenant, a page size and
+// an optional cursor) and returns where the page starts and its size.
+// what names the query in the error for a missing tenant.
+func pageStart(what, tenantID string, size int, cursor string) (after int64, limit int, err error) {
+	if tenantID == "" {
+		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: what + " needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
 	}
-	if limit, err = PageSize(q.Limit); err != nil {
+	if limit, err = PageSize(size); err != nil {
 		return 0, 0, err
 	}
-	if q.Cursor != "" {
-		if after, err = DecodeCursor(q.Cursor); err != nil {
+	if cursor != "" {
+		if after, err = DecodeCursor(cursor); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -349,21 +356,13 @@ func ApprovalNotFound(approvalID string) error {
 // size. Cursors are those of record pages, over a store's insertion
 // position of requests instead of a chain seq.
 func ApprovalPageQuery(q writ.ApprovalQuery) (after int64, limit int, err error) {
-	if q.TenantID == "" {
-		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "an approval query needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	if after, limit, err = pageStart("an approval query", q.TenantID, q.Limit, q.Cursor); err != nil {
+		return 0, 0, err
 	}
 	switch q.State {
 	case "", writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalExpired:
 	default:
 		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "invalid state", Details: []writ.Detail{{Field: "state", Message: "must be pending, approved, denied or expired"}}}
-	}
-	if limit, err = PageSize(q.Limit); err != nil {
-		return 0, 0, err
-	}
-	if q.Cursor != "" {
-		if after, err = DecodeCursor(q.Cursor); err != nil {
-			return 0, 0, err
-		}
 	}
 	return after, limit, nil
 }
@@ -502,18 +501,7 @@ func ShadowDetail(d *ShadowDecision) ([]byte, error) {
 // size. Cursors are those of record pages, over a store's insertion
 // position of shadow decisions.
 func ShadowPageQuery(q ShadowQuery) (after int64, limit int, err error) {
-	if q.TenantID == "" {
-		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "a shadow query needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
-	}
-	if limit, err = PageSize(q.Limit); err != nil {
-		return 0, 0, err
-	}
-	if q.Cursor != "" {
-		if after, err = DecodeCursor(q.Cursor); err != nil {
-			return 0, 0, err
-		}
-	}
-	return after, limit, nil
+	return pageStart("a shadow query", q.TenantID, q.Limit, q.Cursor)
 }
 
 // ReadShadows reads a page of shadow decisions from rows of (position,
