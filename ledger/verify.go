@@ -299,15 +299,22 @@ func (v *tenantVerifier) readChain(ctx context.Context, ordered, work chan<- *ch
 		if len(page) < pageSize {
 			return
 		}
-		// Page on by the last record's seq, but always forward: a forged
-		// seq must neither loop verification nor make it read backwards.
-		_, last, _ := record.SplitSeal(page[len(page)-1])
-		next := last.Seq
-		if next <= after {
-			next = after + int64(len(page))
-		}
-		after = next
+		after = NextAfter(after, page)
 	}
+}
+
+// NextAfter is where reading a tenant's chain goes on after page, a page
+// of Chain(…, after, …): the seq of its last record, but always forward,
+// so that a forged seq can neither loop a reader nor make it read
+// backwards.
+func NextAfter(after int64, page []json.RawMessage) int64 {
+	if len(page) == 0 {
+		return after
+	}
+	if _, last, _ := record.SplitSeal(page[len(page)-1]); last.Seq > after {
+		return last.Seq
+	}
+	return after + int64(len(page))
 }
 
 // decodingRules is RecordRules that also returns the record it decoded (a

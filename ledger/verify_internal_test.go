@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -113,6 +114,38 @@ func TestStoredHashesAsTheTreeGrows(t *testing.T) {
 					t.Errorf("compare found %q, want %q", got, tc.want)
 				}
 			})
+		}
+	}
+}
+
+// TestNextAfter pages on by the last record's seq, and forward however the
+// seq was forged: never back, never in place.
+func TestNextAfter(t *testing.T) {
+	sealed := func(seq int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"audit":{"prev_hash":"sha256:00","record_hash":"sha256:11","seq":%d},"record_id":"dr_%d"}`, seq, seq))
+	}
+	page := func(seqs ...int) []json.RawMessage {
+		var p []json.RawMessage
+		for _, s := range seqs {
+			p = append(p, sealed(s))
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		after int64
+		page  []json.RawMessage
+		want  int64
+	}{
+		{"the last seq", 0, page(1, 2, 3), 3},
+		{"a gap", 10, page(11, 15, 40), 40},
+		{"a forged seq back", 100, page(101, 102, 7), 103},
+		{"a forged seq in place", 100, page(101, 100), 102},
+		{"an unreadable last record", 5, []json.RawMessage{sealed(6), json.RawMessage(`{}`)}, 7},
+		{"an empty page", 9, nil, 9},
+	} {
+		if got := NextAfter(tc.after, tc.page); got != tc.want {
+			t.Errorf("%s: NextAfter(%d, …) = %d, want %d", tc.name, tc.after, got, tc.want)
 		}
 	}
 }

@@ -198,13 +198,7 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 		if len(page) < pageSize {
 			break
 		}
-		// Page on by the last record's seq, always forward (as Verify).
-		_, last, _ := record.SplitSeal(page[len(page)-1])
-		next := last.Seq
-		if next <= after {
-			next = after + int64(len(page))
-		}
-		after = next
+		after = ledger.NextAfter(after, page)
 	}
 	sortTransitions(rep.Transitions)
 	return rep, nil
@@ -239,20 +233,9 @@ type decided struct {
 func (bt *backtest) decideAll(ctx context.Context, srs []*writ.StoredRecord) error {
 	out := make([]decided, len(srs))
 	errs := make([]error, len(srs))
-	next := make(chan int, len(srs))
-	for i := range srs {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range min(bt.opts.Workers, len(srs)) {
-		wg.Go(func() {
-			for i := range next {
-				out[i], errs[i] = bt.decide(ctx, srs[i])
-			}
-		})
-	}
-	wg.Wait()
+	each(len(srs), bt.opts.Workers, func(i int) {
+		out[i], errs[i] = bt.decide(ctx, srs[i])
+	})
 	for i := range out {
 		if errs[i] != nil {
 			return errs[i]

@@ -266,14 +266,7 @@ func (r *Replayer) Tenant(ctx context.Context, tenantID string, each func(*Resul
 			if err != nil || len(page) < pageSize {
 				return
 			}
-			// Page on by the last record's seq, always forward: a forged
-			// seq must neither loop nor read backwards.
-			_, last, _ := record.SplitSeal(page[len(page)-1])
-			next := last.Seq
-			if next <= after {
-				next = after + int64(len(page))
-			}
-			after = next
+			after = ledger.NextAfter(after, page)
 		}
 	}()
 	sum := &Summary{TenantID: tenantID, Classes: map[string]int64{}, Kinds: map[string]int64{}}
@@ -301,28 +294,34 @@ func (r *Replayer) Tenant(ctx context.Context, tenantID string, each func(*Resul
 func (r *Replayer) replayAll(ctx context.Context, tenantID string, raws []json.RawMessage) ([]*Result, error) {
 	out := make([]*Result, len(raws))
 	errs := make([]error, len(raws))
-	next := make(chan int, len(raws))
-	for i := range raws {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range min(r.opts.Workers, len(raws)) {
-		wg.Go(func() {
-			for i := range next {
-				if ctx.Err() != nil {
-					errs[i] = ctx.Err()
-					continue
-				}
-				out[i], errs[i] = r.Raw(ctx, tenantID, raws[i])
-			}
-		})
-	}
-	wg.Wait()
+	each(len(raws), r.opts.Workers, func(i int) {
+		if errs[i] = ctx.Err(); errs[i] == nil {
+			out[i], errs[i] = r.Raw(ctx, tenantID, raws[i])
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// each calls do(i) for every i in [0, n) on at most workers goroutines,
+// and returns when all calls have.
+func each(n, workers int, do func(i int)) {
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i := range next {
+				do(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Raw replays a record of the tenant given as its stored bytes. The
