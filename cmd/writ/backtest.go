@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/replay"
 )
@@ -52,14 +51,9 @@ func (m *Main) backtest(ctx context.Context, args []string) error {
 	defer st.Close()
 	opts.Verify.LedgerName = lf.name
 	if !*hashOnly {
-		ring, err := keyring.Open(lf.keysDir())
+		ring, err := m.verifyingKeys(lf.keysDir())
 		if err != nil {
 			return err
-		}
-		if skey := m.Getenv("WRIT_SIGNING_KEY"); skey != "" && len(ring.Keys()) == 0 {
-			if ring, err = keyring.FromEnv(skey, time.Unix(0, 0)); err != nil {
-				return fmt.Errorf("WRIT_SIGNING_KEY: %w", err)
-			}
 		}
 		if len(ring.Keys()) == 0 {
 			// Every signature would be an unknown key, and no record used.

@@ -84,15 +84,9 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 	defer st.Close()
 	opts := ledger.VerifyOptions{LedgerName: lf.name}
 	if !*hashOnly {
-		ring, err := keyring.Open(lf.keysDir())
+		ring, err := m.verifyingKeys(lf.keysDir())
 		if err != nil {
 			return err
-		}
-		if skey := m.Getenv("WRIT_SIGNING_KEY"); skey != "" && len(ring.Keys()) == 0 {
-			// A ledger signed with the environment's key verifies with it.
-			if ring, err = keyring.FromEnv(skey, time.Unix(0, 0)); err != nil {
-				return fmt.Errorf("WRIT_SIGNING_KEY: %w", err)
-			}
 		}
 		opts.Keys = ring
 		opts.Rules = ledger.NewRules(st)
@@ -118,6 +112,22 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		return &findingsError{len(rep.Findings)}
 	}
 	return nil
+}
+
+// verifyingKeys opens the key ring in dir to verify a ledger with. An
+// empty ring falls back to $WRIT_SIGNING_KEY: a ledger signed with the
+// environment's key verifies with it.
+func (m *Main) verifyingKeys(dir string) (*keyring.Ring, error) {
+	ring, err := keyring.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if skey := m.Getenv("WRIT_SIGNING_KEY"); skey != "" && len(ring.Keys()) == 0 {
+		if ring, err = keyring.FromEnv(skey, time.Unix(0, 0)); err != nil {
+			return nil, fmt.Errorf("WRIT_SIGNING_KEY: %w", err)
+		}
+	}
+	return ring, nil
 }
 
 func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) error {
