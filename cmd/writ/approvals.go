@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
@@ -89,9 +88,7 @@ func (m *Main) approvalsList(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(page)
+		return m.printJSON(page)
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "APPROVAL\tSTATE\tGATE\tDECISION KEY\tAGE\tTARGET\tREASON")
@@ -126,9 +123,7 @@ func (m *Main) approvalsShow(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(m.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(a)
+	return m.printJSON(a)
 }
 
 func (m *Main) approvalsDecide(ctx context.Context, decision string, args []string) error {

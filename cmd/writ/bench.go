@@ -117,9 +117,7 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 	res := run(*dur, true)
 	res.summarize(*conc)
 	if *asJSON {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return m.printJSON(res)
 	}
 	fmt.Fprintf(m.Stdout, "durable checks: %d in %s with %d clients (%d errors)\n", res.Checks, res.Elapsed.Round(time.Millisecond), *conc, res.Errors)
 	fmt.Fprintf(m.Stdout, "throughput:     %.0f checks/s\n", res.PerSecond)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -132,9 +131,7 @@ func (m *Main) verifyingKeys(dir string) (*keyring.Ring, error) {
 
 func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) error {
 	if asJSON {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return m.printJSON(struct {
 			Intact bool `json:"intact"`
 			*ledger.Report
 		}{rep.Intact(), rep})

@@ -74,14 +74,12 @@ func (m *Main) replay(ctx context.Context, args []string) error {
 		results = []*replay.Result{res}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
 		if *trace != "" {
-			err = enc.Encode(struct {
+			err = m.printJSON(struct {
 				Results []*replay.Result `json:"results"`
 			}{results})
 		} else {
-			err = enc.Encode(results[0])
+			err = m.printJSON(results[0])
 		}
 		if err != nil {
 			return err

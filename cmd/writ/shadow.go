@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -46,9 +45,7 @@ func (m *Main) shadow(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return m.printJSON(rep)
 	}
 	w := m.Stdout
 	fmt.Fprintf(w, "shadow decisions of tenant %s", rep.TenantID)
