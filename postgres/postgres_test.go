@@ -322,7 +322,7 @@ func TestAppendOnly(t *testing.T) {
 		t.Errorf("records sit in partitions %v, want %v", parts, want)
 	}
 
-	for _, stmt := range []string{
+	mustRefuse(t, st, []string{
 		`UPDATE records SET status = 'DECIDED'`,
 		`UPDATE records SET raw = raw || ' '::bytea WHERE seq = 2`,
 		`DELETE FROM records`,
@@ -353,14 +353,7 @@ func TestAppendOnly(t *testing.T) {
 		`UPDATE heads SET tenant_id = 'globex', seq = seq + 1`,
 		`DELETE FROM heads`,
 		`TRUNCATE heads`,
-	} {
-		_, err := st.pool.Exec(ctx, stmt)
-		if err == nil {
-			t.Errorf("%s succeeded, want it refused", stmt)
-		} else if code := pgCode(err); code != "23001" {
-			t.Errorf("%s = %v (SQLSTATE %s), want restrict_violation 23001", stmt, err, code)
-		}
-	}
+	})
 	// A head may move forward (what an append does); rolled back here.
 	tx, err := st.pool.Begin(ctx)
 	if err != nil {
@@ -596,7 +589,7 @@ func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, stmt := range []string{
+	mustRefuse(t, st, []string{
 		`UPDATE approval_requests SET expires_ns = expires_ns + 1`,
 		`UPDATE approval_requests SET request = '\x7b7d'::bytea`,
 		`DELETE FROM approval_requests`,
@@ -612,14 +605,7 @@ func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
 		`UPDATE api_key_revocations SET revoked_ns = revoked_ns + 1`,
 		`DELETE FROM api_key_revocations`,
 		`TRUNCATE api_key_revocations`,
-	} {
-		_, err := st.pool.Exec(ctx, stmt)
-		if err == nil {
-			t.Errorf("%s succeeded, want it refused", stmt)
-		} else if code := pgCode(err); code != "23001" {
-			t.Errorf("%s = %v (SQLSTATE %s), want restrict_violation 23001", stmt, err, code)
-		}
-	}
+	})
 	// A second decision is refused by the database too, whatever its seq.
 	_, err = st.pool.Exec(ctx, `INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns)
 		SELECT tenant_id, approval_id, seq + 1, 'denied', 'user:mallory', 'x', record_id, at_ns FROM approval_events`)
@@ -760,19 +746,12 @@ func TestShadowDecisionsAppendOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, stmt := range []string{
+	mustRefuse(t, st, []string{
 		`UPDATE shadow_decisions SET outcome = 'allow'`,
 		`UPDATE shadow_decisions SET detail = '\x7b7d'::bytea`,
 		`DELETE FROM shadow_decisions`,
 		`TRUNCATE shadow_decisions`,
-	} {
-		_, err := st.pool.Exec(ctx, stmt)
-		if err == nil {
-			t.Errorf("%s succeeded, want it refused", stmt)
-		} else if code := pgCode(err); code != "23001" {
-			t.Errorf("%s = %v (SQLSTATE %s), want restrict_violation 23001", stmt, err, code)
-		}
-	}
+	})
 	for _, tc := range []struct{ stmt, code string }{
 		// A second decision of the same record and pack.
 		{`INSERT INTO shadow_decisions (tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail)
@@ -793,5 +772,19 @@ func TestShadowDecisionsAppendOnly(t *testing.T) {
 	}
 	if len(page.Decisions) != 1 || page.Decisions[0].Outcome != want.Outcome || !slices.Equal(page.Decisions[0].Reasons, want.Reasons) {
 		t.Errorf("after the refused statements, ShadowDecisions(acme) = %+v, want only %+v", page.Decisions, want)
+	}
+}
+
+// mustRefuse runs each statement and wants the append-only triggers to
+// refuse it (restrict_violation).
+func mustRefuse(t *testing.T, st *Store, stmts []string) {
+	t.Helper()
+	for _, stmt := range stmts {
+		_, err := st.pool.Exec(t.Context(), stmt)
+		if err == nil {
+			t.Errorf("%s succeeded, want it refused", stmt)
+		} else if code := pgCode(err); code != "23001" {
+			t.Errorf("%s = %v (SQLSTATE %s), want restrict_violation 23001", stmt, err, code)
+		}
 	}
 }
