@@ -98,6 +98,7 @@ var commands = map[string]command{
 	"serve":     {"run the HTTP server", (*Main).serve},
 	"check":     {"decide one check request offline and print its receipt", (*Main).check},
 	"lint":      {"check a pack for CI: schema, policy, workflow graph and templates", (*Main).lint},
+	"test":      {"run a pack's tests (tests/*.yaml) and report coverage", (*Main).test},
 	"records":   {"list or show records of a ledger", (*Main).records},
 	"ledger":    {"verify, prove, checkpoint, export and generate ledgers; manage signing keys", (*Main).ledger},
 	"bench":     {"measure durable checks per second over HTTP", (*Main).bench},
