@@ -115,7 +115,7 @@ type junitCase struct {
 type junitFailure struct {
 	Message string `xml:"message,attr"`
 	Type    string `xml:"type,attr"`
-	Text    string `xml:",chardata"`
+	Text    string `xml:",cdata"`
 }
 
 // WriteJUnit writes the report as JUnit XML: a testsuite per test file,
