@@ -27,7 +27,7 @@ func TestLayering(t *testing.T) {
 		// packtest runs tests in-process on a temporary SQLite ledger: no
 		// server, no network, no PostgreSQL.
 		mod + "/packtest": {"net/http", mod + "/httpapi", mod + "/postgres"},
-		mod + "/webhook":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/webhook":  {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		// Adapters stay apart.
 		mod + "/sqlite":   {"net/http", mod + "/httpapi", mod + "/engine"},
 		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres"},
