@@ -24,14 +24,15 @@ func TestLayering(t *testing.T) {
 		mod + "/engine":     {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/auth":       {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		mod + "/replay":     {"database/sql", "net/http", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
-		// packtest runs tests in-process on a temporary SQLite ledger: no
-		// server, no network, no PostgreSQL.
-		mod + "/packtest": {"net/http", mod + "/httpapi", mod + "/postgres"},
-		mod + "/webhook":  {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/webhook":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		// Adapters stay apart.
 		mod + "/sqlite":   {"net/http", mod + "/httpapi", mod + "/engine"},
 		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres"},
 		mod + "/postgres": {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
+
+		// packtest runs tests in-process on a temporary SQLite ledger: no
+		// server, no network, no PostgreSQL.
+		mod + "/packtest": {"net/http", mod + "/httpapi", mod + "/postgres"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg).Output()
