@@ -33,6 +33,7 @@ func TestLayering(t *testing.T) {
 		// packtest runs tests in-process on a temporary SQLite ledger: no
 		// server, no network, no PostgreSQL.
 		mod + "/packtest": {"net/http", mod + "/httpapi", mod + "/postgres"},
+		mod + "/packdiff": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg).Output()

@@ -99,6 +99,7 @@ var commands = map[string]command{
 	"check":     {"decide one check request offline and print its receipt", (*Main).check},
 	"lint":      {"check a pack for CI: schema, policy, workflow graph and templates", (*Main).lint},
 	"test":      {"run a pack's tests (tests/*.yaml) and report coverage", (*Main).test},
+	"diff":      {"say what changed between two versions of a pack, for a review", (*Main).diff},
 	"records":   {"list or show records of a ledger", (*Main).records},
 	"ledger":    {"verify, prove, checkpoint, export and generate ledgers; manage signing keys", (*Main).ledger},
 	"bench":     {"measure durable checks per second over HTTP", (*Main).bench},
