@@ -58,6 +58,14 @@ var groups = map[string][]subcommand{
 	},
 }
 
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 func isHelp(arg string) bool {
 	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
 }
@@ -96,21 +104,21 @@ func (m *Main) group(args []string) (done bool, err error) {
 		if !ok {
 			return false, nil
 		}
+		names := make([]string, len(subs))
+		for i, s := range subs {
+			names[i] = s.name
+		}
 		switch {
 		case len(rest) == 0:
 			m.groupUsage(path)
-			return true, usagef("writ %s needs a command", path)
+			return true, usagef("usage: writ %s %s [flags]", path, strings.Join(names, "|"))
 		case isHelp(rest[0]):
 			m.groupUsage(path)
 			return true, flag.ErrHelp
 		}
-		known := false
-		for _, s := range subs {
-			known = known || s.name == rest[0]
-		}
-		if !known {
+		if !slices.Contains(names, rest[0]) {
 			m.groupUsage(path)
-			return true, usagef("unknown command %q for writ %s", rest[0], path)
+			return true, usagef("unknown %s command %q (want %s)", path, rest[0], orList(names))
 		}
 		path, rest = path+" "+rest[0], rest[1:]
 	}
