@@ -98,6 +98,9 @@ func Compare(old, new *pack.Pack) *Diff {
 	d.tools(old, new)
 	d.workflows(old, new)
 	d.workflowPolicies(old, new)
+	if d.out == nil {
+		d.out = []Change{} // JSON [], not null
+	}
 	return &Diff{Old: old.ID(), OldHash: old.Hash, New: new.ID(), NewHash: new.Hash, Changes: d.out}
 }
 

@@ -161,7 +161,7 @@ func (c *coverage) attempted(w *pack.Workflow, step string, v *writ.StepVerdict)
 }
 
 func (c *coverage) report() *Coverage {
-	out := &Coverage{Items: slices.Clone(c.items), Total: len(c.items)}
+	out := &Coverage{Items: append([]CoverageItem{}, c.items...), Total: len(c.items)}
 	for _, it := range c.items {
 		if it.Covered {
 			out.Covered++

@@ -189,7 +189,7 @@ func mergePatch(target, patch any) any {
 // results and the coverage. An error means the tests could not run (no
 // temporary ledger, say), not that a case failed.
 func (s *Suite) Run(ctx context.Context, opts Options) (*Report, error) {
-	rep := &Report{Pack: s.Pack.ID(), PackHash: s.Pack.Hash, Dir: s.Dir}
+	rep := &Report{Pack: s.Pack.ID(), PackHash: s.Pack.Hash, Dir: s.Dir, Cases: []*CaseResult{}}
 	cov := newCoverage(s.Pack)
 	for _, f := range s.Files {
 		for _, c := range f.Cases {
