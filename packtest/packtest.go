@@ -26,6 +26,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/writhq/writ"
@@ -263,7 +264,25 @@ type caseRun struct {
 }
 
 func (r *caseRun) fail(pos pack.Pos, field string, want, got any) {
-	r.res.Failures = append(r.res.Failures, Failure{Field: field, File: pos.File, Line: pos.Line, Want: want, Got: got})
+	f := Failure{Field: field, File: pos.File, Line: pos.Line, Want: want, Got: got}
+	if w, ok := want.([]string); ok {
+		if g, ok := got.([]string); ok {
+			f.Missing, f.Unexpected = setDiff(w, g), setDiff(g, w)
+		}
+	}
+	r.res.Failures = append(r.res.Failures, f)
+}
+
+// setDiff returns the elements of a that b lacks, sorted.
+func setDiff(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) && !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // decided is what a check answered: its receipt and record, or the

@@ -86,8 +86,11 @@ func TestFailureAndCoverageReport(t *testing.T) {
 		t.Fatalf("passed %d failed %d, want 1 and 1", rep.Passed, rep.Failed)
 	}
 	f := rep.Cases[1].Failures
-	if len(f) != 1 || f[0].Field != "outcome" || f[0].Want != "replan_required" || f[0].Got != "goal_fail_terminal" || f[0].Line != 21 {
-		t.Errorf("failures = %+v, want outcome wanted replan_required, got goal_fail_terminal, at line 21", f)
+	if len(f) != 2 || f[0].Field != "outcome" || f[0].Want != "replan_required" || f[0].Got != "goal_fail_terminal" || f[0].Line != 21 {
+		t.Fatalf("failures = %+v, want outcome wanted replan_required, got goal_fail_terminal, at line 21, then reasons", f)
+	}
+	if f[1].Field != "reasons" || f[1].Line != 22 || len(f[1].Missing) != 1 || f[1].Missing[0] != "foreign_transfer" || len(f[1].Unexpected) != 0 {
+		t.Errorf("failure %+v, want reasons at line 22 missing foreign_transfer", f[1])
 	}
 	un := rep.Coverage.Uncovered()
 	if len(un) != 1 || un[0].ID != "R_FOREIGN_TRANSFER" || un[0].Kind != packtest.KindRule {

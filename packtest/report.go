@@ -37,6 +37,11 @@ type Failure struct {
 	Line  int    `json:"line"`
 	Want  any    `json:"want"`
 	Got   any    `json:"got"`
+	// Missing and Unexpected spell out a list's difference: what the case
+	// wants that writ did not answer, and what writ answered that the
+	// case does not want.
+	Missing    []string `json:"missing,omitempty"`
+	Unexpected []string `json:"unexpected,omitempty"`
 }
 
 // show renders a value for people: JSON, so a string and a list look
@@ -64,6 +69,12 @@ func (r *Report) WriteText(w io.Writer, verbose bool) error {
 		fmt.Fprintf(&b, "FAIL %s:%d: %s\n", c.File, c.Line, c.Name)
 		for _, f := range c.Failures {
 			fmt.Fprintf(&b, "    %s:%d: %s\n        want: %s\n        got:  %s\n", f.File, f.Line, f.Field, show(f.Want), show(f.Got))
+			if len(f.Missing) > 0 {
+				fmt.Fprintf(&b, "        missing:    %s\n", show(f.Missing))
+			}
+			if len(f.Unexpected) > 0 {
+				fmt.Fprintf(&b, "        unexpected: %s\n", show(f.Unexpected))
+			}
 		}
 	}
 	if cov := r.Coverage; cov != nil {
@@ -138,6 +149,12 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 			for _, f := range c.Failures {
 				fields = append(fields, f.Field)
 				fmt.Fprintf(&text, "%s:%d: %s\n    want: %s\n    got:  %s\n", f.File, f.Line, f.Field, show(f.Want), show(f.Got))
+				if len(f.Missing) > 0 {
+					fmt.Fprintf(&text, "    missing:    %s\n", show(f.Missing))
+				}
+				if len(f.Unexpected) > 0 {
+					fmt.Fprintf(&text, "    unexpected: %s\n", show(f.Unexpected))
+				}
 			}
 			jc.Failure = &junitFailure{Type: "mismatch", Message: "wrong " + strings.Join(fields, ", "), Text: text.String()}
 			s.Failures++
