@@ -50,8 +50,9 @@ const (
 // happened to the effect decision DecisionID allowed. It carries a digest
 // of the result, never the result itself.
 type ExecutionReport struct {
-	TenantID   string          `json:"tenant_id"`
-	DecisionID string          `json:"decision_id"`
+	TenantID string `json:"tenant_id"`
+	// DecisionID names the decision (over HTTP, the path does).
+	DecisionID string          `json:"decision_id,omitempty"`
 	Status     ExecutionStatus `json:"status"`
 	// ToolCallID names the call (default: the tool call id of the
 	// permitting record's lineage).

@@ -92,6 +92,7 @@ const (
 	KindCheck            = "check"             // a boundary check
 	KindStepVerdict      = "step_verdict"      // "workflow:<workflow>/<step>"
 	KindApprovalDecision = "approval_decision" // "approval:<gate>"
+	KindExecutionReport  = "execution_report"  // "execution:<decision key>"
 )
 
 // KindOf returns the kind of a record with decision key key.
@@ -101,6 +102,8 @@ func KindOf(key string) string {
 		return KindStepVerdict
 	case strings.HasPrefix(key, "approval:"):
 		return KindApprovalDecision
+	case strings.HasPrefix(key, "execution:"):
+		return KindExecutionReport
 	}
 	return KindCheck
 }
