@@ -128,7 +128,7 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 	if req.Wait > 0 {
 		// The server's write timeout is for answers that come at once; a
 		// resume answers once its wait is over.
-		_ = http.NewResponseController(w).SetWriteDeadline(s.cfg.Now().Add(req.Wait + 30*time.Second))
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(req.Wait + 30*time.Second)) // the wall clock: a socket deadline
 	}
 	rcpt, err := s.lifecycle.Resume(r.Context(), req)
 	if rcpt != nil {
