@@ -171,4 +171,3 @@ func (e *Engine) InFlight(ctx context.Context, q writ.InFlightQuery) (*writ.InFl
 		}
 	}
 }
-
