@@ -260,8 +260,17 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	// A presented approval can be redeemed or decided concurrently by
 	// another check or approver; the store refuses the loser's entry,
 	// which is then decided again with the approval as it now stands.
-	for attempt := 0; ; attempt++ {
+	for attempt, histAttempts := 0, 0; ; attempt++ {
 		rc, refused, err := e.decide(ctx, req, &rq, r, envelope, argsDigest, block)
+		if refused == ledger.RefusedHistory {
+			// A history value changed under the decision: decide again
+			// with the current values (see maxHistoryAttempts).
+			if histAttempts++; histAttempts < maxHistoryAttempts {
+				attempt--
+				continue
+			}
+			return e.failClosed(&rq, r, "the history aggregates it reads kept changing", errHistoryBusy)
+		}
 		if refused == "" || attempt == 2 {
 			if refused != "" {
 				return e.failClosed(&rq, r, "the presented approval kept changing while it was being redeemed", errRecordInvalid)
@@ -290,7 +299,12 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
 	binding := record.Binding(r, digests, argsDigest)
-	d := e.policy.Decide(r, rq, now)
+	hist, err := e.readHistory(ctx, r, rq, now)
+	if err != nil {
+		rc, err := e.failClosed(rq, r, "the history aggregates could not be read", err)
+		return rc, "", err
+	}
+	d := e.policy.DecideWith(r, rq, now, hist.values)
 	d.ApplyApprovals(presented, binding, now)
 	envHash := record.Digest(envelope)
 	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
@@ -301,6 +315,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	if err != nil {
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
+	rec.History = pinnedHistory(hist)
 	rc := d.Receipt(r, rq, decisionID)
 	rc.Metadata = writ.Metadata{RecordID: recordID, DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: rq.TraceID}
 	redactReceipt(e.redactor, rc)
@@ -356,6 +371,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		entry.Block = &block
 	}
 	entry.Shadow = e.decideShadow(rq, presented, digests, argsDigest, rc, rec, now)
+	hist.pin(entry, rc, now)
 	if err := e.appender.Append(ctx, entry); err != nil {
 		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
 		return rc, "", err
