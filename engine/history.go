@@ -118,4 +118,3 @@ func (e *Engine) ExecutedContributions(r *policy.Resolved, req *writ.CheckReques
 func pinnedHistory(h *history) []writ.HistoryValue {
 	return h.plan.Pin(h.values)
 }
-

@@ -297,4 +297,3 @@ func (p *Policy) Aggregates() [][2]string {
 	}
 	return out
 }
-
