@@ -118,3 +118,30 @@ func (e *Engine) ExecutedContributions(r *policy.Resolved, req *writ.CheckReques
 func pinnedHistory(h *history) []writ.HistoryValue {
 	return h.plan.Pin(h.values)
 }
+
+// shadowHistory reads the history values the shadow pack's conditions
+// read for the check, so that a shadow pack with history rules is
+// decided on the tenant's real history, not failing closed. They are
+// read outside the append transaction and not re-checked in it: a shadow
+// decision is never enforced. A failed read leaves the values out (the
+// shadow's history conditions then fail closed, as they would live).
+func (e *Engine) shadowHistory(sh *policy.Policy, r *policy.Resolved, rq *writ.CheckRequest, now time.Time) policy.History {
+	plan := sh.HistoryPlan(r, rq, now)
+	if len(plan.Reads) == 0 {
+		return nil
+	}
+	reads := make([]ledger.HistoryRead, len(plan.Reads))
+	for i, k := range plan.Reads {
+		reads[i] = ledger.HistoryRead{Aggregate: k.Aggregate, Group: e.redactor.String(k.Group), Since: k.Since}
+	}
+	vals, err := e.store.HistoryValues(context.Background(), rq.TenantID, reads)
+	if err != nil {
+		e.log.Warn("shadow pack's history values could not be read", "pack", sh.Pack.ID(), "err", err)
+		return nil
+	}
+	h := make(policy.History, len(vals))
+	for i, v := range vals {
+		h[plan.Reads[i].Name] = v
+	}
+	return h
+}
