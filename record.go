@@ -57,6 +57,11 @@ type Record struct {
 	TraceID     string             `json:"trace_id"`
 	Replay      Replay             `json:"replay"`
 	Audit       Audit              `json:"audit"`
+
+	// History pins the history aggregates the decision read, by name
+	// (absent when it read none). JSON field order does not matter: the
+	// sealed bytes are canonical (RFC 8785).
+	History []HistoryValue `json:"history,omitempty"`
 }
 
 // PolicyDecision names one deterministic check that was applied: a rule of

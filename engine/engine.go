@@ -289,8 +289,17 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 	// A presented approval can be redeemed or decided concurrently by
 	// another check or approver; the store refuses the loser's entry,
 	// which is then decided again with the approval as it now stands.
-	for attempt := 0; ; attempt++ {
+	for attempt, histAttempts := 0, 0; ; attempt++ {
 		rc, refused, err := e.decide(ctx, req, &rq, r, envelope, argsDigest, block, cont)
+		if refused == ledger.RefusedHistory {
+			// A history value changed under the decision: decide again
+			// with the current values (see maxHistoryAttempts).
+			if histAttempts++; histAttempts < maxHistoryAttempts {
+				attempt--
+				continue
+			}
+			return e.failClosed(&rq, r, "the history aggregates it reads kept changing", errHistoryBusy)
+		}
 		if refused == "" || attempt == 2 {
 			if refused != "" {
 				return e.failClosed(&rq, r, "the presented approval kept changing while it was being redeemed", errRecordInvalid)
@@ -319,7 +328,12 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
 	binding := record.Binding(r, digests, argsDigest)
-	d := e.policy.Decide(r, rq, now)
+	hist, err := e.readHistory(ctx, r, rq, now)
+	if err != nil {
+		rc, err := e.failClosed(rq, r, "the history aggregates could not be read", err)
+		return rc, "", err
+	}
+	d := e.policy.DecideWith(r, rq, now, hist.values)
 	d.ApplyApprovals(presented, binding, now)
 	envHash := record.Digest(envelope)
 	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
@@ -338,6 +352,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	if err != nil {
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
+	rec.History = pinnedHistory(hist)
 	rc := d.Receipt(r, rq, decisionID)
 	rc.Metadata = writ.Metadata{RecordID: recordID, DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: rq.TraceID}
 	if x := rec.Execution; x != nil {
@@ -399,6 +414,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		entry.Block = &block
 	}
 	entry.Shadow = e.decideShadow(rq, presented, digests, argsDigest, rc, rec, now)
+	hist.pin(entry, rc, now)
 	if err := e.appender.Append(ctx, entry); err != nil {
 		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
 		return rc, "", err
@@ -430,7 +446,7 @@ func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalR
 		e.log.Debug("shadow pack cannot resolve the check", "pack", sh.Pack.ID(), "record", rec.RecordID, "err", err)
 		return nil
 	}
-	d := sh.Decide(r, rq, now)
+	d := sh.DecideWith(r, rq, now, e.shadowHistory(sh, r, rq, now))
 	d.ApplyApprovals(presented, record.Binding(r, digests, argsDigest), now)
 	src := d.Receipt(r, rq, rec.DecisionID)
 	redactReceipt(e.redactor, src)

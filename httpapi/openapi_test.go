@@ -302,6 +302,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Evidence":           reflect.TypeFor[writ.Evidence](),
 	"Usage":              reflect.TypeFor[writ.Usage](),
 	"ToolLineage":        reflect.TypeFor[writ.ToolLineage](),
+	"HistoryValue":       reflect.TypeFor[writ.HistoryValue](),
 	"CallerLineage":      reflect.TypeFor[writ.CallerLineage](),
 	"Receipt":            reflect.TypeFor[writ.Receipt](),
 	"Reason":             reflect.TypeFor[writ.Reason](),
@@ -440,7 +441,7 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
 		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport)},
 		{[]string{"ReplayClass"}, strs(replay.ClassEvidence, replay.ClassPolicy, replay.ClassToolTranscript, replay.ClassCompiledContext,
-			replay.ClassScorecard, replay.ClassRecord, replay.ClassTamper)},
+			replay.ClassScorecard, replay.ClassHistory, replay.ClassRecord, replay.ClassTamper)},
 	}
 	for _, tt := range tests {
 		var got []string

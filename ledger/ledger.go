@@ -191,6 +191,13 @@ type Entry struct {
 	// Shadow, when set, is the shadow pack's decision of this entry's
 	// check, stored with the record (never when the entry is skipped).
 	Shadow *ShadowDecision
+	// HistoryReads are the history values the entry's decision read (and
+	// its record pins); Contributions are what the entry adds to the
+	// history aggregates. When a read value changed before the entry could
+	// be appended, the entry is skipped and Refused is RefusedHistory (see
+	// history.go).
+	HistoryReads  []HistoryRead
+	Contributions []Contribution
 
 	// Set by Store.Append:
 	// Raw is the sealed bytes (when the entry was appended).
@@ -209,11 +216,14 @@ type Entry struct {
 type Store interface {
 	// Append seals and writes entries in one transaction and returns only
 	// once it is durable. For each entry, in order: if its idempotency key
-	// is already claimed, set entry.Prior and skip it; if its approval
+	// is already claimed, set entry.Prior and skip it; if a history value
+	// it read changed (HistoryBatch.Fresh), set entry.Refused to
+	// RefusedHistory and skip it; if its approval
 	// event fails its guard, set entry.Refused and skip it; otherwise call
 	// seal with the tenant's head, insert the record with the returned
 	// bytes, its receipt, blobs, idempotency claim, block, run event, new
-	// approval requests, approval event and shadow decision, and advance
+	// approval requests, approval event, shadow decision and history
+	// contributions, and advance
 	// the head. If
 	// Append returns an error, nothing of the batch is durable.
 	Append(ctx context.Context, entries []*Entry, seal SealFunc) error
@@ -270,6 +280,7 @@ type Store interface {
 	RunEvents(ctx context.Context, tenantID, runID string) ([]RunEvent, error)
 	ApprovalStore
 	ShadowStore
+	HistoryStore
 	// ScanHashes returns up to limit of the tenant's stored tree hashes
 	// from storage index from on, in index order, stopping early at the
 	// first index not stored.

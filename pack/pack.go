@@ -56,6 +56,9 @@ type Pack struct {
 	WorkflowPolicies *WorkflowPolicies
 	// ApprovalWebhook, when set, announces each new approval request.
 	ApprovalWebhook *Webhook
+	// History are the pack's aggregates over the tenant's own decisions,
+	// in file order (see history.go).
+	History []*Aggregate
 }
 
 // Webhook is where writ announces new approval requests: an HTTPS (or,
@@ -290,6 +293,7 @@ type manifest struct {
 	Approvals struct {
 		Webhook *Webhook `yaml:"webhook"`
 	} `yaml:"approvals"`
+	History []*Aggregate `yaml:"history"`
 }
 
 // Load loads the pack rooted at dir.
@@ -451,7 +455,9 @@ func (l *loader) load() *Pack {
 	if m.WFPolicies != "" {
 		l.loadWorkflowPolicies(p, m.WFPolicies)
 	}
+	l.loadHistory(doc, p, m.History)
 	l.crossCheck(p)
+	l.checkHistory(p)
 
 	for _, f := range l.files {
 		p.Files = append(p.Files, *f)

@@ -182,6 +182,8 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	if len(approvalKeys) > 0 {
 		queueApprovalTallies(b, approvalKeys, tallies)
 	}
+	hist := newHistTx(entries)
+	hist.q.queue(b) // behind the head locks
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("postgres: lock chain heads: %w", err)
 	}
@@ -209,6 +211,10 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 				continue
 			}
 		}
+		if !hist.fresh(i, e) {
+			out.refused[i] = ledger.RefusedHistory
+			continue
+		}
 		if ev := e.ApprovalEvent; ev != nil {
 			seq, reason := int64(0), ledger.RefusedUnknown
 			if t := tallies[approvalKey{ev.TenantID, ev.ApprovalID}]; t != nil {
@@ -231,6 +237,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		for _, a := range e.NewApprovals {
 			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
 		}
+		hist.batch.Admit(e)
 		todo = append(todo, i)
 	}
 	if len(todo) == 0 {
@@ -357,6 +364,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		if err := w.addShadow(e); err != nil {
 			return nil, err
 		}
+		hist.add(e)
 		if b := e.Block; b != nil {
 			k := blockKey{rec.TenantID, *b}
 			if !blocksSeen[k] { // first record wins, in the batch too
@@ -391,7 +399,9 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		}
 	}
 
-	if err := tx.SendBatch(ctx, w.batch()).Close(); err != nil {
+	wb := w.batch()
+	hist.queueInsert(wb)
+	if err := tx.SendBatch(ctx, wb).Close(); err != nil {
 		return nil, fmt.Errorf("postgres: write append: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -159,6 +159,9 @@ func (rp *replaying) check(ctx context.Context, pin *pinned, envelope []byte) (*
 		rp.errorf("%v", err)
 		return nil, nil
 	}
+	if err := rp.checkHistory(ctx); err != nil {
+		return nil, err
+	}
 	return rec, nil
 }
 

@@ -65,6 +65,8 @@ type Store interface {
 	Approval(ctx context.Context, tenantID, approvalID string, now time.Time) (*writ.ApprovalRequest, error)
 	// RunEvents returns a run's events in seq order, or ENOTFOUND.
 	RunEvents(ctx context.Context, tenantID, runID string) ([]ledger.RunEvent, error)
+	// HistoryAsOf returns a history value as of a chain position.
+	HistoryAsOf(ctx context.Context, tenantID string, read ledger.HistoryRead, seq int64) (float64, error)
 }
 
 // Statuses of a replay.

@@ -125,6 +125,8 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 	}()
 	st := s.stmts.bind(ctx, tx)
 	defer st.close()
+	hist := s.histTx(ctx, tx)
+	defer hist.close()
 
 	// First settle which entries are appended: an entry whose key is
 	// claimed, in the database or earlier in this batch, is answered with
@@ -169,6 +171,12 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 				continue
 			}
 		}
+		if ok, err := hist.fresh(ctx, e); err != nil {
+			return err
+		} else if !ok {
+			refused[i] = ledger.RefusedHistory
+			continue
+		}
 		if ev := e.ApprovalEvent; ev != nil {
 			k := approvalKey{ev.TenantID, ev.ApprovalID}
 			t, ok := tallies[k]
@@ -198,6 +206,7 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		for _, a := range e.NewApprovals {
 			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
 		}
+		hist.batch.Admit(e)
 		if _, ok := heads[rec.TenantID]; !ok {
 			if heads[rec.TenantID], err = s.cachedHead(ctx, st.head, rec.TenantID); err != nil {
 				return err
@@ -225,6 +234,9 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		}
 		heads[rec.TenantID] = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
 		if err := st.insert(ctx, entries[i], raw); err != nil {
+			return err
+		}
+		if err := hist.insert(ctx, entries[i]); err != nil {
 			return err
 		}
 		if written[rec.TenantID] == nil {
