@@ -113,6 +113,9 @@ type ToolCall struct {
 	Name   string         `json:"name"`
 	Args   map[string]any `json:"args,omitempty"`
 	Result any            `json:"result,omitempty"`
+	// Executed is set on an observed call whose execution was reported
+	// succeeded under its decision.
+	Executed bool `json:"executed,omitempty"`
 }
 
 // Check is the outcome of one rule of a verification contract.

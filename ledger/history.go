@@ -1,0 +1,96 @@
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// History aggregates, as stores keep them.
+//
+// A pack's aggregates (policy.HistoryPlan) are kept as contributions:
+// append-only rows (tenant, aggregate id, group key, time, amount,
+// record seq), indexed by (tenant, aggregate, group, time). An aggregate's
+// value for a group is the sum of its contributions after a time (the
+// check's clock minus the window): an index range read of the group's
+// contributions in the window, never a scan of records.
+//
+// An Entry carries the values its decision read (HistoryReads, pinned in
+// its record) and what it contributes (Contributions). Inside the append
+// transaction, with the tenant's chain head locked (so no other
+// transaction of the tenant, on any server, appends meanwhile), the store
+// reads each value again, adding the contributions of entries appended
+// earlier in the same batch. If any differs from the pinned value, the
+// decision was made on a stale value: the entry is refused with
+// RefusedHistory, nothing of it is written, and the engine decides again
+// with the current values. Otherwise the entry is appended with its
+// contributions. So every appended record's pinned values are exact at
+// its position in the chain.
+
+// HistoryRead is one aggregate value a decision read: the sum of the
+// tenant's contributions to (Aggregate, Group) with At after Since.
+type HistoryRead struct {
+	Aggregate string
+	Group     string
+	Since     time.Time
+	Value     float64
+}
+
+// Contribution adds Amount to (Aggregate, Group) at At.
+type Contribution struct {
+	Aggregate string
+	Group     string
+	At        time.Time
+	Amount    float64
+}
+
+// RefusedHistory is the reason an entry is refused when a history value
+// its decision read changed before it could be appended (see Entry).
+const RefusedHistory = "history_changed"
+
+// HistoryStore is the history part of a Store.
+type HistoryStore interface {
+	// HistoryValues returns, for each read, the sum of the amounts of the
+	// tenant's contributions to its aggregate and group with a time after
+	// its Since (0 when there are none). Value of the reads is ignored.
+	HistoryValues(ctx context.Context, tenantID string, reads []HistoryRead) ([]float64, error)
+	// HistoryAsOf is HistoryValues of one read counting only the
+	// contributions of records before seq in the tenant's chain: what the
+	// record at seq could have read. Replay checks pinned values with it.
+	HistoryAsOf(ctx context.Context, tenantID string, read HistoryRead, seq int64) (float64, error)
+}
+
+// HistoryBatch settles the history reads of a batch's entries, one entry
+// at a time in batch order, as both stores do inside Append.
+type HistoryBatch struct {
+	added []batchContribution
+}
+
+type batchContribution struct {
+	tenant string
+	Contribution
+}
+
+// Fresh reports whether every value e pinned equals the current one:
+// db[i] (the stored sum for e.HistoryReads[i], read inside the
+// transaction) plus what entries admitted earlier in the batch add to it.
+func (b *HistoryBatch) Fresh(e *Entry, db []float64) bool {
+	for i, r := range e.HistoryReads {
+		v := db[i]
+		for _, c := range b.added {
+			if c.tenant == e.Record.TenantID && c.Aggregate == r.Aggregate && c.Group == r.Group && c.At.After(r.Since) {
+				v += c.Amount
+			}
+		}
+		if v != r.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// Admit notes the contributions of e, which is appended.
+func (b *HistoryBatch) Admit(e *Entry) {
+	for _, c := range e.Contributions {
+		b.added = append(b.added, batchContribution{e.Record.TenantID, c})
+	}
+}

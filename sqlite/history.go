@@ -1,0 +1,115 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/writhq/writ/ledger"
+)
+
+// History aggregates (see ledger/history.go and migration 0007): a value
+// is one indexed range read of a group's contributions in its window.
+
+const (
+	histSumSQL = `SELECT coalesce(sum(amount), 0) FROM history_contributions
+		WHERE tenant_id = ? AND aggregate = ? AND group_key = ? AND at_ns > ?`
+	histAsOfSQL = `SELECT coalesce(sum(amount), 0) FROM history_contributions
+		WHERE tenant_id = ? AND aggregate = ? AND group_key = ? AND at_ns > ? AND seq < ?`
+	histAddSQL = `INSERT INTO history_contributions (tenant_id, aggregate, group_key, at_ns, amount, seq, record_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
+)
+
+// histStmts are the history statements: sumW and add on the write
+// connection (inside Append), sumR and asOf on the read pool.
+type histStmts struct {
+	sumW, add, sumR, asOf *sql.Stmt
+}
+
+func (h *histStmts) prepare(write, read *sql.DB) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		db   *sql.DB
+		sql  string
+	}{{&h.sumW, write, histSumSQL}, {&h.add, write, histAddSQL}, {&h.sumR, read, histSumSQL}, {&h.asOf, read, histAsOfSQL}} {
+		st, err := p.db.Prepare(p.sql)
+		if err != nil {
+			h.close()
+			return fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		*p.stmt = st
+	}
+	return nil
+}
+
+func (h *histStmts) close() {
+	for _, st := range []*sql.Stmt{h.sumW, h.add, h.sumR, h.asOf} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// HistoryValues returns the current value of each read (see
+// ledger.HistoryStore).
+func (s *Store) HistoryValues(ctx context.Context, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
+	return historySums(ctx, s.hist.sumR, tenantID, reads)
+}
+
+// HistoryAsOf returns a read's value counting only records before seq.
+func (s *Store) HistoryAsOf(ctx context.Context, tenantID string, r ledger.HistoryRead, seq int64) (float64, error) {
+	var v float64
+	if err := s.hist.asOf.QueryRowContext(ctx, tenantID, r.Aggregate, r.Group, r.Since.UnixNano(), seq).Scan(&v); err != nil {
+		return 0, fmt.Errorf("sqlite: read history %s: %w", r.Aggregate, err)
+	}
+	return v, nil
+}
+
+func historySums(ctx context.Context, st *sql.Stmt, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
+	out := make([]float64, len(reads))
+	for i, r := range reads {
+		if err := st.QueryRowContext(ctx, tenantID, r.Aggregate, r.Group, r.Since.UnixNano()).Scan(&out[i]); err != nil {
+			return nil, fmt.Errorf("sqlite: read history %s: %w", r.Aggregate, err)
+		}
+	}
+	return out, nil
+}
+
+// histTx is the history work of one append transaction.
+type histTx struct {
+	sum, add *sql.Stmt
+	batch    ledger.HistoryBatch
+}
+
+func (s *Store) histTx(ctx context.Context, tx *sql.Tx) *histTx {
+	return &histTx{sum: tx.StmtContext(ctx, s.hist.sumW), add: tx.StmtContext(ctx, s.hist.add)}
+}
+
+func (h *histTx) close() {
+	h.sum.Close()
+	h.add.Close()
+}
+
+// fresh reports whether the history values e pinned are still current;
+// the single writer keeps every other append out meanwhile.
+func (h *histTx) fresh(ctx context.Context, e *ledger.Entry) (bool, error) {
+	if len(e.HistoryReads) == 0 {
+		return true, nil
+	}
+	db, err := historySums(ctx, h.sum, e.Record.TenantID, e.HistoryReads)
+	if err != nil {
+		return false, err
+	}
+	return h.batch.Fresh(e, db), nil
+}
+
+// insert writes the contributions of e, sealed at seq.
+func (h *histTx) insert(ctx context.Context, e *ledger.Entry) error {
+	rec := e.Record
+	for _, c := range e.Contributions {
+		if _, err := h.add.ExecContext(ctx, rec.TenantID, c.Aggregate, c.Group, c.At.UnixNano(), c.Amount, rec.Audit.Seq, rec.RecordID); err != nil {
+			return fmt.Errorf("sqlite: history contribution of record %s: %w", rec.RecordID, err)
+		}
+	}
+	return nil
+}
