@@ -43,10 +43,14 @@ type TestCase struct {
 	// json.Number).
 	Request   map[string]any
 	Approvals []*TestApproval
-	Expect    []Expectation
-	Run       *TestRun
+	// History are the history aggregates on file, by aggregate name: the
+	// value each already holds, for every group the case reads, before
+	// the case begins.
+	History map[string]float64
+	Expect  []Expectation
+	Run     *TestRun
 
-	Pos, RequestPos, ExpectPos Pos
+	Pos, RequestPos, ExpectPos, HistoryPos Pos
 }
 
 // TestApproval is an approval on file: the approval request the check
@@ -190,7 +194,7 @@ func (l *loader) loadTestFile(p *Pack, rel string) *TestFile {
 }
 
 func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr string, m map[string]any) *TestCase {
-	c := &TestCase{Pos: l.pos(doc, ptr), RequestPos: l.pos(doc, ptr+"/request"), ExpectPos: l.pos(doc, ptr+"/expect")}
+	c := &TestCase{Pos: l.pos(doc, ptr), RequestPos: l.pos(doc, ptr+"/request"), ExpectPos: l.pos(doc, ptr+"/expect"), HistoryPos: l.pos(doc, ptr+"/history")}
 	c.Name, _ = m["name"].(string)
 	c.Description, _ = m["description"].(string)
 	now, err := time.Parse(time.RFC3339, m["now"].(string))
@@ -235,6 +239,24 @@ func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr strin
 	}
 	if e, ok := m["expect"].(map[string]any); ok {
 		c.Expect = l.expectations(doc, ids, ptr+"/expect", e)
+	}
+	if h, ok := m["history"].(map[string]any); ok {
+		declared := map[string]bool{}
+		for _, a := range p.History {
+			declared[a.Name] = true
+		}
+		c.History = map[string]float64{}
+		for name, v := range h {
+			if !declared[name] {
+				l.addf(l.pos(doc, ptr+"/history/"+escapePointer(name)), "history names aggregate %q, which pack.yaml does not declare", name)
+				continue
+			}
+			f, err := v.(json.Number).Float64()
+			if err != nil {
+				l.addf(l.pos(doc, ptr+"/history/"+escapePointer(name)), "history %s: %v", name, err)
+			}
+			c.History[name] = f
+		}
 	}
 	if isRun {
 		c.Run = l.testRun(doc, p, ids, ptr+"/run", run)

@@ -92,6 +92,7 @@ func Compare(old, new *pack.Pack) *Diff {
 	d.field(pack.Pos{}, subject, "name", old.Name, new.Name, "")
 	d.field(pack.Pos{}, subject, "version", old.Version, new.Version, "")
 	d.field(pack.Pos{}, subject, "limits.cel_cost", u64(old.Limits.CELCost), u64(new.Limits.CELCost), direction(float64(old.Limits.CELCost), float64(new.Limits.CELCost), false))
+	d.history(old, new)
 	d.specs(old, new)
 	d.bundles(old, new)
 	d.controls(old, new)
@@ -195,6 +196,75 @@ func (d *differ) specs(old, new *pack.Pack) {
 		d.field(n.Pos, subject, "outputs_schema", jsonText(o.OutputsSchemaDoc), jsonText(n.OutputsSchemaDoc), "")
 		d.evidence(subject, o, n)
 		d.budgets(subject, o, n)
+		d.execution(subject, o, n)
+	}
+}
+
+// history compares the aggregates declared under history: in pack.yaml.
+// What a change of window, filter or grouping does to the rules that
+// read it depends on their conditions: no direction.
+func (d *differ) history(old, new *pack.Pack) {
+	om, nm := map[string]*pack.Aggregate{}, map[string]*pack.Aggregate{}
+	for _, a := range old.History {
+		om[a.Name] = a
+	}
+	for _, a := range new.History {
+		nm[a.Name] = a
+	}
+	for _, k := range keys(om, nm) {
+		a, b := om[k], nm[k]
+		s := "history aggregate " + k
+		switch {
+		case a == nil:
+			d.add(b.Pos, s, "added", "", b.Kind+" over "+b.WindowText, "")
+		case b == nil:
+			d.add(a.Pos, s, "removed", a.Kind+" over "+a.WindowText, "", "")
+		default:
+			d.field(b.Pos, s, "aggregate", a.Kind, b.Kind, "")
+			d.field(b.Pos, s, "field", a.Field, b.Field, "")
+			d.field(b.Pos, s, "group_by", a.GroupBy, b.GroupBy, "")
+			d.field(b.ExpressionPos, s, "expression", a.Expression, b.Expression, "")
+			d.field(b.Pos, s, "window", a.WindowText, b.WindowText, "")
+			d.field(b.Pos, s, "filter", a.Filter, b.Filter, "")
+			d.field(b.Pos, s, "decision_keys", list(a.DecisionKeys), list(b.DecisionKeys), "")
+		}
+	}
+}
+
+// execution compares a spec's execution block: a required report holds
+// an allow IN_FLIGHT until it is reported, and a shorter valid_for lets
+// an allow expire sooner, both tighter.
+func (d *differ) execution(subject string, o, n *pack.Spec) {
+	report := func(x *pack.Execution) string {
+		if x.ReportRequired() {
+			return "required"
+		}
+		return "optional"
+	}
+	validFor := func(x *pack.Execution) string {
+		if x == nil {
+			return ""
+		}
+		return x.ValidForText
+	}
+	pos := n.Pos
+	if n.Execution != nil {
+		pos = n.Execution.Pos
+	}
+	dir := Loosened
+	if n.Execution.ReportRequired() {
+		dir = Tightened
+	}
+	d.field(pos, subject, "execution report", report(o.Execution), report(n.Execution), dir)
+	ov, nv := validFor(o.Execution), validFor(n.Execution)
+	switch {
+	case ov == nv:
+	case ov == "":
+		d.add(pos, subject, "execution valid_for", "none", nv, Tightened)
+	case nv == "":
+		d.add(pos, subject, "execution valid_for", ov, "none", Loosened)
+	default:
+		d.add(pos, subject, "execution valid_for", ov, nv, durationDirection(ov, nv))
 	}
 }
 
@@ -534,6 +604,11 @@ func (d *differ) step(s string, a, b *pack.Step) {
 				obs = Tightened
 			}
 			d.field(y.Pos, cs, "observed", strconv.FormatBool(x.Observed), strconv.FormatBool(y.Observed), obs)
+			exe := Loosened
+			if y.Executed {
+				exe = Tightened
+			}
+			d.field(y.Pos, cs, "executed", strconv.FormatBool(x.Executed), strconv.FormatBool(y.Executed), exe)
 			d.field(y.Pos, cs, "min", strconv.Itoa(x.Min), strconv.Itoa(y.Min), direction(float64(x.Min), float64(y.Min), false))
 			d.field(y.Pos, cs, "when", x.When, y.When, "")
 		}
@@ -571,6 +646,9 @@ func toolCallText(t *pack.ToolCallRule) string {
 	s := fmt.Sprintf("at least %d", t.Min)
 	if t.Observed {
 		s += ", observed by writ"
+	}
+	if t.Executed {
+		s += ", reported executed"
 	}
 	if t.When != "" {
 		s += ", when " + t.When

@@ -93,6 +93,8 @@ func TestDirections(t *testing.T) {
 		"approval gate GATE_FINANCE_APPROVAL ttl":                            packdiff.Tightened,
 		"must_escalate control fraud_signal_high condition":                  "",
 		"pack support version":                                               "",
+		"history aggregate refunds_per_customer window":                      "",
+		"spec support.refund.execute execution valid_for":                    packdiff.Loosened,
 	}
 	got := map[string]string{}
 	for _, c := range d.Changes {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/sqlite"
@@ -238,7 +239,19 @@ func (s *Suite) runCase(ctx context.Context, f *pack.TestFile, c *pack.TestCase,
 	}
 	defer st.Close()
 	clk := &clock{t: c.Now}
-	eng, err := engine.New(ctx, engine.Config{Policy: s.Policy, Store: st, BindingKey: bindingKey, Now: clk.now,
+	var store ledger.Store = st
+	if len(c.History) > 0 {
+		ids := map[string]string{}
+		for _, a := range s.Policy.Aggregates() {
+			ids[a[0]] = a[1]
+		}
+		of := &onFile{Store: st, offset: map[string]float64{}}
+		for name, v := range c.History {
+			of.offset[ids[name]] = v
+		}
+		store = of
+	}
+	eng, err := engine.New(ctx, engine.Config{Policy: s.Policy, Store: store, BindingKey: bindingKey, Now: clk.now,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, fmt.Errorf("start an engine: %w", err)
