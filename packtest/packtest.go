@@ -19,12 +19,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"time"
@@ -53,6 +55,46 @@ type Suite struct {
 	Files  []*pack.TestFile
 
 	requests map[*pack.TestCase]*writ.CheckRequest
+	template string // a migrated, empty SQLite ledger (see newTemplate)
+}
+
+// newTemplate creates an empty SQLite ledger with every migration
+// applied, closed, in a temporary directory. Each case starts from a
+// copy of it: migrating a fresh database is most of what opening one
+// costs, and a copy of an empty, migrated database is the same empty
+// ledger.
+func newTemplate() (string, error) {
+	dir, err := os.MkdirTemp("", "writ-test-ledger-")
+	if err != nil {
+		return "", err
+	}
+	st, err := sqlite.Open(dir)
+	if err == nil {
+		err = st.Close()
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("create an empty ledger: %w", err)
+	}
+	return dir, nil
+}
+
+// copyLedger copies the template's database file (and its write-ahead
+// log, should closing have left one) into dir.
+func copyLedger(template, dir string) error {
+	for _, name := range []string{sqlite.FileName, sqlite.FileName + "-wal"} {
+		data, err := os.ReadFile(filepath.Join(template, name))
+		if errors.Is(err, fs.ErrNotExist) && name != sqlite.FileName {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Load loads the pack at dir and its tests. A broken pack, a broken test
@@ -193,12 +235,18 @@ func mergePatch(target, patch any) any {
 func (s *Suite) Run(ctx context.Context, opts Options) (*Report, error) {
 	rep := &Report{Pack: s.Pack.ID(), PackHash: s.Pack.Hash, Dir: s.Dir, Cases: []*CaseResult{}}
 	cov := newCoverage(s.Pack)
+	tmpl, err := newTemplate()
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmpl)
+	s.template = tmpl
 	for _, f := range s.Files {
 		for _, c := range f.Cases {
 			if opts.Run != nil && !opts.Run.MatchString(c.Name) {
 				continue
 			}
-			res, err := s.runCase(ctx, f, c, cov)
+			res, err := s.runCase(ctx, c, cov)
 			if err != nil {
 				return nil, err
 			}
@@ -223,7 +271,7 @@ func (c *clock) now() time.Time { return c.t }
 // outlives a case, so a fixed key will do.
 var bindingKey = bytes.Repeat([]byte("writ-test-binding-key/"), 2)
 
-func (s *Suite) runCase(ctx context.Context, f *pack.TestFile, c *pack.TestCase, cov *coverage) (*CaseResult, error) {
+func (s *Suite) runCase(ctx context.Context, c *pack.TestCase, cov *coverage) (*CaseResult, error) {
 	res := &CaseResult{Name: c.Name, File: c.Pos.File, Line: c.Pos.Line, Kind: "check"}
 	if c.Run != nil {
 		res.Kind = "run"
@@ -233,6 +281,9 @@ func (s *Suite) runCase(ctx context.Context, f *pack.TestFile, c *pack.TestCase,
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	if err := copyLedger(s.template, tmp); err != nil {
+		return nil, fmt.Errorf("copy the empty ledger: %w", err)
+	}
 	st, err := sqlite.Open(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("open a temporary ledger: %w", err)
