@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/engine"
 )
 
 func TestExecutionReportFindings(t *testing.T) {
@@ -217,4 +219,50 @@ func TestToolCallsExecuted(t *testing.T) {
 		t.Errorf("the call's story = %s, want in chain order the check, the verdict that retried, the report and the verdict that accepted", got)
 	}
 	h.verify(t)
+}
+
+// TestResumeWakesOnAnotherServersApproval: two engines share one store,
+// as two servers share a PostgreSQL database. A resume waits on the
+// first; the approval is decided on the second; the first engine's sweep
+// finds it and the resume comes back allowed.
+func TestResumeWakesOnAnotherServersApproval(t *testing.T) {
+	ctx := context.Background()
+	here := newHarness(t, example("refund"), func(cfg *engine.Config) { cfg.ResumeSweep = 10 * time.Millisecond })
+	there, err := engine.New(ctx, engine.Config{Policy: compile(t, example("refund")), Store: here.store, BindingKey: testBindingKey,
+		Now: func() time.Time { return exampleClock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { there.Close() })
+	blocked, err := here.eng.Check(ctx, refundRequest(t, "refund-high-value-human-review"))
+	if err != nil || len(blocked.Metadata.ApprovalIDs) != 1 {
+		t.Fatalf("Check() = %+v, %v", blocked, err)
+	}
+	done := make(chan *writ.Receipt, 1)
+	go func() {
+		rc, err := here.eng.Resume(ctx, &writ.ResumeRequest{TenantID: "acme", DecisionID: blocked.DecisionID, Request: refundRequest(t, "refund-high-value-human-review"), Wait: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rc
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for here.eng.Waiting() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the resume never started waiting")
+		}
+		runtime.Gosched()
+	}
+	if _, err := there.DecideApproval(ctx, &writ.DecideApprovalRequest{TenantID: "acme", ApprovalID: blocked.Metadata.ApprovalIDs[0], Decision: writ.ApprovalApproved,
+		Approver: "user_finance_lead_77", Reason: "checked"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case rc := <-done:
+		if rc == nil || !rc.SafeToExecute || rc.DecisionID != blocked.DecisionID {
+			t.Errorf("Resume() = %+v, want an allow of the same decision", rc)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the resume did not wake within 30s of an approval decided on the other engine")
+	}
 }
