@@ -206,6 +206,10 @@ func (e *Engine) resumable(ctx context.Context, tenantID, decisionID string) (*w
 	if err := json.Unmarshal(raw, &rc); err != nil {
 		return nil, nil, fmt.Errorf("stored receipt of record %s: %w", target.RecordID, err)
 	}
+	// A copy, so that a resume that waits holds one record, not the page
+	// of the decision's records it was read with.
+	rec := *target
+	target = &rec
 	if permitted {
 		rc.Metadata.Repeated = writ.RepeatedIdempotent
 		return target, &rc, nil
