@@ -88,4 +88,3 @@ func BenchmarkCheckHistory(b *testing.B) {
 		})
 	}
 }
-
