@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"errors"
+	"math"
 	"time"
 )
 
@@ -93,4 +95,26 @@ func (b *HistoryBatch) Admit(e *Entry) {
 	for _, c := range e.Contributions {
 		b.added = append(b.added, batchContribution{e.Record.TenantID, c})
 	}
+}
+
+// checkHistory refuses history reads and contributions a store could not
+// keep: an empty aggregate id or group key, a time out of range, or an
+// amount that is not a finite number.
+func checkHistory(e *Entry) error {
+	for _, r := range e.HistoryReads {
+		if r.Aggregate == "" || r.Group == "" || math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
+			return errors.New("a history read needs an aggregate, a group and a finite value")
+		}
+	}
+	for _, c := range e.Contributions {
+		switch {
+		case c.Aggregate == "" || c.Group == "":
+			return errors.New("a history contribution needs an aggregate and a group")
+		case math.IsNaN(c.Amount) || math.IsInf(c.Amount, 0):
+			return errors.New("a history contribution's amount must be a finite number")
+		case c.At.Before(MinTime) || c.At.After(MaxTime):
+			return errors.New("a history contribution's time is out of range")
+		}
+	}
+	return nil
 }

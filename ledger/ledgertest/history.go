@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +105,13 @@ func testHistory(t *testing.T, st ledger.Store) {
 		t.Errorf("batch of entries reading 7, 7, 8: Refused %q, %q, %q; want \"\", %q, \"\"", e1.Refused, e2.Refused, e3.Refused, ledger.RefusedHistory)
 	}
 	wantHistory(t, st, "acme", []ledger.HistoryRead{r}, 9)
+
+	// A contribution a store could not keep is refused with the batch.
+	for _, bad := range []ledger.Contribution{c("", t0, 1), c("customer:a", t0, math.NaN()), c("customer:a", t0, math.Inf(1))} {
+		e := historyEntry(NewRecord("acme", 90000), nil, bad)
+		wantCode(t, fmt.Sprintf("Append(contribution %+v)", bad), st.Append(ctx, []*ledger.Entry{e}, ledger.Seal), writ.EINVALID)
+	}
+	wantHistory(t, st, "acme", []ledger.HistoryRead{r, read("", t0.Add(-time.Hour))}, 9, 0)
 	wantNoFindings(t, st, int64(n)-2) // every tenant; two were refused
 }
 
