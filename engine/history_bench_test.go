@@ -16,8 +16,8 @@ import (
 // refundPackVariant copies examples/refund to a temporary directory with
 // its history section and velocity rule removed (aggregates 0), as it is
 // (1), or with a second aggregate, a session token budget read by a
-// second rule (2).
-func refundPackVariant(b *testing.B, aggregates int) string {
+// second rule (2); edits are (old, new) pairs replaced in every file.
+func refundPackVariant(b testing.TB, aggregates int, edits ...string) string {
 	b.Helper()
 	src, dst := example("refund"), b.TempDir()
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
@@ -39,6 +39,9 @@ func refundPackVariant(b *testing.B, aggregates int) string {
 			s = s[:strings.Index(s, "\n  - id: R_REFUND_VELOCITY")] + "\n"
 		case rel == filepath.Join("policies", "returns.yaml") && aggregates == 2:
 			s += "\n  - id: R_SESSION_TOKENS\n    when: history.session_tokens + usage.tokens > 1000000000.0\n    effect: deny\n    reason: {code: session_tokens, message: The session is over its token budget.}\n"
+		}
+		for i := 0; i+1 < len(edits); i += 2 {
+			s = strings.ReplaceAll(s, edits[i], edits[i+1])
 		}
 		out := filepath.Join(dst, rel)
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/ledgertest"
 	"github.com/writhq/writ/replay"
 	"github.com/writhq/writ/sqlite"
 )
@@ -198,5 +200,35 @@ func TestHistoryChangedIsADiff(t *testing.T) {
 	d := res.Differences[0]
 	if d.Class != replay.ClassHistory || d.Path != "history[0].value" || string(d.Recorded) != "2" || string(d.Replayed) != "3" {
 		t.Errorf("difference %+v, want changed_history at history[0].value, recorded 2, replayed 3", d)
+	}
+}
+
+// TestExecutedFilter: under a copy of the refund pack whose velocity
+// aggregate counts executed refunds, an allowed refund does not count
+// until an entry reporting it succeeded executes its decision
+// (engine.ExecutedDecision, the hook for execution reports).
+func TestExecutedFilter(t *testing.T) {
+	dir := refundPackVariant(t, 1, "filter: allowed", "filter: executed")
+	h := newHarness(t, dir)
+	ctx := context.Background()
+	var decisions []string
+	for i := range 4 {
+		rc, err := h.eng.Check(ctx, refund(t, "acme", "cus_1", i, exampleClock))
+		if err != nil || rc.Outcome != writ.OutcomeAllow {
+			t.Fatalf("refund %d before any report: %v %s %+v, want allow (nothing executed yet)", i, err, rc.Outcome, rc.Reasons)
+		}
+		decisions = append(decisions, rc.DecisionID)
+	}
+	for i, id := range decisions[:3] {
+		report := ledgertest.NewEntry(ledgertest.NewRecord("acme", 1000+i))
+		report.Record.Timestamp = exampleClock
+		engine.ExecutedDecision(report, id)
+		if err := h.store.Append(ctx, []*ledger.Entry{report}, ledger.Seal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc, err := h.eng.Check(ctx, refund(t, "acme", "cus_1", 9, exampleClock))
+	if err != nil || rc.Reasons[0].Code != "refund_velocity_exceeded" {
+		t.Fatalf("refund after 3 executed: %v %s %+v, want refused by the velocity rule", err, rc.Outcome, rc.Reasons)
 	}
 }

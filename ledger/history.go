@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -45,6 +46,17 @@ type Contribution struct {
 	Amount    float64
 }
 
+// Executed decisions. An aggregate with filter executed counts a decision
+// once its execution report says it succeeded. The check's entry carries
+// what it would add (PendingContributions, computed when it was decided,
+// from the unredacted request); the store keeps them under the decision's
+// id. The entry that appends a succeeded execution report sets Executes
+// to the decision id, and the store adds those contributions in that
+// entry's transaction, timed at the decision and attributed to the
+// report's record (its seq). An id with no pending contributions (an
+// unknown decision, another tenant's, one that counts toward no such
+// aggregate) adds nothing; refusing a report is the caller's business.
+
 // RefusedHistory is the reason an entry is refused when a history value
 // its decision read changed before it could be appended (see Entry).
 const RefusedHistory = "history_changed"
@@ -64,7 +76,8 @@ type HistoryStore interface {
 // HistoryBatch settles the history reads of a batch's entries, one entry
 // at a time in batch order, as both stores do inside Append.
 type HistoryBatch struct {
-	added []batchContribution
+	added   []batchContribution
+	pending map[[2]string][]Contribution // by tenant and decision id
 }
 
 type batchContribution struct {
@@ -90,11 +103,31 @@ func (b *HistoryBatch) Fresh(e *Entry, db []float64) bool {
 	return true
 }
 
-// Admit notes the contributions of e, which is appended.
-func (b *HistoryBatch) Admit(e *Entry) {
+// Admit notes the contributions of e, which is appended, and executed,
+// the pending contributions its Executes adds (PendingOf).
+func (b *HistoryBatch) Admit(e *Entry, executed []Contribution) {
 	for _, c := range e.Contributions {
 		b.added = append(b.added, batchContribution{e.Record.TenantID, c})
 	}
+	for _, c := range executed {
+		b.added = append(b.added, batchContribution{e.Record.TenantID, c})
+	}
+	if len(e.PendingContributions) > 0 {
+		if b.pending == nil {
+			b.pending = map[[2]string][]Contribution{}
+		}
+		b.pending[[2]string{e.Record.TenantID, e.Record.DecisionID}] = e.PendingContributions
+	}
+}
+
+// PendingOf returns the pending contributions of decision decisionID of
+// tenant, as admitted earlier in this batch, or stored (stored: what the
+// store read for it inside the transaction).
+func (b *HistoryBatch) PendingOf(tenant, decisionID string, stored []Contribution) []Contribution {
+	if cs, ok := b.pending[[2]string{tenant, decisionID}]; ok {
+		return cs
+	}
+	return stored
 }
 
 // checkHistory refuses history reads and contributions a store could not
@@ -106,7 +139,7 @@ func checkHistory(e *Entry) error {
 			return errors.New("a history read needs an aggregate, a group and a finite value")
 		}
 	}
-	for _, c := range e.Contributions {
+	for _, c := range append(slices.Clip(e.Contributions), e.PendingContributions...) {
 		switch {
 		case c.Aggregate == "" || c.Group == "":
 			return errors.New("a history contribution needs an aggregate and a group")

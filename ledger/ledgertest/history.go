@@ -196,3 +196,61 @@ func HistoryRace(t *testing.T, stores []ledger.Store, writers, limit int) {
 func testHistoryRace(t *testing.T, st ledger.Store) {
 	HistoryRace(t, []ledger.Store{st}, 16, 3)
 }
+
+// testHistoryExecuted: a decision's pending contributions count once an
+// entry executes it, in that entry's transaction, timed at the decision;
+// executing another tenant's decision, or an unknown one, adds nothing.
+// Within a batch, an entry may execute a decision appended before it.
+func testHistoryExecuted(t *testing.T, st ledger.Store) {
+	ctx := t.Context()
+	t0 := time.Date(2026, 5, 9, 9, 0, 0, 0, time.UTC)
+	agg := "executed:0123456789abcdef"
+	pending := func(group string, amount float64) []ledger.Contribution {
+		return []ledger.Contribution{{Aggregate: agg, Group: group, At: t0, Amount: amount}}
+	}
+	read := func(group string) ledger.HistoryRead {
+		return ledger.HistoryRead{Aggregate: agg, Group: group, Since: t0.Add(-time.Hour)}
+	}
+	n := 0
+	next := func(tenant string) *writ.Record { n++; return NewRecord(tenant, n) }
+
+	check := next("acme")
+	e := NewEntry(check)
+	e.PendingContributions = pending("session:s", 250)
+	mustAppend(t, st, e)
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:s")}, 0)
+
+	// Another tenant's entry naming acme's decision, and an unknown one.
+	foreign, unknown := NewEntry(next("globex")), NewEntry(next("acme"))
+	foreign.Executes, unknown.Executes = check.DecisionID, "dec_unknown"
+	mustAppend(t, st, foreign, unknown)
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:s")}, 0)
+	wantHistory(t, st, "globex", []ledger.HistoryRead{read("session:s")}, 0)
+
+	report := NewEntry(next("acme"))
+	report.Executes = check.DecisionID
+	mustAppend(t, st, report)
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:s")}, 250)
+	for seq, want := range map[int64]float64{report.Record.Audit.Seq: 0, report.Record.Audit.Seq + 1: 250} {
+		got, err := st.HistoryAsOf(ctx, "acme", read("session:s"), seq)
+		if err != nil || got != want {
+			t.Errorf("HistoryAsOf(seq %d) = %v, %v; want %v", seq, got, err, want)
+		}
+	}
+
+	// One batch: a check, its report, and an entry that read the value
+	// the report made.
+	check2 := NewEntry(next("acme"))
+	check2.PendingContributions = pending("session:s", 50)
+	report2 := NewEntry(next("acme"))
+	report2.Executes = check2.Record.DecisionID
+	r := read("session:s")
+	r.Value = 300
+	after := historyEntry(next("acme"), []ledger.HistoryRead{r})
+	mustAppend(t, st, check2, report2, after)
+	if after.Refused != "" {
+		t.Errorf("entry reading 300 after a report in the same batch: refused %q", after.Refused)
+	}
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:s")}, 300)
+	wantNoFindings(t, st, int64(n))
+}
