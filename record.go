@@ -47,7 +47,10 @@ type Record struct {
 	ApprovalModeEffective ApprovalMode     `json:"approval_mode_effective,omitempty"`
 	ControlsActive        ControlsActive   `json:"controls_active"`
 
-	ToolLineage []ToolLineage      `json:"tool_lineage,omitempty"`
+	ToolLineage []ToolLineage `json:"tool_lineage,omitempty"`
+	// Execution is set on a permit that expires or needs a report, and on
+	// an execution report's record.
+	Execution   *Execution         `json:"execution,omitempty"`
 	Scorecard   map[string]float64 `json:"scorecard,omitempty"`
 	BudgetUsage *Usage             `json:"budget_usage,omitempty"`
 	Lineage     Lineage            `json:"lineage"`

@@ -93,7 +93,7 @@ func contributions(cs []policy.Contribution, at time.Time) []ledger.Contribution
 	}
 	out := make([]ledger.Contribution, len(cs))
 	for i, c := range cs {
-		out[i] = ledger.Contribution{Aggregate: c.Aggregate, Group: c.Group, At: at, Amount: c.Amount}
+		out[i] = ledger.Contribution{Aggregate: c.Aggregate, Group: c.Group, At: at, Amount: c.Amount, Usage: c.Usage}
 	}
 	return out
 }
@@ -109,8 +109,12 @@ func contributions(cs []policy.Contribution, at time.Time) []ledger.Contribution
 // does not have, or one that counts toward no such aggregate, adds
 // nothing. It must be called at most once per decision: the reports'
 // one-report-per-decision rule is what keeps a decision counted once.
-func ExecutedDecision(report *ledger.Entry, decisionID string) {
-	report.Executes = decisionID
+//
+// usage is the execution's own usage, when the report carries it: a
+// pending sum of a usage dimension (a session's tokens, say) then adds
+// the report's figure instead of the one the check declared.
+func ExecutedDecision(report *ledger.Entry, decisionID string, usage *writ.Usage) {
+	report.Executes, report.ExecutedUsage = decisionID, usage
 }
 
 // pinnedHistory is the record's history field.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/writhq/writ"
 )
 
 // History aggregates, as stores keep them.
@@ -44,6 +46,34 @@ type Contribution struct {
 	Group     string
 	At        time.Time
 	Amount    float64
+	// Usage, on a pending contribution of a sum of usage.<dimension>,
+	// names the dimension: an executing entry with ExecutedUsage adds
+	// that usage instead of Amount.
+	Usage string
+}
+
+// Executed returns the contributions an executing entry adds for pending:
+// each as it was stored, except that a sum of a usage dimension adds the
+// execution's own usage of it when the entry reports usage (u non-nil).
+func Executed(pending []Contribution, u *writ.Usage) []Contribution {
+	if u == nil {
+		return pending
+	}
+	out := make([]Contribution, len(pending))
+	for i, c := range pending {
+		switch c.Usage {
+		case "tokens":
+			c.Amount = float64(u.Tokens)
+		case "tool_calls":
+			c.Amount = float64(u.ToolCalls)
+		case "cost_usd_cents":
+			c.Amount = u.CostUSDCents
+		case "wall_clock_ms":
+			c.Amount = float64(u.WallClockMS)
+		}
+		out[i] = c
+	}
+	return out
 }
 
 // Executed decisions. An aggregate with filter executed counts a decision
@@ -120,14 +150,15 @@ func (b *HistoryBatch) Admit(e *Entry, executed []Contribution) {
 	}
 }
 
-// PendingOf returns the pending contributions of decision decisionID of
-// tenant, as admitted earlier in this batch, or stored (stored: what the
-// store read for it inside the transaction).
-func (b *HistoryBatch) PendingOf(tenant, decisionID string, stored []Contribution) []Contribution {
-	if cs, ok := b.pending[[2]string{tenant, decisionID}]; ok {
-		return cs
+// ExecutedBy returns what executing entry e adds: the pending
+// contributions of the decision it Executes, as admitted earlier in this
+// batch, or else stored (what the store read for it inside the
+// transaction), with e's ExecutedUsage applied (Executed).
+func (b *HistoryBatch) ExecutedBy(e *Entry, stored []Contribution) []Contribution {
+	if cs, ok := b.pending[[2]string{e.Record.TenantID, e.Executes}]; ok {
+		stored = cs
 	}
-	return stored
+	return Executed(stored, e.ExecutedUsage)
 }
 
 // checkHistory refuses history reads and contributions a store could not

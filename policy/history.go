@@ -40,6 +40,10 @@ type Contribution struct {
 	Aggregate string
 	Group     string
 	Amount    float64
+	// Usage is the usage dimension a sum of usage.<dimension> adds ("" for
+	// other aggregates): an execution report that carries its own usage
+	// replaces Amount with it.
+	Usage string
 }
 
 // HistoryPlan is what the history aggregates need from one check: the
@@ -182,6 +186,9 @@ func (p *Policy) HistoryPlan(r *Resolved, req *writ.CheckRequest, now time.Time)
 			continue
 		}
 		c := Contribution{Name: ag.def.Name, Aggregate: ag.id, Group: group, Amount: amount}
+		if src, dim, _ := strings.Cut(ag.def.Field, "."); src == "usage" {
+			c.Usage = dim
+		}
 		if ag.def.Filter == pack.FilterExecuted {
 			plan.Executed = append(plan.Executed, c)
 		} else {

@@ -97,8 +97,8 @@ type histTx struct {
 	at, seq                    []int64
 	amount                     []float64
 
-	pTenant, pDecision, pAgg, pGroup, pRecord []string
-	pAt                                       []int64
+	pTenant, pDecision, pAgg, pGroup, pUsage, pRecord []string
+	pAt, pSeq                                 []int64
 	pAmount                                   []float64
 }
 
@@ -126,15 +126,18 @@ func (h *histTx) queue(b *pgx.Batch) {
 	for k := range h.stored {
 		kt, kd = append(kt, k[0]), append(kd, k[1])
 	}
-	b.Queue(`SELECT p.tenant_id, p.decision_id, p.aggregate, p.group_key, p.at_ns, p.amount
+	// The pending contributions of each decision's last record that
+	// stored any.
+	b.Queue(`SELECT p.tenant_id, p.decision_id, p.aggregate, p.group_key, p.at_ns, p.amount, p.usage_dim
 		FROM unnest($1::text[], $2::text[]) AS k (t, d)
 		JOIN history_pending p ON p.tenant_id = k.t AND p.decision_id = k.d
+		WHERE p.seq = (SELECT max(q.seq) FROM history_pending q WHERE q.tenant_id = k.t AND q.decision_id = k.d)
 		ORDER BY 1, 2, 3, 4, 5`, kt, kd).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var k [2]string
 			var c ledger.Contribution
 			var at int64
-			if err := rows.Scan(&k[0], &k[1], &c.Aggregate, &c.Group, &at, &c.Amount); err != nil {
+			if err := rows.Scan(&k[0], &k[1], &c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
 				return err
 			}
 			c.At = time.Unix(0, at).UTC()
@@ -149,7 +152,7 @@ func (h *histTx) queue(b *pgx.Batch) {
 func (h *histTx) admit(e *ledger.Entry) {
 	var ex []ledger.Contribution
 	if id := e.Executes; id != "" {
-		ex = h.batch.PendingOf(e.Record.TenantID, id, h.stored[[2]string{e.Record.TenantID, id}])
+		ex = h.batch.ExecutedBy(e, h.stored[[2]string{e.Record.TenantID, id}])
 		h.executed[e] = ex
 	}
 	h.batch.Admit(e, ex)
@@ -179,7 +182,7 @@ func (h *histTx) add(e *ledger.Entry) {
 	}
 	for _, c := range e.PendingContributions {
 		h.pTenant, h.pDecision, h.pAgg, h.pGroup, h.pRecord = append(h.pTenant, rec.TenantID), append(h.pDecision, rec.DecisionID), append(h.pAgg, c.Aggregate), append(h.pGroup, c.Group), append(h.pRecord, rec.RecordID)
-		h.pAt, h.pAmount = append(h.pAt, c.At.UnixNano()), append(h.pAmount, c.Amount)
+		h.pAt, h.pSeq, h.pAmount, h.pUsage = append(h.pAt, c.At.UnixNano()), append(h.pSeq, rec.Audit.Seq), append(h.pAmount, c.Amount), append(h.pUsage, c.Usage)
 	}
 }
 
@@ -190,8 +193,8 @@ func (h *histTx) queueInsert(b *pgx.Batch) {
 			h.tenant, h.agg, h.group, h.at, h.amount, h.seq, h.record)
 	}
 	if len(h.pTenant) > 0 {
-		b.Queue(`INSERT INTO history_pending (tenant_id, decision_id, aggregate, group_key, at_ns, amount, record_id)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::float8[], $7::text[])`,
-			h.pTenant, h.pDecision, h.pAgg, h.pGroup, h.pAt, h.pAmount, h.pRecord)
+		b.Queue(`INSERT INTO history_pending (tenant_id, decision_id, aggregate, group_key, at_ns, amount, usage_dim, seq, record_id)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::float8[], $7::text[], $8::bigint[], $9::text[])`,
+			h.pTenant, h.pDecision, h.pAgg, h.pGroup, h.pAt, h.pAmount, h.pUsage, h.pSeq, h.pRecord)
 	}
 }

@@ -17,6 +17,7 @@ type recordHead struct {
 	DecisionID  string    `json:"decision_id"`
 	TenantID    string    `json:"tenant_id"`
 	DecisionKey string    `json:"decision_key"`
+	Supersedes  string    `json:"supersedes"`
 	Timestamp   time.Time `json:"timestamp"`
 	Lineage     struct {
 		PackHash string `json:"pack_hash"`

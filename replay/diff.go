@@ -42,7 +42,7 @@ func Classify(kind, path string, packChanged bool) string {
 		return ClassScorecard
 	case "history":
 		return ClassHistory
-	case "policy_decisions", "status", "approvals", "approval_mode_effective", "controls_active", "action_class", "decision_version":
+	case "policy_decisions", "status", "execution", "approvals", "approval_mode_effective", "controls_active", "action_class", "decision_version":
 		return ClassPolicy
 	case "outputs":
 		if second == "outcome" || kind == KindStepVerdict {

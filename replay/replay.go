@@ -94,6 +94,7 @@ const (
 	KindCheck            = "check"             // a boundary check
 	KindStepVerdict      = "step_verdict"      // "workflow:<workflow>/<step>"
 	KindApprovalDecision = "approval_decision" // "approval:<gate>"
+	KindExecutionReport  = "execution_report"  // "execution:<decision key>"
 )
 
 // KindOf returns the kind of a record with decision key key.
@@ -103,6 +104,8 @@ func KindOf(key string) string {
 		return KindStepVerdict
 	case strings.HasPrefix(key, "approval:"):
 		return KindApprovalDecision
+	case strings.HasPrefix(key, "execution:"):
+		return KindExecutionReport
 	}
 	return KindCheck
 }

@@ -19,10 +19,13 @@ const (
 		WHERE tenant_id = ? AND aggregate = ? AND group_key = ? AND at_ns > ? AND seq < ?`
 	histAddSQL = `INSERT INTO history_contributions (tenant_id, aggregate, group_key, at_ns, amount, seq, record_id)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`
-	histPendAddSQL = `INSERT INTO history_pending (tenant_id, decision_id, aggregate, group_key, at_ns, amount, record_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`
-	histPendReadSQL = `SELECT aggregate, group_key, at_ns, amount FROM history_pending
-		WHERE tenant_id = ? AND decision_id = ? ORDER BY rowid`
+	histPendAddSQL = `INSERT INTO history_pending (tenant_id, decision_id, aggregate, group_key, at_ns, amount, usage_dim, seq, record_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// The pending contributions of a decision's last record that stored any.
+	histPendReadSQL = `SELECT aggregate, group_key, at_ns, amount, usage_dim FROM history_pending
+		WHERE tenant_id = ?1 AND decision_id = ?2
+		AND seq = (SELECT max(seq) FROM history_pending WHERE tenant_id = ?1 AND decision_id = ?2)
+		ORDER BY rowid`
 )
 
 // histStmts are the history statements: sumW and add on the write
@@ -128,7 +131,7 @@ func (h *histTx) admit(ctx context.Context, e *ledger.Entry) error {
 		for rows.Next() {
 			var c ledger.Contribution
 			var at int64
-			if err := rows.Scan(&c.Aggregate, &c.Group, &at, &c.Amount); err != nil {
+			if err := rows.Scan(&c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
 				rows.Close()
 				return fmt.Errorf("sqlite: read pending history of decision %s: %w", id, err)
 			}
@@ -138,7 +141,7 @@ func (h *histTx) admit(ctx context.Context, e *ledger.Entry) error {
 		if err := rows.Close(); err != nil {
 			return err
 		}
-		ex = h.batch.PendingOf(e.Record.TenantID, id, stored)
+		ex = h.batch.ExecutedBy(e, stored)
 		h.executed[e] = ex
 	}
 	h.batch.Admit(e, ex)
@@ -157,7 +160,7 @@ func (h *histTx) insert(ctx context.Context, e *ledger.Entry) error {
 		}
 	}
 	for _, c := range e.PendingContributions {
-		if _, err := h.pendAdd.ExecContext(ctx, rec.TenantID, rec.DecisionID, c.Aggregate, c.Group, c.At.UnixNano(), c.Amount, rec.RecordID); err != nil {
+		if _, err := h.pendAdd.ExecContext(ctx, rec.TenantID, rec.DecisionID, c.Aggregate, c.Group, c.At.UnixNano(), c.Amount, c.Usage, rec.Audit.Seq, rec.RecordID); err != nil {
 			return fmt.Errorf("sqlite: pending history contribution of record %s: %w", rec.RecordID, err)
 		}
 	}

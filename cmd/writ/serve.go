@@ -109,7 +109,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		whCtx, stopWebhook := context.WithCancel(context.Background())
 		defer stopWebhook()
 		go n.Run(whCtx)
-		cfg.Announce = n.Announce
+		cfg.Announce, cfg.AnnounceDecided = n.Announce, n.AnnounceDecided
 	}
 	eng, err := openEngine(ctx, cfg, *data, *keyFile)
 	if err != nil {
@@ -128,6 +128,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 			Workflows:    eng,
 			Approvals:    eng,
 			Replays:      replay.New(st, replay.Options{}),
+			Lifecycle:    eng,
 			Authenticate: authenticate,
 			MaxBodyBytes: *maxBody,
 			Logger:       log,

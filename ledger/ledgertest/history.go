@@ -252,5 +252,19 @@ func testHistoryExecuted(t *testing.T, st ledger.Store) {
 		t.Errorf("entry reading 300 after a report in the same batch: refused %q", after.Refused)
 	}
 	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:s")}, 300)
+
+	// A pending sum of a usage dimension adds the execution's own usage
+	// when the executing entry reports it; the other pending sums keep
+	// their amounts.
+	check3 := NewEntry(next("acme"))
+	check3.PendingContributions = []ledger.Contribution{
+		{Aggregate: agg, Group: "session:t", At: t0, Amount: 4000, Usage: "tokens"},
+		{Aggregate: agg, Group: "session:u", At: t0, Amount: 5},
+	}
+	mustAppend(t, st, check3)
+	report3 := NewEntry(next("acme"))
+	report3.Executes, report3.ExecutedUsage = check3.Record.DecisionID, &writ.Usage{Tokens: 777}
+	mustAppend(t, st, report3)
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:t"), read("session:u")}, 777, 5)
 	wantNoFindings(t, st, int64(n))
 }

@@ -60,6 +60,8 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"ApprovalValidation", testApprovalValidation},
 		{"APIKeys", testAPIKeys},
 		{"Shadow", testShadow},
+		{"Lifecycle", testLifecycle},
+		{"ReportRace", testReportRace},
 		{"History", testHistory},
 		{"HistoryRace", testHistoryRace},
 		{"HistoryExecuted", testHistoryExecuted},
