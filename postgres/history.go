@@ -98,8 +98,8 @@ type histTx struct {
 	amount                     []float64
 
 	pTenant, pDecision, pAgg, pGroup, pUsage, pRecord []string
-	pAt, pSeq                                 []int64
-	pAmount                                   []float64
+	pAt, pSeq                                         []int64
+	pAmount                                           []float64
 }
 
 func newHistTx(entries []*ledger.Entry) *histTx {
