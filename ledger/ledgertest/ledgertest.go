@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"ReportRace", testReportRace},
 		{"History", testHistory},
 		{"HistoryRace", testHistoryRace},
+		{"HistoryExecuted", testHistoryExecuted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
