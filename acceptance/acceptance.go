@@ -354,7 +354,7 @@ func jsonCalls(what string, calls []ToolCall) ([]ToolCall, error) {
 		if err != nil {
 			return nil, writ.Errorf(writ.EINVALID, "%s call %d (%s) result is not JSON: %v", what, i, c.Name, err)
 		}
-		out[i] = ToolCall{Name: c.Name, Args: args, Result: res}
+		out[i] = ToolCall{Name: c.Name, Args: args, Result: res, Executed: c.Executed}
 	}
 	return out, nil
 }

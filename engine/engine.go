@@ -76,6 +76,12 @@ type Config struct {
 	// once its approval or denial is durable (a webhook's "approval
 	// decided" event, so an orchestrator can resume). It must not block.
 	AnnounceDecided func(*writ.ApprovalRequest)
+	// ResumeSweep, when positive, is how often the engine looks for
+	// approvals that another server decided while resumes here wait on
+	// them: set it when several servers share the store (PostgreSQL).
+	// Zero means this engine decides every approval of its store, and
+	// wakes its waiters itself.
+	ResumeSweep time.Duration
 }
 
 // Engine is the in-process writ runtime.
@@ -174,13 +180,13 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}()
 	}
 	e.appender = ledger.NewAppender(cfg.Store, cfg.Appender)
-	if cfg.Policy != nil {
+	if cfg.Policy != nil && cfg.ResumeSweep > 0 {
 		var sweepCtx context.Context
 		sweepCtx, e.stopSweep = context.WithCancel(context.Background())
 		e.sweepDone = make(chan struct{})
 		go func() {
 			defer close(e.sweepDone)
-			e.sweep(sweepCtx, resumeSweep)
+			e.sweep(sweepCtx, cfg.ResumeSweep)
 		}()
 	}
 	return e, nil

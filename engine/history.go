@@ -75,11 +75,14 @@ func (e *Engine) redactGroups(p *policy.HistoryPlan) {
 // aggregates: the values read (pinned in the record as rec.History, and
 // re-checked by the store inside the append transaction), and, when the
 // receipt permits execution, the contributions of the aggregates that
-// count allowed decisions.
+// count allowed decisions, and (pending until an execution report says
+// the decision succeeded, see ExecutedDecision) those of the aggregates
+// that count executed ones.
 func (h *history) pin(entry *ledger.Entry, rc *writ.Receipt, now time.Time) {
 	entry.HistoryReads = h.reads
 	if rc.SafeToExecute {
 		entry.Contributions = contributions(h.plan.Allowed, now)
+		entry.PendingContributions = contributions(h.plan.Executed, now)
 	}
 }
 
@@ -90,28 +93,28 @@ func contributions(cs []policy.Contribution, at time.Time) []ledger.Contribution
 	}
 	out := make([]ledger.Contribution, len(cs))
 	for i, c := range cs {
-		out[i] = ledger.Contribution{Aggregate: c.Aggregate, Group: c.Group, At: at, Amount: c.Amount}
+		out[i] = ledger.Contribution{Aggregate: c.Aggregate, Group: c.Group, At: at, Amount: c.Amount, Usage: c.Usage}
 	}
 	return out
 }
 
-// ExecutedContributions are what a decision adds to the aggregates that
-// count executed decisions (filter: executed) once its execution report
-// says it succeeded: req is the check as decided (its stored envelope
-// decodes to it), r its resolution, decidedAt the decision's clock
-// reading (the contributions are timed at it, so an aggregate's window
-// counts decisions by when they were decided), and the group keys are
-// redacted as the check's were.
+// ExecutedDecision is the hook for execution reports: the engine code
+// that appends a report's record (a ledger.Entry under the same
+// decision_id) calls it on that entry when the report's status is
+// succeeded. The store then adds, in the report's append transaction,
+// what the decision contributes to the aggregates with filter: executed:
+// the check computed those contributions when it was decided (from the
+// unredacted request, timed at the decision) and its entry stored them
+// as pending (ledger.Entry.PendingContributions). A decision the tenant
+// does not have, or one that counts toward no such aggregate, adds
+// nothing. It must be called at most once per decision: the reports'
+// one-report-per-decision rule is what keeps a decision counted once.
 //
-// HOOK for execution reports: the code that appends a report's record
-// (a ledger.Entry under the same decision_id) sets
-// entry.Contributions = e.ExecutedContributions(...) when the report's
-// status is succeeded; the store applies them in the report's append
-// transaction. A report entry does not set HistoryReads.
-func (e *Engine) ExecutedContributions(r *policy.Resolved, req *writ.CheckRequest, decidedAt time.Time) []ledger.Contribution {
-	plan := e.policy.HistoryPlan(r, req, decidedAt)
-	e.redactGroups(&plan)
-	return contributions(plan.Executed, decidedAt)
+// usage is the execution's own usage, when the report carries it: a
+// pending sum of a usage dimension (a session's tokens, say) then adds
+// the report's figure instead of the one the check declared.
+func ExecutedDecision(report *ledger.Entry, decisionID string, usage *writ.Usage) {
+	report.Executes, report.ExecutedUsage = decisionID, usage
 }
 
 // pinnedHistory is the record's history field.

@@ -200,3 +200,53 @@ func TestHistoryChangedIsADiff(t *testing.T) {
 		t.Errorf("difference %+v, want changed_history at history[0].value, recorded 2, replayed 3", d)
 	}
 }
+
+// TestExecutedFilter: under a copy of the refund pack whose aggregates
+// count executed refunds (the velocity count, and a session's tokens), an
+// allowed refund counts only once its execution report says it succeeded,
+// and the session's tokens are the report's own usage, not the check's.
+func TestExecutedFilter(t *testing.T) {
+	dir := refundPackVariant(t, 2, "filter: allowed", "filter: executed", "window: 24h}", "window: 24h, filter: executed}")
+	h := newHarness(t, dir)
+	ctx := context.Background()
+	var decisions []string
+	for i := range 4 {
+		rc, err := h.eng.Check(ctx, refund(t, "acme", "cus_1", i, exampleClock))
+		if err != nil || rc.Outcome != writ.OutcomeAllow {
+			t.Fatalf("refund %d before any report: %v %+v, want allow (nothing executed yet)", i, err, rc)
+		}
+		decisions = append(decisions, rc.DecisionID)
+	}
+	for i, id := range decisions[:3] {
+		rep := &writ.ExecutionReport{TenantID: "acme", DecisionID: id, Status: writ.ExecutionSucceeded, Usage: &writ.Usage{Tokens: 100 * int64(i+1)}}
+		if i == 2 {
+			rep.Usage = nil // the check's own usage counts
+		}
+		if _, err := h.eng.ReportExecution(ctx, rep); err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+	}
+	// A failed execution counts nowhere.
+	if _, err := h.eng.ReportExecution(ctx, &writ.ExecutionReport{TenantID: "acme", DecisionID: decisions[3], Status: writ.ExecutionFailed,
+		Error: &writ.ExecutionError{Code: "psp_timeout"}}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := h.eng.Check(ctx, refund(t, "acme", "cus_1", 9, exampleClock))
+	if err != nil || rc.SafeToExecute || rc.Reasons[0].Code != "refund_velocity_exceeded" {
+		t.Fatalf("refund after 3 executed: %v %+v, want refused by the velocity rule", err, rc)
+	}
+	rec, err := h.eng.Record(ctx, "acme", rc.Metadata.RecordID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, v := range rec.Record.History {
+		got[v.Name] = v.Value
+	}
+	// 100 + 200 reported, and the third report's check declared 4720.
+	if got["refunds_per_customer"] != 3 || got["session_tokens"] != 100+200+4720 {
+		t.Errorf("pinned history %v, want refunds_per_customer 3 and session_tokens %d", got, 100+200+4720)
+	}
+	h.verify(t)
+	replayAll(t, h, "acme")
+}

@@ -193,12 +193,10 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 			entry.RunEvent = ev
 		}
 		// The aggregates that count executed decisions count this one
-		// now, timed at its decision.
-		if cs, err := e.executedContributions(ctx, target); err != nil {
-			return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the permit's request could not be read; retry", Err: err}
-		} else {
-			entry.Contributions = cs
-		}
+		// now: the store adds, in this entry's transaction, what the
+		// permit stored as pending when it was decided (timed at the
+		// decision, from its unredacted request under its pack).
+		ExecutedDecision(entry, target.DecisionID, rq.Usage)
 	}
 	if err := e.appender.Append(ctx, entry); err != nil {
 		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the execution report could not be recorded; it did not count, retry it", Err: err}
@@ -380,19 +378,4 @@ func (e *Engine) executedEvent(ctx context.Context, permit, report *writ.Record,
 		return nil, err
 	}
 	return &ledger.RunEvent{TenantID: permit.TenantID, RunID: obs.RunID, Kind: ledger.CallExecuted, StepID: obs.StepID, At: now, Data: data}, nil
-}
-
-// executedContributions are what the permit adds to the aggregates that
-// count executed decisions, from its stored request resolved under the
-// pinned pack. A request the pack no longer resolves counts nowhere.
-func (e *Engine) executedContributions(ctx context.Context, permit *writ.Record) ([]ledger.Contribution, error) {
-	req, err := e.checkRequestOf(ctx, permit)
-	if err != nil {
-		return nil, err
-	}
-	r, err := e.policy.Resolve(req)
-	if err != nil {
-		return nil, nil
-	}
-	return e.ExecutedContributions(r, req, permit.Timestamp), nil
 }

@@ -75,14 +75,9 @@ func (e *Engine) Waiting() int {
 	return len(seen)
 }
 
-// resumeSweep is how often the engine reads the approvals resumes wait
-// on, in case another server decided one (several servers on one
-// PostgreSQL database). One read per approval waited on, however many
-// resumes wait on it; none while no resume waits.
-const resumeSweep = 2 * time.Second
-
-// sweep wakes the waiters of approvals decided elsewhere, every interval,
-// until ctx is done.
+// sweep wakes the waiters of approvals decided by another server, every
+// interval, until ctx is done: one read per tenant with waiters, however
+// many resumes wait, and none while no resume waits.
 func (e *Engine) sweep(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -93,16 +88,19 @@ func (e *Engine) sweep(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		e.waiters.mu.Lock()
-		keys := make([]string, 0, len(e.waiters.m))
+		byTenant := map[string][]string{}
 		for k := range e.waiters.m {
-			keys = append(keys, k)
+			tenant, id, _ := strings.Cut(k, "\x1f")
+			byTenant[tenant] = append(byTenant[tenant], id)
 		}
 		e.waiters.mu.Unlock()
-		now := e.now().UTC()
-		for _, k := range keys {
-			tenant, id, _ := strings.Cut(k, "\x1f")
-			a, err := e.store.Approval(ctx, tenant, id, now)
-			if err == nil && (a.State == writ.ApprovalApproved || a.State == writ.ApprovalDenied) {
+		for tenant, ids := range byTenant {
+			decided, err := e.store.DecidedApprovals(ctx, tenant, ids)
+			if err != nil {
+				e.log.Warn("reading the approvals resumes wait on", "tenant", tenant, "err", err)
+				continue
+			}
+			for _, id := range decided {
 				e.waiters.notify(tenant, id)
 			}
 		}
@@ -208,6 +206,10 @@ func (e *Engine) resumable(ctx context.Context, tenantID, decisionID string) (*w
 	if err := json.Unmarshal(raw, &rc); err != nil {
 		return nil, nil, fmt.Errorf("stored receipt of record %s: %w", target.RecordID, err)
 	}
+	// A copy, so that a resume that waits holds one record, not the page
+	// of the decision's records it was read with.
+	rec := *target
+	target = &rec
 	if permitted {
 		rc.Metadata.Repeated = writ.RepeatedIdempotent
 		return target, &rc, nil

@@ -198,6 +198,18 @@ type Entry struct {
 	// history.go).
 	HistoryReads  []HistoryRead
 	Contributions []Contribution
+	// PendingContributions are what the entry's decision adds to the
+	// aggregates that count executed decisions, kept under its
+	// decision_id until an entry Executes it. Executes, when set, names a
+	// decision of the same tenant whose execution succeeded: its pending
+	// contributions are added, in this entry's transaction (see
+	// history.go).
+	PendingContributions []Contribution
+	Executes             string
+	// ExecutedUsage, with Executes, is the execution's own usage: a
+	// pending sum of a usage dimension adds it instead of the usage the
+	// check declared (see Executed).
+	ExecutedUsage *writ.Usage
 
 	// Set by Store.Append:
 	// Raw is the sealed bytes (when the entry was appended).

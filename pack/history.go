@@ -29,6 +29,9 @@ type Aggregate struct {
 	ExpressionPos Pos `yaml:"-"`
 }
 
+// MaxWindow bounds an aggregate's window: 366 days.
+const MaxWindow = 366 * 24 * time.Hour
+
 // Aggregate filters.
 const (
 	FilterAllowed  = "allowed"
@@ -44,6 +47,9 @@ func (l *loader) loadHistory(doc *document, p *Pack, list []*Aggregate) {
 		a.Pos = l.pos(doc, ptr)
 		a.ExpressionPos = l.pos(doc, ptr+"/expression")
 		a.Window = l.duration(doc, ptr+"/window", a.WindowText)
+		if a.Window > MaxWindow {
+			l.addf(l.pos(doc, ptr+"/window"), "window %s is longer than %s (366 days)", a.WindowText, MaxWindow)
+		}
 		if a.Filter == "" {
 			a.Filter = FilterAllowed
 		}

@@ -48,6 +48,7 @@ func TestHistoryInvalid(t *testing.T) {
 		{"expression without expression", "history:\n  - {name: x, aggregate: count, group_by: expression, window: 1h}\n", "pack.yaml:8"},
 		{"field of no source", "history:\n  - {name: x, aggregate: sum, field: context.a, group_by: tool, window: 1h}\n", "pack.yaml:8"},
 		{"bad window", "history:\n  - {name: x, aggregate: count, group_by: tool, window: 1d}\n", "pack.yaml:8"},
+		{"window too long", "history:\n  - {name: x, aggregate: count, group_by: tool, window: 8785h}\n", "pack.yaml:8"},
 		{"zero window", "history:\n  - {name: x, aggregate: count, group_by: tool, window: 0h}\n", "pack.yaml:8"},
 		{"unknown filter", "history:\n  - {name: x, aggregate: count, group_by: tool, window: 1h, filter: denied}\n", "pack.yaml:8"},
 		{"duplicate name", "history:\n  - {name: x, aggregate: count, group_by: tool, window: 1h}\n  - {name: x, aggregate: count, group_by: actor, window: 1h}\n", "pack.yaml:9"},

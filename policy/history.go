@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -39,6 +40,10 @@ type Contribution struct {
 	Aggregate string
 	Group     string
 	Amount    float64
+	// Usage is the usage dimension a sum of usage.<dimension> adds ("" for
+	// other aggregates): an execution report that carries its own usage
+	// replaces Amount with it.
+	Usage string
 }
 
 // HistoryPlan is what the history aggregates need from one check: the
@@ -181,6 +186,9 @@ func (p *Policy) HistoryPlan(r *Resolved, req *writ.CheckRequest, now time.Time)
 			continue
 		}
 		c := Contribution{Name: ag.def.Name, Aggregate: ag.id, Group: group, Amount: amount}
+		if src, dim, _ := strings.Cut(ag.def.Field, "."); src == "usage" {
+			c.Usage = dim
+		}
 		if ag.def.Filter == pack.FilterExecuted {
 			plan.Executed = append(plan.Executed, c)
 		} else {
@@ -296,4 +304,19 @@ func (p *Policy) Aggregates() [][2]string {
 		out = append(out, [2]string{ag.def.Name, ag.id})
 	}
 	return out
+}
+
+// historyRef matches a literal read of an aggregate: history.<name> or
+// history["<name>"] (or with single quotes).
+var historyRef = regexp.MustCompile(`\bhistory\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*["']([^"']*)["']\s*\])`)
+
+// checkRefs refuses a rule or control text that reads an aggregate the
+// pack does not declare: its condition would fail closed on every check.
+func (c *compiler) checkRefs(pos pack.Pos, what, text string) {
+	for _, m := range historyRef.FindAllStringSubmatch(text, -1) {
+		name := m[1] + m[2]
+		if !slices.ContainsFunc(c.aggs, func(ag *aggregate) bool { return ag.def.Name == name }) {
+			c.addf(pos, "%s reads history.%s, which the pack does not declare (see history: in pack.yaml)", what, name)
+		}
+	}
 }

@@ -140,3 +140,16 @@ func TestHistoryExpressionChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestHistoryUndeclared: a rule that reads an aggregate the pack does not
+// declare would fail closed on every check, so it does not compile.
+func TestHistoryUndeclared(t *testing.T) {
+	for _, when := range []string{"history.per_custmer >= 3.0", `history["nope"] > 1.0`} {
+		rules := "\n  - id: R1\n    when: '" + when + "'\n    effect: deny\n    reason: {code: c, message: m}\n"
+		_, err := historyPack(t, historyDecls, rules)
+		e, ok := err.(*writ.Error)
+		if !ok || len(e.Details) != 1 || !strings.Contains(e.Details[0].Message, "which the pack does not declare") || e.Details[0].Line != 4 {
+			t.Errorf("rule %q: Compile = %v, want one problem at rules.yaml:4 naming the undeclared aggregate", when, err)
+		}
+	}
+}

@@ -258,6 +258,7 @@ func (c *compiler) rule(b *pack.Bundle, r *pack.Rule) *check {
 		appliesTo:    r.AppliesTo,
 		text:         ruleText(r),
 	}
+	c.checkRefs(r.Pos, what, ch.text)
 	for _, s := range r.SafeNextSteps {
 		ch.nextSteps = append(ch.nextSteps, c.reason(r.Pos, what, s))
 	}
@@ -299,6 +300,7 @@ func (c *compiler) controls(list []*pack.Control, e Effect) []*check {
 			appliesTo:    ctl.AppliesTo,
 			text:         controlText(ctl),
 		}
+		c.checkRefs(ctl.Pos, what, ch.text)
 		for _, s := range ctl.SafeNextSteps {
 			ch.nextSteps = append(ch.nextSteps, c.reason(ctl.Pos, what, s))
 		}

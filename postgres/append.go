@@ -183,7 +183,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		queueApprovalTallies(b, approvalKeys, tallies)
 	}
 	hist := newHistTx(entries)
-	hist.q.queue(b) // behind the head locks
+	hist.queue(b) // behind the head locks
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("postgres: lock chain heads: %w", err)
 	}
@@ -237,7 +237,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		for _, a := range e.NewApprovals {
 			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
 		}
-		hist.batch.Admit(e)
+		hist.admit(e)
 		todo = append(todo, i)
 	}
 	if len(todo) == 0 {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -86,20 +87,75 @@ type histTx struct {
 	q     *histQuery
 	first [][]int // per entry, the indexes of its reads in q.values
 	batch ledger.HistoryBatch
+	// stored are the pending contributions of the decisions the batch's
+	// entries execute, by tenant and decision id; executed what each
+	// admitted entry's Executes adds.
+	stored   map[[2]string][]ledger.Contribution
+	executed map[*ledger.Entry][]ledger.Contribution
 
 	tenant, agg, group, record []string
 	at, seq                    []int64
 	amount                     []float64
+
+	pTenant, pDecision, pAgg, pGroup, pUsage, pRecord []string
+	pAt, pSeq                                         []int64
+	pAmount                                           []float64
 }
 
 func newHistTx(entries []*ledger.Entry) *histTx {
-	h := &histTx{q: newHistQuery(), first: make([][]int, len(entries))}
+	h := &histTx{q: newHistQuery(), first: make([][]int, len(entries)), stored: map[[2]string][]ledger.Contribution{}, executed: map[*ledger.Entry][]ledger.Contribution{}}
 	for i, e := range entries {
 		for _, r := range e.HistoryReads {
 			h.first[i] = append(h.first[i], h.q.add(e.Record.TenantID, r))
 		}
+		if e.Executes != "" {
+			h.stored[[2]string{e.Record.TenantID, e.Executes}] = nil
+		}
 	}
 	return h
+}
+
+// queue queues the reads of the batch: the values its entries pinned and
+// the pending contributions of the decisions they execute.
+func (h *histTx) queue(b *pgx.Batch) {
+	h.q.queue(b)
+	if len(h.stored) == 0 {
+		return
+	}
+	var kt, kd []string
+	for k := range h.stored {
+		kt, kd = append(kt, k[0]), append(kd, k[1])
+	}
+	// The pending contributions of each decision's last record that
+	// stored any.
+	b.Queue(`SELECT p.tenant_id, p.decision_id, p.aggregate, p.group_key, p.at_ns, p.amount, p.usage_dim
+		FROM unnest($1::text[], $2::text[]) AS k (t, d)
+		JOIN history_pending p ON p.tenant_id = k.t AND p.decision_id = k.d
+		WHERE p.seq = (SELECT max(q.seq) FROM history_pending q WHERE q.tenant_id = k.t AND q.decision_id = k.d)
+		ORDER BY 1, 2, 3, 4, 5`, kt, kd).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k [2]string
+			var c ledger.Contribution
+			var at int64
+			if err := rows.Scan(&k[0], &k[1], &c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
+				return err
+			}
+			c.At = time.Unix(0, at).UTC()
+			h.stored[k] = append(h.stored[k], c)
+		}
+		return rows.Err()
+	})
+}
+
+// admit notes that e is appended: its contributions, and those its
+// Executes adds, count for the entries after it.
+func (h *histTx) admit(e *ledger.Entry) {
+	var ex []ledger.Contribution
+	if id := e.Executes; id != "" {
+		ex = h.batch.ExecutedBy(e, h.stored[[2]string{e.Record.TenantID, id}])
+		h.executed[e] = ex
+	}
+	h.batch.Admit(e, ex)
 }
 
 // fresh reports whether entry i's pinned values are current.
@@ -114,20 +170,31 @@ func (h *histTx) fresh(i int, e *ledger.Entry) bool {
 	return h.batch.Fresh(e, db)
 }
 
-// add gathers the contributions of a sealed entry.
+// add gathers the contributions of a sealed entry: its own, those its
+// Executes adds, and its pending ones.
 func (h *histTx) add(e *ledger.Entry) {
 	rec := e.Record
-	for _, c := range e.Contributions {
-		h.tenant, h.agg, h.group, h.record = append(h.tenant, rec.TenantID), append(h.agg, c.Aggregate), append(h.group, c.Group), append(h.record, rec.RecordID)
-		h.at, h.seq, h.amount = append(h.at, c.At.UnixNano()), append(h.seq, rec.Audit.Seq), append(h.amount, c.Amount)
+	for _, cs := range [][]ledger.Contribution{e.Contributions, h.executed[e]} {
+		for _, c := range cs {
+			h.tenant, h.agg, h.group, h.record = append(h.tenant, rec.TenantID), append(h.agg, c.Aggregate), append(h.group, c.Group), append(h.record, rec.RecordID)
+			h.at, h.seq, h.amount = append(h.at, c.At.UnixNano()), append(h.seq, rec.Audit.Seq), append(h.amount, c.Amount)
+		}
+	}
+	for _, c := range e.PendingContributions {
+		h.pTenant, h.pDecision, h.pAgg, h.pGroup, h.pRecord = append(h.pTenant, rec.TenantID), append(h.pDecision, rec.DecisionID), append(h.pAgg, c.Aggregate), append(h.pGroup, c.Group), append(h.pRecord, rec.RecordID)
+		h.pAt, h.pSeq, h.pAmount, h.pUsage = append(h.pAt, c.At.UnixNano()), append(h.pSeq, rec.Audit.Seq), append(h.pAmount, c.Amount), append(h.pUsage, c.Usage)
 	}
 }
 
 func (h *histTx) queueInsert(b *pgx.Batch) {
-	if len(h.tenant) == 0 {
-		return
+	if len(h.tenant) > 0 {
+		b.Queue(`INSERT INTO history_contributions (tenant_id, aggregate, group_key, at_ns, amount, seq, record_id)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::float8[], $6::bigint[], $7::text[])`,
+			h.tenant, h.agg, h.group, h.at, h.amount, h.seq, h.record)
 	}
-	b.Queue(`INSERT INTO history_contributions (tenant_id, aggregate, group_key, at_ns, amount, seq, record_id)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::float8[], $6::bigint[], $7::text[])`,
-		h.tenant, h.agg, h.group, h.at, h.amount, h.seq, h.record)
+	if len(h.pTenant) > 0 {
+		b.Queue(`INSERT INTO history_pending (tenant_id, decision_id, aggregate, group_key, at_ns, amount, usage_dim, seq, record_id)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::float8[], $7::text[], $8::bigint[], $9::text[])`,
+			h.pTenant, h.pDecision, h.pAgg, h.pGroup, h.pAt, h.pAmount, h.pUsage, h.pSeq, h.pRecord)
+	}
 }

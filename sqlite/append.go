@@ -206,7 +206,9 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		for _, a := range e.NewApprovals {
 			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
 		}
-		hist.batch.Admit(e)
+		if err := hist.admit(ctx, e); err != nil {
+			return err
+		}
 		if _, ok := heads[rec.TenantID]; !ok {
 			if heads[rec.TenantID], err = s.cachedHead(ctx, st.head, rec.TenantID); err != nil {
 				return err

@@ -28,6 +28,12 @@ var groups = map[string][]subcommand{
 		{"approve", "approve a pending approval request"},
 		{"deny", "deny a pending approval request"},
 	},
+	"decisions": {
+		{"show", "show a decision's story: every record in chain order, its approvals, where it stands"},
+		{"report", "report what happened to the effect a decision allowed"},
+		{"resume", "decide a blocked decision's action again, waiting for its approval if asked"},
+		{"in-flight", "list permits still awaiting their execution reports"},
+	},
 	"records": {
 		{"list", "list a tenant's records"},
 		{"get", "print one record exactly as sealed"},

@@ -109,6 +109,7 @@ var commands = map[string]command{
 	"run":       {"start a workflow run, submit step attempts, show a run", (*Main).run},
 	"keys":      {"create, list and revoke the API keys of tenants", (*Main).keys},
 	"approvals": {"list, show, approve and deny approval requests on a server", (*Main).approvals},
+	"decisions": {"a decision's story, execution report and resume; decisions in flight (on a server)", (*Main).decisions},
 	"shadow":    {"compare a shadow pack's decisions with the enforced ones", (*Main).shadow},
 	"replay":    {"re-run recorded decisions on their pinned inputs and compare", (*Main).replay},
 	"backtest":  {"decide recorded checks again under a candidate pack and count the changes", (*Main).backtest},

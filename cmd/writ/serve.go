@@ -88,6 +88,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	cfg := engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
 		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}}
+	if *storeURL != "" {
+		// Other servers may decide the approvals that resumes here wait on.
+		cfg.ResumeSweep = 2 * time.Second
+	}
 	if *shadowDir != "" {
 		if cfg.Shadow, err = loadPolicy(*shadowDir); err != nil {
 			return fmt.Errorf("shadow pack: %w", err)

@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +105,13 @@ func testHistory(t *testing.T, st ledger.Store) {
 		t.Errorf("batch of entries reading 7, 7, 8: Refused %q, %q, %q; want \"\", %q, \"\"", e1.Refused, e2.Refused, e3.Refused, ledger.RefusedHistory)
 	}
 	wantHistory(t, st, "acme", []ledger.HistoryRead{r}, 9)
+
+	// A contribution a store could not keep is refused with the batch.
+	for _, bad := range []ledger.Contribution{c("", t0, 1), c("customer:a", t0, math.NaN()), c("customer:a", t0, math.Inf(1))} {
+		e := historyEntry(NewRecord("acme", 90000), nil, bad)
+		wantCode(t, fmt.Sprintf("Append(contribution %+v)", bad), st.Append(ctx, []*ledger.Entry{e}, ledger.Seal), writ.EINVALID)
+	}
+	wantHistory(t, st, "acme", []ledger.HistoryRead{r, read("", t0.Add(-time.Hour))}, 9, 0)
 	wantNoFindings(t, st, int64(n)-2) // every tenant; two were refused
 }
 
@@ -187,4 +195,76 @@ func HistoryRace(t *testing.T, stores []ledger.Store, writers, limit int) {
 
 func testHistoryRace(t *testing.T, st ledger.Store) {
 	HistoryRace(t, []ledger.Store{st}, 16, 3)
+}
+
+// testHistoryExecuted: a decision's pending contributions count once an
+// entry executes it, in that entry's transaction, timed at the decision;
+// executing another tenant's decision, or an unknown one, adds nothing.
+// Within a batch, an entry may execute a decision appended before it.
+func testHistoryExecuted(t *testing.T, st ledger.Store) {
+	ctx := t.Context()
+	t0 := time.Date(2026, 5, 9, 9, 0, 0, 0, time.UTC)
+	agg := "executed:0123456789abcdef"
+	pending := func(group string, amount float64) []ledger.Contribution {
+		return []ledger.Contribution{{Aggregate: agg, Group: group, At: t0, Amount: amount}}
+	}
+	read := func(group string) ledger.HistoryRead {
+		return ledger.HistoryRead{Aggregate: agg, Group: group, Since: t0.Add(-time.Hour)}
+	}
+	n := 0
+	next := func(tenant string) *writ.Record { n++; return NewRecord(tenant, n) }
+
+	check := next("acme")
+	e := NewEntry(check)
+	e.PendingContributions = pending("session:s", 250)
+	mustAppend(t, st, e)
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:s")}, 0)
+
+	// Another tenant's entry naming acme's decision, and an unknown one.
+	foreign, unknown := NewEntry(next("globex")), NewEntry(next("acme"))
+	foreign.Executes, unknown.Executes = check.DecisionID, "dec_unknown"
+	mustAppend(t, st, foreign, unknown)
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:s")}, 0)
+	wantHistory(t, st, "globex", []ledger.HistoryRead{read("session:s")}, 0)
+
+	report := NewEntry(next("acme"))
+	report.Executes = check.DecisionID
+	mustAppend(t, st, report)
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:s")}, 250)
+	for seq, want := range map[int64]float64{report.Record.Audit.Seq: 0, report.Record.Audit.Seq + 1: 250} {
+		got, err := st.HistoryAsOf(ctx, "acme", read("session:s"), seq)
+		if err != nil || got != want {
+			t.Errorf("HistoryAsOf(seq %d) = %v, %v; want %v", seq, got, err, want)
+		}
+	}
+
+	// One batch: a check, its report, and an entry that read the value
+	// the report made.
+	check2 := NewEntry(next("acme"))
+	check2.PendingContributions = pending("session:s", 50)
+	report2 := NewEntry(next("acme"))
+	report2.Executes = check2.Record.DecisionID
+	r := read("session:s")
+	r.Value = 300
+	after := historyEntry(next("acme"), []ledger.HistoryRead{r})
+	mustAppend(t, st, check2, report2, after)
+	if after.Refused != "" {
+		t.Errorf("entry reading 300 after a report in the same batch: refused %q", after.Refused)
+	}
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:s")}, 300)
+
+	// A pending sum of a usage dimension adds the execution's own usage
+	// when the executing entry reports it; the other pending sums keep
+	// their amounts.
+	check3 := NewEntry(next("acme"))
+	check3.PendingContributions = []ledger.Contribution{
+		{Aggregate: agg, Group: "session:t", At: t0, Amount: 4000, Usage: "tokens"},
+		{Aggregate: agg, Group: "session:u", At: t0, Amount: 5},
+	}
+	mustAppend(t, st, check3)
+	report3 := NewEntry(next("acme"))
+	report3.Executes, report3.ExecutedUsage = check3.Record.DecisionID, &writ.Usage{Tokens: 777}
+	mustAppend(t, st, report3)
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("session:t"), read("session:u")}, 777, 5)
+	wantNoFindings(t, st, int64(n))
 }
