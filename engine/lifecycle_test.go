@@ -266,3 +266,41 @@ func TestResumeWakesOnAnotherServersApproval(t *testing.T) {
 		t.Fatal("the resume did not wake within 30s of an approval decided on the other engine")
 	}
 }
+
+// TestStopWaitingEndsWaits: a server shutting down ends its resumes'
+// waits at once, with the blocked receipt again.
+func TestStopWaitingEndsWaits(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, example("refund"))
+	blocked, err := h.eng.Check(ctx, refundRequest(t, "refund-high-value-human-review"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *writ.Receipt, 1)
+	go func() {
+		rc, err := h.eng.Resume(ctx, &writ.ResumeRequest{TenantID: "acme", DecisionID: blocked.DecisionID, Request: refundRequest(t, "refund-high-value-human-review"), Wait: writ.MaxResumeWait})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rc
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.eng.Waiting() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the resume never started waiting")
+		}
+		runtime.Gosched()
+	}
+	h.eng.StopWaiting()
+	select {
+	case rc := <-done:
+		if rc == nil || rc.Metadata.Repeated != writ.RepeatedStillWaiting {
+			t.Errorf("Resume() after StopWaiting = %+v, want the blocked receipt, still waiting", rc)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("StopWaiting did not end the wait")
+	}
+	if rc, err := h.eng.Resume(ctx, &writ.ResumeRequest{TenantID: "acme", DecisionID: blocked.DecisionID, Request: refundRequest(t, "refund-high-value-human-review"), Wait: time.Minute}); err != nil || rc.Metadata.Repeated != writ.RepeatedStillWaiting {
+		t.Errorf("Resume() after StopWaiting = %+v, %v; want it answered at once, still waiting", rc, err)
+	}
+}

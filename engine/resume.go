@@ -16,8 +16,30 @@ import (
 // approval's decision. A waiter costs a channel and a map entry; nothing
 // polls the store on its behalf.
 type waiters struct {
-	mu sync.Mutex
-	m  map[string]map[chan struct{}]struct{} // by tenant and approval id
+	mu       sync.Mutex
+	m        map[string]map[chan struct{}]struct{} // by tenant and approval id
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by StopWaiting; made by done
+}
+
+// done returns the channel StopWaiting closes.
+func (w *waiters) done() chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped == nil {
+		w.stopped = make(chan struct{})
+	}
+	return w.stopped
+}
+
+// StopWaiting ends every wait, now and later: a resume that waits, or
+// would, answers at once as if its wait ran out (the blocked receipt
+// again, still waiting), unless an approval is already decided. A server
+// calls it before it shuts down, so that long polls do not hold the
+// shutdown up.
+func (e *Engine) StopWaiting() {
+	ch := e.waiters.done()
+	e.waiters.stopOnce.Do(func() { close(ch) })
 }
 
 func waiterKey(tenant, approvalID string) string { return tenant + "\x1f" + approvalID }
@@ -248,6 +270,7 @@ func (e *Engine) decidedApproval(ctx context.Context, tenantID string, ids []str
 // decided and returns it, or "" when none was.
 func (e *Engine) awaitApproval(ctx context.Context, tenantID string, ids []string, wait time.Duration) (string, error) {
 	ch := make(chan struct{}, 1)
+	stopped := e.waiters.done()
 	remove := e.waiters.add(tenantID, ids, ch)
 	defer remove()
 	timer := time.NewTimer(wait)
@@ -261,6 +284,8 @@ func (e *Engine) awaitApproval(ctx context.Context, tenantID string, ids []strin
 		select {
 		case <-ch:
 		case <-timer.C:
+			return "", nil
+		case <-stopped:
 			return "", nil
 		case <-ctx.Done():
 			return "", ctx.Err()

@@ -158,6 +158,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing in-flight checks")
+	eng.StopWaiting() // waiting resumes answer "still waiting" now
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
