@@ -88,6 +88,13 @@ func (c *Client) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	}
 	hreq.Header.Set("Content-Type", mediaJSON)
 	setTraceparent(hreq, req.TraceID)
+	return c.doReceipt(hreq)
+}
+
+// doReceipt sends hreq and reads the receipt it is answered with: a
+// fail-closed receipt (503 with a receipt body) comes back together with
+// an EUNAVAILABLE error, as from the in-process service.
+func (c *Client) doReceipt(hreq *http.Request) (*writ.Receipt, error) {
 	resp, err := c.do(hreq)
 	if err != nil {
 		return nil, err

@@ -76,23 +76,7 @@ func (c *Client) Resume(ctx context.Context, r *writ.ResumeRequest) (*writ.Recei
 	if r.Request != nil {
 		setTraceparent(hreq, r.Request.TraceID)
 	}
-	resp, err := c.do(hreq)
-	if err != nil {
-		return nil, err
-	}
-	var rcpt writ.Receipt
-	switch {
-	case resp.status == http.StatusOK:
-		if err := json.Unmarshal(resp.body, &rcpt); err != nil {
-			return nil, fmt.Errorf("httpapi: decode receipt: %w", err)
-		}
-		return &rcpt, nil
-	case resp.status == http.StatusServiceUnavailable && resp.mediaType == mediaJSON:
-		if err := json.Unmarshal(resp.body, &rcpt); err == nil && rcpt.ReceiptType != "" {
-			return &rcpt, writ.Errorf(writ.EUNAVAILABLE, "writ could not commit the decision record; the receipt is fail-closed")
-		}
-	}
-	return nil, resp.error()
+	return c.doReceipt(hreq)
 }
 
 // Decision gets the whole story of one decision.

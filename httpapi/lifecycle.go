@@ -134,18 +134,7 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 	if rcpt != nil {
 		s.setTraceparent(w, r, rcpt.Metadata.TraceID, sampledFlag)
 	}
-	switch {
-	case rcpt != nil && err != nil:
-		s.writeFailClosed(w, r, rcpt, err)
-	case err != nil:
-		s.writeError(w, r, err)
-	case rcpt == nil:
-		s.writeError(w, r, errors.New("Resume returned neither a receipt nor an error"))
-	case rcpt.SafeToExecute && rcpt.Metadata.RecordID == "":
-		s.writeError(w, r, fmt.Errorf("Resume permitted decision %s without a record id", rcpt.DecisionID))
-	default:
-		s.writeJSON(w, r, http.StatusOK, wireReceipt(rcpt))
-	}
+	s.writeReceipt(w, r, rcpt, err)
 }
 
 // Query parameters of GET /v1/decisions/in_flight.

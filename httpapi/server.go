@@ -337,6 +337,13 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	if !traced {
 		s.setTraceparent(w, r, responseTraceID(rcpt, req), sampledFlag)
 	}
+	s.writeReceipt(w, r, rcpt, err)
+}
+
+// writeReceipt answers what a check (or a resume) returned: the receipt,
+// a fail-closed receipt as a 503, or the error. A receipt that permits
+// execution without naming its record is an internal error, never sent.
+func (s *Server) writeReceipt(w http.ResponseWriter, r *http.Request, rcpt *writ.Receipt, err error) {
 	switch {
 	case rcpt != nil && err != nil:
 		s.writeFailClosed(w, r, rcpt, err)
