@@ -33,30 +33,11 @@ import (
 func TestLifecycleEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join("..", "examples", "refund")
-	st, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pack.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.Compile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The examples' evidence was observed on 2026-05-09 before 09:31.
 	start := time.Date(2026, 5, 9, 9, 31, 42, 0, time.UTC)
 	var ahead atomic.Int64
 	now := func() time.Time { return start.Add(time.Duration(ahead.Load())) }
-	eng, err := engine.New(ctx, engine.Config{Policy: pol, Store: st, BindingKey: bytes.Repeat([]byte{0x5a}, 32), Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		eng.Close()
-		st.Close()
-	})
+	eng, st := newEngine(t, dir, now)
 	srv := httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Ledger: eng, Approvals: eng, Lifecycle: eng, Now: now}))
 	t.Cleanup(srv.Close)
 	c := httpapi.NewClient(srv.URL, httpapi.WithHTTPClient(srv.Client()))
@@ -222,4 +203,31 @@ func TestLifecycleEndToEnd(t *testing.T) {
 	if err != nil || sum.Equal != sum.Records || sum.Kinds[replay.KindExecutionReport] != 1 {
 		t.Errorf("replay summary = %+v, %v; want every record equal, one execution report", sum, err)
 	}
+}
+
+// newEngine starts an engine on a fresh SQLite store with the pack in dir
+// and the clock now; both are closed when the test ends.
+func newEngine(tb testing.TB, dir string, now func() time.Time) (*engine.Engine, *sqlite.Store) {
+	tb.Helper()
+	st, err := sqlite.Open(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := pack.Load(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pol, err := policy.Compile(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	eng, err := engine.New(context.Background(), engine.Config{Policy: pol, Store: st, BindingKey: bytes.Repeat([]byte{0x5a}, 32), Now: now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		eng.Close()
+		st.Close()
+	})
+	return eng, st
 }

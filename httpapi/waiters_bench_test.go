@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -16,11 +15,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/httpapi"
-	"github.com/writhq/writ/pack"
-	"github.com/writhq/writ/policy"
-	"github.com/writhq/writ/sqlite"
 )
 
 // BenchmarkIdleWaiters holds 1,000 resumes open over HTTP, each waiting on
@@ -33,25 +28,8 @@ import (
 func BenchmarkIdleWaiters(b *testing.B) {
 	const n = 1000
 	ctx := context.Background()
-	st, err := sqlite.Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := pack.Load(filepath.Join("..", "examples", "refund"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	pol, err := policy.Compile(p)
-	if err != nil {
-		b.Fatal(err)
-	}
 	now := func() time.Time { return time.Date(2026, 5, 9, 9, 31, 42, 0, time.UTC) }
-	eng, err := engine.New(ctx, engine.Config{Policy: pol, Store: st, BindingKey: bytes.Repeat([]byte{0x5a}, 32), Now: now})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	defer eng.Close()
+	eng, _ := newEngine(b, filepath.Join("..", "examples", "refund"), now)
 	srv := httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Approvals: eng, Lifecycle: eng, Now: now}))
 	defer srv.Close()
 	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}
@@ -60,6 +38,7 @@ func BenchmarkIdleWaiters(b *testing.B) {
 	for range b.N {
 		reqs := make([]*writ.CheckRequest, n)
 		blocked := make([]*writ.Receipt, n)
+		var err error
 		for i := range reqs {
 			req := readRefund(b, "refund-high-value-human-review.json")
 			req.IdempotencyKey = ""
