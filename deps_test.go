@@ -29,6 +29,8 @@ func TestLayering(t *testing.T) {
 		mod + "/sqlite":   {"net/http", mod + "/httpapi", mod + "/engine"},
 		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres"},
 		mod + "/postgres": {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
+		// The console is a client of the HTTP API: no engine, no store.
+		mod + "/console": {"database/sql", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/postgres", mod + "/replay", mod + "/httpapi"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg).Output()
