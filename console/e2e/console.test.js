@@ -36,14 +36,14 @@ function writ(...args) {
   return execFileSync(bin, args, { cwd: repo, encoding: 'utf8' });
 }
 
-function createKey(subject, roles) {
-  const out = JSON.parse(writ('keys', 'create', '--data', data, '--tenant', 'acme', '--subject', subject, '--role', roles, '--json'));
+function createKey(subject, roles, dir = data) {
+  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, '--json'));
   return out.token;
 }
 
 // startServer starts writ serve on 127.0.0.1:0 and waits for its address.
-async function startServer() {
-  const proc = spawn(bin, ['serve', '--pack', 'examples/refund', '--data', data, '--addr', '127.0.0.1:0', '--checkpoint-interval', '200ms', '--log-level', 'warn'],
+async function startServer(pack = 'examples/refund', dir = data) {
+  const proc = spawn(bin, ['serve', '--pack', pack, '--data', dir, '--addr', '127.0.0.1:0', '--checkpoint-interval', '200ms', '--log-level', 'warn'],
     { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });
@@ -60,12 +60,12 @@ async function startServer() {
   return { proc, url, stderr: () => stderr };
 }
 
-async function stopServer() {
-  const { proc } = server;
+async function stopServer(srv = server) {
+  const { proc } = srv;
   const exited = new Promise((resolve) => proc.on('exit', resolve));
   proc.kill('SIGTERM');
   await exited;
-  server = null;
+  if (srv === server) server = null;
 }
 
 // fresh is when the evidence of every request was observed: recent, and
@@ -81,8 +81,8 @@ function request(over = {}) {
   return { ...r, ...over, arguments: { ...r.arguments, ...(over.arguments || {}) } };
 }
 
-async function call(method, p, key, body) {
-  const res = await fetch(server.url + p, {
+async function call(method, p, key, body, base = server.url) {
+  const res = await fetch(base + p, {
     method, headers: { Authorization: `Bearer ${key}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
     body: body ? JSON.stringify(body) : undefined,
   });
@@ -100,8 +100,8 @@ async function newPage(width = 1280, height = 900) {
   return page;
 }
 
-async function signIn(page, key) {
-  await page.goto(server.url + '/console/');
+async function signIn(page, key, base = server.url) {
+  await page.goto(base + '/console/');
   await page.getByLabel('API key').fill(key);
   await page.getByRole('button', { name: 'Sign in' }).click();
 }
@@ -284,12 +284,6 @@ test('an auditor filters records, opens one and sees it verified in the browser;
   await page.goto(`${server.url}/console/#/ledger`);
   await page.getByRole('heading', { name: 'Signing keys' }).waitFor();
   await shot(page, 'ledger');
-  await page.goto(`${server.url}/console/#/runs`);
-  await page.getByLabel('Run id').waitFor();
-  await page.getByLabel('Run id').fill('run_unknown');
-  await page.getByRole('button', { name: 'Show' }).click();
-  await page.locator('.error').waitFor();
-  await shot(page, 'runs');
   await page.context().close();
 });
 
@@ -310,6 +304,41 @@ async function measure(page, hash, readySelector) {
   await cdp.detach();
   return { bytes, interactive_ms: ms };
 }
+
+test('an auditor reads a verification-contract run: steps, attempts, checks and the retry prompt', async () => {
+  // The storybook example pack has a workflow; it runs on a server of its own.
+  const dir = path.join(tmp, 'storybook');
+  const agent = createKey('frontend-bot', 'agent', dir);
+  const auditor = createKey('olga', 'auditor', dir);
+  const srv = await startServer('examples/storybook', dir);
+  try {
+    const started = await call('POST', '/v1/runs', agent, { workflow_id: 'ui.component.change', run_id: 'run_button_142', context: { component: 'Button', ticket: 'UI-142' } }, srv.url);
+    assert.equal(started.status, 201, JSON.stringify(started.body));
+    const attempt = (step, file) => {
+      const body = file ? JSON.parse(readFileSync(path.join(repo, 'examples/storybook/attempts', file), 'utf8')) : {};
+      return call('POST', `/v1/runs/run_button_142/steps/${step}/attempts`, agent, { actor: { type: 'AGENT', id: 'agt_frontend' }, ...body }, srv.url);
+    };
+    assert.equal((await attempt('implement', 'implement.json')).body.state, 'accepted');
+    const retry = await attempt('visual_check', 'visual-check-missing-evidence.json');
+    assert.equal(retry.body.state, 'retry', JSON.stringify(retry.body));
+
+    const page = await newPage();
+    await signIn(page, auditor, srv.url);
+    await page.getByRole('heading', { name: 'Records' }).waitFor();
+    await page.getByRole('link', { name: 'Runs' }).click();
+    await page.getByLabel('Run id').fill('run_button_142');
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.getByText('Visual verification was not executed.').waitFor();
+    const text = await page.locator('main').textContent();
+    for (const want of ['ui.component.change', 'visual_check', '1 used, 2 left', 'open_simple_browser', 'The browser was not opened through writ.', retry.body.retry_prompt.slice(0, 40)]) {
+      assert.ok(text.includes(want), `the run page shows ${want}`);
+    }
+    await shot(page, 'run');
+    await page.context().close();
+  } finally {
+    await stopServer(srv);
+  }
+});
 
 test('the console is usable 390 px wide', async () => {
   const page = await newPage(390, 844);
