@@ -1,7 +1,7 @@
 // writ console. Every value from the API is put in the page as text
 // (textContent, never innerHTML), and every decision is the API's: the
 // console only shows what the API answers and forwards what people decide.
-import { verifyRecord, sha256, hex } from './verify.js';
+import { verifyRecord, verifyLedger, splitRecordsPage, sha256, hex } from './verify.js';
 
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
@@ -134,8 +134,9 @@ async function signInPage(message) {
     }
     session = await res.json();
     renderChrome();
-    location.hash = has('approver') ? '#/inbox' : '#/records';
-    route();
+    // A deep link opened before signing in is kept.
+    const target = !location.hash || location.hash.startsWith('#/signin') ? (has('approver') ? '#/inbox' : '#/records') : location.hash;
+    if (location.hash === target) route(); else location.hash = target;
   } },
   h('h1', {}, 'Sign in to writ'),
   dev ? h('p', { class: 'warn' }, 'Development mode: this server authenticates no one. Name a tenant and yourself.') : h('p', {}, 'Sign in with your API key (approver, auditor or admin). It stays on the server, for this session only.'),
@@ -449,7 +450,57 @@ async function ledgerPage() {
       h('tbody', {}, keys.map((k) => h('tr', {}, h('td', {}, code(k.id)), h('td', {}, fmtTime(k.valid_from)), h('td', {}, k.valid_until ? fmtTime(k.valid_until) : 'open'),
         h('td', {}, k.revoked_at ? `${fmtTime(k.revoked_at)} ${k.revoked_reason || ''}` : '')))))));
   } catch (e) { parts.push(errorBox(e)); }
+  parts.push(ledgerVerifier());
   out.replaceChildren(...parts);
+}
+
+// ledgerVerifier checks the tenant's whole chain in the browser, and
+// remembers this browser's last run, per tenant.
+function ledgerVerifier() {
+  const store = `writ-console-last-verification:${session.tenant_id}`;
+  const result = h('div', { 'aria-live': 'polite', id: 'ledger-verify' });
+  const last = () => {
+    let v = null;
+    try { v = JSON.parse(localStorage.getItem(store)); } catch { /* none */ }
+    return v ? h('p', { id: 'last-verification', class: v.ok ? 'ok' : 'bad' },
+      `Last verified in this browser: ${fmtTime(v.at)}, ${v.records} records, ${v.ok ? 'intact' : `${v.failures} finding(s)`}${v.size ? `, checkpoint of ${v.size}` : ''}.`)
+      : h('p', { id: 'last-verification', class: 'muted' }, 'Not verified in this browser yet.');
+  };
+  let lastLine = last();
+  const run = async () => {
+    button.disabled = true;
+    result.replaceChildren(h('p', { class: 'muted' }, 'Reading the chain…'));
+    try {
+      const records = [];
+      let cursor = '';
+      do {
+        const page = await api('GET', '/v1/records', { query: { limit: 1000, cursor }, raw: true });
+        records.push(...splitRecordsPage(page));
+        cursor = JSON.parse(new TextDecoder().decode(page)).next_cursor || '';
+        result.replaceChildren(h('p', { class: 'muted' }, `Read ${records.length} records…`));
+      } while (cursor);
+      const { keys } = await api('GET', '/v1/ledger/keys');
+      let note = null;
+      try { note = (await api('GET', '/v1/ledger/checkpoint')).note; } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+      const r = await verifyLedger({ records, keys, tenantID: session.tenant_id, checkpointNote: note });
+      const ok = r.failures.length === 0;
+      localStorage.setItem(store, JSON.stringify({ at: new Date().toISOString(), records: r.records, ok, failures: r.failures.length, size: r.checkpoint?.size }));
+      result.replaceChildren(...kids([
+        h('p', { class: ok ? 'result ok' : 'result bad', id: 'ledger-result' }, ok
+          ? `✓ ${r.records} records verified in your browser: every seal and signature, the chain from seq 1, ${r.checkpoint ? r.checkpoint.detail : 'no checkpoint yet'}`
+          : `✗ ${r.failures.length} finding(s) in ${r.records} records`),
+        r.failures.length ? h('ul', { class: 'steps' }, r.failures.slice(0, 50).map((f) => h('li', { class: 'bad' }, '✗ ',
+          f.seq ? [`seq ${f.seq} `, f.record_id ? link(`#/records/${encodeURIComponent(f.record_id)}`, f.record_id) : ''] : '', ' ', h('strong', {}, f.name), ': ', f.detail))) : null]));
+      const fresh = last();
+      lastLine.replaceWith(fresh);
+      lastLine = fresh;
+    } catch (e) { result.replaceChildren(errorBox(e)); }
+    button.disabled = false;
+  };
+  const button = h('button', { type: 'button', id: 'verify-ledger', onclick: run }, 'Verify the whole ledger in your browser');
+  return h('section', { class: 'card' }, h('h2', {}, 'Verification'),
+    h('p', { class: 'muted' }, 'Reads every record of the tenant and checks each seal and signature, the chain links, and the tree root against the latest signed checkpoint, with WebCrypto.'),
+    lastLine, h('div', { class: 'buttons' }, button), result);
 }
 
 // ---- router ----

@@ -144,6 +144,130 @@ function validAt(k, t) {
   return true;
 }
 
+// parseKeys parses the verifier keys of GET /v1/ledger/keys; it throws
+// only when this browser cannot check Ed25519 at all.
+export async function parseKeys(keys) {
+  const parsed = [];
+  for (const k of keys || []) {
+    try { parsed.push({ ...(await parseVerifierKey(k.verifier_key)), meta: k }); } catch (e) {
+      if (e.name === 'NotSupportedError') throw new Error('this browser has no Ed25519 in WebCrypto: signatures cannot be checked here');
+      parsed.push({ id: String(k.id), bad: e.message });
+    }
+  }
+  return parsed;
+}
+
+// sealSteps checks a record's hash and signature.
+async function sealSteps(record, seal, parsed) {
+  const steps = [];
+  const got = 'sha256:' + hex(await sha256(seal.input));
+  steps.push({ name: 'record hash', ok: got === seal.recordHash,
+    detail: got === seal.recordHash ? `SHA-256 of the hash input is ${got}, as sealed`
+      : `the record's bytes hash to ${got}, but its seal says ${seal.recordHash}: the record was changed after it was sealed` });
+  const sig = (ok, detail) => steps.push({ name: 'signature', ok, detail });
+  if (!seal.signature) {
+    sig(false, 'the record is unsigned');
+    return steps;
+  }
+  const k = parsed.find((k) => k.id === seal.signedBy);
+  if (!k) sig(false, `the record is signed by ${seal.signedBy}, which is not a key of this ledger`);
+  else if (k.bad) sig(false, k.bad);
+  else {
+    let raw;
+    try { raw = b64(seal.signature); } catch { raw = new Uint8Array(); }
+    const msg = enc.encode(`writ-record-signature-v1\n${seal.recordHash}\n`);
+    const ok = raw.length === 64 && (await ed25519Verify(k.key, raw, msg));
+    if (!ok) sig(false, `the Ed25519 signature by ${k.id} does not verify over the record hash`);
+    else if (!validAt(k.meta, record.timestamp)) sig(false, `the signature by ${k.id} verifies, but the key was not valid at ${record.timestamp}`);
+    else sig(true, `Ed25519 signature by ${k.id}, valid at ${record.timestamp}`);
+  }
+  return steps;
+}
+
+// splitRecordsPage returns the exact bytes of each record of a
+// GET /v1/records answer, which splices every record's sealed bytes in
+// unchanged: {"records":[R1,R2,…],"next_cursor":"…"}.
+export function splitRecordsPage(bytes) {
+  const open = enc.encode('{"records":[');
+  if (indexOf(bytes, open) !== 0) throw new Error('not a page of records');
+  const out = [];
+  let i = open.length;
+  while (bytes[i] !== 0x5d) { // ']'
+    if (bytes[i] !== 0x7b) throw new Error(`a page of records has no record at byte ${i}`);
+    let depth = 0, inString = false, j = i;
+    for (; j < bytes.length; j++) {
+      const c = bytes[j];
+      if (inString) {
+        if (c === 0x5c) j++; // skip the escaped byte
+        else if (c === 0x22) inString = false;
+      } else if (c === 0x22) inString = true;
+      else if (c === 0x7b || c === 0x5b) depth++;
+      else if (c === 0x7d || c === 0x5d) { depth--; if (depth === 0) break; }
+    }
+    if (j >= bytes.length) throw new Error('a page of records ends inside a record');
+    out.push(bytes.subarray(i, j + 1));
+    i = j + 1;
+    if (bytes[i] === 0x2c) i++;
+  }
+  return out;
+}
+
+// treeRoot is the RFC 6962 Merkle tree hash of leaf hashes.
+export async function treeRoot(leaves) {
+  if (leaves.length === 1) return leaves[0];
+  let k = 1;
+  while (k * 2 < leaves.length) k *= 2;
+  const [l, r] = await Promise.all([treeRoot(leaves.slice(0, k)), treeRoot(leaves.slice(k))]);
+  return sha256(concat(Uint8Array.of(1), l, r));
+}
+
+const genesis = 'sha256:' + '0'.repeat(64);
+
+// verifyLedger checks a tenant's whole chain, as `writ ledger verify`
+// checks the seal: every record's hash and signature, seq 1, 2, 3… with
+// each prev_hash the record_hash before, and the root of the first
+// checkpoint.size leaves against the latest signed checkpoint (its note,
+// checkpointNote; none when the ledger has no checkpoint yet). records
+// are the records' exact bytes in chain order. It returns {records,
+// failures: [{seq, record_id, name, detail}], checkpoint}.
+export async function verifyLedger({ records, keys, tenantID, checkpointNote }) {
+  const parsed = await parseKeys(keys);
+  const failures = [];
+  const leaves = [];
+  let prev = genesis;
+  for (let i = 0; i < records.length; i++) {
+    const bytes = records[i];
+    let record, seal;
+    try { record = JSON.parse(dec.decode(bytes)); seal = splitSeal(bytes); } catch (e) {
+      failures.push({ seq: i + 1, record_id: '', name: 'seal', detail: e.message });
+      leaves.push(await sha256(concat(Uint8Array.of(0), bytes)));
+      continue;
+    }
+    const fail = (name, detail) => failures.push({ seq: seal.seq, record_id: record.record_id, name, detail });
+    if (record.tenant_id !== tenantID) fail('tenant', `the record names tenant ${record.tenant_id}, not ${tenantID}`);
+    if (seal.seq !== i + 1) fail('chain', `record ${i + 1} of the chain says seq ${seal.seq}: a record is missing or out of place`);
+    if (seal.prevHash !== prev) fail('chain', `prev_hash is ${seal.prevHash}, but the record before has record_hash ${prev}`);
+    for (const s of await sealSteps(record, seal, parsed)) if (!s.ok) fail(s.name, s.detail);
+    prev = seal.recordHash;
+    leaves.push(await sha256(concat(Uint8Array.of(0), bytes)));
+  }
+  let checkpoint = null;
+  if (checkpointNote) {
+    try {
+      const cp = await openNote(checkpointNote, parsed);
+      if (!cp.origin.endsWith('/' + tenantID)) throw new Error(`the checkpoint's origin ${cp.origin} is not this tenant's ledger`);
+      if (cp.size > leaves.length) throw new Error(`the checkpoint covers ${cp.size} records, the ledger served ${leaves.length}: records are missing`);
+      const root = await treeRoot(leaves.slice(0, cp.size));
+      if (!equal(root, cp.root)) throw new Error(`the first ${cp.size} records give root ${hex(root).slice(0, 16)}…, but the signed checkpoint states ${hex(cp.root).slice(0, 16)}…`);
+      checkpoint = { size: cp.size, ok: true, detail: `the root of the first ${cp.size} records is the one ${cp.verifiedBy.join(', ')} signed` };
+    } catch (e) {
+      checkpoint = { ok: false, detail: e.message };
+      failures.push({ seq: 0, record_id: '', name: 'checkpoint', detail: e.message });
+    }
+  }
+  return { records: records.length, failures, checkpoint };
+}
+
 // verifyRecord checks one record. bytes are the record exactly as served
 // by GET /v1/records/{id}; proof is GET /v1/records/{id}/proof's answer
 // (null when no checkpoint covers the record yet); keys is GET
@@ -167,38 +291,12 @@ export async function verifyRecord({ bytes, proof, keys, tenantID }) {
   if (tenantID && record.tenant_id !== tenantID) {
     step('tenant', false, `the record names tenant ${record.tenant_id}, not ${tenantID}`);
   }
-  const got = 'sha256:' + hex(await sha256(seal.input));
-  step('record hash', got === seal.recordHash,
-    got === seal.recordHash ? `SHA-256 of the hash input is ${got}, as sealed`
-      : `the record's bytes hash to ${got}, but its seal says ${seal.recordHash}: the record was changed after it was sealed`);
-
-  // Keys: parse every key, keep the ones that parse.
-  const parsed = [];
-  for (const k of keys || []) {
-    try { parsed.push({ ...(await parseVerifierKey(k.verifier_key)), meta: k }); } catch (e) {
-      if (e.name === 'NotSupportedError') {
-        step('signature', null, 'this browser has no Ed25519 in WebCrypto: signatures cannot be checked here');
-        return steps;
-      }
-      step('keys', false, e.message);
-    }
+  let parsed;
+  try { parsed = await parseKeys(keys); } catch (e) {
+    step('signature', null, e.message);
+    return steps;
   }
-  if (!seal.signature) {
-    step('signature', false, 'the record is unsigned');
-  } else {
-    const k = parsed.find((k) => k.id === seal.signedBy);
-    if (!k) {
-      step('signature', false, `the record is signed by ${seal.signedBy}, which is not a key of this ledger`);
-    } else {
-      let sig;
-      try { sig = b64(seal.signature); } catch { sig = new Uint8Array(); }
-      const msg = enc.encode(`writ-record-signature-v1\n${seal.recordHash}\n`);
-      const ok = sig.length === 64 && (await ed25519Verify(k.key, sig, msg));
-      if (!ok) step('signature', false, `the Ed25519 signature by ${k.id} does not verify over the record hash`);
-      else if (!validAt(k.meta, record.timestamp)) step('signature', false, `the signature by ${k.id} verifies, but the key was not valid at ${record.timestamp}`);
-      else step('signature', true, `Ed25519 signature by ${k.id}, valid at ${record.timestamp}`);
-    }
-  }
+  for (const s of await sealSteps(record, seal, parsed)) step(s.name, s.ok, s.detail);
 
   if (!proof) {
     step('inclusion', null, 'no signed checkpoint covers this record yet');

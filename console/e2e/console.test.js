@@ -100,14 +100,17 @@ async function newPage(width = 1280, height = 900) {
   return page;
 }
 
-async function signIn(page, key, base = server.url) {
+// signIn signs in at the console's start page; unless refused is set,
+// it waits until the session's first page is shown.
+async function signIn(page, key, base = server.url, refused = false) {
   await page.goto(base + '/console/');
   await page.getByLabel('API key').fill(key);
   await page.getByRole('button', { name: 'Sign in' }).click();
+  if (!refused) await page.getByRole('button', { name: 'Sign out' }).waitFor();
 }
 
-async function shot(page, name) {
-  await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+async function shot(page, name, fullPage = true) {
+  await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage });
 }
 
 before(async () => {
@@ -137,7 +140,7 @@ after(async () => {
 
 test('an agent key cannot open the console', async () => {
   const page = await newPage();
-  await signIn(page, keys.bot);
+  await signIn(page, keys.bot, server.url, true);
   await page.getByText('may not open the console').waitFor();
   await shot(page, 'signin-agent-refused');
   const res = await page.request.get(server.url + '/console/session');
@@ -283,6 +286,10 @@ test('an auditor filters records, opens one and sees it verified in the browser;
 
   await page.goto(`${server.url}/console/#/ledger`);
   await page.getByRole('heading', { name: 'Signing keys' }).waitFor();
+  await page.getByRole('button', { name: 'Verify the whole ledger in your browser' }).click();
+  const whole = await page.locator('#ledger-result').textContent({ timeout: 15_000 });
+  assert.match(whole, /✓ \d+ records verified in your browser/);
+  assert.match(await page.locator('#last-verification').textContent(), /Last verified in this browser: .*intact/);
   await shot(page, 'ledger');
   await page.context().close();
 });
@@ -349,11 +356,11 @@ test('the console is usable 390 px wide', async () => {
   await signIn(audit, keys.olga);
   await audit.goto(`${server.url}/console/#/records/${approvals.allowedRecord}`);
   await audit.locator('#verify-result').waitFor({ timeout: 15_000 });
-  await shot(audit, 'record-390');
+  await shot(audit, 'record-390', false);
   assert.match(await audit.locator('#verify-result').textContent(), /Verified in your browser/);
   const overflow = await audit.evaluate(() => document.documentElement.scrollWidth > window.innerWidth + 1);
   assert.equal(overflow, false, 'nothing scrolls sideways at 390 px');
-  await shot(audit, 'record-390');
+  await shot(audit, 'record-390', false);
   await page.context().close();
   await audit.context().close();
 });
@@ -372,6 +379,14 @@ test('a record tampered with in the database fails verification in the browser',
   assert.match(text, /record hash: the record's bytes hash to sha256:[0-9a-f]{64}, but its seal says sha256:[0-9a-f]{64}/);
   const steps = await page.locator('ul.steps').textContent();
   assert.match(steps, /inclusion: .*not the ones the ledger committed/);
-  await shot(page, 'record-tampered');
+  await shot(page, 'record-tampered', false);
+
+  await page.getByRole('link', { name: 'Ledger' }).click();
+  await page.getByRole('button', { name: 'Verify the whole ledger in your browser' }).click();
+  assert.match(await page.locator('#ledger-result').textContent({ timeout: 15_000 }), /✗ 2 finding\(s\)/);
+  const findings = await page.locator('#ledger-verify ul.steps').textContent();
+  assert.ok(findings.includes(`${approvals.allowedRecord} record hash: the record's bytes hash to`), findings);
+  assert.match(findings, /checkpoint: the first \d+ records give root/);
+  await shot(page, 'ledger-tampered');
   await page.context().close();
 });

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { verifyRecord, rootFromInclusion, sha256, hex } from '../assets/verify.js';
+import { verifyRecord, verifyLedger, splitRecordsPage, treeRoot, rootFromInclusion, sha256, hex } from '../assets/verify.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const doc = readFileSync(path.resolve(here, '../../docs/ledger-format.md'), 'utf8');
@@ -77,3 +77,34 @@ test('a record no checkpoint covers yet says so', async () => {
   const steps = await verifyRecord({ bytes: enc.encode(records[2]), proof: null, keys, tenantID: 'acme' });
   assert.deepEqual(steps.map((s) => [s.name, s.ok]), [['record hash', true], ['signature', true], ['inclusion', null]]);
 });
+
+test('a page of records splits into each record\'s exact bytes', () => {
+  const page = enc.encode(`{"records":[${records.join(',')}],"next_cursor":"c\\"]}"}`);
+  const got = splitRecordsPage(page).map((b) => new TextDecoder().decode(b));
+  assert.deepEqual(got, records);
+  assert.deepEqual(splitRecordsPage(enc.encode('{"records":[]}')), []);
+  assert.throws(() => splitRecordsPage(enc.encode('{"records":[{"a":"}')), /ends inside a record/);
+});
+
+test('the tree root of the worked example is its checkpoint\'s', async () => {
+  const root = await treeRoot(leafHex.map((h) => new Uint8Array(Buffer.from(h, 'hex'))));
+  assert.equal(Buffer.from(root).toString('base64'), 'MwLIA//6N+KgPpG7/8bNbD0VRoSYtlvazKA2l4NATFs=');
+});
+
+test('the worked example\'s whole ledger verifies', async () => {
+  const r = await verifyLedger({ records: records.map((l) => enc.encode(l)), keys, tenantID: 'acme', checkpointNote: note });
+  assert.deepEqual(r.failures, []);
+  assert.equal(r.records, 3);
+  assert.equal(r.checkpoint.ok, true);
+});
+
+for (const [name, lines, want] of [
+  ['two records swapped', [records[1], records[0], records[2]], [[2, 'chain'], [2, 'chain'], [1, 'chain'], [1, 'chain'], [3, 'chain'], [0, 'checkpoint']]],
+  ['a record missing', [records[0], records[2]], [[3, 'chain'], [3, 'chain'], [0, 'checkpoint']]],
+  ['a record changed', [records[0], records[1].replace('"amount_eur":10000', '"amount_eur":1000'), records[2]], [[2, 'record hash'], [0, 'checkpoint']]],
+]) {
+  test(`the whole-ledger check finds ${name}`, async () => {
+    const r = await verifyLedger({ records: lines.map((l) => enc.encode(l)), keys, tenantID: 'acme', checkpointNote: note });
+    assert.deepEqual(r.failures.map((f) => [f.seq, f.name]), want, JSON.stringify(r.failures, null, 1));
+  });
+}
