@@ -97,7 +97,17 @@ async function newPage(width = 1280, height = 900) {
   const page = await ctx.newPage();
   page.on('dialog', async (d) => { page.dialogs = (page.dialogs || 0) + 1; await d.dismiss(); });
   page.on('pageerror', (e) => { page.errors = [...(page.errors || []), e.message]; });
+  // A Content-Security-Policy violation is a console error: the pages
+  // must never need one.
+  page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) page.errors = [...(page.errors || []), m.text()]; });
   return page;
+}
+
+// close checks that the page raised no error and broke no CSP rule, and
+// closes its context.
+async function close(page) {
+  assert.deepEqual(page.errors || [], [], 'page errors and CSP violations');
+  await page.context().close();
 }
 
 // signIn signs in at the console's start page; unless refused is set,
@@ -145,7 +155,7 @@ test('an agent key cannot open the console', async () => {
   await shot(page, 'signin-agent-refused');
   const res = await page.request.get(server.url + '/console/session');
   assert.equal(res.status(), 401, 'a refused sign-in leaves no session');
-  await page.context().close();
+  await close(page);
 });
 
 const approvals = {};
@@ -195,8 +205,7 @@ test('an approver approves a high-value refund, and the agent\'s retry is allowe
   assert.equal(retry.body.outcome, 'allow', JSON.stringify(retry.body.reasons));
   assert.equal(retry.body.safe_to_execute, true);
   approvals.allowedRecord = retry.body.metadata.record_id;
-  assert.deepEqual(page.errors || [], []);
-  await page.context().close();
+  await close(page);
 });
 
 test('an approver denies a request, and the retry is not allowed', async () => {
@@ -209,7 +218,7 @@ test('an approver denies a request, and the retry is not allowed', async () => {
   await shot(page, 'approval-denied');
   const retry = await check(keys.bot, request({ idempotency_key: 'ik_e2e_deny', arguments: { amount_inr: 16000 }, outputs: { refund_amount_inr: 16000, currency: 'INR', order_id: 'ord_881' }, approval_ids: [approvals.deny] }));
   assert.notEqual(retry.body.safe_to_execute, true, JSON.stringify(retry.body));
-  await page.context().close();
+  await close(page);
 });
 
 test('separation of duties: who asked cannot approve', async () => {
@@ -224,7 +233,7 @@ test('separation of duties: who asked cannot approve', async () => {
   // The API refuses it, whatever the page shows.
   const direct = await call('POST', `/v1/approvals/${id}/approve`, keys.sam, { reason: 'mine' });
   assert.equal(direct.status, 403);
-  await page.context().close();
+  await close(page);
 });
 
 test('untrusted text renders as text', async () => {
@@ -239,7 +248,7 @@ test('untrusted text renders as text', async () => {
   assert.ok((await page.locator('#arguments').textContent()).includes(xss), 'the payload shows as text');
   assert.equal(await page.locator('main img').count(), 0, 'no element was made from it');
   await shot(page, 'approval-xss-as-text');
-  await page.context().close();
+  await close(page);
 
   const audit = await newPage();
   await signIn(audit, keys.olga);
@@ -249,7 +258,7 @@ test('untrusted text renders as text', async () => {
   assert.equal(await audit.locator('main img').count(), 0);
   assert.equal(page.dialogs || 0, 0, 'no script ran');
   assert.equal(audit.dialogs || 0, 0, 'no script ran');
-  await audit.context().close();
+  await close(audit);
 });
 
 test('an auditor filters records, opens one and sees it verified in the browser; replay is equal', async () => {
@@ -282,7 +291,7 @@ test('an auditor filters records, opens one and sees it verified in the browser;
     metrics[name] = m;
     assert.ok(m.bytes < 200_000, `${name} page weighs ${m.bytes} bytes`);
   }
-  await cold.context().close();
+  await close(cold);
 
   await page.goto(`${server.url}/console/#/ledger`);
   await page.getByRole('heading', { name: 'Signing keys' }).waitFor();
@@ -291,7 +300,7 @@ test('an auditor filters records, opens one and sees it verified in the browser;
   assert.match(whole, /✓ \d+ records verified in your browser/);
   assert.match(await page.locator('#last-verification').textContent(), /Last verified in this browser: .*intact/);
   await shot(page, 'ledger');
-  await page.context().close();
+  await close(page);
 });
 
 // measure loads the console afresh at hash and returns the bytes
@@ -341,7 +350,7 @@ test('an auditor reads a verification-contract run: steps, attempts, checks and 
       assert.ok(text.includes(want), `the run page shows ${want}`);
     }
     await shot(page, 'run');
-    await page.context().close();
+    await close(page);
   } finally {
     await stopServer(srv);
   }
@@ -361,8 +370,8 @@ test('the console is usable 390 px wide', async () => {
   const overflow = await audit.evaluate(() => document.documentElement.scrollWidth > window.innerWidth + 1);
   assert.equal(overflow, false, 'nothing scrolls sideways at 390 px');
   await shot(audit, 'record-390', false);
-  await page.context().close();
-  await audit.context().close();
+  await close(page);
+  await close(audit);
 });
 
 test('a record tampered with in the database fails verification in the browser', async () => {
@@ -388,5 +397,5 @@ test('a record tampered with in the database fails verification in the browser',
   assert.ok(findings.includes(`${approvals.allowedRecord} record hash: the record's bytes hash to`), findings);
   assert.match(findings, /checkpoint: the first \d+ records give root/);
   await shot(page, 'ledger-tampered');
-  await page.context().close();
+  await close(page);
 });
