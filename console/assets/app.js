@@ -109,6 +109,13 @@ function val(v, depth = 0) {
 }
 
 const code = (s) => h('code', {}, s);
+
+// table builds a list table; each cell carries its column's name, which
+// narrow screens show beside the value. rows are [attrs, cells].
+function table(cols, rows) {
+  return h('table', { class: 'list' }, h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, rows.map(([attrs, cells]) => h('tr', attrs, cells.map((c, i) => h('td', { 'data-label': cols[i] }, c))))));
+}
 const link = (href, text) => h('a', { href }, text);
 
 // ---- sign-in ----
@@ -182,19 +189,17 @@ async function inboxPage(params) {
     }
     const rows = page.approvals.slice().reverse(); // newest first
     if (!rows.length) { list.replaceChildren(h('p', { class: 'muted' }, state === 'pending' ? 'Nothing waits for a decision.' : 'No requests.')); return; }
-    list.replaceChildren(h('table', { class: 'list' },
-      h('thead', {}, h('tr', {}, ['Requested', 'Gate', 'Decision key', 'Subjects', 'Asked by', 'State'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, rows.map((a) => {
-        const fresh = !first && !seen.has(a.approval_id);
-        seen.add(a.approval_id);
-        return h('tr', { class: fresh ? 'fresh' : '' },
-          h('td', {}, link(`#/approvals/${encodeURIComponent(a.approval_id)}`, fmtTime(a.created_at))),
-          h('td', {}, a.gate_id, a.terminal ? h('span', { class: 'badge' }, 'terminal') : null),
-          h('td', {}, a.binding.decision_key),
-          h('td', {}, (a.subject_ids || []).join(', ')),
-          h('td', {}, a.requested_by.subject || a.requested_by.actor_id),
-          h('td', {}, stateBadge(a.state)));
-      }))));
+    list.replaceChildren(table(['Requested', 'Gate', 'Decision key', 'Subjects', 'Asked by', 'State'], rows.map((a) => {
+      const fresh = !first && !seen.has(a.approval_id);
+      seen.add(a.approval_id);
+      return [{ class: fresh ? 'fresh' : '' }, [
+        link(`#/approvals/${encodeURIComponent(a.approval_id)}`, fmtTime(a.created_at)),
+        [a.gate_id, a.terminal ? h('span', { class: 'badge' }, 'terminal') : null],
+        a.binding.decision_key,
+        (a.subject_ids || []).join(', '),
+        a.requested_by.subject || a.requested_by.actor_id,
+        stateBadge(a.state)]];
+    })));
     first = false;
   };
   await load();
@@ -313,13 +318,11 @@ async function recordsPage(params) {
   const next = new URLSearchParams(params);
   if (page.next_cursor) next.set('cursor', page.next_cursor);
   out.replaceChildren(...kids([
-    rows.length ? h('table', { class: 'list' },
-      h('thead', {}, h('tr', {}, ['Seq', 'Time', 'Decision key', 'Status', 'Outcome', 'Actor', 'Subjects'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, rows.map((r) => h('tr', {},
-        h('td', {}, String(r.audit?.seq ?? '')),
-        h('td', {}, link(`#/records/${encodeURIComponent(r.record_id)}`, fmtTime(r.timestamp))),
-        h('td', {}, r.decision_key), h('td', {}, r.status), h('td', {}, r.outputs?.outcome ?? ''),
-        h('td', {}, `${r.actor?.type} ${r.actor?.id}`), h('td', {}, (r.subject_ids || []).join(', ')))))) : h('p', { class: 'muted' }, 'No records match.'),
+    rows.length ? table(['Seq', 'Time', 'Decision key', 'Status', 'Outcome', 'Actor', 'Subjects'], rows.map((r) => [{}, [
+      String(r.audit?.seq ?? ''),
+      link(`#/records/${encodeURIComponent(r.record_id)}`, fmtTime(r.timestamp)),
+      r.decision_key, r.status, String(r.outputs?.outcome ?? ''),
+      `${r.actor?.type} ${r.actor?.id}`, (r.subject_ids || []).join(', ')]])) : h('p', { class: 'muted' }, 'No records match.'),
     h('p', { class: 'pager' }, f.cursor ? link('#/records?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), 'First page') : null,
       page.next_cursor ? [' ', link(`#/records?${next}`, 'Next page →')] : null)]));
 }
@@ -398,9 +401,9 @@ async function runReplay(path, query, out) {
     const results = Array.isArray(res.results) ? res.results : [res];
     out.replaceChildren(...results.map((r) => h('div', { class: 'replay' },
       h('p', { class: r.status === 'replay_equal' ? 'result ok' : 'result bad' }, `${r.status === 'replay_equal' ? '✓' : '✗'} ${r.record_id}: ${r.status}`, r.error ? ` — ${r.error}` : ''),
-      r.differences?.length ? h('table', { class: 'list' }, h('thead', {}, h('tr', {}, ['Class', 'Path', 'Recorded', 'Replayed', 'Detail'].map((c) => h('th', { scope: 'col' }, c)))),
-        h('tbody', {}, r.differences.map((d) => h('tr', {}, h('td', {}, d.class), h('td', {}, code(d.path || d.input || '')),
-          h('td', {}, d.recorded !== undefined ? JSON.stringify(d.recorded) : ''), h('td', {}, d.replayed !== undefined ? JSON.stringify(d.replayed) : ''), h('td', {}, d.detail || ''))))) : null)));
+      r.differences?.length ? table(['Class', 'Path', 'Recorded', 'Replayed', 'Detail'], r.differences.map((d) => [{}, [
+        d.class, code(d.path || d.input || ''),
+        d.recorded !== undefined ? JSON.stringify(d.recorded) : '', d.replayed !== undefined ? JSON.stringify(d.replayed) : '', d.detail || '']])) : null)));
   } catch (e) { out.replaceChildren(errorBox(e)); }
 }
 
@@ -445,10 +448,9 @@ async function ledgerPage() {
   } catch (e) { parts.push(errorBox(e)); }
   try {
     const { keys } = await api('GET', '/v1/ledger/keys');
-    parts.push(h('section', { class: 'card' }, h('h2', {}, 'Signing keys'), h('table', { class: 'list' },
-      h('thead', {}, h('tr', {}, ['Key id', 'Valid from', 'Valid until', 'Revoked'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, keys.map((k) => h('tr', {}, h('td', {}, code(k.id)), h('td', {}, fmtTime(k.valid_from)), h('td', {}, k.valid_until ? fmtTime(k.valid_until) : 'open'),
-        h('td', {}, k.revoked_at ? `${fmtTime(k.revoked_at)} ${k.revoked_reason || ''}` : '')))))));
+    parts.push(h('section', { class: 'card' }, h('h2', {}, 'Signing keys'), table(['Key id', 'Valid from', 'Valid until', 'Revoked'], keys.map((k) => [{}, [
+      code(k.id), fmtTime(k.valid_from), k.valid_until ? fmtTime(k.valid_until) : 'open',
+      k.revoked_at ? `${fmtTime(k.revoked_at)} ${k.revoked_reason || ''}` : '']]))));
   } catch (e) { parts.push(errorBox(e)); }
   parts.push(ledgerVerifier());
   out.replaceChildren(...parts);
