@@ -188,6 +188,7 @@ async function inboxPage(params) {
       list.replaceChildren(errorBox(e)); return;
     }
     const rows = page.approvals.slice().reverse(); // newest first
+    if (state === 'pending') document.title = rows.length ? `(${rows.length}) Approvals · writ` : 'Approvals · writ';
     if (!rows.length) { list.replaceChildren(h('p', { class: 'muted' }, state === 'pending' ? 'Nothing waits for a decision.' : 'No requests.')); return; }
     list.replaceChildren(table(['Requested', 'Gate', 'Decision key', 'Subjects', 'Asked by', 'State'], rows.map((a) => {
       const fresh = !first && !seen.has(a.approval_id);
@@ -264,6 +265,8 @@ async function approvalPage(id) {
           ['Redacted arguments digest', code(b.redacted_arguments_digest)],
           ['Evidence snapshot hash', code(b.evidence_snapshot_hash)],
           ['Evidence', env && env.evidence ? h('ul', {}, env.evidence.map((ev) => h('li', {}, `${ev.kind}:${ev.id}${ev.version ? '#' + ev.version : ''}${ev.hash ? ' ' + ev.hash : ''}`))) : ''],
+          ['Proposed outputs', env && env.outputs ? env.outputs : ''],
+          ['Context', env && env.context ? env.context : ''],
           ['Policy revision', (b.bundle_revisions || []).join(', ')],
           ['Request envelope', envCheck]])),
       h('section', { class: 'card', 'aria-labelledby': 'who-h' }, h('h2', { id: 'who-h' }, 'Who asked, and the gate'),
@@ -366,8 +369,22 @@ async function recordPage(id) {
         h('section', { class: 'card', id: 'story' }, h('h2', {}, 'Receipt and story'),
           h('p', { class: 'muted' }, 'The decision\'s receipt and its whole story (every record of the decision, in chain order) appear here once the API serves GET /v1/decisions/{decision_id}.'),
           dl([['Decision', code(rec.decision_id)], ['Trace', code(rec.trace_id)]]),
-          h('p', {}, link(`#/records?trace_id=${encodeURIComponent(rec.trace_id)}`, 'Every record of this trace →'))))));
+          h('ul', { class: 'related' }, related(rec).map(([href, text]) => h('li', {}, link(href, text))))))));
   verify(id, bytes, verdict);
+}
+
+// related links a record to what it belongs to: its trace, the run of a
+// step verdict (subject run:<id>), the request and the check of an
+// approval decision (outputs.approval_id, outputs.for_record).
+function related(rec) {
+  const links = [[`#/records?trace_id=${encodeURIComponent(rec.trace_id)}`, 'Every record of this trace →']];
+  for (const s of rec.subject_ids || []) {
+    if (typeof s === 'string' && s.startsWith('run:')) links.push([`#/runs/${encodeURIComponent(s.slice(4))}`, `Run ${s.slice(4)} →`]);
+  }
+  const out = rec.outputs || {};
+  if (typeof out.approval_id === 'string') links.push([`#/approvals/${encodeURIComponent(out.approval_id)}`, `Approval request ${out.approval_id} →`]);
+  if (typeof out.for_record === 'string') links.push([`#/records/${encodeURIComponent(out.for_record)}`, `The check that asked: ${out.for_record} →`]);
+  return links;
 }
 
 async function verify(id, bytes, box) {
@@ -510,6 +527,7 @@ function ledgerVerifier() {
 async function route() {
   clearInterval(timer);
   timer = null;
+  document.title = 'writ console';
   const [path, qs] = (location.hash.slice(1) || '/').split('?');
   const params = new URLSearchParams(qs || '');
   const seg = path.split('/').filter(Boolean).map(decodeURIComponent);
@@ -521,7 +539,10 @@ async function route() {
     renderChrome();
   }
   if (!session || seg[0] === 'signin') { await signInPage(); return; }
-  for (const a of nav.querySelectorAll('a')) a.toggleAttribute('aria-current', location.hash.startsWith(a.getAttribute('href')));
+  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', ledger: '#/ledger' }[seg[0]];
+  for (const a of nav.querySelectorAll('a')) {
+    if (a.getAttribute('href') === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
   try {
     switch (seg[0]) {
       case 'approvals': if (seg[1]) { await approvalPage(seg[1]); break; } // falls through

@@ -179,6 +179,7 @@ test('an approver approves a high-value refund, and the agent\'s retry is allowe
   approvals.deny = second.body.metadata.approval_ids[0];
   assert.ok(approvals.deny, JSON.stringify(second.body));
   await page.locator(`a[href="#/approvals/${approvals.deny}"]`).waitFor({ timeout: 10_000 });
+  assert.equal(await page.title(), '(2) Approvals · writ', 'the tab says how many wait');
 
   await page.locator(`a[href="#/approvals/${approvalID}"]`).click();
   await page.getByRole('heading', { name: /What is being approved/ }).waitFor();
@@ -200,6 +201,7 @@ test('an approver approves a high-value refund, and the agent\'s retry is allowe
   await page.locator('.badge.approved').first().waitFor();
   await page.getByRole('heading', { name: 'Decision', exact: true }).waitFor();
   await shot(page, 'approval-approved');
+  assert.equal(await page.title(), 'writ console');
 
   const retry = await check(keys.bot, request({ idempotency_key: 'ik_e2e_approve', approval_ids: [approvalID] }));
   assert.equal(retry.body.outcome, 'allow', JSON.stringify(retry.body.reasons));
@@ -344,6 +346,10 @@ test('an auditor reads a verification-contract run: steps, attempts, checks and 
     await page.getByRole('link', { name: 'Runs' }).click();
     await page.getByLabel('Run id').fill('run_button_142');
     await page.getByRole('button', { name: 'Show' }).click();
+    await page.getByText('Visual verification was not executed.').waitFor();
+    // From a step's verdict record back to its run.
+    await page.locator('a', { hasText: 'record' }).last().click();
+    await page.getByRole('link', { name: 'Run run_button_142 →' }).click();
     await page.getByText('Visual verification was not executed.').waitFor();
     const text = await page.locator('main').textContent();
     for (const want of ['ui.component.change', 'visual_check', '1 used, 2 left', 'open_simple_browser', 'The browser was not opened through writ.', retry.body.retry_prompt.slice(0, 40)]) {
