@@ -177,20 +177,22 @@ async function inboxPage(params) {
   const state = params.get('state') || 'pending';
   const list = h('div', { 'aria-live': 'polite' });
   const filter = h('select', { id: 'state', onchange: () => { location.hash = `#/inbox?state=${filter.value}`; } },
-    ['pending', 'approved', 'denied', 'expired', ''].map((s) => h('option', { value: s, selected: s === state }, s || 'all')));
+    ['pending', 'approved', 'denied', 'expired', 'all'].map((s) => h('option', { value: s, selected: s === state }, s)));
   show(h('h1', {}, 'Approvals'), h('p', { class: 'filters' }, h('label', { for: 'state' }, 'State '), filter,
     state === 'pending' ? h('span', { class: 'muted' }, ' · new requests appear here as they arrive') : null), list);
   const seen = new Set();
   let first = true;
   const load = async () => {
     let page;
-    try { page = await api('GET', '/v1/approvals', { query: { state, limit: 200 } }); } catch (e) {
+    try { page = await api('GET', '/v1/approvals', { query: { state: state === 'all' ? '' : state, limit: 200 } }); } catch (e) {
       list.replaceChildren(errorBox(e)); return;
     }
-    const rows = page.approvals.slice().reverse(); // newest first
+    // Pending first, then newest first.
+    const rows = page.approvals.slice().reverse().sort((a, b) => (b.state === 'pending') - (a.state === 'pending'));
     if (state === 'pending') document.title = rows.length ? `(${rows.length}) Approvals · writ` : 'Approvals · writ';
     if (!rows.length) { list.replaceChildren(h('p', { class: 'muted' }, state === 'pending' ? 'Nothing waits for a decision.' : 'No requests.')); return; }
-    list.replaceChildren(table(['Requested', 'Gate', 'Decision key', 'Subjects', 'Asked by', 'State'], rows.map((a) => {
+    list.replaceChildren(...kids([page.next_cursor ? h('p', { class: 'warn' }, `More than ${rows.length} requests: these are the oldest ${rows.length}. Narrow the list with the state, or decide these first.`) : null,
+      table(['Requested', 'Gate', 'Decision key', 'Subjects', 'Asked by', 'State'], rows.map((a) => {
       const fresh = !first && !seen.has(a.approval_id);
       seen.add(a.approval_id);
       return [{ class: fresh ? 'fresh' : '' }, [
@@ -200,7 +202,7 @@ async function inboxPage(params) {
         (a.subject_ids || []).join(', '),
         a.requested_by.subject || a.requested_by.actor_id,
         stateBadge(a.state)]];
-    })));
+    }))]));
     first = false;
   };
   await load();

@@ -367,6 +367,13 @@ test('the console is usable 390 px wide', async () => {
   await signIn(page, keys.maria);
   await page.getByRole('heading', { name: 'Approvals' }).waitFor();
   await shot(page, 'inbox-390');
+  // Every state: pending first.
+  await page.getByLabel('State').selectOption('all');
+  await page.locator('.badge.denied').first().waitFor();
+  const states = await page.locator('tbody .badge').allTextContents();
+  const firstDecided = states.findIndex((s) => s !== 'pending');
+  assert.ok(states.includes('approved') && states.includes('denied') && states[0] === 'pending', states.join(' '));
+  assert.ok(states.slice(firstDecided).every((s) => s !== 'pending'), `pending first: ${states.join(' ')}`);
   const audit = await newPage(390, 844);
   await signIn(audit, keys.olga);
   await audit.goto(`${server.url}/console/#/records/${approvals.allowedRecord}`);
