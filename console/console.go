@@ -263,7 +263,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	var body signInBody
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	if err := dec.Decode(&body); err != nil || dec.More() {
 		problem(w, http.StatusBadRequest, writ.EINVALID, "the sign-in body must be a JSON object with api_key (or, in development mode, tenant_id and subject)")
 		return
 	}
@@ -372,7 +372,7 @@ var forwardable = regexp.MustCompile(`^/v1/approvals/[^/]+/(approve|deny)$`)
 
 // forward calls the API with the session's key.
 func (c *Console) forward(w http.ResponseWriter, r *http.Request, apiPath string) {
-	s, _ := c.session(r)
+	s, key := c.session(r)
 	if s == nil {
 		problem(w, http.StatusUnauthorized, writ.EUNAUTHENTICATED, "not signed in, or the session ended: sign in again")
 		return
@@ -399,8 +399,40 @@ func (c *Console) forward(w http.ResponseWriter, r *http.Request, apiPath string
 	if s.token != "" {
 		r2.Header.Set("Authorization", "Bearer "+s.token)
 	}
-	c.cfg.API.ServeHTTP(w, r2)
+	sw := &statusWriter{ResponseWriter: w}
+	c.cfg.API.ServeHTTP(sw, r2)
+	if sw.status == http.StatusUnauthorized && s.token != "" {
+		// The API no longer accepts the key (revoked): the session ends
+		// with it.
+		c.mu.Lock()
+		delete(c.sessions, key)
+		c.mu.Unlock()
+		c.log.InfoContext(r.Context(), "console session ended: the API refused its key", slog.String("subject", s.info.Subject), slog.String("key_id", s.info.KeyID))
+	}
 }
+
+// statusWriter records the status of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // session returns the request's live session (and its map key), touching
 // it; nil when there is none.

@@ -140,6 +140,7 @@ func TestSignIn(t *testing.T) {
 		{"store down", `{"api_key":"down-key"}`, "application/json", "", 503, nil},
 		{"no key", `{}`, "application/json", "", 400, nil},
 		{"unknown field", `{"api_key":"approver-key","role":"admin"}`, "application/json", "", 400, nil},
+		{"two objects", `{"api_key":"approver-key"} {"api_key":"admin-key"}`, "application/json", "", 400, nil},
 		{"not JSON", `api_key=approver-key`, "application/x-www-form-urlencoded", "", 415, nil},
 		{"cross-origin", `{"api_key":"approver-key"}`, "application/json", "https://evil.example", 403, nil},
 		{"same origin", `{"api_key":"approver-key"}`, "application/json", "http://example.com", 200, []writ.Role{writ.RoleApprover}},
@@ -304,6 +305,24 @@ func TestForwardOnlyWhatPeopleDo(t *testing.T) {
 				t.Errorf("the CSRF token was forwarded to the API")
 			}
 		})
+	}
+}
+
+// TestARevokedKeyEndsTheSession: once the API refuses the session's key,
+// the session is gone.
+func TestARevokedKeyEndsTheSession(t *testing.T) {
+	e := newEnv(t, false)
+	e.c.cfg.API = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	})
+	ck, _ := e.signIn(t, `{"api_key":"approver-key"}`)
+	r := httptest.NewRequest(http.MethodGet, "/console/api/v1/approvals", nil)
+	r.AddCookie(ck)
+	if w := e.do(r); w.Code != http.StatusUnauthorized {
+		t.Fatalf("forward = %d, want the API's 401", w.Code)
+	}
+	if n := e.c.Sessions(); n != 0 {
+		t.Errorf("%d sessions live after the API refused the key, want 0", n)
 	}
 }
 
