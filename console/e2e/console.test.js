@@ -107,6 +107,14 @@ async function newPage(width = 1280, height = 900) {
 // closes its context.
 async function close(page) {
   assert.deepEqual(page.errors || [], [], 'page errors and CSP violations');
+  // Accessibility basics of the page left open: every control has a
+  // label, every button a name, every image an alternative.
+  const unlabelled = await page.evaluate(() => [
+    ...[...document.querySelectorAll('input, select, textarea')].filter((el) => !el.labels?.length && !el.getAttribute('aria-label')).map((el) => el.outerHTML),
+    ...[...document.querySelectorAll('button')].filter((el) => !el.textContent.trim() && !el.getAttribute('aria-label')).map((el) => el.outerHTML),
+    ...[...document.querySelectorAll('img')].filter((el) => !el.hasAttribute('alt')).map((el) => el.outerHTML),
+  ]);
+  assert.deepEqual(unlabelled, [], 'controls without a label or name');
   await page.context().close();
 }
 
