@@ -206,7 +206,14 @@ async function inboxPage(params) {
     first = false;
   };
   await load();
-  timer = setInterval(load, 2000);
+  // Poll while the tab is visible; a hidden tab catches up when shown.
+  // One load at a time, should the API be slower than the interval.
+  let busy = false;
+  timer = setInterval(async () => {
+    if (busy || document.visibilityState === 'hidden') return;
+    busy = true;
+    try { await load(); } finally { busy = false; }
+  }, 2000);
 }
 
 // mine says whether the signed-in person asked for the request: separation
@@ -245,12 +252,16 @@ async function approvalPage(id) {
       setTimeout(() => approvalPage(id), 600);
     } catch (e) { status.className = 'error'; status.textContent = e.message; }
   };
-  const canDecide = has('approver') && a.state === 'pending' && !a.terminal;
+  // Whether the decision is allowed is the API's to say; the page offers
+  // it to approvers while the request is pending.
+  const canDecide = has('approver') && a.state === 'pending';
   const decision = canDecide ? h('section', { class: 'card decide', 'aria-labelledby': 'decide-h' },
     h('h2', { id: 'decide-h' }, 'Decide'),
     self ? h('p', { class: 'error', id: 'sod' }, 'You asked for this request: separation of duties says someone else must decide it.') : null,
     h('label', { for: 'reason' }, 'Reason (recorded with the decision)'), reason,
-    h('p', { id: 'reason-help', class: 'muted' }, `Approving lets the agent's retry of exactly this call (same arguments digest, evidence and policy) proceed, ${a.allowance} time(s), until the approval expires.`),
+    h('p', { id: 'reason-help', class: 'muted' }, a.terminal
+      ? 'This is an escalation: the automated path ended. Your decision is recorded; no check can redeem it.'
+      : `Approving lets the agent's retry of exactly this call (same arguments digest, evidence and policy) proceed, ${a.allowance} time(s), until the approval expires.`),
     h('div', { class: 'buttons' },
       h('button', { type: 'button', id: 'approve', disabled: self, onclick: decide('approve') }, 'Approve'),
       h('button', { type: 'button', id: 'deny', class: 'danger', disabled: self, onclick: decide('deny') }, 'Deny')),
