@@ -370,6 +370,32 @@ test('an auditor reads a verification-contract run: steps, attempts, checks and 
   }
 });
 
+test('development mode: sign in with a tenant and a name, no key, and approve', async () => {
+  const dir = path.join(tmp, 'dev'); // no API keys: development mode
+  const srv = await startServer('examples/refund', dir);
+  try {
+    const res = await fetch(srv.url + '/v1/check', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ ...request({ idempotency_key: 'ik_e2e_dev' }), tenant_id: 'acme' }) });
+    const asked = await res.json();
+    const id = asked.metadata.approval_ids[0];
+    const page = await newPage();
+    await page.goto(srv.url + '/console/');
+    await page.getByText('Development mode').waitFor();
+    await page.getByLabel('Tenant').fill('acme');
+    await page.getByLabel(/Your name/).fill('maria');
+    await shot(page, 'signin-dev');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator(`a[href="#/approvals/${id}"]`).click();
+    await page.getByLabel(/Reason/).fill('Checked in development.');
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.locator('.badge.approved').first().waitFor();
+    assert.match(await page.locator('main').textContent(), /Bymaria/, 'the approver is the name signed in with');
+    await close(page);
+  } finally {
+    await stopServer(srv);
+  }
+});
+
 test('the console is usable 390 px wide', async () => {
   const page = await newPage(390, 844);
   await signIn(page, keys.maria);
