@@ -225,6 +225,8 @@ function mine(a) {
 }
 
 async function approvalPage(id) {
+  clearInterval(timer);
+  timer = null;
   show(h('h1', {}, 'Approval request'), h('p', { class: 'muted' }, 'Loading…'));
   let a;
   try { a = await api('GET', `/v1/approvals/${encodeURIComponent(id)}`); } catch (e) { show(h('h1', {}, 'Approval request'), errorBox(e)); return; }
@@ -298,6 +300,18 @@ async function approvalPage(id) {
         ['Record', has('auditor') ? link(`#/records/${encodeURIComponent(a.decision.record_id)}`, a.decision.record_id) : a.decision.record_id]])) : null,
     a.events && a.events.length ? h('section', { class: 'card' }, h('h2', {}, 'Events'),
       h('ol', {}, a.events.map((e) => h('li', {}, `${fmtTime(e.at)} ${e.kind}${e.actor ? ' by ' + e.actor : ''}${e.reason ? ': ' + e.reason : ''} `, code(e.record_id))))) : null);
+  // Someone else may decide it meanwhile: watch the request while it is
+  // pending, and show the decision when it comes.
+  if (a.state === 'pending') {
+    const here = location.hash;
+    timer = setInterval(async () => {
+      if (document.visibilityState === 'hidden') return;
+      try {
+        const now = await api('GET', `/v1/approvals/${encodeURIComponent(id)}`);
+        if (now.state !== 'pending' && location.hash === here) approvalPage(id);
+      } catch { /* the next tick tries again */ }
+    }, 3000);
+  }
 }
 
 // ---- records ----

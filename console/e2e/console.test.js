@@ -243,6 +243,11 @@ test('separation of duties: who asked cannot approve', async () => {
   // The API refuses it, whatever the page shows.
   const direct = await call('POST', `/v1/approvals/${id}/approve`, keys.sam, { reason: 'mine' });
   assert.equal(direct.status, 403);
+  // Someone else decides it: the open page shows it without a reload.
+  const other = await call('POST', `/v1/approvals/${id}/deny`, keys.maria, { reason: 'Not a refund we make.' });
+  assert.equal(other.status, 200, JSON.stringify(other.body));
+  await page.locator('.badge.denied').first().waitFor({ timeout: 10_000 });
+  assert.match(await page.locator('main').textContent(), /Not a refund we make\./);
   await close(page);
 });
 
