@@ -29,6 +29,11 @@ func TestLayering(t *testing.T) {
 		mod + "/sqlite":   {"net/http", mod + "/httpapi", mod + "/engine"},
 		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres"},
 		mod + "/postgres": {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
+
+		// packtest runs tests in-process on a temporary SQLite ledger: no
+		// server, no network, no PostgreSQL.
+		mod + "/packtest": {"net/http", mod + "/httpapi", mod + "/postgres"},
+		mod + "/packdiff": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
 		// The console is a client of the HTTP API: no engine, no store.
 		mod + "/console": {"database/sql", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/postgres", mod + "/replay", mod + "/httpapi"},
 	}

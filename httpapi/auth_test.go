@@ -74,6 +74,10 @@ var routeSamples = map[string]struct{ target, body string }{
 	"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"reason":"The invoice does not match."}`},
 	"GET /healthz":                             {"/healthz", ""},
 	"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
+	"GET /v1/decisions/{id}":                   {"/v1/decisions/dec_1", ""},
+	"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?expired_by=now", ""},
+	"POST /v1/decisions/{id}/execution":        {"/v1/decisions/dec_1/execution", `{"status":"succeeded"}`},
+	"POST /v1/decisions/{id}/resume":           {"/v1/decisions/dec_1/resume", `{"request":{"tool":"payments.issue_refund"}}`},
 }
 
 // sample returns the sample request of rt, sent with key (none when "").
@@ -93,7 +97,7 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // newAuthServer returns a server of fake, as every interface, that
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
-	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Authenticate: testKeys.authenticate,
+	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake, Authenticate: testKeys.authenticate,
 		Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
 }
 
@@ -211,6 +215,10 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"tenant_id":"acme","approver":"maria","reason":"no"}`},
 		"GET /healthz":                             {"/healthz", ""},
 		"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
+		"GET /v1/decisions/{id}":                   {"/v1/decisions/dec_1?tenant_id=acme", ""},
+		"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?tenant_id=acme", ""},
+		"POST /v1/decisions/{id}/execution":        {"/v1/decisions/dec_1/execution", `{"tenant_id":"acme","status":"failed"}`},
+		"POST /v1/decisions/{id}/resume":           {"/v1/decisions/dec_1/resume", `{"tenant_id":"acme","request":{"tool":"t"},"wait":"1s"}`},
 	}
 	for _, rt := range routes {
 		sm, ok := samples[rt.method+" "+rt.path]
@@ -218,7 +226,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 			t.Fatalf("no development mode sample of %s %s; add one", rt.method, rt.path)
 		}
 		fake := fullService()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake, Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")
 		rec := serve(s, req)

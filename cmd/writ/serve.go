@@ -90,6 +90,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	cfg := engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
 		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}}
+	if *storeURL != "" {
+		// Other servers may decide the approvals that resumes here wait on.
+		cfg.ResumeSweep = 2 * time.Second
+	}
 	if *shadowDir != "" {
 		if cfg.Shadow, err = loadPolicy(*shadowDir); err != nil {
 			return fmt.Errorf("shadow pack: %w", err)
@@ -111,7 +115,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		whCtx, stopWebhook := context.WithCancel(context.Background())
 		defer stopWebhook()
 		go n.Run(whCtx)
-		cfg.Announce = n.Announce
+		cfg.Announce, cfg.AnnounceDecided = n.Announce, n.AnnounceDecided
 	}
 	eng, err := openEngine(ctx, cfg, *data, *keyFile)
 	if err != nil {
@@ -129,6 +133,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Workflows:    eng,
 		Approvals:    eng,
 		Replays:      replay.New(st, replay.Options{}),
+		Lifecycle:    eng,
 		Authenticate: authenticate,
 		Blobs:        st.Blob,
 		VerifierKeys: func(context.Context, string) ([]keyring.Key, error) { return ring.Keys(), nil },
