@@ -241,6 +241,7 @@ async function approvalPage(id) {
   }
   const b = a.binding;
   const self = mine(a);
+  const storyBox = h('section', { class: 'card', id: 'story', 'aria-live': 'polite' }, h('h2', {}, 'The decision\'s story'), h('p', { class: 'muted' }, 'Loading…'));
   const status = h('p', { role: 'status' });
   const reason = h('textarea', { id: 'reason', name: 'reason', rows: 3, required: true, 'aria-describedby': 'reason-help' });
   const decide = (verb) => async () => {
@@ -298,8 +299,10 @@ async function approvalPage(id) {
       dl([['Decision', a.decision.decision], ['By', a.decision.approver], ['Reason', a.decision.reason], ['At', fmtTime(a.decision.decided_at)],
         ['Valid until', fmtTime(a.decision.valid_until)], ['Uses', `${a.uses} of ${a.allowance}`],
         ['Record', has('auditor') ? link(`#/records/${encodeURIComponent(a.decision.record_id)}`, a.decision.record_id) : a.decision.record_id]])) : null,
+    storyBox,
     a.events && a.events.length ? h('section', { class: 'card' }, h('h2', {}, 'Events'),
       h('ol', {}, a.events.map((e) => h('li', {}, `${fmtTime(e.at)} ${e.kind}${e.actor ? ' by ' + e.actor : ''}${e.reason ? ': ' + e.reason : ''} `, code(e.record_id))))) : null);
+  loadStory(a.decision_id, a.record_id, storyBox, null, 'the check that asked');
   // Someone else may decide it meanwhile: watch the request while it is
   // pending, and show the decision when it comes.
   if (a.state === 'pending') {
@@ -362,8 +365,8 @@ async function recordsPage(params) {
 const groups = [
   ['Identity', ['record_id', 'decision_id', 'decision_key', 'decision_version', 'timestamp', 'status', 'supersedes', 'intent_ref', 'action_class']],
   ['Actor', ['actor']], ['Subject', ['subject_ids']], ['Inputs', ['inputs_refs']], ['Outputs', ['outputs']],
-  ['Evidence', ['evidence_refs']], ['Policy', ['policy_decisions']], ['Approvals', ['approvals', 'approval_mode_effective']],
-  ['Controls', ['controls_active']], ['Tool lineage', ['tool_lineage']], ['Scores', ['scorecard']], ['Budget', ['budget_usage']],
+  ['Evidence', ['evidence_refs', 'history']], ['Policy', ['policy_decisions']], ['Approvals', ['approvals', 'approval_mode_effective']],
+  ['Controls', ['controls_active']], ['Tool lineage', ['tool_lineage', 'execution']], ['Scores', ['scorecard']], ['Budget', ['budget_usage']],
   ['Lineage', ['lineage']], ['Trace', ['trace_id', 'replay']], ['Seal', ['audit', 'tenant_id']],
 ];
 
@@ -382,6 +385,8 @@ async function recordPage(id) {
       h('button', { type: 'button', id: 'replay', onclick: () => runReplay(`/v1/records/${encodeURIComponent(id)}/replay`, {}, replayOut) }, 'Replay this record'),
       h('button', { type: 'button', onclick: () => runReplay('/v1/replay', { trace_id: rec.trace_id }, replayOut) }, 'Replay its trace')),
     replayOut);
+  const receiptBox = h('section', { class: 'card', id: 'receipt', 'aria-live': 'polite' }, h('h2', {}, 'Receipt'), h('p', { class: 'muted' }, 'Loading…'));
+  const storyBox = h('section', { class: 'card', id: 'story', 'aria-live': 'polite' }, h('h2', {}, 'The decision\'s story'), h('p', { class: 'muted' }, 'Loading…'));
   const used = new Set();
   const fields = groups.map(([name, keys]) => {
     const rows = keys.filter((k) => rec[k] !== undefined).map((k) => { used.add(k); return [k, rec[k]]; });
@@ -392,12 +397,53 @@ async function recordPage(id) {
     h('p', { class: 'muted' }, code(rec.record_id), ` · seq ${rec.audit?.seq} · ${rec.decision_key} · `, rec.outputs?.outcome ? code(String(rec.outputs.outcome)) : ''),
     h('div', { class: 'record' },
       h('div', { class: 'fields' }, fields, extra.length ? h('section', { class: 'group' }, h('h3', {}, 'Other'), dl(extra.map((k) => [k, rec[k]]))) : null),
-      h('aside', { class: 'side' }, verdict, replay,
-        h('section', { class: 'card', id: 'story' }, h('h2', {}, 'Receipt and story'),
-          h('p', { class: 'muted' }, 'The decision\'s receipt and its whole story (every record of the decision, in chain order) appear here once the API serves GET /v1/decisions/{decision_id}.'),
-          dl([['Decision', code(rec.decision_id)], ['Trace', code(rec.trace_id)]]),
+      h('aside', { class: 'side' }, verdict, receiptBox, storyBox, replay,
+        h('section', { class: 'card' }, h('h2', {}, 'Related'),
           h('ul', { class: 'related' }, related(rec).map(([href, text]) => h('li', {}, link(href, text))))))));
   verify(id, bytes, verdict);
+  loadStory(rec.decision_id, id, storyBox, receiptBox);
+}
+
+// loadStory fills box with the decision's whole story (GET
+// /v1/decisions/{id}) and receiptBox, when given, with the receipt
+// answered with the record recordID.
+async function loadStory(decisionID, recordID, box, receiptBox, marker = 'this record') {
+  let story;
+  try { story = await api('GET', `/v1/decisions/${encodeURIComponent(decisionID)}`); } catch (e) {
+    box.replaceChildren(h('h2', {}, 'The decision\'s story'), errorBox(e));
+    receiptBox?.remove();
+    return;
+  }
+  const mineRec = story.records.find((r) => r.record_id === recordID);
+  if (receiptBox) {
+    if (mineRec?.receipt) receiptBox.replaceChildren(...kids([h('h2', {}, 'Receipt'), receiptView(mineRec.receipt)]));
+    else receiptBox.remove(); // approval decisions and verdicts answer no receipt
+  }
+  const st = story.state;
+  box.replaceChildren(...kids([h('h2', {}, 'The decision\'s story'),
+    dl([['Decision', code(story.decision_id)], ['Status', st.status], ['Outcome', st.outcome], ['Safe to execute', st.safe_to_execute ? 'yes' : 'no'],
+      ['Permit', st.permit_record_id ? recordLink(st.permit_record_id) : ''], ['Valid until', fmtTime(st.valid_until)],
+      ['Execution', st.execution || (st.report_required ? 'not reported yet' : '')], ['In flight', st.in_flight ? 'yes: a report is due' : '']]),
+    h('ol', { class: 'story', id: 'story-timeline' }, story.records.map((r) => h('li', { class: r.record_id === recordID ? 'current' : '' },
+      h('p', {}, h('strong', {}, r.kind.replace('_', ' ')), ' · ', r.status, ` · seq ${r.seal?.seq ?? ''} · ${fmtTime(r.timestamp)}`),
+      h('p', {}, r.record_id === recordID ? [code(r.record_id), ` (${marker})`] : recordLink(r.record_id),
+        r.receipt ? [' → ', h('span', { class: r.receipt.safe_to_execute ? 'ok' : 'warn' }, String(r.receipt.outcome))] : null)))),
+    story.approvals?.length ? [h('h3', {}, 'Approval requests'), h('ul', { class: 'related' }, story.approvals.map((a) => h('li', {},
+      link(`#/approvals/${encodeURIComponent(a.approval_id)}`, a.gate_id), ' ', stateBadge(a.state),
+      a.decision ? ` by ${a.decision.approver}: ${a.decision.reason}` : '')))] : null]));
+}
+
+const recordLink = (id) => (has('auditor') ? link(`#/records/${encodeURIComponent(id)}`, id) : code(id));
+
+// receiptView shows a decision receipt: what the agent was told.
+function receiptView(r) {
+  return [
+    h('p', { class: r.safe_to_execute ? 'result ok' : 'result warn' }, `${r.outcome} · ${r.safe_to_execute ? 'safe to execute' : 'not safe to execute'}${r.human_review_terminal ? ' · human review, terminal' : ''}`),
+    dl([['Reasons', (r.reasons || []).length ? h('ul', {}, r.reasons.map((x) => h('li', {}, code(x.code), ' ', x.message))) : ''],
+      ['Safe next steps', (r.safe_next_steps || []).length ? h('ul', {}, r.safe_next_steps.map((x) => h('li', {}, code(x.code), ' ', x.message))) : ''],
+      ['What would change this', (r.what_would_change_this || []).length ? h('ul', {}, r.what_would_change_this.map((x) => h('li', {}, typeof x === 'string' ? x : val(x)))) : '']]),
+    h('details', {}, h('summary', {}, 'The whole receipt'), val(r)),
+  ];
 }
 
 // related links a record to what it belongs to: its trace, the run of a

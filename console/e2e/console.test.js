@@ -281,7 +281,8 @@ test('an auditor filters records, opens one and sees it verified in the browser;
   await signIn(page, keys.olga);
   await page.getByRole('heading', { name: 'Records' }).waitFor();
   await page.getByLabel('Decision key').fill('support.refund.execute');
-  await page.getByLabel('Status').selectOption('DECIDED');
+  // The allowed retry is a permit awaiting its execution report.
+  await page.getByLabel('Status').selectOption('IN_FLIGHT');
   await page.getByRole('button', { name: 'Filter' }).click();
   const link = page.locator(`a[href="#/records/${approvals.allowedRecord}"]`);
   await link.waitFor();
@@ -293,6 +294,16 @@ test('an auditor filters records, opens one and sees it verified in the browser;
   for (const group of ['Identity', 'Actor', 'Subject', 'Inputs', 'Outputs', 'Evidence', 'Policy', 'Approvals', 'Controls', 'Tool lineage', 'Scores', 'Budget', 'Lineage', 'Trace', 'Seal']) {
     await page.getByRole('heading', { name: group, exact: true }).waitFor();
   }
+  // The receipt beside it, and the decision's whole story: the check
+  // that asked, the approval, the allowed retry, in chain order.
+  await page.locator('#receipt').getByText('allow · safe to execute').waitFor();
+  const story = page.locator('#story-timeline > li');
+  await story.nth(2).waitFor();
+  const kinds = await story.allTextContents();
+  assert.deepEqual(kinds.map((k) => k.split(' · ')[0]), ['check', 'approval decision', 'check'], kinds.join('\n'));
+  assert.match(kinds[0], /replan_required/);
+  assert.match(kinds[2], /this record.*allow/);
+  await page.locator('#story').getByText(/by maria: Order and identity checked/).waitFor();
   await page.getByRole('button', { name: 'Replay this record' }).click();
   await page.getByText(`${approvals.allowedRecord}: replay_equal`).waitFor({ timeout: 15_000 });
   await shot(page, 'record');
