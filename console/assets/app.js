@@ -476,7 +476,7 @@ async function verify(id, bytes, box) {
   const failed = steps.filter((s) => s.ok === false);
   const pending = steps.some((s) => s.ok === null);
   const summary = failed.length
-    ? h('p', { class: 'result bad', id: 'verify-result' }, `✗ Verification failed: ${failed[0].name}: ${failed[0].detail}`)
+    ? h('p', { class: 'result bad', id: 'verify-result' }, `✗ Verification failed: ${failed.map((s) => s.name).join(', ')} (below, what was expected and what was found)`)
     : pending ? h('p', { class: 'result warn', id: 'verify-result' }, '… Signed, not yet covered by a checkpoint: ' + steps.find((s) => s.ok === null).detail)
       : h('p', { class: 'result ok', id: 'verify-result' }, '✓ Verified in your browser: seal, signature, inclusion and signed checkpoint');
   box.replaceChildren(...kids([title, summary, h('ul', { class: 'steps' }, steps.map((s) =>
