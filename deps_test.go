@@ -34,6 +34,8 @@ func TestLayering(t *testing.T) {
 		// server, no network, no PostgreSQL.
 		mod + "/packtest": {"net/http", mod + "/httpapi", mod + "/postgres"},
 		mod + "/packdiff": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
+		// The console is a client of the HTTP API: no engine, no store.
+		mod + "/console": {"database/sql", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/postgres", mod + "/replay", mod + "/httpapi"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg).Output()

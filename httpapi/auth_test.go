@@ -58,6 +58,8 @@ var routeSamples = map[string]struct{ target, body string }{
 	"GET /v1/records/{id}":                     {"/v1/records/r1", ""},
 	"GET /v1/records":                          {"/v1/records?limit=10", ""},
 	"GET /v1/records/{id}/proof":               {"/v1/records/r1/proof?size=7", ""},
+	"GET /v1/records/{id}/envelope":            {"/v1/records/r1/envelope", ""},
+	"GET /v1/ledger/keys":                      {"/v1/ledger/keys", ""},
 	"GET /v1/ledger/checkpoint":                {"/v1/ledger/checkpoint?size=7", ""},
 	"POST /v1/ledger/checkpoint":               {"/v1/ledger/checkpoint", ""},
 	"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?from=3&to=7", ""},
@@ -95,7 +97,8 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // newAuthServer returns a server of fake, as every interface, that
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
-	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake, Authenticate: testKeys.authenticate})
+	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake, Authenticate: testKeys.authenticate,
+		Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
 }
 
 // TestRolesPerRoute proves the route table on every route: a key holding
@@ -196,6 +199,8 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"GET /v1/records/{id}":                     {"/v1/records/r1?tenant_id=acme", ""},
 		"GET /v1/records":                          {"/v1/records?tenant_id=acme", ""},
 		"GET /v1/records/{id}/proof":               {"/v1/records/r1/proof?tenant_id=acme&size=7", ""},
+		"GET /v1/records/{id}/envelope":            {"/v1/records/r1/envelope?tenant_id=acme", ""},
+		"GET /v1/ledger/keys":                      {"/v1/ledger/keys?tenant_id=acme", ""},
 		"GET /v1/ledger/checkpoint":                {"/v1/ledger/checkpoint?tenant_id=acme&size=7", ""},
 		"POST /v1/ledger/checkpoint":               {"/v1/ledger/checkpoint?tenant_id=acme", ""},
 		"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?tenant_id=acme&from=3&to=7", ""},
@@ -221,7 +226,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 			t.Fatalf("no development mode sample of %s %s; add one", rt.method, rt.path)
 		}
 		fake := fullService()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake, Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")
 		rec := serve(s, req)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/record"
 )
 
 // fakeService is a writ.Service, a writ.Ledger, writ.Workflows,
@@ -31,6 +33,8 @@ type fakeService struct {
 	approvals   *writ.ApprovalPage
 	replay      *writ.ReplayResult   // the answer of Replay
 	replays     []*writ.ReplayResult // the answer of ReplayTrace
+	blobs       map[string][]byte    // the answers of Blob, by hash
+	keys        []keyring.Key        // the answer of VerifierKeys
 	err         error
 	// owners, when set, maps record, run, approval and trace ids to the
 	// tenant that has them: a lookup of an id by any other tenant is not
@@ -119,6 +123,24 @@ func (f *fakeService) Record(ctx context.Context, tenantID, recordID string) (*w
 		return nil, err
 	}
 	return f.record, f.err
+}
+
+// Blob serves Config.Blobs.
+func (f *fakeService) Blob(ctx context.Context, hash string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b, ok := f.blobs[hash]; ok {
+		return b, nil
+	}
+	return nil, writ.Errorf(writ.ENOTFOUND, "no blob %s", hash)
+}
+
+// VerifierKeys serves Config.VerifierKeys.
+func (f *fakeService) VerifierKeys(ctx context.Context, tenantID string) ([]keyring.Key, error) {
+	f.mu.Lock()
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	return f.keys, f.err
 }
 
 func (f *fakeService) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
@@ -675,7 +697,13 @@ func fullApproval() *writ.ApprovalRequest {
 // 7, and the replays of trace testTraceID.
 func fullService() *fakeService {
 	f := fullApprovals()
-	f.receipt, f.record, f.page = fullReceipt(), storedRecord(fullRecord()), &writ.RecordPage{}
+	env := []byte(`{"tool":"payments.issue_refund","arguments":{"card_number":"[REDACTED]"}}`)
+	rec := fullRecord()
+	rec.Replay.ReplayPacketID = record.Digest(env)
+	f.blobs = map[string][]byte{rec.Replay.ReplayPacketID: env}
+	f.keys = []keyring.Key{{Name: "writ-example", ID: "writ-example+18ab7136",
+		VerifierKey: "writ-example+18ab7136+AQOhB7/zzhC+HXDdGOdLwJln5NYwm6UNXx3chmQSVTG4", ValidFrom: testTime}}
+	f.receipt, f.record, f.page = fullReceipt(), storedRecord(rec), &writ.RecordPage{}
 	f.checkpoint, f.inclusion, f.consistency = fullCheckpoint(7), fullInclusionProof(), fullConsistencyProof()
 	f.run, f.verdict = fullRun(), fullVerdict()
 	f.replay, f.replays = fullReplays().replay, fullReplays().replays

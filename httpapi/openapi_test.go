@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/replay"
 )
@@ -110,6 +111,8 @@ func TestOpenAPIDocument(t *testing.T) {
 			From: testTime, To: testTime, Limit: 1, Cursor: "c",
 		}))),
 		"get /v1/records/{id}":                     {paramTenantID},
+		"get /v1/records/{id}/envelope":            {paramTenantID},
+		"get /v1/ledger/keys":                      {paramTenantID},
 		"post /v1/ledger/checkpoint":               {paramTenantID},
 		"get /v1/ledger/checkpoint":                checkpointParams,
 		"get /v1/records/{id}/proof":               proofParams,
@@ -295,6 +298,7 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 // schemaTypes maps the document's object schemas to the Go types whose
 // JSON they describe.
 var schemaTypes = map[string]reflect.Type{
+	"VerifierKey":        reflect.TypeFor[keyring.Key](),
 	"CheckRequest":       reflect.TypeFor[writ.CheckRequest](),
 	"Actor":              reflect.TypeFor[writ.Actor](),
 	"InputsRefs":         reflect.TypeFor[writ.InputsRefs](),

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/keyring"
 )
 
 // Config configures a Server. The zero value of every field selects its
@@ -81,6 +82,14 @@ type Config struct {
 	// tenant. Nil means development mode: no one is authenticated, every
 	// caller may act for every tenant, and /healthz says so.
 	Authenticate func(ctx context.Context, token string) (*writ.Principal, error)
+	// Blobs returns a stored blob by its content address ("sha256:…"),
+	// or ENOTFOUND. It serves GET /v1/records/{id}/envelope. Nil means
+	// that route answers 404.
+	Blobs func(ctx context.Context, hash string) ([]byte, error)
+	// VerifierKeys returns the public keys that sign the tenant's records
+	// and checkpoints, retired and revoked ones included. It serves GET
+	// /v1/ledger/keys. Nil means that route answers 404.
+	VerifierKeys func(ctx context.Context, tenantID string) ([]keyring.Key, error)
 }
 
 // Defaults of Config.
@@ -165,8 +174,10 @@ var routes = []route{
 	{http.MethodPost, "/v1/check", []writ.Role{writ.RoleAgent}, (*Server).handleCheck},
 	{http.MethodGet, "/v1/records/{id}", []writ.Role{writ.RoleAuditor}, (*Server).handleRecord},
 	{http.MethodGet, "/v1/records", []writ.Role{writ.RoleAuditor}, (*Server).handleRecords},
+	{http.MethodGet, "/v1/records/{id}/envelope", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleEnvelope},
 	{http.MethodGet, "/v1/records/{id}/proof", []writ.Role{writ.RoleAuditor}, (*Server).handleInclusionProof},
 	{http.MethodGet, "/v1/ledger/checkpoint", []writ.Role{writ.RoleAuditor}, (*Server).handleCheckpoint},
+	{http.MethodGet, "/v1/ledger/keys", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleVerifierKeys},
 	{http.MethodPost, "/v1/ledger/checkpoint", []writ.Role{writ.RoleAdmin}, (*Server).handleIssueCheckpoint},
 	{http.MethodGet, "/v1/ledger/consistency", []writ.Role{writ.RoleAuditor}, (*Server).handleConsistencyProof},
 	{http.MethodGet, "/v1/records/{id}/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplay},

@@ -12,8 +12,10 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
+	"github.com/writhq/writ/console"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/httpapi"
+	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/replay"
 	"github.com/writhq/writ/webhook"
@@ -78,7 +80,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if *keysDir == "" {
 		*keysDir = defaultKeysDir(*data)
 	}
-	keys, _, err := m.openSigningKeys(*keysDir, time.Now(), log)
+	keys, ring, err := m.openSigningKeys(*keysDir, time.Now(), log)
 	if err != nil {
 		return err
 	}
@@ -126,20 +128,28 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if *storeURL != "" {
 		storeKind = "postgres"
 	}
+	api := httpapi.NewServer(eng, httpapi.Config{
+		Ledger:       eng,
+		Workflows:    eng,
+		Approvals:    eng,
+		Replays:      replay.New(st, replay.Options{}),
+		Lifecycle:    eng,
+		Authenticate: authenticate,
+		Blobs:        st.Blob,
+		VerifierKeys: func(context.Context, string) ([]keyring.Key, error) { return ring.Keys(), nil },
+		MaxBodyBytes: *maxBody,
+		Logger:       log,
+		Health: func(context.Context) httpapi.HealthReport {
+			return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: storeKind}
+		},
+	})
+	// The web console is served beside the API and calls it in process.
+	mux := http.NewServeMux()
+	mux.Handle("/console/", console.New(console.Config{API: api, Authenticate: authenticate, Logger: log}))
+	mux.Handle("/console", http.RedirectHandler(console.Prefix, http.StatusMovedPermanently))
+	mux.Handle("/", api)
 	srv := &http.Server{
-		Handler: httpapi.NewServer(eng, httpapi.Config{
-			Ledger:       eng,
-			Workflows:    eng,
-			Approvals:    eng,
-			Replays:      replay.New(st, replay.Options{}),
-			Lifecycle:    eng,
-			Authenticate: authenticate,
-			MaxBodyBytes: *maxBody,
-			Logger:       log,
-			Health: func(context.Context) httpapi.HealthReport {
-				return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: storeKind}
-			},
-		}),
+		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -149,7 +159,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "writ %s listening on http://%s (pack %s %s, data %s)\n", version, ln.Addr(), p.ID(), p.Hash, *data)
+	fmt.Fprintf(m.Stdout, "writ %s listening on http://%s (pack %s %s, data %s); console at http://%s/console/\n", version, ln.Addr(), p.ID(), p.Hash, *data, ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -1,0 +1,636 @@
+// writ console. Every value from the API is put in the page as text
+// (textContent, never innerHTML), and every decision is the API's: the
+// console only shows what the API answers and forwards what people decide.
+import { verifyRecord, verifyLedger, splitRecordsPage, sha256, hex } from './verify.js';
+
+const main = document.getElementById('main');
+const nav = document.getElementById('nav');
+const who = document.getElementById('who');
+let session = null;
+let timer = null; // the inbox's poller
+
+// h builds an element. attrs are set as attributes or properties; a
+// string child is a text node, so data can never become markup.
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'value') el.value = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+// kids drops the empty children of a list (replaceChildren would write
+// null as the text "null").
+const kids = (nodes) => nodes.flat(Infinity).filter((n) => n !== null && n !== undefined && n !== false);
+
+function show(...nodes) {
+  main.replaceChildren(...kids(nodes));
+  const h1 = main.querySelector('h1');
+  if (h1) { h1.setAttribute('tabindex', '-1'); h1.focus({ preventScroll: true }); }
+}
+
+// ApiError carries an RFC 9457 problem.
+class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem?.detail || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+async function fail(res) {
+  let p = null;
+  try { p = await res.json(); } catch { /* not a problem body */ }
+  if (res.status === 401) { session = null; }
+  throw new ApiError(res.status, p);
+}
+
+// api calls the API through the console's forwarder, for the session's
+// tenant. raw returns the body's bytes.
+async function api(method, path, { query, body, raw } = {}) {
+  const q = new URLSearchParams();
+  // The tenant is the session's: in the query of a read, in the body of
+  // a decision (whose route takes no query).
+  if (session && body === undefined) q.set('tenant_id', session.tenant_id);
+  if (session && body !== undefined) body = { tenant_id: session.tenant_id, ...body };
+  for (const [k, v] of Object.entries(query || {})) if (v !== '' && v !== undefined && v !== null) q.set(k, v);
+  const init = { method, headers: { Accept: 'application/json' }, credentials: 'same-origin' };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.headers['X-Writ-CSRF'] = session.csrf_token;
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(`/console/api${path}${q.size ? '?' + q : ''}`, init);
+  if (!res.ok) await fail(res);
+  return raw ? new Uint8Array(await res.arrayBuffer()) : res.json();
+}
+
+const has = (role) => session && session.roles.includes(role);
+const fmtTime = (t) => (t ? new Date(t).toISOString().replace('.000Z', 'Z') : '');
+const json = (v) => JSON.stringify(v, null, 2);
+
+function errorBox(e) {
+  return h('p', { class: 'error', role: 'alert' }, e instanceof ApiError ? `${e.status}: ${e.message}` : String(e.message || e));
+}
+
+function dl(rows) {
+  return h('dl', {}, rows.filter((r) => r && r[1] !== undefined && r[1] !== null && r[1] !== '').map(([k, v]) =>
+    [h('dt', {}, k), h('dd', {}, v instanceof Node ? v : val(v))]));
+}
+
+// val renders any JSON value as nested lists of text.
+function val(v, depth = 0) {
+  if (v === null || v === undefined) return h('span', { class: 'muted' }, 'null');
+  if (typeof v !== 'object') return typeof v === 'string' && /^(sha256|hmac-sha256):/.test(v) ? code(v) : String(v);
+  if (depth > 6) return h('pre', {}, json(v));
+  if (Array.isArray(v)) {
+    if (!v.length) return h('span', { class: 'muted' }, 'none');
+    if (v.every((x) => x === null || typeof x !== 'object')) return h('ul', { class: 'inline' }, v.map((x) => h('li', {}, val(x))));
+    // A list of flat objects reads best as a table.
+    const cols = [...new Set(v.flatMap((x) => (x && typeof x === 'object' && !Array.isArray(x) ? Object.keys(x) : ['\u0000'])))];
+    const flat = (x) => x === null || typeof x !== 'object' || (Array.isArray(x) && x.every((y) => y === null || typeof y !== 'object'));
+    if (!cols.includes('\u0000') && cols.length <= 6 && v.every((x) => Object.values(x).every(flat))) {
+      return h('table', { class: 'mini' }, h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, v.map((x) => h('tr', {}, cols.map((c) => h('td', {}, x[c] === undefined ? '' : val(x[c])))))));
+    }
+    return h('ol', { class: 'items' }, v.map((x) => h('li', {}, val(x, depth + 1))));
+  }
+  const entries = Object.entries(v);
+  if (!entries.length) return h('span', { class: 'muted' }, 'none');
+  return h('dl', { class: 'nested' }, entries.map(([k, x]) => [h('dt', {}, k), h('dd', {}, val(x, depth + 1))]));
+}
+
+const code = (s) => h('code', {}, s);
+
+// table builds a list table; each cell carries its column's name, which
+// narrow screens show beside the value. rows are [attrs, cells].
+function table(cols, rows) {
+  return h('table', { class: 'list' }, h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, rows.map(([attrs, cells]) => h('tr', attrs, cells.map((c, i) => h('td', { 'data-label': cols[i] }, c))))));
+}
+const link = (href, text) => h('a', { href }, text);
+
+// ---- sign-in ----
+
+async function signInPage(message) {
+  let health = {};
+  try { health = await (await fetch('/healthz')).json(); } catch { /* shown below */ }
+  const dev = health.auth === 'disabled';
+  const status = h('p', { role: 'status', class: 'error' }, message || '');
+  const fields = dev
+    ? [h('label', { for: 'tenant' }, 'Tenant'), h('input', { id: 'tenant', name: 'tenant', required: true, autocomplete: 'off' }),
+       h('label', { for: 'subject' }, 'Your name (the approver named in decisions)'), h('input', { id: 'subject', name: 'subject', required: true })]
+    : [h('label', { for: 'key' }, 'API key'), h('input', { id: 'key', name: 'key', type: 'password', required: true, autocomplete: 'off', spellcheck: 'false' })];
+  const form = h('form', { class: 'card narrow', onsubmit: async (ev) => {
+    ev.preventDefault();
+    const body = dev ? { tenant_id: form.tenant.value, subject: form.subject.value } : { api_key: form.key.value };
+    const res = await fetch('/console/session', { method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    if (!dev) form.key.value = '';
+    if (!res.ok) {
+      let p = {}; try { p = await res.json(); } catch { /* empty */ }
+      status.textContent = p.detail || `sign-in failed (${res.status})`;
+      return;
+    }
+    session = await res.json();
+    renderChrome();
+    // A deep link opened before signing in is kept.
+    const target = !location.hash || location.hash.startsWith('#/signin') ? (has('approver') ? '#/inbox' : '#/records') : location.hash;
+    if (location.hash === target) route(); else location.hash = target;
+  } },
+  h('h1', {}, 'Sign in to writ'),
+  dev ? h('p', { class: 'warn' }, 'Development mode: this server authenticates no one. Name a tenant and yourself.') : h('p', {}, 'Sign in with your API key (approver, auditor or admin). It stays on the server, for this session only.'),
+  fields, h('button', { type: 'submit' }, 'Sign in'), status);
+  show(form);
+}
+
+async function signOut() {
+  await fetch('/console/session', { method: 'DELETE', credentials: 'same-origin', headers: { 'X-Writ-CSRF': session?.csrf_token || '' } });
+  session = null;
+  renderChrome();
+  location.hash = '#/signin';
+}
+
+function renderChrome() {
+  const links = [];
+  if (has('approver') || has('auditor')) links.push(['#/inbox', 'Approvals']);
+  if (has('auditor')) links.push(['#/records', 'Records'], ['#/runs', 'Runs'], ['#/ledger', 'Ledger']);
+  nav.replaceChildren(...links.map(([href, text]) => h('a', { href, 'data-nav': href }, text)));
+  who.replaceChildren(...kids(session ? [
+    h('span', {}, `${session.subject} · ${session.tenant_id} · ${session.roles.join(', ')}`),
+    session.dev_mode ? h('span', { class: 'badge warn' }, 'dev mode') : null,
+    h('button', { type: 'button', class: 'link', onclick: signOut }, 'Sign out')] : []));
+}
+
+// ---- approvals ----
+
+const stateBadge = (s) => h('span', { class: `badge ${s}` }, s);
+
+async function inboxPage(params) {
+  const state = params.get('state') || 'pending';
+  const list = h('div', { 'aria-live': 'polite' });
+  const filter = h('select', { id: 'state', onchange: () => { location.hash = `#/inbox?state=${filter.value}`; } },
+    ['pending', 'approved', 'denied', 'expired', 'all'].map((s) => h('option', { value: s, selected: s === state }, s)));
+  show(h('h1', {}, 'Approvals'), h('p', { class: 'filters' }, h('label', { for: 'state' }, 'State '), filter,
+    state === 'pending' ? h('span', { class: 'muted' }, ' · new requests appear here as they arrive') : null), list);
+  const seen = new Set();
+  let first = true;
+  const load = async () => {
+    let page;
+    try { page = await api('GET', '/v1/approvals', { query: { state: state === 'all' ? '' : state, limit: 200 } }); } catch (e) {
+      list.replaceChildren(errorBox(e)); return;
+    }
+    // Pending first, then newest first.
+    const rows = page.approvals.slice().reverse().sort((a, b) => (b.state === 'pending') - (a.state === 'pending'));
+    if (state === 'pending') document.title = rows.length ? `(${rows.length}) Approvals · writ` : 'Approvals · writ';
+    if (!rows.length) { list.replaceChildren(h('p', { class: 'muted' }, state === 'pending' ? 'Nothing waits for a decision.' : 'No requests.')); return; }
+    list.replaceChildren(...kids([page.next_cursor ? h('p', { class: 'warn' }, `More than ${rows.length} requests: these are the oldest ${rows.length}. Narrow the list with the state, or decide these first.`) : null,
+      table(['Requested', 'Gate', 'Decision key', 'Subjects', 'Asked by', 'State'], rows.map((a) => {
+      const fresh = !first && !seen.has(a.approval_id);
+      seen.add(a.approval_id);
+      return [{ class: fresh ? 'fresh' : '' }, [
+        link(`#/approvals/${encodeURIComponent(a.approval_id)}`, fmtTime(a.created_at)),
+        [a.gate_id, a.terminal ? h('span', { class: 'badge' }, 'terminal') : null],
+        a.binding.decision_key,
+        (a.subject_ids || []).join(', '),
+        a.requested_by.subject || a.requested_by.actor_id,
+        stateBadge(a.state)]];
+    }))]));
+    first = false;
+  };
+  await load();
+  // Poll while the tab is visible; a hidden tab catches up when shown.
+  // One load at a time, should the API be slower than the interval.
+  let busy = false;
+  timer = setInterval(async () => {
+    if (busy || document.visibilityState === 'hidden') return;
+    busy = true;
+    try { await load(); } finally { busy = false; }
+  }, 2000);
+}
+
+// mine says whether the signed-in person asked for the request: separation
+// of duties. The API refuses it anyway; the page says so before.
+function mine(a) {
+  const r = a.requested_by || {};
+  return [r.actor_id, r.delegated_user_id, r.subject, r.key_id].filter(Boolean)
+    .some((x) => x === session.subject || x === session.key_id);
+}
+
+async function approvalPage(id) {
+  clearInterval(timer);
+  timer = null;
+  show(h('h1', {}, 'Approval request'), h('p', { class: 'muted' }, 'Loading…'));
+  let a;
+  try { a = await api('GET', `/v1/approvals/${encodeURIComponent(id)}`); } catch (e) { show(h('h1', {}, 'Approval request'), errorBox(e)); return; }
+  let env = null, envBytes = null, envError = null;
+  try { envBytes = await api('GET', `/v1/records/${encodeURIComponent(a.record_id)}/envelope`, { raw: true }); env = JSON.parse(new TextDecoder().decode(envBytes)); } catch (e) { envError = e; }
+  let envCheck = null;
+  if (envBytes) {
+    const got = 'sha256:' + hex(await sha256(envBytes));
+    envCheck = got === a.replay_packet_id
+      ? h('span', { class: 'ok' }, `✓ the envelope hashes to the request's replay_packet_id`)
+      : h('span', { class: 'bad' }, `✗ the envelope hashes to ${got}, not to the request's replay_packet_id ${a.replay_packet_id}`);
+  }
+  const b = a.binding;
+  const self = mine(a);
+  const storyBox = h('section', { class: 'card', id: 'story', 'aria-live': 'polite' }, h('h2', {}, 'The decision\'s story'), h('p', { class: 'muted' }, 'Loading…'));
+  const status = h('p', { role: 'status' });
+  const reason = h('textarea', { id: 'reason', name: 'reason', rows: 3, required: true, 'aria-describedby': 'reason-help' });
+  const decide = (verb) => async () => {
+    if (!reason.value.trim()) { status.className = 'error'; status.textContent = 'A reason is required: it goes into the record.'; reason.focus(); return; }
+    const body = { reason: reason.value };
+    if (session.dev_mode) body.approver = session.subject;
+    try {
+      const after = await api('POST', `/v1/approvals/${encodeURIComponent(id)}/${verb}`, { body });
+      status.className = 'ok';
+      status.textContent = `${after.state}: decision record ${after.decision?.record_id || ''}`;
+      setTimeout(() => approvalPage(id), 600);
+    } catch (e) { status.className = 'error'; status.textContent = e.message; }
+  };
+  // Whether the decision is allowed is the API's to say; the page offers
+  // it to approvers while the request is pending.
+  const canDecide = has('approver') && a.state === 'pending';
+  const decision = canDecide ? h('section', { class: 'card decide', 'aria-labelledby': 'decide-h' },
+    h('h2', { id: 'decide-h' }, 'Decide'),
+    self ? h('p', { class: 'error', id: 'sod' }, 'You asked for this request: separation of duties says someone else must decide it.') : null,
+    h('label', { for: 'reason' }, 'Reason (recorded with the decision)'), reason,
+    h('p', { id: 'reason-help', class: 'muted' }, a.terminal
+      ? 'This is an escalation: the automated path ended. Your decision is recorded; no check can redeem it.'
+      : `Approving lets the agent's retry of exactly this call (same arguments digest, evidence and policy) proceed, ${a.allowance} time(s), until the approval expires.`),
+    h('div', { class: 'buttons' },
+      h('button', { type: 'button', id: 'approve', disabled: self, onclick: decide('approve') }, 'Approve'),
+      h('button', { type: 'button', id: 'deny', class: 'danger', disabled: self, onclick: decide('deny') }, 'Deny')),
+    status) : null;
+
+  show(h('h1', {}, 'Approval request ', stateBadge(a.state)),
+    h('p', { class: 'muted' }, code(a.approval_id)),
+    h('div', { class: 'grid' },
+      h('section', { class: 'card', 'aria-labelledby': 'what-h' }, h('h2', { id: 'what-h' }, 'What is being approved'),
+        dl([['Tool', env ? code(env.tool) : envError ? errorBox(envError) : ''],
+          ['Arguments (redacted)', env ? h('pre', { id: 'arguments' }, json(env.arguments ?? {})) : ''],
+          ['Decision key', b.decision_key],
+          ['Arguments digest (keyed)', code(b.arguments_digest)],
+          ['Redacted arguments digest', code(b.redacted_arguments_digest)],
+          ['Evidence snapshot hash', code(b.evidence_snapshot_hash)],
+          ['Evidence', env && env.evidence ? h('ul', {}, env.evidence.map((ev) => h('li', {}, `${ev.kind}:${ev.id}${ev.version ? '#' + ev.version : ''}${ev.hash ? ' ' + ev.hash : ''}`))) : ''],
+          ['Proposed outputs', env && env.outputs ? env.outputs : ''],
+          ['Context', env && env.context ? env.context : ''],
+          ['Policy revision', (b.bundle_revisions || []).join(', ')],
+          ['Request envelope', envCheck]])),
+      h('section', { class: 'card', 'aria-labelledby': 'who-h' }, h('h2', { id: 'who-h' }, 'Who asked, and the gate'),
+        dl([['Gate', a.gate_id], ['Approval mode', a.approval_mode_effective], ['Terminal', a.terminal ? 'yes: people take over, no check can redeem it' : 'no'],
+          ['Routed to', a.target_hint],
+          ['Asked by', `${a.requested_by.actor_id}${a.requested_by.delegated_user_id ? ' for ' + a.requested_by.delegated_user_id : ''}${a.requested_by.subject ? ' (key ' + a.requested_by.subject + ')' : ''}`],
+          ['Asked at', fmtTime(a.created_at)], ['Expires', fmtTime(a.expires_at)],
+          ['Subjects', (a.subject_ids || []).join(', ')],
+          ['Why', h('ul', {}, (a.reasons || []).map((r) => h('li', {}, code(r.code), ' ', r.message)))],
+          ['Check record', has('auditor') ? link(`#/records/${encodeURIComponent(a.record_id)}`, a.record_id) : a.record_id],
+          ['Trace', a.trace_id]]))),
+    decision,
+    a.decision ? h('section', { class: 'card', 'aria-labelledby': 'dec-h' }, h('h2', { id: 'dec-h' }, 'Decision'),
+      dl([['Decision', a.decision.decision], ['By', a.decision.approver], ['Reason', a.decision.reason], ['At', fmtTime(a.decision.decided_at)],
+        ['Valid until', fmtTime(a.decision.valid_until)], ['Uses', `${a.uses} of ${a.allowance}`],
+        ['Record', has('auditor') ? link(`#/records/${encodeURIComponent(a.decision.record_id)}`, a.decision.record_id) : a.decision.record_id]])) : null,
+    storyBox,
+    a.events && a.events.length ? h('section', { class: 'card' }, h('h2', {}, 'Events'),
+      h('ol', {}, a.events.map((e) => h('li', {}, `${fmtTime(e.at)} ${e.kind}${e.actor ? ' by ' + e.actor : ''}${e.reason ? ': ' + e.reason : ''} `, code(e.record_id))))) : null);
+  loadStory(a.decision_id, a.record_id, storyBox, null, 'the check that asked');
+  // Someone else may decide it meanwhile: watch the request while it is
+  // pending, and show the decision when it comes.
+  if (a.state === 'pending') {
+    const here = location.hash;
+    timer = setInterval(async () => {
+      if (document.visibilityState === 'hidden') return;
+      try {
+        const now = await api('GET', `/v1/approvals/${encodeURIComponent(id)}`);
+        if (now.state !== 'pending' && location.hash === here) approvalPage(id);
+      } catch { /* the next tick tries again */ }
+    }, 3000);
+  }
+}
+
+// ---- records ----
+
+const statuses = ['', 'DECIDED', 'DEFERRED', 'REJECTED', 'ESCALATED', 'IN_FLIGHT', 'CLOSED'];
+
+function toRFC3339(local) { return local ? new Date(local).toISOString() : ''; }
+
+async function recordsPage(params) {
+  const f = Object.fromEntries(['decision_key', 'status', 'subject_id', 'trace_id', 'from', 'to', 'outcome', 'cursor'].map((k) => [k, params.get(k) || '']));
+  const input = (id, label, attrs = {}) => [h('label', { for: id }, label), h('input', { id, name: id, value: f[id], ...attrs })];
+  const form = h('form', { class: 'filters card', onsubmit: (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const k of ['decision_key', 'status', 'subject_id', 'trace_id', 'from', 'to', 'outcome']) if (form[k].value) q.set(k, form[k].value);
+    location.hash = `#/records?${q}`;
+  } },
+  h('div', {}, input('decision_key', 'Decision key')),
+  h('div', {}, h('label', { for: 'status' }, 'Status'), h('select', { id: 'status', name: 'status' }, statuses.map((s) => h('option', { value: s, selected: s === f.status }, s || 'any')))),
+  h('div', {}, input('outcome', 'Outcome (this page)')),
+  h('div', {}, input('subject_id', 'Subject')),
+  h('div', {}, input('trace_id', 'Trace id')),
+  h('div', {}, input('from', 'From', { type: 'datetime-local', step: 1 })),
+  h('div', {}, input('to', 'To', { type: 'datetime-local', step: 1 })),
+  h('div', {}, h('button', { type: 'submit', id: 'filter' }, 'Filter')));
+  const out = h('div', {});
+  show(h('h1', {}, 'Records'), form, out);
+  let page;
+  try {
+    page = await api('GET', '/v1/records', { query: { decision_key: f.decision_key, status: f.status, subject_id: f.subject_id, trace_id: f.trace_id,
+      from: toRFC3339(f.from), to: toRFC3339(f.to), cursor: f.cursor, limit: 50 } });
+  } catch (e) { out.replaceChildren(errorBox(e)); return; }
+  const rows = page.records.filter((r) => !f.outcome || r.outputs?.outcome === f.outcome);
+  const next = new URLSearchParams(params);
+  if (page.next_cursor) next.set('cursor', page.next_cursor);
+  out.replaceChildren(...kids([
+    rows.length ? table(['Seq', 'Time', 'Decision key', 'Status', 'Outcome', 'Actor', 'Subjects'], rows.map((r) => [{}, [
+      String(r.audit?.seq ?? ''),
+      link(`#/records/${encodeURIComponent(r.record_id)}`, fmtTime(r.timestamp)),
+      r.decision_key, r.status, String(r.outputs?.outcome ?? ''),
+      `${r.actor?.type} ${r.actor?.id}`, (r.subject_ids || []).join(', ')]])) : h('p', { class: 'muted' }, 'No records match.'),
+    h('p', { class: 'pager' }, f.cursor ? link('#/records?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), 'First page') : null,
+      page.next_cursor ? [' ', link(`#/records?${next}`, 'Next page →')] : null)]));
+}
+
+// The seed's field groups (002, "Anatomy"), each with the members of the
+// record that hold it.
+const groups = [
+  ['Identity', ['record_id', 'decision_id', 'decision_key', 'decision_version', 'timestamp', 'status', 'supersedes', 'intent_ref', 'action_class']],
+  ['Actor', ['actor']], ['Subject', ['subject_ids']], ['Inputs', ['inputs_refs']], ['Outputs', ['outputs']],
+  ['Evidence', ['evidence_refs', 'history']], ['Policy', ['policy_decisions']], ['Approvals', ['approvals', 'approval_mode_effective']],
+  ['Controls', ['controls_active']], ['Tool lineage', ['tool_lineage', 'execution']], ['Scores', ['scorecard']], ['Budget', ['budget_usage']],
+  ['Lineage', ['lineage']], ['Trace', ['trace_id', 'replay']], ['Seal', ['audit', 'tenant_id']],
+];
+
+async function recordPage(id) {
+  show(h('h1', {}, 'Record'), h('p', { class: 'muted' }, 'Loading…'));
+  let bytes, rec;
+  try {
+    bytes = await api('GET', `/v1/records/${encodeURIComponent(id)}`, { raw: true });
+    rec = JSON.parse(new TextDecoder().decode(bytes));
+  } catch (e) { show(h('h1', {}, 'Record'), errorBox(e)); return; }
+  const verdict = h('section', { class: 'card verify', id: 'verify', 'aria-live': 'polite', 'aria-labelledby': 'verify-h' }, h('h2', { id: 'verify-h' }, 'Verified in your browser'), h('p', { class: 'muted' }, 'Checking…'));
+  const replayOut = h('div', { 'aria-live': 'polite' });
+  const replay = h('section', { class: 'card' }, h('h2', {}, 'Replay'),
+    h('p', { class: 'muted' }, 'Decide the record again on the inputs it pins, and compare.'),
+    h('div', { class: 'buttons' },
+      h('button', { type: 'button', id: 'replay', onclick: () => runReplay(`/v1/records/${encodeURIComponent(id)}/replay`, {}, replayOut) }, 'Replay this record'),
+      h('button', { type: 'button', onclick: () => runReplay('/v1/replay', { trace_id: rec.trace_id }, replayOut) }, 'Replay its trace')),
+    replayOut);
+  const receiptBox = h('section', { class: 'card', id: 'receipt', 'aria-live': 'polite' }, h('h2', {}, 'Receipt'), h('p', { class: 'muted' }, 'Loading…'));
+  const storyBox = h('section', { class: 'card', id: 'story', 'aria-live': 'polite' }, h('h2', {}, 'The decision\'s story'), h('p', { class: 'muted' }, 'Loading…'));
+  const used = new Set();
+  const fields = groups.map(([name, keys]) => {
+    const rows = keys.filter((k) => rec[k] !== undefined).map((k) => { used.add(k); return [k, rec[k]]; });
+    return h('section', { class: 'group', 'aria-label': name }, h('h3', {}, name), rows.length ? dl(rows) : h('p', { class: 'muted' }, '—'));
+  });
+  const extra = Object.keys(rec).filter((k) => !used.has(k));
+  show(h('h1', {}, 'Record ', h('span', { class: 'badge' }, rec.status)),
+    h('p', { class: 'muted' }, code(rec.record_id), ` · seq ${rec.audit?.seq} · ${rec.decision_key} · `, rec.outputs?.outcome ? code(String(rec.outputs.outcome)) : ''),
+    h('div', { class: 'record' },
+      h('div', { class: 'fields' }, fields, extra.length ? h('section', { class: 'group' }, h('h3', {}, 'Other'), dl(extra.map((k) => [k, rec[k]]))) : null),
+      h('aside', { class: 'side' }, verdict, receiptBox, storyBox, replay,
+        h('section', { class: 'card' }, h('h2', {}, 'Related'),
+          h('ul', { class: 'related' }, related(rec).map(([href, text]) => h('li', {}, link(href, text))))))));
+  verify(id, bytes, verdict);
+  loadStory(rec.decision_id, id, storyBox, receiptBox);
+}
+
+// loadStory fills box with the decision's whole story (GET
+// /v1/decisions/{id}) and receiptBox, when given, with the receipt
+// answered with the record recordID.
+async function loadStory(decisionID, recordID, box, receiptBox, marker = 'this record') {
+  let story;
+  try { story = await api('GET', `/v1/decisions/${encodeURIComponent(decisionID)}`); } catch (e) {
+    box.replaceChildren(h('h2', {}, 'The decision\'s story'), errorBox(e));
+    receiptBox?.remove();
+    return;
+  }
+  const mineRec = story.records.find((r) => r.record_id === recordID);
+  if (receiptBox) {
+    if (mineRec?.receipt) receiptBox.replaceChildren(...kids([h('h2', {}, 'Receipt'), receiptView(mineRec.receipt)]));
+    else receiptBox.remove(); // approval decisions and verdicts answer no receipt
+  }
+  const st = story.state;
+  box.replaceChildren(...kids([h('h2', {}, 'The decision\'s story'),
+    dl([['Decision', code(story.decision_id)], ['Status', st.status], ['Outcome', st.outcome], ['Safe to execute', st.safe_to_execute ? 'yes' : 'no'],
+      ['Permit', st.permit_record_id ? recordLink(st.permit_record_id) : ''], ['Valid until', fmtTime(st.valid_until)],
+      ['Execution', st.execution || (st.report_required ? 'not reported yet' : '')], ['In flight', st.in_flight ? 'yes: a report is due' : '']]),
+    h('ol', { class: 'story', id: 'story-timeline' }, story.records.map((r) => h('li', { class: r.record_id === recordID ? 'current' : '' },
+      h('p', {}, h('strong', {}, r.kind.replace('_', ' ')), ' · ', r.status, ` · seq ${r.seal?.seq ?? ''} · ${fmtTime(r.timestamp)}`),
+      h('p', {}, r.record_id === recordID ? [code(r.record_id), ` (${marker})`] : recordLink(r.record_id),
+        r.receipt ? [' → ', h('span', { class: r.receipt.safe_to_execute ? 'ok' : 'warn' }, String(r.receipt.outcome))] : null)))),
+    story.approvals?.length ? [h('h3', {}, 'Approval requests'), h('ul', { class: 'related' }, story.approvals.map((a) => h('li', {},
+      link(`#/approvals/${encodeURIComponent(a.approval_id)}`, a.gate_id), ' ', stateBadge(a.state),
+      a.decision ? ` by ${a.decision.approver}: ${a.decision.reason}` : '')))] : null]));
+}
+
+const recordLink = (id) => (has('auditor') ? link(`#/records/${encodeURIComponent(id)}`, id) : code(id));
+
+// receiptView shows a decision receipt: what the agent was told.
+function receiptView(r) {
+  return [
+    h('p', { class: r.safe_to_execute ? 'result ok' : 'result warn' }, `${r.outcome} · ${r.safe_to_execute ? 'safe to execute' : 'not safe to execute'}${r.human_review_terminal ? ' · human review, terminal' : ''}`),
+    dl([['Reasons', (r.reasons || []).length ? h('ul', {}, r.reasons.map((x) => h('li', {}, code(x.code), ' ', x.message))) : ''],
+      ['Safe next steps', (r.safe_next_steps || []).length ? h('ul', {}, r.safe_next_steps.map((x) => h('li', {}, code(x.code), ' ', x.message))) : ''],
+      ['What would change this', (r.what_would_change_this || []).length ? h('ul', {}, r.what_would_change_this.map((x) => h('li', {}, typeof x === 'string' ? x : val(x)))) : '']]),
+    h('details', {}, h('summary', {}, 'The whole receipt'), val(r)),
+  ];
+}
+
+// related links a record to what it belongs to: its trace, the run of a
+// step verdict (subject run:<id>), the request and the check of an
+// approval decision (outputs.approval_id, outputs.for_record).
+function related(rec) {
+  const links = [[`#/records?trace_id=${encodeURIComponent(rec.trace_id)}`, 'Every record of this trace →']];
+  for (const s of rec.subject_ids || []) {
+    if (typeof s === 'string' && s.startsWith('run:')) links.push([`#/runs/${encodeURIComponent(s.slice(4))}`, `Run ${s.slice(4)} →`]);
+  }
+  const out = rec.outputs || {};
+  if (typeof out.approval_id === 'string') links.push([`#/approvals/${encodeURIComponent(out.approval_id)}`, `Approval request ${out.approval_id} →`]);
+  if (typeof out.for_record === 'string') links.push([`#/records/${encodeURIComponent(out.for_record)}`, `The check that asked: ${out.for_record} →`]);
+  return links;
+}
+
+async function verify(id, bytes, box) {
+  const title = box.querySelector('h2');
+  let proof = null, keys = [];
+  try { keys = (await api('GET', '/v1/ledger/keys')).keys; } catch (e) { box.replaceChildren(title, errorBox(e)); return; }
+  for (let attempt = 0; ; attempt++) {
+    try { proof = await api('GET', `/v1/records/${encodeURIComponent(id)}/proof`); break; } catch (e) {
+      // A record after the latest checkpoint: the next one comes within
+      // the server's checkpoint interval.
+      if (!(e instanceof ApiError) || e.status !== 404 || attempt >= 5) { proof = null; break; }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+  const steps = await verifyRecord({ bytes, proof, keys, tenantID: session.tenant_id });
+  const failed = steps.filter((s) => s.ok === false);
+  const pending = steps.some((s) => s.ok === null);
+  const summary = failed.length
+    ? h('p', { class: 'result bad', id: 'verify-result' }, `✗ Verification failed: ${failed.map((s) => s.name).join(', ')} (below, what was expected and what was found)`)
+    : pending ? h('p', { class: 'result warn', id: 'verify-result' }, '… Signed, not yet covered by a checkpoint: ' + steps.find((s) => s.ok === null).detail)
+      : h('p', { class: 'result ok', id: 'verify-result' }, '✓ Verified in your browser: seal, signature, inclusion and signed checkpoint');
+  box.replaceChildren(...kids([title, summary, h('ul', { class: 'steps' }, steps.map((s) =>
+    h('li', { class: s.ok === true ? 'ok' : s.ok === false ? 'bad' : 'warn' }, s.ok === true ? '✓ ' : s.ok === false ? '✗ ' : '… ', h('strong', {}, s.name), ': ', s.detail))),
+  h('p', { class: 'muted small' }, 'Checked with WebCrypto (SHA-256, Ed25519) against the keys this server publishes at /v1/ledger/keys; compare them with writ ledger keys list to trust them.')]));
+}
+
+async function runReplay(path, query, out) {
+  out.replaceChildren(h('p', { class: 'muted' }, 'Replaying…'));
+  try {
+    const res = await api('GET', path, { query });
+    const results = Array.isArray(res.results) ? res.results : [res];
+    out.replaceChildren(...results.map((r) => h('div', { class: 'replay' },
+      h('p', { class: r.status === 'replay_equal' ? 'result ok' : 'result bad' }, `${r.status === 'replay_equal' ? '✓' : '✗'} ${r.record_id}: ${r.status}`, r.error ? ` — ${r.error}` : ''),
+      r.differences?.length ? table(['Class', 'Path', 'Recorded', 'Replayed', 'Detail'], r.differences.map((d) => [{}, [
+        d.class, code(d.path || d.input || ''),
+        d.recorded !== undefined ? JSON.stringify(d.recorded) : '', d.replayed !== undefined ? JSON.stringify(d.replayed) : '', d.detail || '']])) : null)));
+  } catch (e) { out.replaceChildren(errorBox(e)); }
+}
+
+// ---- runs ----
+
+async function runsPage(id) {
+  const form = h('form', { class: 'filters card', onsubmit: (ev) => { ev.preventDefault(); location.hash = `#/runs/${encodeURIComponent(form.run.value.trim())}`; } },
+    h('div', {}, h('label', { for: 'run' }, 'Run id'), h('input', { id: 'run', name: 'run', value: id || '', required: true })),
+    h('div', {}, h('button', { type: 'submit' }, 'Show')));
+  const out = h('div', {});
+  show(h('h1', {}, 'Runs'), form, out);
+  if (!id) return;
+  let run;
+  try { run = await api('GET', `/v1/runs/${encodeURIComponent(id)}`); } catch (e) { out.replaceChildren(errorBox(e)); return; }
+  out.replaceChildren(h('section', { class: 'card' }, h('h2', {}, `${run.workflow_id}@${run.workflow_version} `, h('span', { class: 'badge' }, run.status)),
+    dl([['Run', code(run.run_id)], ['Current step', run.current_step], ['Pack', `${run.pack} ${run.pack_hash}`], ['Started', fmtTime(run.started_at)]])),
+  h('ol', { class: 'timeline' }, run.history.map((e) => h('li', { class: 'card' },
+    h('p', {}, h('strong', {}, e.kind), e.step_id ? [' · step ', code(e.step_id)] : null, e.tool ? [' · tool ', code(e.tool)] : null, ` · ${fmtTime(e.at)}`,
+      e.record_id && has('auditor') ? [' · ', link(`#/records/${encodeURIComponent(e.record_id)}`, 'record')] : null),
+    e.verdict ? [
+      dl([['Verdict', e.verdict.state], ['Attempts', `${e.verdict.attempts_used} used, ${e.verdict.attempts_left} left`], ['Retry prompt', e.verdict.retry_prompt],
+        ['Next step', e.verdict.next_step], ['Escalate to', e.verdict.escalate_to]]),
+      h('ul', { class: 'steps' }, (e.verdict.checks || []).map((c) => h('li', { class: c.passed ? 'ok' : 'bad' }, c.passed ? '✓ ' : '✗ ', `${c.kind} `, code(c.target),
+        c.reject_message ? `: ${c.reject_message}` : '', c.detail ? ` (${c.detail})` : '')))] : null))));
+}
+
+// ---- ledger health ----
+
+async function ledgerPage() {
+  const out = h('div', {});
+  show(h('h1', {}, 'Ledger'), out);
+  const parts = [];
+  try {
+    const cp = await api('GET', '/v1/ledger/checkpoint');
+    const age = Math.max(0, Math.round((Date.now() - Date.parse(cp.issued_at)) / 1000));
+    parts.push(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'),
+      dl([['Records covered', String(cp.tree_size)], ['Root', code(cp.root_hash)], ['Issued', `${fmtTime(cp.issued_at)} (${age} s ago)`], ['Signed note', h('pre', {}, cp.note)]])));
+  } catch (e) { parts.push(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'), errorBox(e))); }
+  try {
+    const page = await api('GET', '/v1/records', { query: { limit: 1000 } });
+    parts.push(h('section', { class: 'card' }, h('h2', {}, 'Records'), h('p', {}, page.next_cursor ? 'more than 1000 records' : `${page.records.length} records`)));
+  } catch (e) { parts.push(errorBox(e)); }
+  try {
+    const { keys } = await api('GET', '/v1/ledger/keys');
+    parts.push(h('section', { class: 'card' }, h('h2', {}, 'Signing keys'), table(['Key id', 'Valid from', 'Valid until', 'Revoked'], keys.map((k) => [{}, [
+      code(k.id), fmtTime(k.valid_from), k.valid_until ? fmtTime(k.valid_until) : 'open',
+      k.revoked_at ? `${fmtTime(k.revoked_at)} ${k.revoked_reason || ''}` : '']]))));
+  } catch (e) { parts.push(errorBox(e)); }
+  parts.push(ledgerVerifier());
+  out.replaceChildren(...parts);
+}
+
+// ledgerVerifier checks the tenant's whole chain in the browser, and
+// remembers this browser's last run, per tenant.
+function ledgerVerifier() {
+  const store = `writ-console-last-verification:${session.tenant_id}`;
+  const result = h('div', { 'aria-live': 'polite', id: 'ledger-verify' });
+  const last = () => {
+    let v = null;
+    try { v = JSON.parse(localStorage.getItem(store)); } catch { /* none */ }
+    return v ? h('p', { id: 'last-verification', class: v.ok ? 'ok' : 'bad' },
+      `Last verified in this browser: ${fmtTime(v.at)}, ${v.records} records, ${v.ok ? 'intact' : `${v.failures} finding(s)`}${v.size ? `, checkpoint of ${v.size}` : ''}.`)
+      : h('p', { id: 'last-verification', class: 'muted' }, 'Not verified in this browser yet.');
+  };
+  let lastLine = last();
+  const run = async () => {
+    button.disabled = true;
+    result.replaceChildren(h('p', { class: 'muted' }, 'Reading the chain…'));
+    try {
+      const records = [];
+      let cursor = '';
+      do {
+        const page = await api('GET', '/v1/records', { query: { limit: 1000, cursor }, raw: true });
+        records.push(...splitRecordsPage(page));
+        cursor = JSON.parse(new TextDecoder().decode(page)).next_cursor || '';
+        result.replaceChildren(h('p', { class: 'muted' }, `Read ${records.length} records…`));
+      } while (cursor);
+      const { keys } = await api('GET', '/v1/ledger/keys');
+      let note = null;
+      try { note = (await api('GET', '/v1/ledger/checkpoint')).note; } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+      const r = await verifyLedger({ records, keys, tenantID: session.tenant_id, checkpointNote: note });
+      const ok = r.failures.length === 0;
+      localStorage.setItem(store, JSON.stringify({ at: new Date().toISOString(), records: r.records, ok, failures: r.failures.length, size: r.checkpoint?.size }));
+      result.replaceChildren(...kids([
+        h('p', { class: ok ? 'result ok' : 'result bad', id: 'ledger-result' }, ok
+          ? `✓ ${r.records} records verified in your browser: every seal and signature, the chain from seq 1, ${r.checkpoint ? r.checkpoint.detail : 'no checkpoint yet'}`
+          : `✗ ${r.failures.length} finding(s) in ${r.records} records`),
+        r.failures.length ? h('ul', { class: 'steps' }, r.failures.slice(0, 50).map((f) => h('li', { class: 'bad' }, '✗ ',
+          f.seq ? [`seq ${f.seq} `, f.record_id ? link(`#/records/${encodeURIComponent(f.record_id)}`, f.record_id) : ''] : '', ' ', h('strong', {}, f.name), ': ', f.detail))) : null]));
+      const fresh = last();
+      lastLine.replaceWith(fresh);
+      lastLine = fresh;
+    } catch (e) { result.replaceChildren(errorBox(e)); }
+    button.disabled = false;
+  };
+  const button = h('button', { type: 'button', id: 'verify-ledger', onclick: run }, 'Verify the whole ledger in your browser');
+  return h('section', { class: 'card' }, h('h2', {}, 'Verification'),
+    h('p', { class: 'muted' }, 'Reads every record of the tenant and checks each seal and signature, the chain links, and the tree root against the latest signed checkpoint, with WebCrypto.'),
+    lastLine, h('div', { class: 'buttons' }, button), result);
+}
+
+// ---- router ----
+
+async function route() {
+  clearInterval(timer);
+  timer = null;
+  document.title = 'writ console';
+  const [path, qs] = (location.hash.slice(1) || '/').split('?');
+  const params = new URLSearchParams(qs || '');
+  const seg = path.split('/').filter(Boolean).map(decodeURIComponent);
+  if (!session) {
+    try {
+      const res = await fetch('/console/session', { credentials: 'same-origin' });
+      if (res.ok) session = await res.json();
+    } catch { /* not signed in */ }
+    renderChrome();
+  }
+  if (!session || seg[0] === 'signin') { await signInPage(); return; }
+  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', ledger: '#/ledger' }[seg[0]];
+  for (const a of nav.querySelectorAll('a')) {
+    if (a.getAttribute('href') === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+  try {
+    switch (seg[0]) {
+      case 'approvals': if (seg[1]) { await approvalPage(seg[1]); break; } // falls through
+      case 'inbox': await inboxPage(params); break;
+      case 'records': if (seg[1]) await recordPage(seg[1]); else await recordsPage(params); break;
+      case 'runs': await runsPage(seg[1]); break;
+      case 'ledger': await ledgerPage(); break;
+      default: location.hash = has('approver') ? '#/inbox' : '#/records'; return;
+    }
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) { await signInPage('Your session ended: sign in again.'); return; }
+    show(h('h1', {}, 'Error'), errorBox(e));
+  }
+  document.body.dataset.ready = location.hash;
+}
+
+window.addEventListener('hashchange', route);
+route();

@@ -1,0 +1,464 @@
+// Browser tests of the writ console: real headless Chromium (Debian's
+// chromium, driven by playwright-core) against a real `writ serve` on a
+// loopback port chosen by the kernel, with API keys (so real sign-in), and
+// the refund example pack. They build writ and the tamper tool with the
+// Go toolchain, and take the screenshots of docs/console/.
+//
+//	cd console/e2e && npm ci && npm test
+//
+// WRIT_CHROMIUM overrides /usr/bin/chromium. WRIT_E2E_SCREENSHOTS
+// overrides where screenshots go (docs/console). WRIT_E2E_METRICS, when
+// set, names a file the page-weight and time-to-interactive figures are
+// written to.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '../..');
+const shots = process.env.WRIT_E2E_SCREENSHOTS || path.join(repo, 'docs/console');
+const tmp = mkdtempSync(path.join(tmpdir(), 'writ-console-e2e-'));
+const data = path.join(tmp, 'data');
+const bin = path.join(tmp, 'writ');
+const tamperBin = path.join(tmp, 'tamper');
+const metrics = {};
+
+let server; // { proc, url }
+let browser;
+const keys = {};
+
+function writ(...args) {
+  return execFileSync(bin, args, { cwd: repo, encoding: 'utf8' });
+}
+
+function createKey(subject, roles, dir = data) {
+  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, '--json'));
+  return out.token;
+}
+
+// startServer starts writ serve on 127.0.0.1:0 and waits for its address.
+async function startServer(pack = 'examples/refund', dir = data) {
+  const proc = spawn(bin, ['serve', '--pack', pack, '--data', dir, '--addr', '127.0.0.1:0', '--checkpoint-interval', '200ms', '--log-level', 'warn'],
+    { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d; });
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    const timeout = setTimeout(() => reject(new Error(`writ serve did not start:\n${stderr}`)), 60_000);
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) { clearTimeout(timeout); resolve(m[1]); }
+    });
+    proc.on('exit', (code) => reject(new Error(`writ serve exited ${code}:\n${stderr}`)));
+  });
+  return { proc, url, stderr: () => stderr };
+}
+
+async function stopServer(srv = server) {
+  const { proc } = srv;
+  const exited = new Promise((resolve) => proc.on('exit', resolve));
+  proc.kill('SIGTERM');
+  await exited;
+  if (srv === server) server = null;
+}
+
+// fresh is when the evidence of every request was observed: recent, and
+// the same for a check and its retry (an approval binds the evidence).
+const fresh = new Date(Date.now() - 60_000).toISOString();
+
+// request returns a check request of the refund example, decided now:
+// its evidence is fresh, so that only the amount needs a person.
+function request(over = {}) {
+  const r = JSON.parse(readFileSync(path.join(repo, 'examples/refund/requests/refund-high-value-human-review.json'), 'utf8'));
+  for (const e of r.evidence) e.observed_at = fresh;
+  delete r.tenant_id; // the key's
+  return { ...r, ...over, arguments: { ...r.arguments, ...(over.arguments || {}) } };
+}
+
+async function call(method, p, key, body, base = server.url) {
+  const res = await fetch(base + p, {
+    method, headers: { Authorization: `Bearer ${key}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+const check = (key, body) => call('POST', '/v1/check', key, body);
+
+// page opens a fresh browser context (no cookies) at the console.
+async function newPage(width = 1280, height = 900) {
+  const ctx = await browser.newContext({ viewport: { width, height } });
+  const page = await ctx.newPage();
+  page.on('dialog', async (d) => { page.dialogs = (page.dialogs || 0) + 1; await d.dismiss(); });
+  page.on('pageerror', (e) => { page.errors = [...(page.errors || []), e.message]; });
+  // A Content-Security-Policy violation is a console error: the pages
+  // must never need one.
+  page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) page.errors = [...(page.errors || []), m.text()]; });
+  return page;
+}
+
+// close checks that the page raised no error and broke no CSP rule, and
+// closes its context.
+async function close(page) {
+  assert.deepEqual(page.errors || [], [], 'page errors and CSP violations');
+  // Accessibility basics of the page left open: every control has a
+  // label, every button a name, every image an alternative.
+  const unlabelled = await page.evaluate(() => [
+    ...[...document.querySelectorAll('input, select, textarea')].filter((el) => !el.labels?.length && !el.getAttribute('aria-label')).map((el) => el.outerHTML),
+    ...[...document.querySelectorAll('button')].filter((el) => !el.textContent.trim() && !el.getAttribute('aria-label')).map((el) => el.outerHTML),
+    ...[...document.querySelectorAll('img')].filter((el) => !el.hasAttribute('alt')).map((el) => el.outerHTML),
+  ]);
+  assert.deepEqual(unlabelled, [], 'controls without a label or name');
+  await page.context().close();
+}
+
+// signIn signs in at the console's start page; unless refused is set,
+// it waits until the session's first page is shown.
+async function signIn(page, key, base = server.url, refused = false) {
+  await page.goto(base + '/console/');
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  if (!refused) await page.getByRole('button', { name: 'Sign out' }).waitFor();
+}
+
+async function shot(page, name, fullPage = true) {
+  await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage });
+}
+
+before(async () => {
+  mkdirSync(shots, { recursive: true });
+  execFileSync('go', ['build', '-o', bin, './cmd/writ'], { cwd: repo, stdio: 'inherit' });
+  execFileSync('go', ['build', '-o', tamperBin, './console/e2e/tamper'], { cwd: repo, stdio: 'inherit' });
+  keys.maria = createKey('maria', 'approver');
+  keys.olga = createKey('olga', 'auditor');
+  keys.bot = createKey('support-bot', 'agent');
+  keys.sam = createKey('sam', 'agent,approver');
+  server = await startServer();
+  browser = await chromium.launch({
+    executablePath: process.env.WRIT_CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+    // launch() gives Chromium a fresh, temporary --user-data-dir of its
+    // own (it refuses one passed in args).
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  if (server) await stopServer();
+  if (process.env.WRIT_E2E_METRICS) writeFileSync(process.env.WRIT_E2E_METRICS, JSON.stringify(metrics, null, 2) + '\n');
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+test('an agent key cannot open the console', async () => {
+  const page = await newPage();
+  await signIn(page, keys.bot, server.url, true);
+  await page.getByText('may not open the console').waitFor();
+  await shot(page, 'signin-agent-refused');
+  const res = await page.request.get(server.url + '/console/session');
+  assert.equal(res.status(), 401, 'a refused sign-in leaves no session');
+  await close(page);
+});
+
+const approvals = {};
+
+test('an approver approves a high-value refund, and the agent\'s retry is allowed', async () => {
+  const first = await check(keys.bot, request({ idempotency_key: 'ik_e2e_approve' }));
+  assert.equal(first.body.outcome, 'replan_required', JSON.stringify(first.body));
+  const approvalID = first.body.metadata.approval_ids[0];
+  assert.ok(approvalID, 'the check filed an approval request');
+  approvals.approve = approvalID;
+
+  const page = await newPage();
+  const t0 = Date.now();
+  await signIn(page, keys.maria);
+  await page.locator(`a[href="#/approvals/${approvalID}"]`).waitFor();
+  metrics.sign_in_to_inbox_ms = Date.now() - t0;
+  await shot(page, 'inbox');
+
+  // A new request appears without reloading.
+  const second = await check(keys.bot, request({ idempotency_key: 'ik_e2e_deny', arguments: { amount_inr: 16000 }, outputs: { refund_amount_inr: 16000, currency: 'INR', order_id: 'ord_881' } }));
+  approvals.deny = second.body.metadata.approval_ids[0];
+  assert.ok(approvals.deny, JSON.stringify(second.body));
+  await page.locator(`a[href="#/approvals/${approvals.deny}"]`).waitFor({ timeout: 10_000 });
+  assert.equal(await page.title(), '(2) Approvals · writ', 'the tab says how many wait');
+
+  await page.locator(`a[href="#/approvals/${approvalID}"]`).click();
+  await page.getByRole('heading', { name: /What is being approved/ }).waitFor();
+  const args = await page.locator('#arguments').textContent();
+  assert.match(args, /"amount_inr": 15000/);
+  assert.doesNotMatch(args, /4111 1111 1111 1111/, 'the card number is redacted');
+  const body = await page.locator('main').textContent();
+  for (const want of ['payments.issue_refund', 'hmac-sha256:', 'GATE_FINANCE_APPROVAL', 'destructive', 'POLICY_RETURNS_V1@1.0.0', 'agt_support', 'support-bot',
+    'the envelope hashes to the request\'s replay_packet_id', 'identity_verification:idv_771']) {
+    assert.ok(body.includes(want), `the approval page shows ${want}`);
+  }
+  await shot(page, 'approval');
+
+  // A reason is required.
+  await page.getByRole('button', { name: 'Approve' }).click();
+  await page.getByText('A reason is required').waitFor();
+  await page.getByLabel(/Reason/).fill('Order and identity checked; amount matches the invoice.');
+  await page.getByRole('button', { name: 'Approve' }).click();
+  await page.locator('.badge.approved').first().waitFor();
+  await page.getByRole('heading', { name: 'Decision', exact: true }).waitFor();
+  await shot(page, 'approval-approved');
+  assert.equal(await page.title(), 'writ console');
+
+  const retry = await check(keys.bot, request({ idempotency_key: 'ik_e2e_approve', approval_ids: [approvalID] }));
+  assert.equal(retry.body.outcome, 'allow', JSON.stringify(retry.body.reasons));
+  assert.equal(retry.body.safe_to_execute, true);
+  approvals.allowedRecord = retry.body.metadata.record_id;
+  await close(page);
+});
+
+test('an approver denies a request, and the retry is not allowed', async () => {
+  const page = await newPage();
+  await signIn(page, keys.maria);
+  await page.locator(`a[href="#/approvals/${approvals.deny}"]`).click();
+  await page.getByLabel(/Reason/).fill('The invoice does not match the amount.');
+  await page.getByRole('button', { name: 'Deny' }).click();
+  await page.locator('.badge.denied').first().waitFor();
+  await shot(page, 'approval-denied');
+  const retry = await check(keys.bot, request({ idempotency_key: 'ik_e2e_deny', arguments: { amount_inr: 16000 }, outputs: { refund_amount_inr: 16000, currency: 'INR', order_id: 'ord_881' }, approval_ids: [approvals.deny] }));
+  assert.notEqual(retry.body.safe_to_execute, true, JSON.stringify(retry.body));
+  await close(page);
+});
+
+test('separation of duties: who asked cannot approve', async () => {
+  const asked = await check(keys.sam, request({ idempotency_key: 'ik_e2e_sod' }));
+  const id = asked.body.metadata.approval_ids[0];
+  const page = await newPage();
+  await signIn(page, keys.sam);
+  await page.locator(`a[href="#/approvals/${id}"]`).click();
+  await page.getByText('You asked for this request').waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Approve' }).isDisabled(), true);
+  await shot(page, 'approval-own-request');
+  // The API refuses it, whatever the page shows.
+  const direct = await call('POST', `/v1/approvals/${id}/approve`, keys.sam, { reason: 'mine' });
+  assert.equal(direct.status, 403);
+  // Someone else decides it: the open page shows it without a reload.
+  const other = await call('POST', `/v1/approvals/${id}/deny`, keys.maria, { reason: 'Not a refund we make.' });
+  assert.equal(other.status, 200, JSON.stringify(other.body));
+  await page.locator('.badge.denied').first().waitFor({ timeout: 10_000 });
+  assert.match(await page.locator('main').textContent(), /Not a refund we make\./);
+  await close(page);
+});
+
+test('untrusted text renders as text', async () => {
+  const xss = '<img src=x onerror=alert(1)>';
+  const asked = await check(keys.bot, request({ idempotency_key: 'ik_e2e_xss', arguments: { order_id: xss }, inputs_refs: { request: xss } }));
+  const id = asked.body.metadata.approval_ids?.[0];
+  assert.ok(id, JSON.stringify(asked.body));
+  const page = await newPage();
+  await signIn(page, keys.maria);
+  await page.locator(`a[href="#/approvals/${id}"]`).click();
+  await page.locator('#arguments').waitFor();
+  assert.ok((await page.locator('#arguments').textContent()).includes(xss), 'the payload shows as text');
+  assert.equal(await page.locator('main img').count(), 0, 'no element was made from it');
+  await shot(page, 'approval-xss-as-text');
+  await close(page);
+
+  const audit = await newPage();
+  await signIn(audit, keys.olga);
+  await audit.goto(`${server.url}/console/#/records/${asked.body.metadata.record_id}`);
+  await audit.locator('#verify-result').waitFor();
+  assert.ok((await audit.locator('main').textContent()).includes(xss), 'the record page shows the payload as text');
+  assert.equal(await audit.locator('main img').count(), 0);
+  assert.equal(page.dialogs || 0, 0, 'no script ran');
+  assert.equal(audit.dialogs || 0, 0, 'no script ran');
+  await close(audit);
+});
+
+test('an auditor filters records, opens one and sees it verified in the browser; replay is equal', async () => {
+  const page = await newPage();
+  await signIn(page, keys.olga);
+  await page.getByRole('heading', { name: 'Records' }).waitFor();
+  await page.getByLabel('Decision key').fill('support.refund.execute');
+  // The allowed retry is a permit awaiting its execution report.
+  await page.getByLabel('Status').selectOption('IN_FLIGHT');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  const link = page.locator(`a[href="#/records/${approvals.allowedRecord}"]`);
+  await link.waitFor();
+  assert.equal(await page.locator('tbody tr').count() >= 1, true);
+  await shot(page, 'records');
+  await link.click();
+  const result = page.locator('#verify-result');
+  await result.filter({ hasText: 'Verified in your browser' }).waitFor({ timeout: 15_000 });
+  for (const group of ['Identity', 'Actor', 'Subject', 'Inputs', 'Outputs', 'Evidence', 'Policy', 'Approvals', 'Controls', 'Tool lineage', 'Scores', 'Budget', 'Lineage', 'Trace', 'Seal']) {
+    await page.getByRole('heading', { name: group, exact: true }).waitFor();
+  }
+  // The receipt beside it, and the decision's whole story: the check
+  // that asked, the approval, the allowed retry, in chain order.
+  await page.locator('#receipt').getByText('allow · safe to execute').waitFor();
+  const story = page.locator('#story-timeline > li');
+  await story.nth(2).waitFor();
+  const kinds = await story.allTextContents();
+  assert.deepEqual(kinds.map((k) => k.split(' · ')[0]), ['check', 'approval decision', 'check'], kinds.join('\n'));
+  assert.match(kinds[0], /replan_required/);
+  assert.match(kinds[2], /this record.*allow/);
+  await page.locator('#story').getByText(/by maria: Order and identity checked/).waitFor();
+  await page.getByRole('button', { name: 'Replay this record' }).click();
+  await page.getByText(`${approvals.allowedRecord}: replay_equal`).waitFor({ timeout: 15_000 });
+  await shot(page, 'record');
+
+  // Page weight and time to interactive of a cold record page.
+  const cold = await newPage();
+  await signIn(cold, keys.olga);
+  await cold.getByRole('heading', { name: 'Records' }).waitFor();
+  for (const [name, hash, ready] of [['inbox', '#/inbox', 'table.list, main p.muted'], ['record', `#/records/${approvals.allowedRecord}`, '#verify-result']]) {
+    const m = await measure(cold, hash, ready);
+    metrics[name] = m;
+    assert.ok(m.bytes < 200_000, `${name} page weighs ${m.bytes} bytes`);
+  }
+  await close(cold);
+
+  await page.goto(`${server.url}/console/#/ledger`);
+  await page.getByRole('heading', { name: 'Signing keys' }).waitFor();
+  await page.getByRole('button', { name: 'Verify the whole ledger in your browser' }).click();
+  const whole = await page.locator('#ledger-result').textContent({ timeout: 15_000 });
+  assert.match(whole, /✓ \d+ records verified in your browser/);
+  assert.match(await page.locator('#last-verification').textContent(), /Last verified in this browser: .*intact/);
+  await shot(page, 'ledger');
+  await close(page);
+});
+
+// measure loads the console afresh at hash and returns the bytes
+// transferred (document, assets and API answers, as the browser counts
+// them) and the time from navigation to the page being usable.
+async function measure(page, hash, readySelector) {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  await cdp.send('Network.setCacheDisabled', { cacheDisabled: true });
+  let bytes = 0;
+  cdp.on('Network.loadingFinished', (e) => { bytes += e.encodedDataLength; });
+  await page.goto('about:blank');
+  const start = Date.now();
+  await page.goto(`${server.url}/console/${hash}`);
+  await page.locator(readySelector).first().waitFor();
+  const ms = Date.now() - start;
+  await cdp.detach();
+  return { bytes, interactive_ms: ms };
+}
+
+test('an auditor reads a verification-contract run: steps, attempts, checks and the retry prompt', async () => {
+  // The storybook example pack has a workflow; it runs on a server of its own.
+  const dir = path.join(tmp, 'storybook');
+  const agent = createKey('frontend-bot', 'agent', dir);
+  const auditor = createKey('olga', 'auditor', dir);
+  const srv = await startServer('examples/storybook', dir);
+  try {
+    const started = await call('POST', '/v1/runs', agent, { workflow_id: 'ui.component.change', run_id: 'run_button_142', context: { component: 'Button', ticket: 'UI-142' } }, srv.url);
+    assert.equal(started.status, 201, JSON.stringify(started.body));
+    const attempt = (step, file) => {
+      const body = file ? JSON.parse(readFileSync(path.join(repo, 'examples/storybook/attempts', file), 'utf8')) : {};
+      return call('POST', `/v1/runs/run_button_142/steps/${step}/attempts`, agent, { actor: { type: 'AGENT', id: 'agt_frontend' }, ...body }, srv.url);
+    };
+    assert.equal((await attempt('implement', 'implement.json')).body.state, 'accepted');
+    const retry = await attempt('visual_check', 'visual-check-missing-evidence.json');
+    assert.equal(retry.body.state, 'retry', JSON.stringify(retry.body));
+
+    const page = await newPage();
+    await signIn(page, auditor, srv.url);
+    await page.getByRole('heading', { name: 'Records' }).waitFor();
+    await page.getByRole('link', { name: 'Runs' }).click();
+    await page.getByLabel('Run id').fill('run_button_142');
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.getByText('Visual verification was not executed.').waitFor();
+    // From a step's verdict record back to its run.
+    await page.locator('a', { hasText: 'record' }).last().click();
+    await page.getByRole('link', { name: 'Run run_button_142 →' }).click();
+    await page.getByText('Visual verification was not executed.').waitFor();
+    const text = await page.locator('main').textContent();
+    for (const want of ['ui.component.change', 'visual_check', '1 used, 2 left', 'open_simple_browser', 'The browser was not opened through writ.', retry.body.retry_prompt.slice(0, 40)]) {
+      assert.ok(text.includes(want), `the run page shows ${want}`);
+    }
+    await shot(page, 'run');
+    await close(page);
+  } finally {
+    await stopServer(srv);
+  }
+});
+
+test('development mode: sign in with a tenant and a name, no key, and approve', async () => {
+  const dir = path.join(tmp, 'dev'); // no API keys: development mode
+  const srv = await startServer('examples/refund', dir);
+  try {
+    const res = await fetch(srv.url + '/v1/check', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ ...request({ idempotency_key: 'ik_e2e_dev' }), tenant_id: 'acme' }) });
+    const asked = await res.json();
+    const id = asked.metadata.approval_ids[0];
+    const page = await newPage();
+    await page.goto(srv.url + '/console/');
+    await page.getByText('Development mode').waitFor();
+    await page.getByLabel('Tenant').fill('acme');
+    await page.getByLabel(/Your name/).fill('maria');
+    await shot(page, 'signin-dev');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator(`a[href="#/approvals/${id}"]`).click();
+    await page.getByLabel(/Reason/).fill('Checked in development.');
+    await page.getByRole('button', { name: 'Approve' }).click();
+    await page.locator('.badge.approved').first().waitFor();
+    assert.match(await page.locator('main').textContent(), /Bymaria/, 'the approver is the name signed in with');
+    await close(page);
+  } finally {
+    await stopServer(srv);
+  }
+});
+
+test('the console is usable 390 px wide', async () => {
+  const page = await newPage(390, 844);
+  await signIn(page, keys.maria);
+  await page.getByRole('heading', { name: 'Approvals' }).waitFor();
+  await shot(page, 'inbox-390');
+  // Every state: pending first.
+  await page.getByLabel('State').selectOption('all');
+  await page.locator('.badge.denied').first().waitFor();
+  const states = await page.locator('tbody .badge').allTextContents();
+  const firstDecided = states.findIndex((s) => s !== 'pending');
+  assert.ok(states.includes('approved') && states.includes('denied') && states[0] === 'pending', states.join(' '));
+  assert.ok(states.slice(firstDecided).every((s) => s !== 'pending'), `pending first: ${states.join(' ')}`);
+  const audit = await newPage(390, 844);
+  await signIn(audit, keys.olga);
+  await audit.goto(`${server.url}/console/#/records/${approvals.allowedRecord}`);
+  await audit.locator('#verify-result').waitFor({ timeout: 15_000 });
+  await shot(audit, 'record-390', false);
+  assert.match(await audit.locator('#verify-result').textContent(), /Verified in your browser/);
+  const overflow = await audit.evaluate(() => document.documentElement.scrollWidth > window.innerWidth + 1);
+  assert.equal(overflow, false, 'nothing scrolls sideways at 390 px');
+  await shot(audit, 'record-390', false);
+  await close(page);
+  await close(audit);
+});
+
+test('a record tampered with in the database fails verification in the browser', async () => {
+  await stopServer();
+  execFileSync(tamperBin, [path.join(data, 'writ.db'), approvals.allowedRecord, '"refund_amount_inr":15000', '"refund_amount_inr":150000']);
+  server = await startServer();
+  const page = await newPage();
+  await signIn(page, keys.olga);
+  await page.getByRole('heading', { name: 'Records' }).waitFor();
+  await page.goto(`${server.url}/console/#/records/${approvals.allowedRecord}`);
+  const result = page.locator('#verify-result');
+  await result.filter({ hasText: 'Verification failed' }).waitFor({ timeout: 15_000 });
+  assert.match(await result.textContent(), /Verification failed: record hash, inclusion/);
+  const steps = await page.locator('ul.steps').textContent();
+  assert.match(steps, /record hash: the record's bytes hash to sha256:[0-9a-f]{64}, but its seal says sha256:[0-9a-f]{64}/);
+  assert.match(steps, /inclusion: .*not the ones the ledger committed/);
+  await shot(page, 'record-tampered', false);
+
+  await page.getByRole('link', { name: 'Ledger' }).click();
+  await page.getByRole('button', { name: 'Verify the whole ledger in your browser' }).click();
+  assert.match(await page.locator('#ledger-result').textContent({ timeout: 15_000 }), /✗ 2 finding\(s\)/);
+  const findings = await page.locator('#ledger-verify ul.steps').textContent();
+  assert.ok(findings.includes(`${approvals.allowedRecord} record hash: the record's bytes hash to`), findings);
+  assert.match(findings, /checkpoint: the first \d+ records give root/);
+  await shot(page, 'ledger-tampered');
+  await close(page);
+});
