@@ -27,7 +27,11 @@ func TestLayering(t *testing.T) {
 		mod + "/webhook":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		// Adapters stay apart.
 		mod + "/sqlite":   {"net/http", mod + "/httpapi", mod + "/engine"},
-		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres"},
+		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres", "github.com/pb33f/"},
+		// The OpenAPI validator is for tests (httpapi/apitest), never
+		// in the serving binary.
+		mod + "/cmd/writ":        {"github.com/pb33f/"},
+		mod + "/httpapi/apitest": {"database/sql", mod + "/engine", mod + "/sqlite", mod + "/postgres"},
 		mod + "/postgres": {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
 	}
 	for pkg, bad := range forbidden {
