@@ -26,13 +26,13 @@ func TestLayering(t *testing.T) {
 		mod + "/replay":     {"database/sql", "net/http", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		mod + "/webhook":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		// Adapters stay apart.
-		mod + "/sqlite":   {"net/http", mod + "/httpapi", mod + "/engine"},
-		mod + "/httpapi":  {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres", "github.com/pb33f/"},
+		mod + "/sqlite":  {"net/http", mod + "/httpapi", mod + "/engine"},
+		mod + "/httpapi": {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres", "github.com/pb33f/"},
 		// The OpenAPI validator is for tests (httpapi/apitest), never
 		// in the serving binary.
 		mod + "/cmd/writ":        {"github.com/pb33f/"},
 		mod + "/httpapi/apitest": {"database/sql", mod + "/engine", mod + "/sqlite", mod + "/postgres"},
-		mod + "/postgres": {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
+		mod + "/postgres":        {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg).Output()
