@@ -72,7 +72,13 @@ var routeSamples = map[string]struct{ target, body string }{
 	"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"reason":"The invoice does not match."}`},
 	"GET /healthz":                             {"/healthz", ""},
 	"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
+	"POST /access/v1/evaluation":               {"/access/v1/evaluation", azSample},
+	"POST /access/v1/evaluations":              {"/access/v1/evaluations", `{"evaluations":[` + azSample + `]}`},
+	"GET /.well-known/authzen-configuration":   {"/.well-known/authzen-configuration", ""},
 }
+
+// azSample is an AuthZEN evaluation that names no tenant.
+const azSample = `{"subject":{"type":"agent","id":"a"},"action":{"name":"payments.issue_refund"},"resource":{"type":"order","id":"o1"}}`
 
 // sample returns the sample request of rt, sent with key (none when "").
 func sample(t *testing.T, rt route, key string) *http.Request {
@@ -183,6 +189,9 @@ func TestRolesPerRoute(t *testing.T) {
 	}
 }
 
+// azSampleAcme is azSample for tenant acme.
+const azSampleAcme = `{"subject":{"type":"agent","id":"a"},"action":{"name":"payments.issue_refund"},"resource":{"type":"order","id":"o1"},"context":{"tenant_id":"acme"}}`
+
 // TestDevelopmentModeNeedsNoKey: without an authenticator, no route asks
 // for a key (one sent is ignored), every request names its tenant, and no
 // call sees a principal.
@@ -206,6 +215,9 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"tenant_id":"acme","approver":"maria","reason":"no"}`},
 		"GET /healthz":                             {"/healthz", ""},
 		"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
+		"POST /access/v1/evaluation":               {"/access/v1/evaluation", azSampleAcme},
+		"POST /access/v1/evaluations":              {"/access/v1/evaluations", `{"context":{"tenant_id":"acme"},"evaluations":[` + azSample + `]}`},
+		"GET /.well-known/authzen-configuration":   {"/.well-known/authzen-configuration", ""},
 	}
 	for _, rt := range routes {
 		sm, ok := samples[rt.method+" "+rt.path]

@@ -161,6 +161,9 @@ var routes = []route{
 	{http.MethodGet, "/v1/approvals/{id}", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleApproval},
 	{http.MethodPost, "/v1/approvals/{id}/approve", []writ.Role{writ.RoleApprover}, (*Server).handleApprove},
 	{http.MethodPost, "/v1/approvals/{id}/deny", []writ.Role{writ.RoleApprover}, (*Server).handleDeny},
+	{http.MethodPost, pathAuthZENEvaluation, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluation},
+	{http.MethodPost, pathAuthZENEvaluations, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluations},
+	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
 	{http.MethodGet, "/healthz", nil, (*Server).handleHealth},
 	{http.MethodGet, "/v1/openapi.yaml", nil, (*Server).handleOpenAPI},
 }
