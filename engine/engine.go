@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/ledger"
@@ -72,6 +74,10 @@ type Config struct {
 	// its record is durable (a webhook delivery queue, say). It must not
 	// block.
 	Announce func(*writ.ApprovalRequest)
+	// TracerProvider, when set, traces checks: writ.decide and
+	// writ.ledger.append spans (see engine/telemetry.go). Nil traces
+	// nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Engine is the in-process writ runtime.
@@ -93,6 +99,7 @@ type Engine struct {
 	announcer func(*writ.ApprovalRequest)
 	shadow    *policy.Policy // nil without a shadow pack
 	log       *slog.Logger
+	tracer    trace.Tracer
 }
 
 // New starts an engine. It stores the pack's files content-addressed (so
@@ -120,6 +127,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
+	e.tracer = newTracer(cfg.TracerProvider)
 	if cfg.Appender.Logger == nil {
 		cfg.Appender.Logger = e.log
 	}
@@ -214,6 +222,9 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	// Copy before filling in defaults: the caller's request stays theirs.
 	rq := *req
 	if rq.TraceID == "" {
+		rq.TraceID = spanTraceID(ctx)
+	}
+	if rq.TraceID == "" {
 		rq.TraceID = e.newHex(16)
 	}
 	envelope, err := record.Envelope(&rq, e.redactor)
@@ -276,6 +287,8 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 // store refused the entry because a presented approval changed
 // concurrently (see ledger.Entry.Refused); nothing was appended then.
 func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *policy.Resolved, envelope []byte, argsDigest string, block ledger.BlockKey) (_ *writ.Receipt, refused string, _ error) {
+	ctx, span := e.tracer.Start(ctx, "writ.decide")
+	defer span.End()
 	now := e.now().UTC()
 	presented, err := e.presentedApprovals(ctx, req, now)
 	if err != nil {
@@ -356,7 +369,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		entry.Block = &block
 	}
 	entry.Shadow = e.decideShadow(rq, presented, digests, argsDigest, rc, rec, now)
-	if err := e.appender.Append(ctx, entry); err != nil {
+	if err := e.appendTraced(ctx, entry); err != nil {
 		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
 		return rc, "", err
 	}

@@ -257,7 +257,7 @@ func (s *Server) decodeAuthZEN(w http.ResponseWriter, r *http.Request, v any) er
 // continueTrace gives req the trace of the request's traceparent, if it
 // carries a valid one, and answers with it.
 func (s *Server) continueTrace(w http.ResponseWriter, r *http.Request, req *writ.CheckRequest) {
-	if tp, ok := parseTraceparent(r.Header.Values("traceparent")); ok {
+	if tp, ok := requestTrace(r); ok {
 		req.TraceID = tp.TraceID
 		if w.Header().Get("traceparent") == "" {
 			s.setTraceparent(w, r, tp.TraceID, tp.Flags)

@@ -347,6 +347,8 @@ var schemaTypes = map[string]reflect.Type{
 	"AuthZENDecision":            reflect.TypeFor[azDecision](),
 	"AuthZENEvaluationsResponse": reflect.TypeFor[azBatchResponse](),
 	"AuthZENMetadata":            reflect.TypeFor[AuthZENMetadata](),
+	"Ready":                      reflect.TypeFor[ReadyReport](),
+	"ReadyCheck":                 reflect.TypeFor[ReadyCheck](),
 }
 
 // scopedTenant lists the schemas whose tenant_id Go always encodes but the
@@ -686,6 +688,8 @@ func TestOpenAPIDescribesServerAnswers(t *testing.T) {
 		{svc: &fakeService{receipt: bare}, req: newRequest(http.MethodPost, "/access/v1/evaluations", `{"context":{"tenant_id":"acme"},"evaluations":[`+azSample+`]}`), status: 200, schema: "AuthZENEvaluationsResponse"},
 		{svc: &fakeService{}, req: newRequest(http.MethodPost, "/access/v1/evaluations", `{"evaluations":[]}`), status: 400, schema: "Problem"},
 		{svc: &fakeService{}, req: newRequest(http.MethodGet, "/.well-known/authzen-configuration", ""), status: 200, schema: "AuthZENMetadata"},
+		{svc: &fakeService{}, req: newRequest(http.MethodGet, "/readyz", ""), status: 200, schema: "Ready"},
+		{svc: &fakeService{}, req: newRequest(http.MethodGet, "/metrics", ""), status: 200},
 		{svc: &fakeService{record: stored}, req: newRequest(http.MethodGet, "/v1/records/r?tenant_id=t", ""), status: 200, schema: "Record"},
 		{svc: &fakeService{page: &writ.RecordPage{Records: []writ.StoredRecord{*stored, *stored}, NextCursor: "n"}}, req: newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""), status: 200, schema: "RecordPage"},
 		{svc: &fakeService{page: &writ.RecordPage{}}, req: newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""), status: 200, schema: "RecordPage"},

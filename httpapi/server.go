@@ -71,6 +71,32 @@ type Config struct {
 	// tenant. Nil means development mode: no one is authenticated, every
 	// caller may act for every tenant, and /healthz says so.
 	Authenticate func(ctx context.Context, token string) (*writ.Principal, error)
+	// Metrics serves GET /metrics: the Prometheus metrics (package
+	// telemetry). It needs a key with the admin role, as the metrics
+	// cover every tenant. Nil means the server exports no metrics: the
+	// route answers 404.
+	Metrics http.Handler
+	// Ready reports readiness for GET /readyz: 200 when every check
+	// passes, 503 otherwise. Nil means always ready.
+	Ready func(ctx context.Context) ReadyReport
+}
+
+// ReadyReport is the body of GET /readyz.
+type ReadyReport struct {
+	// Status is HealthOK when every check passed, else "unavailable".
+	Status string `json:"status"`
+	// Checks are the readiness checks, each passed or failed.
+	Checks []ReadyCheck `json:"checks"`
+}
+
+// ReadyCheck is one readiness check.
+type ReadyCheck struct {
+	// Name says what was checked: "store", "signing_key" or "pack".
+	Name string `json:"name"`
+	// OK is whether it passed.
+	OK bool `json:"ok"`
+	// Error says why it failed; never secrets.
+	Error string `json:"error,omitempty"`
 }
 
 // Defaults of Config.
@@ -165,6 +191,8 @@ var routes = []route{
 	{http.MethodPost, pathAuthZENEvaluations, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluations},
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
 	{http.MethodGet, "/healthz", nil, (*Server).handleHealth},
+	{http.MethodGet, "/readyz", nil, (*Server).handleReady},
+	{http.MethodGet, "/metrics", []writ.Role{writ.RoleAdmin}, (*Server).handleMetrics},
 	{http.MethodGet, "/v1/openapi.yaml", nil, (*Server).handleOpenAPI},
 }
 
@@ -293,7 +321,7 @@ func (s *Server) limit(h http.HandlerFunc) http.HandlerFunc {
 
 // handleCheck serves POST /v1/check.
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
-	tp, traced := parseTraceparent(r.Header.Values("traceparent"))
+	tp, traced := requestTrace(r)
 	if traced {
 		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
 	}
@@ -427,6 +455,48 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, status, report)
+}
+
+// handleReady serves GET /readyz: whether the server can take checks
+// now (the store answers, a signing key is valid, the pack is loaded).
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	report := ReadyReport{Status: HealthOK, Checks: []ReadyCheck{}}
+	if s.cfg.Ready != nil {
+		report = s.cfg.Ready(r.Context())
+	}
+	report.Status = HealthOK
+	for _, c := range report.Checks {
+		if !c.OK {
+			report.Status = "unavailable"
+		}
+	}
+	report.Checks = nonNil(report.Checks)
+	status := http.StatusOK
+	if report.Status != HealthOK {
+		status = http.StatusServiceUnavailable
+	}
+	s.writeJSON(w, r, status, report)
+}
+
+// handleMetrics serves GET /metrics with Config.Metrics.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Metrics == nil {
+		s.writeError(w, r, writ.Errorf(writ.ENOTFOUND, "this server exports no metrics"))
+		return
+	}
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.cfg.Metrics.ServeHTTP(w, r)
+}
+
+// Route returns the route pattern that serves r ("POST /v1/check"), or ""
+// when none does. Its values are bounded by the route table, so it may
+// name spans and label metrics.
+func (s *Server) Route(r *http.Request) string {
+	_, pattern := s.mux.Handler(r)
+	return pattern
 }
 
 // handleOpenAPI serves GET /v1/openapi.yaml.
