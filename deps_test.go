@@ -34,7 +34,7 @@ func TestLayering(t *testing.T) {
 		mod + "/httpapi": {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres", "github.com/pb33f/"},
 		// The OpenAPI validator is for tests (httpapi/apitest), never
 		// in the serving binary.
-		mod + "/cmd/writ":        {"github.com/pb33f/"},
+		mod + "/cmd/writ":        {"github.com/pb33f/", mod + "/telemetry/otlptest"},
 		mod + "/httpapi/apitest": {"database/sql", mod + "/engine", mod + "/sqlite", mod + "/postgres"},
 		mod + "/postgres":        {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
 	}
