@@ -32,7 +32,7 @@ import (
 
 // serveRefund starts the refund example pack behind the HTTP API, with
 // the engine's commits observed by observe, on loopback.
-func serveRefund(t *testing.T, tp trace.TracerProvider, observe func(ledger.Commit), wrap func(*engine.Engine) writ.Service, handler func(*httpapi.Server) http.Handler) (*engine.Engine, *httptest.Server) {
+func serveRefund(t testing.TB, tp trace.TracerProvider, observe func(ledger.Commit), wrap func(*engine.Engine) writ.Service, handler func(*httpapi.Server) http.Handler) (*engine.Engine, *httptest.Server) {
 	t.Helper()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
@@ -64,7 +64,7 @@ func serveRefund(t *testing.T, tp trace.TracerProvider, observe func(ledger.Comm
 	return eng, srv
 }
 
-func example(t *testing.T, name string) []byte {
+func example(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "examples", "refund", "requests", name+".json"))
 	if err != nil {
