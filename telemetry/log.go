@@ -25,4 +25,6 @@ func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return &logHandler{h.Handler.WithAttrs(attrs)}
 }
 
-func (h *logHandler) WithGroup(name string) slog.Handler { return &logHandler{h.Handler.WithGroup(name)} }
+func (h *logHandler) WithGroup(name string) slog.Handler {
+	return &logHandler{h.Handler.WithGroup(name)}
+}
