@@ -36,8 +36,9 @@ type Config struct {
 	// duration; never bodies) and the real text of internal errors. Nil
 	// means slog.Default().
 	Logger *slog.Logger
-	// Health reports readiness for GET /healthz: 200 when the report's
-	// status is "ok", 503 otherwise. Nil means always {"status":"ok"}.
+	// Health reports the status of GET /healthz (liveness; readiness is
+	// Ready): 200 when the report's status is "ok", 503 otherwise. Nil
+	// means always {"status":"ok"}.
 	Health func(ctx context.Context) HealthReport
 	// Now is the clock used to time requests. Nil means time.Now.
 	Now func() time.Time
@@ -66,7 +67,8 @@ type Config struct {
 	// token of an "Authorization: Bearer" header, never empty). An unknown,
 	// malformed or revoked key must be an EUNAUTHENTICATED error (401);
 	// any other error means the keys cannot be checked now (503). When it
-	// is set, every route but GET /healthz and GET /v1/openapi.yaml needs
+	// is set, every route but the public ones (GET /healthz, /readyz,
+	// /.well-known/authzen-configuration and /v1/openapi.yaml) needs
 	// a key holding one of the route's roles, and is confined to the key's
 	// tenant. Nil means development mode: no one is authenticated, every
 	// caller may act for every tenant, and /healthz says so.
