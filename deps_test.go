@@ -37,6 +37,11 @@ func TestLayering(t *testing.T) {
 		mod + "/cmd/writ":        {"github.com/pb33f/", mod + "/telemetry/otlptest"},
 		mod + "/httpapi/apitest": {"database/sql", mod + "/engine", mod + "/sqlite", mod + "/postgres"},
 		mod + "/postgres":        {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
+
+		// packtest runs tests in-process on a temporary SQLite ledger: no
+		// server, no network, no PostgreSQL.
+		mod + "/packtest": {"net/http", mod + "/httpapi", mod + "/postgres"},
+		mod + "/packdiff": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg).Output()

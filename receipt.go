@@ -1,5 +1,7 @@
 package writ
 
+import "time"
+
 // ReceiptType is the value of every receipt's receipt_type field.
 const ReceiptType = "verifiedx_decision_receipt"
 
@@ -149,6 +151,12 @@ type Metadata struct {
 	// pending approvals of a human_review receipt, or the terminal
 	// escalation handed to people.
 	ApprovalIDs []string `json:"approval_ids,omitempty"`
+	// ExpiresAt is when an allow stops being valid (the spec's
+	// execution.valid_for); the effect must not start after it.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// ExecutionReport is "required" when the agent must report the
+	// effect's execution (POST /v1/decisions/{id}/execution).
+	ExecutionReport string `json:"execution_report,omitempty"`
 }
 
 // Repeat reasons in Metadata.Repeated.

@@ -47,13 +47,21 @@ type Record struct {
 	ApprovalModeEffective ApprovalMode     `json:"approval_mode_effective,omitempty"`
 	ControlsActive        ControlsActive   `json:"controls_active"`
 
-	ToolLineage []ToolLineage      `json:"tool_lineage,omitempty"`
+	ToolLineage []ToolLineage `json:"tool_lineage,omitempty"`
+	// Execution is set on a permit that expires or needs a report, and on
+	// an execution report's record.
+	Execution   *Execution         `json:"execution,omitempty"`
 	Scorecard   map[string]float64 `json:"scorecard,omitempty"`
 	BudgetUsage *Usage             `json:"budget_usage,omitempty"`
 	Lineage     Lineage            `json:"lineage"`
 	TraceID     string             `json:"trace_id"`
 	Replay      Replay             `json:"replay"`
 	Audit       Audit              `json:"audit"`
+
+	// History pins the history aggregates the decision read, by name
+	// (absent when it read none). JSON field order does not matter: the
+	// sealed bytes are canonical (RFC 8785).
+	History []HistoryValue `json:"history,omitempty"`
 }
 
 // PolicyDecision names one deterministic check that was applied: a rule of

@@ -113,6 +113,9 @@ type ToolCall struct {
 	Name   string         `json:"name"`
 	Args   map[string]any `json:"args,omitempty"`
 	Result any            `json:"result,omitempty"`
+	// Executed is set on an observed call whose execution was reported
+	// succeeded under its decision.
+	Executed bool `json:"executed,omitempty"`
 }
 
 // Check is the outcome of one rule of a verification contract.
@@ -351,7 +354,7 @@ func jsonCalls(what string, calls []ToolCall) ([]ToolCall, error) {
 		if err != nil {
 			return nil, writ.Errorf(writ.EINVALID, "%s call %d (%s) result is not JSON: %v", what, i, c.Name, err)
 		}
-		out[i] = ToolCall{Name: c.Name, Args: args, Result: res}
+		out[i] = ToolCall{Name: c.Name, Args: args, Result: res, Executed: c.Executed}
 	}
 	return out, nil
 }

@@ -60,7 +60,7 @@ type gotoRule struct {
 //	evidence cel   value    dyn               the value at the rule's path (null if missing)
 //	               result   map(string, dyn)  the whole payload
 //	               context  map(string, dyn)  the run context
-//	toolCalls when call     map(string, dyn)  name, args, result, observed
+//	toolCalls when call     map(string, dyn)  name, args, result, observed, executed
 //	goto when      result, context            as above
 //
 // Every program runs under the pack's CEL cost limit.

@@ -119,19 +119,22 @@ func (r *toolCallRule) check(in *input) Check {
 	ch := Check{Kind: KindToolCall, Target: name, RejectMessage: r.rule.RejectMessage}
 	if ch.RejectMessage == "" {
 		by := ""
-		if r.rule.Observed {
+		switch {
+		case r.rule.Executed:
+			by = " observed by writ and reported executed"
+		case r.rule.Observed:
 			by = " observed by writ"
 		}
 		ch.RejectMessage = fmt.Sprintf("At least %s to %s%s %s required.", count(r.min, "call"), name, by, plural(r.min, "is", "are"))
 	}
 
-	var observed, claimed, unmet int
+	var observed, executed, claimed, unmet int
 	var evalErr error
 	meets := func(c ToolCall, obs bool) bool {
 		if r.prg == nil {
 			return true
 		}
-		ok, err := evalBool(r.prg, map[string]any{"call": map[string]any{"name": c.Name, "args": c.Args, "result": c.Result, "observed": obs}})
+		ok, err := evalBool(r.prg, map[string]any{"call": map[string]any{"name": c.Name, "args": c.Args, "result": c.Result, "observed": obs, "executed": c.Executed}})
 		if err != nil && evalErr == nil {
 			evalErr = err
 		}
@@ -146,6 +149,9 @@ func (r *toolCallRule) check(in *input) Check {
 			seen[i] = true
 			if meets(c, true) {
 				observed++
+				if c.Executed {
+					executed++
+				}
 			}
 		}
 	}
@@ -160,7 +166,16 @@ func (r *toolCallRule) check(in *input) Check {
 	}
 
 	var b strings.Builder
-	if r.rule.Observed {
+	if r.rule.Executed {
+		ch.Passed = executed >= r.min
+		fmt.Fprintf(&b, "%s: %s, need %d", name, count(executed, "executed call"), r.min)
+		if observed > executed {
+			fmt.Fprintf(&b, "; %s allowed but not reported succeeded", count(observed-executed, "observed call"))
+		}
+		if claimed > 0 {
+			fmt.Fprintf(&b, "; %s that writ did not observe %s not count", count(claimed, "claimed call"), plural(claimed, "does", "do"))
+		}
+	} else if r.rule.Observed {
 		ch.Passed = observed >= r.min
 		fmt.Fprintf(&b, "%s: %s, need %d", name, count(observed, "observed call"), r.min)
 		if claimed > 0 {

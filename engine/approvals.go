@@ -254,7 +254,15 @@ func (e *Engine) DecideApproval(ctx context.Context, req *writ.DecideApprovalReq
 	if entry.Refused != "" {
 		return nil, writ.Errorf(writ.ECONFLICT, "approval %s was decided by someone else meanwhile", a.ApprovalID)
 	}
-	return e.store.Approval(ctx, rq.TenantID, rq.ApprovalID, now)
+	decided, err := e.store.Approval(ctx, rq.TenantID, rq.ApprovalID, now)
+	if err != nil {
+		return nil, err
+	}
+	e.waiters.notify(rq.TenantID, rq.ApprovalID)
+	if e.onDecided != nil {
+		e.onDecided(decided)
+	}
+	return decided, nil
 }
 
 // selfApproval reports whether approver is one of the request's
@@ -287,7 +295,8 @@ func (e *Engine) approvalRecord(rq *writ.DecideApprovalRequest, a *writ.Approval
 	}
 	spec := "approval:" + a.GateID
 	rec := &writ.Record{
-		RecordID: e.newID("dr_", now), DecisionID: e.newID("dec_", now), TenantID: rq.TenantID,
+		// The approval is part of the story of the decision that asked.
+		RecordID: e.newID("dr_", now), DecisionID: a.DecisionID, TenantID: rq.TenantID,
 		DecisionKey: spec, DecisionVersion: p.Version, Timestamp: now, Status: status, ActionClass: "approval",
 		Actor:      writ.Actor{Type: writ.ActorHuman, ID: rq.Approver},
 		SubjectIDs: append(slices.Clone(a.SubjectIDs), "approval:"+a.ApprovalID),

@@ -74,6 +74,16 @@ type Config struct {
 	// its record is durable (a webhook delivery queue, say). It must not
 	// block.
 	Announce func(*writ.ApprovalRequest)
+	// AnnounceDecided, when set, is called with each approval request
+	// once its approval or denial is durable (a webhook's "approval
+	// decided" event, so an orchestrator can resume). It must not block.
+	AnnounceDecided func(*writ.ApprovalRequest)
+	// ResumeSweep, when positive, is how often the engine looks for
+	// approvals that another server decided while resumes here wait on
+	// them: set it when several servers share the store (PostgreSQL).
+	// Zero means this engine decides every approval of its store, and
+	// wakes its waiters itself.
+	ResumeSweep time.Duration
 	// TracerProvider, when set, traces checks: writ.decide and
 	// writ.ledger.append spans (see engine/telemetry.go). Nil traces
 	// nothing.
@@ -97,6 +107,10 @@ type Engine struct {
 	contracts *acceptance.Contracts // the pack\'s verification contracts
 	runs      runLocks
 	announcer func(*writ.ApprovalRequest)
+	onDecided func(*writ.ApprovalRequest)
+	waiters   waiters
+	stopSweep context.CancelFunc
+	sweepDone chan struct{}
 	shadow    *policy.Policy // nil without a shadow pack
 	log       *slog.Logger
 	tracer    trace.Tracer
@@ -117,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 	}
-	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger, announcer: cfg.Announce, shadow: cfg.Shadow}
+	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger, announcer: cfg.Announce, onDecided: cfg.AnnounceDecided, shadow: cfg.Shadow}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -174,6 +188,15 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}()
 	}
 	e.appender = ledger.NewAppender(cfg.Store, cfg.Appender)
+	if cfg.Policy != nil && cfg.ResumeSweep > 0 {
+		var sweepCtx context.Context
+		sweepCtx, e.stopSweep = context.WithCancel(context.Background())
+		e.sweepDone = make(chan struct{})
+		go func() {
+			defer close(e.sweepDone)
+			e.sweep(sweepCtx, cfg.ResumeSweep)
+		}()
+	}
 	return e, nil
 }
 
@@ -182,6 +205,10 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 // close the store.
 func (e *Engine) Close() error {
 	err := e.appender.Close()
+	if e.stopSweep != nil {
+		e.stopSweep()
+		<-e.sweepDone
+	}
 	if e.stopCP != nil {
 		e.stopCP()
 		<-e.cpDone
@@ -194,6 +221,14 @@ func (e *Engine) Pack() *pack.Pack { return e.policy.Pack }
 
 // Check runs one boundary check. See writ.Service.
 func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
+	return e.check(ctx, req, "")
+}
+
+// check runs one boundary check. With cont, the check continues decision
+// cont (a resume): its record and receipt carry that decision id.
+// Otherwise a check that redeems an approval continues the decision that
+// asked for it, and any other check is a new decision.
+func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string) (*writ.Receipt, error) {
 	if e.policy == nil {
 		return nil, writ.Errorf(writ.EUNAVAILABLE, "no pack is pinned: this engine serves the ledger only")
 	}
@@ -271,8 +306,17 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	// A presented approval can be redeemed or decided concurrently by
 	// another check or approver; the store refuses the loser's entry,
 	// which is then decided again with the approval as it now stands.
-	for attempt := 0; ; attempt++ {
-		rc, refused, err := e.decide(ctx, req, &rq, r, envelope, argsDigest, block)
+	for attempt, histAttempts := 0, 0; ; attempt++ {
+		rc, refused, err := e.decide(ctx, req, &rq, r, envelope, argsDigest, block, cont)
+		if refused == ledger.RefusedHistory {
+			// A history value changed under the decision: decide again
+			// with the current values (see maxHistoryAttempts).
+			if histAttempts++; histAttempts < maxHistoryAttempts {
+				attempt--
+				continue
+			}
+			return e.failClosed(&rq, r, "the history aggregates it reads kept changing", errHistoryBusy)
+		}
 		if refused == "" || attempt == 2 {
 			if refused != "" {
 				return e.failClosed(&rq, r, "the presented approval kept changing while it was being redeemed", errRecordInvalid)
@@ -286,7 +330,7 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 // appends its record, and answers its receipt. refused is set when the
 // store refused the entry because a presented approval changed
 // concurrently (see ledger.Entry.Refused); nothing was appended then.
-func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *policy.Resolved, envelope []byte, argsDigest string, block ledger.BlockKey) (_ *writ.Receipt, refused string, _ error) {
+func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *policy.Resolved, envelope []byte, argsDigest string, block ledger.BlockKey, cont string) (_ *writ.Receipt, refused string, _ error) {
 	ctx, span := e.tracer.Start(ctx, "writ.decide")
 	defer span.End()
 	now := e.now().UTC()
@@ -303,10 +347,23 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
 	binding := record.Binding(r, digests, argsDigest)
-	d := e.policy.Decide(r, rq, now)
+	hist, err := e.readHistory(ctx, r, rq, now)
+	if err != nil {
+		rc, err := e.failClosed(rq, r, "the history aggregates could not be read", err)
+		return rc, "", err
+	}
+	d := e.policy.DecideWith(r, rq, now, hist.values)
 	d.ApplyApprovals(presented, binding, now)
 	envHash := record.Digest(envelope)
 	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
+	switch {
+	case cont != "":
+		decisionID = cont
+	case len(d.Granted) == 1:
+		// Redeeming an approval goes on with the decision that asked
+		// for it: one decision id tells the whole story.
+		decisionID = d.Granted[0].DecisionID
+	}
 	rec, err := record.Build(record.Input{
 		RecordID: recordID, DecisionID: decisionID, Now: now,
 		Request: rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor, Digests: &digests,
@@ -314,8 +371,15 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	if err != nil {
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
+	rec.History = pinnedHistory(hist)
 	rc := d.Receipt(r, rq, decisionID)
 	rc.Metadata = writ.Metadata{RecordID: recordID, DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: rq.TraceID}
+	if x := rec.Execution; x != nil {
+		rc.Metadata.ExpiresAt = x.ValidUntil
+		if x.ReportRequired {
+			rc.Metadata.ExecutionReport = "required"
+		}
+	}
 	redactReceipt(e.redactor, rc)
 	newApprovals, err := e.askApprovals(ctx, rq, r, d, rc, rec, binding, now)
 	if err != nil {
@@ -369,6 +433,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		entry.Block = &block
 	}
 	entry.Shadow = e.decideShadow(rq, presented, digests, argsDigest, rc, rec, now)
+	hist.pin(entry, rc, now)
 	if err := e.appendTraced(ctx, entry); err != nil {
 		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
 		return rc, "", err
@@ -400,7 +465,7 @@ func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalR
 		e.log.Debug("shadow pack cannot resolve the check", "pack", sh.Pack.ID(), "record", rec.RecordID, "err", err)
 		return nil
 	}
-	d := sh.Decide(r, rq, now)
+	d := sh.DecideWith(r, rq, now, e.shadowHistory(sh, r, rq, now))
 	d.ApplyApprovals(presented, record.Binding(r, digests, argsDigest), now)
 	src := d.Receipt(r, rq, rec.DecisionID)
 	redactReceipt(e.redactor, src)

@@ -288,6 +288,10 @@ func TestConcurrentChecksKeepTheChain(t *testing.T) {
 			defer wg.Done()
 			req := refundRequest(t, "refund-allow")
 			req.IdempotencyKey = fmt.Sprintf("ik_%d", i)
+			// One customer each: the pack's velocity rule allows a
+			// customer 3 refunds a day, and a denial repeated unchanged
+			// is answered again without a record.
+			req.SubjectIDs = []string{fmt.Sprintf("customer:cus_%d", i), "order:ord_881"}
 			req.TenantID = []string{"acme", "globex"}[i%2]
 			for j := range req.Evidence {
 				req.Evidence[j].TenantID = req.TenantID

@@ -93,6 +93,21 @@ func (b *Rebuilder) ApprovalDecision(req *writ.DecideApprovalRequest, a *writ.Ap
 	return rec, nil
 }
 
+// ExecutionReport rebuilds the record of an execution report: req is the
+// report as stored (its envelope), target the record it reports for, and
+// recordID and now the recorded ones.
+func (b *Rebuilder) ExecutionReport(req *writ.ExecutionReport, target *writ.Record, recordID string, now time.Time) (*writ.Record, error) {
+	if req.TraceID == "" {
+		return nil, fmt.Errorf("the execution report has no trace id; a stored one always has one")
+	}
+	rec, _, err := b.e.executionRecord(req, target, now)
+	if err != nil {
+		return nil, err
+	}
+	rec.RecordID = recordID
+	return rec, nil
+}
+
 // zeroes reads zero bytes: a rebuild's drawn ids are discarded.
 type zeroes struct{}
 

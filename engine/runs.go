@@ -47,6 +47,19 @@ type runState struct {
 	run      *writ.Run
 	attempts int                              // attempts at the current step since it became current
 	observed map[string][]acceptance.ToolCall // calls writ observed, by step
+	calls    map[string]callAt                // observed calls by decision id
+}
+
+// callAt places an observed call in runState.observed.
+type callAt struct {
+	step string
+	i    int
+}
+
+// callExecuted is the data of an execution report of an observed call.
+type callExecuted struct {
+	DecisionID string `json:"decision_id"`
+	RecordID   string `json:"record_id"` // the report's record
 }
 
 // runLocks serialise attempts of one run: an attempt reads the run's
@@ -150,7 +163,7 @@ func (e *Engine) loadRun(ctx context.Context, tenantID, runID string) (*runState
 
 // foldRun folds a run's events, in seq order, into its state.
 func (e *Engine) foldRun(tenantID, runID string, evs []ledger.RunEvent) (*runState, error) {
-	st := &runState{observed: map[string][]acceptance.ToolCall{}}
+	st := &runState{observed: map[string][]acceptance.ToolCall{}, calls: map[string]callAt{}}
 	for _, ev := range evs {
 		h := writ.RunEvent{Seq: ev.Seq, Kind: ev.Kind, StepID: ev.StepID, At: ev.At, RecordID: ev.RecordID}
 		switch ev.Kind {
@@ -167,7 +180,17 @@ func (e *Engine) foldRun(tenantID, runID string, evs []ledger.RunEvent) (*runSta
 				return nil, fmt.Errorf("run %s: observed call: %w", runID, err)
 			}
 			h.Tool = d.Tool
+			st.calls[d.DecisionID] = callAt{ev.StepID, len(st.observed[ev.StepID])}
 			st.observed[ev.StepID] = append(st.observed[ev.StepID], acceptance.ToolCall{Name: d.Tool, Args: d.Args})
+		case ledger.CallExecuted:
+			var d callExecuted
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return nil, fmt.Errorf("run %s: executed call: %w", runID, err)
+			}
+			if at, ok := st.calls[d.DecisionID]; ok {
+				st.observed[at.step][at.i].Executed = true
+				h.Tool = st.observed[at.step][at.i].Name
+			}
 		case ledger.StepAttempt:
 			var d stepAttempt
 			if err := json.Unmarshal(ev.Data, &d); err != nil || d.Verdict == nil {

@@ -72,6 +72,10 @@ var routeSamples = map[string]struct{ target, body string }{
 	"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"reason":"The invoice does not match."}`},
 	"GET /healthz":                             {"/healthz", ""},
 	"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
+	"GET /v1/decisions/{id}":                   {"/v1/decisions/dec_1", ""},
+	"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?expired_by=now", ""},
+	"POST /v1/decisions/{id}/execution":        {"/v1/decisions/dec_1/execution", `{"status":"succeeded"}`},
+	"POST /v1/decisions/{id}/resume":           {"/v1/decisions/dec_1/resume", `{"request":{"tool":"payments.issue_refund"}}`},
 	"POST /access/v1/evaluation":               {"/access/v1/evaluation", azSample},
 	"POST /access/v1/evaluations":              {"/access/v1/evaluations", `{"evaluations":[` + azSample + `]}`},
 	"GET /.well-known/authzen-configuration":   {"/.well-known/authzen-configuration", ""},
@@ -99,7 +103,7 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // newAuthServer returns a server of fake, as every interface, that
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
-	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Authenticate: testKeys.authenticate})
+	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake, Authenticate: testKeys.authenticate})
 }
 
 // TestRolesPerRoute proves the route table on every route: a key holding
@@ -220,6 +224,10 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"tenant_id":"acme","approver":"maria","reason":"no"}`},
 		"GET /healthz":                             {"/healthz", ""},
 		"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
+		"GET /v1/decisions/{id}":                   {"/v1/decisions/dec_1?tenant_id=acme", ""},
+		"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?tenant_id=acme", ""},
+		"POST /v1/decisions/{id}/execution":        {"/v1/decisions/dec_1/execution", `{"tenant_id":"acme","status":"failed"}`},
+		"POST /v1/decisions/{id}/resume":           {"/v1/decisions/dec_1/resume", `{"tenant_id":"acme","request":{"tool":"t"},"wait":"1s"}`},
 		"POST /access/v1/evaluation":               {"/access/v1/evaluation", azSampleAcme},
 		"POST /access/v1/evaluations":              {"/access/v1/evaluations", `{"context":{"tenant_id":"acme"},"evaluations":[` + azSample + `]}`},
 		"GET /.well-known/authzen-configuration":   {"/.well-known/authzen-configuration", ""},
@@ -232,7 +240,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 			t.Fatalf("no development mode sample of %s %s; add one", rt.method, rt.path)
 		}
 		fake := fullService()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")
 		rec := serve(s, req)

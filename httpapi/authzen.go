@@ -48,11 +48,19 @@ type azAction struct {
 	Properties map[string]any `json:"properties,omitempty"`
 }
 
-// azResource is an AuthZEN resource: the business object acted on, one
-// of the check's subject ids ("type:id").
+// azResource is an AuthZEN resource: the business object acted on, the
+// check's first subject id ("type:id"), and any other business objects
+// the check is about (properties.subject_ids).
 type azResource struct {
-	Type string `json:"type"`
-	ID   string `json:"id"`
+	Type       string                `json:"type"`
+	ID         string                `json:"id"`
+	Properties *azResourceProperties `json:"properties,omitempty"`
+}
+
+// azResourceProperties are the resource properties writ reads.
+type azResourceProperties struct {
+	// SubjectIDs are more subject ids of the check, after "type:id".
+	SubjectIDs []string `json:"subject_ids,omitempty"`
 }
 
 // azEvaluation is one AuthZEN access evaluation request. Context holds
@@ -266,8 +274,9 @@ func (s *Server) continueTrace(w http.ResponseWriter, r *http.Request, req *writ
 }
 
 // checkOfEvaluation maps an AuthZEN evaluation onto a check request:
-// subject → actor, action → tool and arguments, resource → the one
-// subject id "type:id", context → every other field of the check. The
+// subject → actor, action → tool and arguments, resource → the first
+// subject id "type:id" (then resource.properties.subject_ids), context →
+// every other field of the check. The
 // fields the subject, action and resource stand for may not also be set
 // in the context. field prefixes the names in errors (for a batch).
 func checkOfEvaluation(r *http.Request, ev azEvaluation, field string) (*writ.CheckRequest, error) {
@@ -323,6 +332,9 @@ func checkOfEvaluation(r *http.Request, ev azEvaluation, field string) (*writ.Ch
 		missing("resource.id")
 	default:
 		req.SubjectIDs = []string{res.Type + ":" + res.ID}
+		if res.Properties != nil {
+			req.SubjectIDs = append(req.SubjectIDs, res.Properties.SubjectIDs...)
+		}
 	}
 	if len(details) > 0 {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: msgSchema, Details: details}

@@ -68,7 +68,10 @@ func azFromExample(t *testing.T, name string) (subject, action, resource, ctx ma
 	subject = map[string]any{"type": strings.ToLower(actor["type"].(string)), "id": actor["id"],
 		"properties": map[string]any{"workload_identity": actor["workload_identity"], "delegated_user_id": actor["delegated_user_id"]}}
 	action = map[string]any{"name": m["tool"], "properties": m["arguments"]}
-	resource = map[string]any{"type": "order", "id": m["arguments"].(map[string]any)["order_id"]}
+	// The order is the resource; the customer, whose refunds the pack
+	// counts, another subject of the check.
+	resource = map[string]any{"type": "order", "id": m["arguments"].(map[string]any)["order_id"],
+		"properties": map[string]any{"subject_ids": []any{"customer:cus_77"}}}
 	for _, k := range []string{"actor", "tool", "arguments", "subject_ids", "idempotency_key"} {
 		delete(m, k)
 	}

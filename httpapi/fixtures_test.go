@@ -731,3 +731,51 @@ func fullReplays() *fakeService {
 func fullApprovals() *fakeService {
 	return &fakeService{approval: fullApproval(), approvals: &writ.ApprovalPage{Approvals: []writ.ApprovalRequest{*fullApproval()}, NextCursor: "c2"}}
 }
+
+// The lifecycle of a decision: the fake answers fixed values for tenant
+// acme's decision dec_1 and records who asked.
+
+func (f *fakeService) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (*writ.ExecutionAck, error) {
+	f.mu.Lock()
+	f.saw(ctx, r.TenantID)
+	f.mu.Unlock()
+	if err := f.lookup(r.TenantID, r.DecisionID); err != nil {
+		return nil, err
+	}
+	return &writ.ExecutionAck{TenantID: r.TenantID, DecisionID: r.DecisionID, RecordID: "dr_report", ReportedFor: "r1",
+		Status: writ.StatusClosed, Execution: r.Status, Findings: []writ.Reason{}, TraceID: testTraceID}, f.err
+}
+
+func (f *fakeService) Resume(ctx context.Context, r *writ.ResumeRequest) (*writ.Receipt, error) {
+	f.mu.Lock()
+	f.saw(ctx, r.TenantID)
+	f.mu.Unlock()
+	if err := f.lookup(r.TenantID, r.DecisionID); err != nil {
+		return nil, err
+	}
+	return fullReceipt(), f.err
+}
+
+func (f *fakeService) Decision(ctx context.Context, tenantID, decisionID string) (*writ.DecisionStory, error) {
+	f.mu.Lock()
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	if err := f.lookup(tenantID, decisionID); err != nil {
+		return nil, err
+	}
+	rec := f.record
+	if rec == nil {
+		rec = storedRecord(fullRecord())
+	}
+	return &writ.DecisionStory{TenantID: tenantID, DecisionID: decisionID,
+		State: writ.DecisionState{Status: writ.StatusDecided, Outcome: writ.OutcomeAllow, SafeToExecute: true},
+		Records: []writ.StoryRecord{{Kind: writ.StoryCheck, RecordID: rec.Record.RecordID, Status: rec.Record.Status, Timestamp: rec.Record.Timestamp,
+			Seal: rec.Record.Audit, Record: rec.Raw}}}, f.err
+}
+
+func (f *fakeService) InFlight(ctx context.Context, q writ.InFlightQuery) (*writ.InFlightPage, error) {
+	f.mu.Lock()
+	f.saw(ctx, q.TenantID)
+	f.mu.Unlock()
+	return &writ.InFlightPage{Decisions: []writ.InFlightDecision{}}, f.err
+}

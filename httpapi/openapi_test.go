@@ -82,7 +82,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("%s %s has no operationId", r.method, r.path)
 		}
 		success := "200"
-		if r.method == http.MethodPost && r.path == "/v1/runs" {
+		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution") {
 			success = "201"
 		}
 		if _, ok := op["responses"].(map[string]any)[success]; !ok {
@@ -122,6 +122,8 @@ func TestOpenAPIDocument(t *testing.T) {
 		"get /v1/approvals/{id}":      {paramTenantID},
 		"get /v1/records/{id}/replay": {paramTenantID},
 		"get /v1/replay":              replayTraceParams,
+		"get /v1/decisions/{id}":      {paramTenantID},
+		"get /v1/decisions/in_flight": {paramTenantID, paramExpiredBy, paramLimit, paramCursor},
 	}
 	// tenant_id is never required: with an API key, it is the key's.
 	required := func(key, name string) bool {
@@ -300,6 +302,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Evidence":                   reflect.TypeFor[writ.Evidence](),
 	"Usage":                      reflect.TypeFor[writ.Usage](),
 	"ToolLineage":                reflect.TypeFor[writ.ToolLineage](),
+	"HistoryValue":               reflect.TypeFor[writ.HistoryValue](),
 	"CallerLineage":              reflect.TypeFor[writ.CallerLineage](),
 	"Receipt":                    reflect.TypeFor[writ.Receipt](),
 	"Reason":                     reflect.TypeFor[writ.Reason](),
@@ -333,6 +336,13 @@ var schemaTypes = map[string]reflect.Type{
 	"ApprovalBinding":            reflect.TypeFor[writ.ApprovalBinding](),
 	"Requester":                  reflect.TypeFor[writ.Requester](),
 	"ApprovalDecision":           reflect.TypeFor[writ.ApprovalDecision](),
+	"Execution":                  reflect.TypeFor[writ.Execution](),
+	"ExecutionError":             reflect.TypeFor[writ.ExecutionError](),
+	"ExecutionReport":            reflect.TypeFor[writ.ExecutionReport](),
+	"ExecutionAck":               reflect.TypeFor[writ.ExecutionAck](),
+	"ResumeBody":                 reflect.TypeFor[resumeBody](),
+	"DecisionStory":              reflect.TypeFor[writ.DecisionStory](),
+	"InFlightPage":               reflect.TypeFor[writ.InFlightPage](),
 	"ApprovalEvent":              reflect.TypeFor[writ.ApprovalEvent](),
 	"ApprovalPage":               reflect.TypeFor[writ.ApprovalPage](),
 	"DecideApprovalBody":         reflect.TypeFor[decideBody](),
@@ -353,7 +363,7 @@ var schemaTypes = map[string]reflect.Type{
 
 // scopedTenant lists the schemas whose tenant_id Go always encodes but the
 // document does not require: with an API key, the server fills it in.
-var scopedTenant = []string{"CheckRequest", "StartRunRequest"}
+var scopedTenant = []string{"CheckRequest", "StartRunRequest", "ExecutionReport"}
 
 // goFields lists the json names of t's fields, and those without omitempty
 // (always present when encoded).
@@ -429,12 +439,12 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"DispositionMode"}, strs(writ.ModeContinueDownstream, writ.ModeLocalReplan, writ.ModeUpstreamReplan, writ.ModeHumanReview, writ.ModeTerminalBlock)},
 		{[]string{"Routing", "properties", "direction"}, strs(writ.DirectionDownstream, writ.DirectionLocal, writ.DirectionUpstream, writ.DirectionHuman, writ.DirectionStop)},
 		{[]string{"Condition", "properties", "kind"}, strs(writ.ConditionEvidence, writ.ConditionApproval, writ.ConditionExpression, writ.ConditionBudget)},
-		{[]string{"ReceiptMetadata", "properties", "repeated"}, strs(writ.RepeatedIdempotent, writ.RepeatedMustNotRetry)},
+		{[]string{"ReceiptMetadata", "properties", "repeated"}, strs(writ.RepeatedIdempotent, writ.RepeatedMustNotRetry, writ.RepeatedStillWaiting)},
 		{[]string{"RecordStatus"}, strs(writ.StatusDecided, writ.StatusDeferred, writ.StatusRejected, writ.StatusEscalated, writ.StatusInFlight, writ.StatusClosed)},
 		{[]string{"Problem", "properties", "code"}, slices.Collect(maps.Keys(problemKinds))},
 		{[]string{"StepVerdict", "properties", "state"}, strs(writ.VerdictAccepted, writ.VerdictAcceptedWithWarnings, writ.VerdictRetry, writ.VerdictAborted, writ.VerdictEscalated)},
 		{[]string{"Run", "properties", "status"}, strs(writ.RunActive, writ.RunCompleted, writ.RunAborted, writ.RunEscalated)},
-		{[]string{"RunEvent", "properties", "kind"}, strs(ledger.RunStarted, ledger.CallObserved, ledger.StepAttempt)},
+		{[]string{"RunEvent", "properties", "kind"}, strs(ledger.RunStarted, ledger.CallObserved, ledger.CallExecuted, ledger.StepAttempt)},
 		{[]string{"VerdictCheck", "properties", "kind"}, strs("evidence", "tool_call")}, // acceptance.KindEvidence, KindToolCall
 		{[]string{"ApprovalState"}, approvalStates},
 		{[]string{"ApprovalDecision", "properties", "decision"}, strs(writ.ApprovalApproved, writ.ApprovalDenied)},
@@ -442,9 +452,9 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
 		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError)},
 		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
-		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision)},
+		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport)},
 		{[]string{"ReplayClass"}, strs(replay.ClassEvidence, replay.ClassPolicy, replay.ClassToolTranscript, replay.ClassCompiledContext,
-			replay.ClassScorecard, replay.ClassRecord, replay.ClassTamper)},
+			replay.ClassScorecard, replay.ClassHistory, replay.ClassRecord, replay.ClassTamper)},
 	}
 	for _, tt := range tests {
 		var got []string

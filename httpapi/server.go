@@ -63,6 +63,16 @@ type Config struct {
 	// reading the engine's store. Nil means the server replays nothing:
 	// those routes answer 404.
 	Replays writ.Replays
+	// Lifecycle serves the decision routes: execution reports, resumes,
+	// a decision's story and the decisions in flight. It is usually the
+	// engine that serves checks. Nil means those routes answer 404.
+	Lifecycle writ.Lifecycle
+	// MaxWaiting caps the resumes that wait on approvals at once (POST
+	// /v1/decisions/{id}/resume): they are counted here, not against
+	// MaxInFlight, so waiting agents never crowd out checks. A resume
+	// beyond it is answered at once with 503 and Retry-After. Zero or less
+	// means 10000.
+	MaxWaiting int
 	// Authenticate returns the caller who holds the API key token (the
 	// token of an "Authorization: Bearer" header, never empty). An unknown,
 	// malformed or revoked key must be an EUNAUTHENTICATED error (401);
@@ -105,6 +115,7 @@ type ReadyCheck struct {
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxInFlight  = 1024
+	DefaultMaxWaiting   = 10000
 )
 
 // HealthOK is the HealthReport status of a server ready to take work.
@@ -149,12 +160,14 @@ type Server struct {
 	workflows writ.Workflows // nil when the server runs no workflows
 	approvals writ.Approvals // nil when the server has no approval queue
 	replays   writ.Replays   // nil when the server replays nothing
+	lifecycle writ.Lifecycle // nil when the server carries no decision past its receipt
 	cfg       Config
 	log       *slog.Logger
 	rand      io.Reader
 	mux       *http.ServeMux
 	routes    []route
 	inflight  chan struct{}
+	waiting   chan struct{} // resumes holding a connection open
 }
 
 // route is one method and path pattern the server answers, and who may
@@ -167,6 +180,10 @@ type route struct {
 	roles []writ.Role
 	serve func(*Server, http.ResponseWriter, *http.Request)
 }
+
+// longPolls are the routes that may hold their connection open: counted
+// against MaxWaiting instead of MaxInFlight.
+var longPolls = map[string]bool{http.MethodPost + " /v1/decisions/{id}/resume": true}
 
 // routes lists every route the server answers with the roles that may
 // call it. It is the one place that says who may do what: the OpenAPI
@@ -189,6 +206,10 @@ var routes = []route{
 	{http.MethodGet, "/v1/approvals/{id}", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleApproval},
 	{http.MethodPost, "/v1/approvals/{id}/approve", []writ.Role{writ.RoleApprover}, (*Server).handleApprove},
 	{http.MethodPost, "/v1/approvals/{id}/deny", []writ.Role{writ.RoleApprover}, (*Server).handleDeny},
+	{http.MethodGet, "/v1/decisions/{id}", []writ.Role{writ.RoleAgent, writ.RoleApprover, writ.RoleAuditor}, (*Server).handleDecision},
+	{http.MethodGet, "/v1/decisions/in_flight", []writ.Role{writ.RoleAuditor}, (*Server).handleInFlight},
+	{http.MethodPost, "/v1/decisions/{id}/execution", []writ.Role{writ.RoleAgent}, (*Server).handleReport},
+	{http.MethodPost, "/v1/decisions/{id}/resume", []writ.Role{writ.RoleAgent}, (*Server).handleResume},
 	{http.MethodPost, pathAuthZENEvaluation, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluation},
 	{http.MethodPost, pathAuthZENEvaluations, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluations},
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
@@ -209,6 +230,9 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
+	if cfg.MaxWaiting <= 0 {
+		cfg.MaxWaiting = DefaultMaxWaiting
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -224,12 +248,14 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		workflows: cfg.Workflows,
 		approvals: cfg.Approvals,
 		replays:   cfg.Replays,
+		lifecycle: cfg.Lifecycle,
 		cfg:       cfg,
 		log:       cfg.Logger,
 		rand:      &lockedReader{r: cfg.Rand},
 		mux:       http.NewServeMux(),
 		routes:    routes,
 		inflight:  make(chan struct{}, cfg.MaxInFlight),
+		waiting:   make(chan struct{}, cfg.MaxWaiting),
 	}
 	for _, rt := range s.routes {
 		s.mux.HandleFunc(rt.method+" "+rt.path, s.guard(rt))
@@ -245,7 +271,11 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 	if rt.roles == nil {
 		return func(w http.ResponseWriter, r *http.Request) { rt.serve(s, w, r) }
 	}
-	return s.limit(func(w http.ResponseWriter, r *http.Request) {
+	slots := s.inflight
+	if longPolls[rt.method+" "+rt.path] {
+		slots = s.waiting
+	}
+	return s.limit(slots, func(w http.ResponseWriter, r *http.Request) {
 		r, err := s.authorize(r, rt.roles)
 		if err != nil {
 			s.writeError(w, r, err)
@@ -307,14 +337,15 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 		writ.Errorf(writ.EINVALID, "method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
 }
 
-// limit answers 503 at once when MaxInFlight requests are being served.
-func (s *Server) limit(h http.HandlerFunc) http.HandlerFunc {
+// limit answers 503 at once when every slot is taken (MaxInFlight
+// requests, or MaxWaiting long polls, are being served).
+func (s *Server) limit(slots chan struct{}, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case s.inflight <- struct{}{}:
-			defer func() { <-s.inflight }()
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
 		default:
-			s.writeError(w, r, writ.Errorf(writ.EUNAVAILABLE, "writ is serving %d requests; retry later", cap(s.inflight)))
+			s.writeError(w, r, writ.Errorf(writ.EUNAVAILABLE, "writ is serving %d requests; retry later", cap(slots)))
 			return
 		}
 		h(w, r)

@@ -25,6 +25,9 @@ type ApprovalStore interface {
 	// or nil: a check that needs the same approval again points to it
 	// instead of asking twice.
 	OpenApproval(ctx context.Context, tenantID, gateID, bindingDigest string, now time.Time) (*writ.ApprovalRequest, error)
+	// DecidedApprovals returns those of the tenant's approval requests ids
+	// that have been approved or denied, in one read.
+	DecidedApprovals(ctx context.Context, tenantID string, ids []string) ([]string, error)
 }
 
 // NewApproval is an approval request created with its check's record.

@@ -107,7 +107,7 @@ func verifyApproval(ctx context.Context, src ApprovalSource, a *writ.ApprovalReq
 				bad(ev.RecordID, "the %s event names record %s, which is %s %s by %s for approval %v", ev.Kind, ev.RecordID, rec.DecisionKey, rec.Status, rec.Actor.ID, rec.Outputs["approval_id"])
 			}
 		case writ.ApprovalEventRedeemed:
-			ok := decision != nil && decision.Kind == writ.ApprovalEventApproved && rec.Status == writ.StatusDecided
+			ok := decision != nil && decision.Kind == writ.ApprovalEventApproved && (rec.Status == writ.StatusDecided || rec.Status == writ.StatusInFlight)
 			if ok {
 				ok = false
 				for _, ap := range rec.Approvals {

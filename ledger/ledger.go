@@ -122,6 +122,18 @@ type IdempotencyClaim struct {
 	ArgsDigest string
 }
 
+// MaxStoryRecords bounds the records Store.DecisionRecords returns for one
+// decision: a decision's story is a handful of records, and a bound keeps
+// a pathological one from being read whole.
+const MaxStoryRecords = 1000
+
+// ReportClaim binds a decision's execution report to the digest of what
+// was reported: a decision has at most one report.
+type ReportClaim struct {
+	DecisionID   string
+	ReportDigest string
+}
+
 // BlockKey identifies an action that must not be retried unchanged: the
 // same decision key and arguments under the same pack.
 type BlockKey struct {
@@ -170,9 +182,34 @@ type Entry struct {
 	// its guard (see ApprovalEvent); when the guard fails, the entry is
 	// skipped and Refused says why.
 	ApprovalEvent *ApprovalEvent
+	// Report, when set, claims the decision's one execution report in the
+	// same transaction. When the decision already has a report (from an
+	// earlier transaction or an earlier entry of the same batch), the
+	// entry is skipped and Prior holds the first report's answer, with
+	// ArgsDigest the first report's digest.
+	Report *ReportClaim
 	// Shadow, when set, is the shadow pack's decision of this entry's
 	// check, stored with the record (never when the entry is skipped).
 	Shadow *ShadowDecision
+	// HistoryReads are the history values the entry's decision read (and
+	// its record pins); Contributions are what the entry adds to the
+	// history aggregates. When a read value changed before the entry could
+	// be appended, the entry is skipped and Refused is RefusedHistory (see
+	// history.go).
+	HistoryReads  []HistoryRead
+	Contributions []Contribution
+	// PendingContributions are what the entry's decision adds to the
+	// aggregates that count executed decisions, kept under its
+	// decision_id until an entry Executes it. Executes, when set, names a
+	// decision of the same tenant whose execution succeeded: its pending
+	// contributions are added, in this entry's transaction (see
+	// history.go).
+	PendingContributions []Contribution
+	Executes             string
+	// ExecutedUsage, with Executes, is the execution's own usage: a
+	// pending sum of a usage dimension adds it instead of the usage the
+	// check declared (see Executed).
+	ExecutedUsage *writ.Usage
 
 	// Set by Store.Append:
 	// Raw is the sealed bytes (when the entry was appended).
@@ -191,11 +228,14 @@ type Entry struct {
 type Store interface {
 	// Append seals and writes entries in one transaction and returns only
 	// once it is durable. For each entry, in order: if its idempotency key
-	// is already claimed, set entry.Prior and skip it; if its approval
+	// is already claimed, set entry.Prior and skip it; if a history value
+	// it read changed (HistoryBatch.Fresh), set entry.Refused to
+	// RefusedHistory and skip it; if its approval
 	// event fails its guard, set entry.Refused and skip it; otherwise call
 	// seal with the tenant's head, insert the record with the returned
 	// bytes, its receipt, blobs, idempotency claim, block, run event, new
-	// approval requests, approval event and shadow decision, and advance
+	// approval requests, approval event, shadow decision and history
+	// contributions, and advance
 	// the head. If
 	// Append returns an error, nothing of the batch is durable.
 	Append(ctx context.Context, entries []*Entry, seal SealFunc) error
@@ -210,6 +250,15 @@ type Store interface {
 	// idempotency key (none when the key is empty) and the first answer
 	// for the blocked action block.
 	Priors(ctx context.Context, tenantID, idempotencyKey string, block BlockKey) (Priors, error)
+	// DecisionRecords returns every record of the tenant whose decision_id
+	// is decisionID, in chain order (none is not an error).
+	DecisionRecords(ctx context.Context, tenantID, decisionID string) ([]writ.StoredRecord, error)
+	// Report returns the answer of a decision's execution report (its
+	// ArgsDigest is the report's digest), or nil when there is none.
+	Report(ctx context.Context, tenantID, decisionID string) (*Prior, error)
+	// InFlight returns up to limit of the tenant's IN_FLIGHT records with
+	// seq > after whose decision has no execution report, in chain order.
+	InFlight(ctx context.Context, tenantID string, after int64, limit int) ([]writ.StoredRecord, error)
 	// PutBlobs stores blobs content-addressed (insert if absent), durably.
 	PutBlobs(ctx context.Context, blobs []Blob) error
 	// Blob returns a blob by hash, or ENOTFOUND.
@@ -243,6 +292,7 @@ type Store interface {
 	RunEvents(ctx context.Context, tenantID, runID string) ([]RunEvent, error)
 	ApprovalStore
 	ShadowStore
+	HistoryStore
 	// ScanHashes returns up to limit of the tenant's stored tree hashes
 	// from storage index from on, in index order, stopping early at the
 	// first index not stored.

@@ -213,6 +213,10 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 		r.checkApproval(p, rec, bad)
 		return out
 	}
+	if strings.HasPrefix(rec.DecisionKey, "execution:") {
+		checkExecution(rec, bad)
+		return out
+	}
 	spec, ok := p.Specs[rec.DecisionKey]
 	if !ok || spec.ID() != l.DecisionSpec || spec.Version != rec.DecisionVersion {
 		bad("lineage", "decision spec %s@%s is not in the pinned pack", rec.DecisionKey, rec.DecisionVersion)
@@ -236,7 +240,10 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 			bad("schema", "outputs do not match the outputs schema of %s: %v", spec.ID(), err)
 		}
 	}
-	allowed := rec.Status == writ.StatusDecided
+	allowed := rec.Status == writ.StatusDecided || rec.Status == writ.StatusInFlight
+	if rec.Status == writ.StatusInFlight && (rec.Execution == nil || !rec.Execution.ReportRequired) {
+		bad("schema", "an IN_FLIGHT check is a permit awaiting a required execution report")
+	}
 	if allowed {
 		for _, req := range spec.RequiredEvidence {
 			if !slices.ContainsFunc(rec.EvidenceRefs, func(ref string) bool { return strings.HasPrefix(ref, req.Kind+":") }) {
@@ -316,6 +323,21 @@ func (r *Rules) checkApproval(p *pack.Pack, rec *writ.Record, bad func(rule, for
 	}
 	if rec.Actor.Type != writ.ActorHuman {
 		bad("approval", "an approval decision is made by a HUMAN actor, not %s", rec.Actor.Type)
+	}
+}
+
+// checkExecution checks the record of an execution report: CLOSED, with
+// the report in execution, superseding the record it reports for.
+func checkExecution(rec *writ.Record, bad func(rule, format string, args ...any)) {
+	if rec.Lineage.DecisionSpec != rec.DecisionKey {
+		bad("lineage", "decision_spec %s, want %s", rec.Lineage.DecisionSpec, rec.DecisionKey)
+	}
+	if rec.Status != writ.StatusClosed {
+		bad("schema", "an execution report is CLOSED, not %s", rec.Status)
+	}
+	x := rec.Execution
+	if x == nil || x.Status == "" || x.ReportedFor == "" || x.ReportedFor != rec.Supersedes {
+		bad("schema", "an execution report carries its status and the record it reports for, which it supersedes")
 	}
 }
 

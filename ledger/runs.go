@@ -22,5 +22,6 @@ type RunEvent struct {
 const (
 	RunStarted   = "run_started"
 	CallObserved = "call_observed" // a boundary check of the run's step that writ allowed
+	CallExecuted = "call_executed" // an execution report of an observed call: it succeeded
 	StepAttempt  = "step_attempt"  // a step attempt and its verdict
 )

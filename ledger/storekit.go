@@ -65,6 +65,9 @@ func ValidateEntry(i int, e *Entry) error {
 			return bad("%s", err)
 		}
 	}
+	if err := checkHistory(e); err != nil {
+		return bad("%s", err)
+	}
 	if ev := e.ApprovalEvent; ev != nil {
 		switch {
 		case ev.TenantID != e.Record.TenantID:

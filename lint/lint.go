@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 
@@ -50,6 +51,7 @@ const (
 	RuleGraphCycle           = "graph-cycle"           // every cycle has a guard
 	RuleGotoGuard            = "goto-guard"            // a conditional goto has a retries-exhausted → abort guard
 	RuleTemplate             = "template"              // {{context.*}} and {{steps.<id>.<field>}} resolve
+	RuleTests                = "tests"                 // tests/*.yaml: schema and references (writ test runs them)
 )
 
 // Finding is one problem (or, with severity info, one fact worth listing).
@@ -125,13 +127,13 @@ func count(n int, one, many string) string {
 // names.
 func Lint(dir string) *Report {
 	p, err := pack.Load(dir)
-	return lintPack(dir, p, err)
+	return lintPack(os.DirFS(dir), dir, p, err)
 }
 
 // LintFS lints the pack in fsys; dir names it in findings.
 func LintFS(fsys fs.FS, dir string) *Report {
 	p, err := pack.LoadFS(fsys, dir)
-	return lintPack(dir, p, err)
+	return lintPack(fsys, dir, p, err)
 }
 
 type linter struct {
@@ -164,7 +166,7 @@ func (l *linter) details(err error, rule string) {
 	}
 }
 
-func lintPack(dir string, p *pack.Pack, loadErr error) *Report {
+func lintPack(fsys fs.FS, dir string, p *pack.Pack, loadErr error) *Report {
 	l := &linter{r: &Report{Dir: dir, Findings: []Finding{}}, p: p}
 	if loadErr != nil {
 		// pack.Load refuses a pack with any problem, and everything else
@@ -192,6 +194,11 @@ func lintPack(dir string, p *pack.Pack, loadErr error) *Report {
 		g := newGraph(w)
 		l.graph(g)
 		l.templates(g)
+	}
+	// The pack's tests are checked as test files (schema, references);
+	// running them is writ test's.
+	if _, err := pack.LoadTestsFS(fsys, dir, p); err != nil {
+		l.details(err, RuleTests)
 	}
 	return l.finish()
 }

@@ -56,6 +56,9 @@ type Pack struct {
 	WorkflowPolicies *WorkflowPolicies
 	// ApprovalWebhook, when set, announces each new approval request.
 	ApprovalWebhook *Webhook
+	// History are the pack's aggregates over the tenant's own decisions,
+	// in file order (see history.go).
+	History []*Aggregate
 }
 
 // Webhook is where writ announces new approval requests: an HTTPS (or,
@@ -106,6 +109,7 @@ type Spec struct {
 	OutputsSchemaDoc any                    `yaml:"-"`
 	RequiredEvidence []*EvidenceRequirement `yaml:"required_evidence"`
 	Budgets          *Budgets               `yaml:"budgets"`
+	Execution        *Execution             `yaml:"execution"`
 
 	// OutputsSchema is the compiled outputs schema, or nil.
 	OutputsSchema *jsonschema.Schema `yaml:"-"`
@@ -127,6 +131,22 @@ type EvidenceRequirement struct {
 	MaxAge time.Duration `yaml:"-"`
 	Pos    Pos           `yaml:"-"`
 }
+
+// Execution says what follows an allow of the spec: how long the allow
+// stays valid, and whether the agent must report whether the effect ran.
+type Execution struct {
+	ValidForText string `yaml:"valid_for"`
+	// Report is "required" or "optional" (the default).
+	Report string `yaml:"report"`
+
+	// ValidFor is ValidForText parsed; zero means an allow does not expire.
+	ValidFor time.Duration `yaml:"-"`
+	Pos      Pos           `yaml:"-"`
+}
+
+// ReportRequired reports whether an allow of the spec stays IN_FLIGHT
+// until its execution report closes it.
+func (x *Execution) ReportRequired() bool { return x != nil && x.Report == "required" }
 
 // Budgets bound the resources a run may have used when it asks.
 type Budgets struct {
@@ -273,6 +293,7 @@ type manifest struct {
 	Approvals struct {
 		Webhook *Webhook `yaml:"webhook"`
 	} `yaml:"approvals"`
+	History []*Aggregate `yaml:"history"`
 }
 
 // Load loads the pack rooted at dir.
@@ -434,7 +455,9 @@ func (l *loader) load() *Pack {
 	if m.WFPolicies != "" {
 		l.loadWorkflowPolicies(p, m.WFPolicies)
 	}
+	l.loadHistory(doc, p, m.History)
 	l.crossCheck(p)
+	l.checkHistory(p)
 
 	for _, f := range l.files {
 		p.Files = append(p.Files, *f)
@@ -495,6 +518,13 @@ func (l *loader) loadSpec(p *Pack, rel string) {
 		r.MaxAge = l.duration(doc, ptr+"/max_age", r.MaxAgeText)
 		if r.OnMissing == "" {
 			r.OnMissing = "replan_local"
+		}
+	}
+	if x := s.Execution; x != nil {
+		x.Pos = l.pos(doc, "/execution")
+		x.ValidFor = l.duration(doc, "/execution/valid_for", x.ValidForText)
+		if x.Report == "" {
+			x.Report = "optional"
 		}
 	}
 	if s.Budgets != nil {

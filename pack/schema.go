@@ -22,7 +22,9 @@ import (
 
 // Schemas holds the JSON Schemas of pack files, one per kind of file:
 // pack.schema.json, spec.schema.json, policy.schema.json,
-// controls.schema.json and tools.schema.json (defs.schema.json is shared).
+// controls.schema.json, tools.schema.json, workflow.schema.json,
+// workflow-policies.schema.json and test.schema.json, the schema of a
+// pack's test files (defs.schema.json is shared).
 //
 //go:embed schema/*.schema.json
 var Schemas embed.FS
@@ -57,7 +59,7 @@ func loadSchemas() (map[string]*jsonschema.Schema, error) {
 			}
 		}
 		schemas = map[string]*jsonschema.Schema{}
-		for _, name := range []string{"pack", "spec", "policy", "controls", "tools", "workflow", "workflow-policies"} {
+		for _, name := range []string{"pack", "spec", "policy", "controls", "tools", "workflow", "workflow-policies", "test"} {
 			s, err := c.Compile(schemaBase + name + ".schema.json")
 			if err != nil {
 				schemasErr = fmt.Errorf("schema %s: %w", name, err)

@@ -79,11 +79,12 @@ type EvidenceRule struct {
 }
 
 // ToolCallRule requires Min calls of a tool (observed by writ, if
-// Observed) that meet When.
+// Observed; observed and reported succeeded, if Executed) that meet When.
 type ToolCallRule struct {
 	Name          string `yaml:"name"`
 	Min           int    `yaml:"min"`
 	Observed      bool   `yaml:"observed"`
+	Executed      bool   `yaml:"executed"`
 	When          string `yaml:"when"`
 	RejectMessage string `yaml:"rejectMessage"`
 

@@ -151,10 +151,19 @@ type Decision struct {
 	Granted []*writ.ApprovalRequest
 }
 
-// Decide evaluates req under r at the clock reading now. It is pure: the
-// same inputs always give the same decision.
+// Decide evaluates req under r at the clock reading now, with no history
+// values (see DecideWith). It is pure: the same inputs always give the
+// same decision.
 func (p *Policy) Decide(r *Resolved, req *writ.CheckRequest, now time.Time) *Decision {
+	return p.DecideWith(r, req, now, nil)
+}
+
+// DecideWith is Decide with the values of the history aggregates the
+// check reads (HistoryPlan), which conditions see as history.<name>. The
+// values are an input like the clock reading: DecideWith stays pure.
+func (p *Policy) DecideWith(r *Resolved, req *writ.CheckRequest, now time.Time, h History) *Decision {
 	v := newVars(req, r, now)
+	v.history = h
 	d := &Decision{Applied: make([]Applied, 0, len(r.cands.checks)+len(r.index.evidence)+5)}
 	d.ceiling(r)
 	for _, ch := range r.cands.checks {

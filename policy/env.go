@@ -32,7 +32,8 @@ import (
 //	usage         map(string, double)  tokens, tool_calls, cost_usd_cents, wall_clock_ms
 //	scorecard     map(string, double)  evaluator scores
 //	now           timestamp            the decision clock
-var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now"}
+//	history       map(string, double)  the pack's history aggregates the check reads, by name
+var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now", "history"}
 
 func newEnv() (*cel.Env, error) {
 	dyn := cel.MapType(cel.StringType, cel.DynType)
@@ -57,6 +58,7 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("usage", nums),
 		cel.Variable("scorecard", nums),
 		cel.Variable("now", cel.TimestampType),
+		cel.Variable("history", nums),
 	)
 }
 
@@ -68,12 +70,13 @@ type vars struct {
 	req                                    *writ.CheckRequest
 	decisionKey, actionClass, approvalMode string
 	now                                    time.Time
+	history                                History
 
 	vals [numVariables]ref.Val
 }
 
 // numVariables is len(Variables).
-const numVariables = 15
+const numVariables = 16
 
 var (
 	emptyAny = map[string]any{}
@@ -114,6 +117,8 @@ func varIndex(name string) int {
 		return 13
 	case "now":
 		return 14
+	case "history":
+		return 15
 	}
 	return -1
 }
@@ -174,6 +179,11 @@ func (v *vars) native(i int) any {
 			return emptyNum
 		}
 		return req.Scorecard
+	case 15:
+		if v.history == nil {
+			return emptyNum
+		}
+		return map[string]float64(v.history)
 	}
 	return v.now
 }

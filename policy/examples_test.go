@@ -72,7 +72,12 @@ func TestExampleOutcomes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Resolve: %v", err)
 			}
-			d := pol.Decide(r, req, exampleClock)
+			// A tenant with no history yet: every aggregate read is 0.
+			hist := policy.History{}
+			for _, k := range pol.HistoryPlan(r, req, exampleClock).Reads {
+				hist[k.Name] = 0
+			}
+			d := pol.DecideWith(r, req, exampleClock, hist)
 			rc := d.Receipt(r, req, "dec_test")
 			name := strings.TrimSuffix(filepath.Base(f), ".json")
 			var matched bool

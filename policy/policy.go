@@ -28,6 +28,8 @@ type Policy struct {
 	Pack  *pack.Pack
 	env   *cel.Env
 	specs map[string]*specIndex
+	// history are the pack's aggregates, in pack order (history.go).
+	history []*aggregate
 }
 
 // specIndex holds the candidates of one decision spec.
@@ -53,6 +55,8 @@ type candidates struct {
 	// contextHash pins what resolution compiled for this (spec, tool):
 	// see compiledContextHash.
 	contextHash string
+	// reads are the history aggregates the checks name (history.go).
+	reads []*aggregate
 }
 
 // check is one compiled condition: a rule or a control.
@@ -71,6 +75,7 @@ type check struct {
 	changes      []conditionTemplate
 	routing      pack.Routing
 	appliesTo    pack.AppliesTo
+	text         string // every text that can read a variable (history.go)
 }
 
 type reasonTemplate struct {
@@ -98,6 +103,8 @@ func Compile(p *pack.Pack) (*Policy, error) {
 	}
 	c := &compiler{env: env, pack: p}
 	pol := &Policy{Pack: p, env: env, specs: map[string]*specIndex{}}
+	pol.history = c.aggregates(p)
+	c.aggs = pol.history
 
 	refuse := c.controls(p.Controls.MustRefuse, Deny)
 	escalate := c.controls(p.Controls.MustEscalate, Escalate)
@@ -170,6 +177,7 @@ type compiler struct {
 	pack     *pack.Pack
 	problems []writ.Detail
 	seen     map[string]bool
+	aggs     []*aggregate
 }
 
 func (c *compiler) addf(pos pack.Pos, format string, args ...any) {
@@ -248,7 +256,9 @@ func (c *compiler) rule(b *pack.Bundle, r *pack.Rule) *check {
 		reason:       c.reason(r.Pos, what, r.Reason),
 		routing:      r.Routing,
 		appliesTo:    r.AppliesTo,
+		text:         ruleText(r),
 	}
+	c.checkRefs(r.Pos, what, ch.text)
 	for _, s := range r.SafeNextSteps {
 		ch.nextSteps = append(ch.nextSteps, c.reason(r.Pos, what, s))
 	}
@@ -288,7 +298,9 @@ func (c *compiler) controls(list []*pack.Control, e Effect) []*check {
 			reason:       c.reason(ctl.Pos, what, ctl.Reason),
 			routing:      ctl.Routing,
 			appliesTo:    ctl.AppliesTo,
+			text:         controlText(ctl),
 		}
+		c.checkRefs(ctl.Pos, what, ch.text)
 		for _, s := range ctl.SafeNextSteps {
 			ch.nextSteps = append(ch.nextSteps, c.reason(ctl.Pos, what, s))
 		}
@@ -369,6 +381,7 @@ func (c *compiler) candidates(s *pack.Spec, tool string, all []*check) *candidat
 	for _, r := range c.pack.Controls.Redaction {
 		cs.controls.RedactionRulesActive = append(cs.controls.RedactionRulesActive, r.ID)
 	}
+	cs.reads = c.readsOf(cs)
 	return cs
 }
 

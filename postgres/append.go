@@ -98,8 +98,12 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	seenClaim := map[claimKey]bool{}
 	var approvalKeys []approvalKey
 	tallies := map[approvalKey]*ledger.ApprovalTally{}
+	var reportTenants, reportDecisions []string
 	for _, e := range entries {
 		tenants = append(tenants, e.Record.TenantID)
+		if c := e.Report; c != nil {
+			reportTenants, reportDecisions = append(reportTenants, e.Record.TenantID), append(reportDecisions, c.DecisionID)
+		}
 		if c := e.Idempotency; c != nil {
 			k := claimKey{e.Record.TenantID, c.Key}
 			if !seenClaim[k] {
@@ -119,6 +123,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	tenants = slices.Compact(tenants)
 	heads := make(map[string]ledger.Head, len(tenants))
 	dbClaims := map[claimKey]*ledger.Prior{}
+	dbReports := map[claimKey]*ledger.Prior{}
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO heads (tenant_id, seq, hash)
 		SELECT t, 0, '' FROM unnest($1::text[]) AS t ORDER BY t
@@ -155,9 +160,30 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 				return rows.Err()
 			})
 	}
+	if len(reportDecisions) > 0 {
+		// Read under the heads' locks: every report of a tenant is
+		// appended under its head's lock, so none can slip in between.
+		b.Queue(`SELECT e.tenant_id, e.decision_id, e.report_digest, e.record_id, r.receipt
+			FROM unnest($1::text[], $2::text[]) AS c (tenant_id, decision_id)
+			JOIN execution_reports e ON e.tenant_id = c.tenant_id AND e.decision_id = c.decision_id
+			JOIN record_ids x ON x.record_id = e.record_id`+byID("r.receipt"), reportTenants, reportDecisions).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var k claimKey
+					var p ledger.Prior
+					if err := rows.Scan(&k.tenant, &k.key, &p.ArgsDigest, &p.RecordID, &p.Receipt); err != nil {
+						return err
+					}
+					dbReports[k] = &p
+				}
+				return rows.Err()
+			})
+	}
 	if len(approvalKeys) > 0 {
 		queueApprovalTallies(b, approvalKeys, tallies)
 	}
+	hist := newHistTx(entries)
+	hist.queue(b) // behind the head locks
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("postgres: lock chain heads: %w", err)
 	}
@@ -173,11 +199,21 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	todo := make([]int, 0, len(entries))
 	for i, e := range entries {
 		rec := e.Record
+		if c := e.Report; c != nil {
+			if prior := dbReports[claimKey{rec.TenantID, c.DecisionID}]; prior != nil {
+				out.priors[i] = prior
+				continue
+			}
+		}
 		if c := e.Idempotency; c != nil {
 			if prior := dbClaims[claimKey{rec.TenantID, c.Key}]; prior != nil {
 				out.priors[i] = prior
 				continue
 			}
+		}
+		if !hist.fresh(i, e) {
+			out.refused[i] = ledger.RefusedHistory
+			continue
 		}
 		if ev := e.ApprovalEvent; ev != nil {
 			seq, reason := int64(0), ledger.RefusedUnknown
@@ -195,9 +231,13 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		if c := e.Idempotency; c != nil {
 			dbClaims[claimKey{rec.TenantID, c.Key}] = &ledger.Prior{ArgsDigest: c.ArgsDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
 		}
+		if c := e.Report; c != nil {
+			dbReports[claimKey{rec.TenantID, c.DecisionID}] = &ledger.Prior{ArgsDigest: c.ReportDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
+		}
 		for _, a := range e.NewApprovals {
 			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
 		}
+		hist.admit(e)
 		todo = append(todo, i)
 	}
 	if len(todo) == 0 {
@@ -324,6 +364,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		if err := w.addShadow(e); err != nil {
 			return nil, err
 		}
+		hist.add(e)
 		if b := e.Block; b != nil {
 			k := blockKey{rec.TenantID, *b}
 			if !blocksSeen[k] { // first record wins, in the batch too
@@ -358,7 +399,9 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		}
 	}
 
-	if err := tx.SendBatch(ctx, w.batch()).Close(); err != nil {
+	wb := w.batch()
+	hist.queueInsert(wb)
+	if err := tx.SendBatch(ctx, wb).Close(); err != nil {
 		return nil, fmt.Errorf("postgres: write append: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -528,6 +571,8 @@ type rows struct {
 
 	claimTenant, claimKey, claimArgs, claimRecord []string
 
+	reportTenant, reportDecision, reportDigest, reportRecord []string
+
 	blockTenant, blockKey, blockArgs, blockPack, blockRecord []string
 
 	blobHash, blobKind []string
@@ -605,6 +650,12 @@ func (w *rows) addRecord(e *ledger.Entry, raw []byte) error {
 		w.claimKey = append(w.claimKey, c.Key)
 		w.claimArgs = append(w.claimArgs, c.ArgsDigest)
 		w.claimRecord = append(w.claimRecord, rec.RecordID)
+	}
+	if c := e.Report; c != nil {
+		w.reportTenant = append(w.reportTenant, rec.TenantID)
+		w.reportDecision = append(w.reportDecision, c.DecisionID)
+		w.reportDigest = append(w.reportDigest, c.ReportDigest)
+		w.reportRecord = append(w.reportRecord, rec.RecordID)
 	}
 	return nil
 }
@@ -708,6 +759,11 @@ func (w *rows) batch() *pgx.Batch {
 		b.Queue(`INSERT INTO idempotency (tenant_id, key, args_digest, record_id)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])`,
 			w.claimTenant, w.claimKey, w.claimArgs, w.claimRecord)
+	}
+	if len(w.reportDecision) > 0 {
+		b.Queue(`INSERT INTO execution_reports (tenant_id, decision_id, report_digest, record_id)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])`,
+			w.reportTenant, w.reportDecision, w.reportDigest, w.reportRecord)
 	}
 	if len(w.blockKey) > 0 {
 		// First record wins: a later block of the same action keeps the

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
 )
@@ -110,4 +112,18 @@ func (s *Store) approvals(ctx context.Context, limit int, now time.Time, query s
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	return page, nil
+}
+
+// DecidedApprovals returns those of ids that have a decision event.
+func (s *Store) DecidedApprovals(ctx context.Context, tenantID string, ids []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT approval_id FROM approval_events
+		WHERE tenant_id = $1 AND approval_id = ANY($2::text[]) AND kind IN ('approved', 'denied')`, tenantID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read decided approvals: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read decided approvals: %w", err)
+	}
+	return out, nil
 }

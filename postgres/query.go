@@ -217,3 +217,51 @@ func (s *Store) Chain(ctx context.Context, tenantID string, after int64, limit i
 	}
 	return raws, nil
 }
+
+// Report returns the answer of a decision's execution report, or nil.
+func (s *Store) Report(ctx context.Context, tenantID, decisionID string) (*ledger.Prior, error) {
+	var p ledger.Prior
+	err := s.pool.QueryRow(ctx, `SELECT e.report_digest, e.record_id, r.receipt FROM execution_reports e
+		JOIN record_ids x ON x.record_id = e.record_id`+byID("r.receipt")+`
+		WHERE e.tenant_id = $1 AND e.decision_id = $2`, tenantID, decisionID).Scan(&p.ArgsDigest, &p.RecordID, &p.Receipt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("postgres: read execution report: %w", err)
+	}
+	return &p, nil
+}
+
+// DecisionRecords returns the tenant's records of one decision in chain
+// order.
+func (s *Store) DecisionRecords(ctx context.Context, tenantID, decisionID string) ([]writ.StoredRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT r.seq, r.raw FROM records r WHERE r.decision_id = $1 AND r.tenant_id = $2 ORDER BY r.seq LIMIT $3`,
+		decisionID, tenantID, ledger.MaxStoryRecords)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: query records of decision: %w", err)
+	}
+	defer rows.Close()
+	page, err := ledger.ReadPage(rows, ledger.MaxStoryRecords)
+	if err != nil {
+		return nil, err
+	}
+	return page.Records, nil
+}
+
+// InFlight returns the tenant's IN_FLIGHT records after seq whose decision
+// has no execution report, in chain order.
+func (s *Store) InFlight(ctx context.Context, tenantID string, after int64, limit int) ([]writ.StoredRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT r.seq, r.raw FROM records r
+		WHERE r.status = 'IN_FLIGHT' AND r.tenant_id = $1 AND r.seq > $2
+		  AND NOT EXISTS (SELECT 1 FROM execution_reports e WHERE e.tenant_id = r.tenant_id AND e.decision_id = r.decision_id)
+		ORDER BY r.seq LIMIT $3`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: query records in flight: %w", err)
+	}
+	defer rows.Close()
+	page, err := ledger.ReadPage(rows, limit)
+	if err != nil {
+		return nil, err
+	}
+	return page.Records, nil
+}

@@ -70,7 +70,7 @@ func Build(in Input) (*writ.Record, error) {
 		Status:                d.Effect.Status(),
 		ActionClass:           r.ActionClass,
 		Supersedes:            req.Supersedes,
-		Actor:                 redactActor(red, req.Actor),
+		Actor:                 RedactActor(red, req.Actor),
 		IntentRef:             red.String(req.IntentRef),
 		SubjectIDs:            orEmpty(red.Strings(req.SubjectIDs)),
 		Outputs:               outputs,
@@ -94,6 +94,19 @@ func Build(in Input) (*writ.Record, error) {
 		},
 	}
 	rec.Lineage.PackVersion, rec.Lineage.PackHash = packPin(r)
+	if x := r.Spec.Execution; x != nil && d.Effect.SafeToExecute() {
+		// A permit of a spec that bounds its validity or wants to hear
+		// how the effect went says so in the record; one that needs a
+		// report stays IN_FLIGHT until the report closes it.
+		rec.Execution = &writ.Execution{ReportRequired: x.ReportRequired()}
+		if x.ValidFor > 0 {
+			until := in.Now.UTC().Add(x.ValidFor)
+			rec.Execution.ValidUntil = &until
+		}
+		if x.ReportRequired() {
+			rec.Status = writ.StatusInFlight
+		}
+	}
 	if ir := req.InputsRefs; ir != nil {
 		rec.InputsRefs = writ.InputsRefs{Request: red.String(ir.Request), Session: red.String(ir.Session), Attachments: red.Strings(ir.Attachments)}
 	}
@@ -204,7 +217,8 @@ func orEmpty[T any](s []T) []T {
 	return s
 }
 
-func redactActor(red *Redactor, a writ.Actor) writ.Actor {
+// RedactActor returns a with the redaction patterns applied to its ids.
+func RedactActor(red *Redactor, a writ.Actor) writ.Actor {
 	return writ.Actor{Type: a.Type, ID: red.String(a.ID), WorkloadIdentity: red.String(a.WorkloadIdentity), DelegatedUserID: red.String(a.DelegatedUserID)}
 }
 

@@ -281,7 +281,11 @@ func (bt *backtest) decide(ctx context.Context, sr *writ.StoredRecord) (decided,
 		}
 		presented = append(presented, approvalBefore(a, rec.RecordID, now))
 	}
-	_, d, err := decideCheck(bt.pin, &req, presented, now)
+	hist, err := backtestHistory(ctx, bt.st, bt.pin, &req, rec)
+	if err != nil {
+		return out, err
+	}
+	_, d, err := decideCheckWith(bt.pin, &req, presented, now, hist)
 	if err != nil {
 		out.to, out.err = OutcomeError, fmt.Sprintf("%s: %v", rec.RecordID, err)
 		return out, nil

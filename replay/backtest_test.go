@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -20,9 +21,11 @@ import (
 func refundHistory(t *testing.T, h *harness, amounts ...float64) []string {
 	t.Helper()
 	var ids []string
-	for _, a := range amounts {
+	for i, a := range amounts {
 		req := refund(t, "refund-allow")
 		req.IdempotencyKey = ""
+		// One customer each: the example allows 3 refunds per customer a day.
+		req.SubjectIDs = []string{fmt.Sprintf("customer:cus_%d", i), "order:ord_881"}
 		req.Arguments["amount_inr"], req.Outputs["refund_amount_inr"] = a, a
 		ids = append(ids, h.check(t, req).Metadata.RecordID)
 		h.clk.Add(time.Minute)

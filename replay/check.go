@@ -15,12 +15,21 @@ import (
 // no keyed ArgumentsDigest: approvals compare RedactedArgumentsDigest,
 // the digest of the redacted arguments, instead (see
 // writ.ApprovalBinding). It is pure.
-func decideCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, now time.Time) (*policy.Resolved, *policy.Decision, error) {
+//
+// The history values are the ones the record pinned, by aggregate name
+// (policy.PinnedHistory): replay decides with what the decision saw, and
+// checks those values against the store separately (checkHistory).
+func decideCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, now time.Time, pinnedHist []writ.HistoryValue) (*policy.Resolved, *policy.Decision, error) {
+	return decideCheckWith(pin, req, presented, now, policy.PinnedHistory(pinnedHist))
+}
+
+// decideCheckWith is decideCheck with the history values given.
+func decideCheckWith(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, now time.Time, hist policy.History) (*policy.Resolved, *policy.Decision, error) {
 	r, err := pin.pol.Resolve(req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the request does not resolve under pack %s: %w", pin.pol.Pack.ID(), err)
 	}
-	d := pin.pol.Decide(r, req, now)
+	d := pin.pol.DecideWith(r, req, now, hist)
 	if len(presented) > 0 {
 		binding, err := replayBinding(pin, r, req, now)
 		if err != nil {
@@ -45,7 +54,7 @@ func replayBinding(pin *pinned, r *policy.Resolved, req *writ.CheckRequest, now 
 // recorded ids and clock: what engine.Engine.Check built.
 func rebuildCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, h recordHead, envelopeHash string) (*writ.Record, error) {
 	now := h.Timestamp.UTC()
-	r, d, err := decideCheck(pin, req, presented, now)
+	r, d, err := decideCheck(pin, req, presented, now, h.History)
 	if err != nil {
 		return nil, err
 	}
@@ -54,5 +63,6 @@ func rebuildCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.Approva
 	if err != nil {
 		return nil, fmt.Errorf("the record cannot be rebuilt: %w", err)
 	}
+	rec.History = rebuiltHistory(pin, r, req, now, h.History)
 	return rec, nil
 }

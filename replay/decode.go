@@ -6,6 +6,8 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/writhq/writ"
 )
 
 // recordHead is what replay reads of a stored record before it rebuilds
@@ -15,6 +17,7 @@ type recordHead struct {
 	DecisionID  string    `json:"decision_id"`
 	TenantID    string    `json:"tenant_id"`
 	DecisionKey string    `json:"decision_key"`
+	Supersedes  string    `json:"supersedes"`
 	Timestamp   time.Time `json:"timestamp"`
 	Lineage     struct {
 		PackHash string `json:"pack_hash"`
@@ -22,6 +25,7 @@ type recordHead struct {
 	Replay struct {
 		ReplayPacketID string `json:"replay_packet_id"`
 	} `json:"replay"`
+	History []writ.HistoryValue `json:"history"`
 }
 
 // decodeHead reads the head of a stored record; other members are

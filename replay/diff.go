@@ -22,6 +22,8 @@ import (
 //   - replay.compiled_context_hash: changed_compiled_context, or
 //     changed_policy when the pack changed;
 //   - scorecard: changed_scorecard;
+//   - history: changed_history (the values a check read of the
+//     tenant's history aggregates);
 //   - policy_decisions, status, outputs.outcome (every output of a step
 //     verdict), approvals, approval_mode_effective, controls_active,
 //     action_class, decision_version, lineage.pack_version,
@@ -38,7 +40,9 @@ func Classify(kind, path string, packChanged bool) string {
 		return ClassToolTranscript
 	case "scorecard":
 		return ClassScorecard
-	case "policy_decisions", "status", "approvals", "approval_mode_effective", "controls_active", "action_class", "decision_version":
+	case "history":
+		return ClassHistory
+	case "policy_decisions", "status", "execution", "approvals", "approval_mode_effective", "controls_active", "action_class", "decision_version":
 		return ClassPolicy
 	case "outputs":
 		if second == "outcome" || kind == KindStepVerdict {

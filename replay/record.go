@@ -80,6 +80,8 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 		rebuilt, err = rp.stepVerdict(ctx, pin, envelope)
 	case KindApprovalDecision:
 		rebuilt, err = rp.approvalDecision(ctx, pin, envelope)
+	case KindExecutionReport:
+		rebuilt, err = rp.executionReport(ctx, pin, envelope)
 	default:
 		rebuilt, err = rp.check(ctx, pin, envelope)
 	}
@@ -156,6 +158,9 @@ func (rp *replaying) check(ctx context.Context, pin *pinned, envelope []byte) (*
 	if err != nil {
 		rp.errorf("%v", err)
 		return nil, nil
+	}
+	if err := rp.checkHistory(ctx); err != nil {
+		return nil, err
 	}
 	return rec, nil
 }
@@ -257,6 +262,39 @@ func (rp *replaying) approvalDecision(ctx context.Context, pin *pinned, envelope
 	rec, err := rb.ApprovalDecision(&req, a, rp.head.RecordID, rp.head.DecisionID, now)
 	if err != nil {
 		rp.errorf("the approval decision cannot be rebuilt: %v", err)
+		return nil, nil
+	}
+	return rec, nil
+}
+
+// executionReport rebuilds an execution report's record from its envelope
+// and the record it reports for.
+func (rp *replaying) executionReport(ctx context.Context, pin *pinned, envelope []byte) (*writ.Record, error) {
+	var req writ.ExecutionReport
+	if err := decodeEnvelope(envelope, &req); err != nil {
+		rp.errorf("the stored request envelope does not decode as an execution report: %v", err)
+		return nil, nil
+	}
+	target, err := rp.r.store.Record(ctx, req.TenantID, rp.head.Supersedes)
+	switch {
+	case writ.ErrorCode(err) == writ.ENOTFOUND:
+		rp.tamper("supersedes", "record "+rp.head.Supersedes, "the record the execution report closes is not on file")
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read record %s of record %s: %w", rp.head.Supersedes, rp.head.RecordID, err)
+	}
+	if target.Record.DecisionID != rp.head.DecisionID {
+		rp.tamper("decision_id", "record "+rp.head.Supersedes, "the execution report names decision %s, but the record it closes is of decision %s", rp.head.DecisionID, target.Record.DecisionID)
+		return nil, nil
+	}
+	rb, err := pin.rebuilder()
+	if err != nil {
+		rp.errorf("the pack's verification contracts do not compile: %v", err)
+		return nil, nil
+	}
+	rec, err := rb.ExecutionReport(&req, &target.Record, rp.head.RecordID, rp.head.Timestamp.UTC())
+	if err != nil {
+		rp.errorf("the execution report cannot be rebuilt: %v", err)
 		return nil, nil
 	}
 	return rec, nil

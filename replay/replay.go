@@ -65,6 +65,8 @@ type Store interface {
 	Approval(ctx context.Context, tenantID, approvalID string, now time.Time) (*writ.ApprovalRequest, error)
 	// RunEvents returns a run's events in seq order, or ENOTFOUND.
 	RunEvents(ctx context.Context, tenantID, runID string) ([]ledger.RunEvent, error)
+	// HistoryAsOf returns a history value as of a chain position.
+	HistoryAsOf(ctx context.Context, tenantID string, read ledger.HistoryRead, seq int64) (float64, error)
 }
 
 // Statuses of a replay.
@@ -92,6 +94,7 @@ const (
 	KindCheck            = "check"             // a boundary check
 	KindStepVerdict      = "step_verdict"      // "workflow:<workflow>/<step>"
 	KindApprovalDecision = "approval_decision" // "approval:<gate>"
+	KindExecutionReport  = "execution_report"  // "execution:<decision key>"
 )
 
 // KindOf returns the kind of a record with decision key key.
@@ -101,6 +104,8 @@ func KindOf(key string) string {
 		return KindStepVerdict
 	case strings.HasPrefix(key, "approval:"):
 		return KindApprovalDecision
+	case strings.HasPrefix(key, "execution:"):
+		return KindExecutionReport
 	}
 	return KindCheck
 }

@@ -163,7 +163,7 @@ func TestApprovalFlowReplaysEqual(t *testing.T) {
 		t.Errorf("replayed %d records, kinds %v; want 9: 7 checks, 2 approval decisions", sum.Records, sum.Kinds)
 	}
 	// The redeemed check carries its approval, and replays with it.
-	page, err := h.store.Records(context.Background(), writ.RecordQuery{TenantID: "acme", DecisionKey: "support.refund.execute", Status: writ.StatusDecided})
+	page, err := h.store.Records(context.Background(), writ.RecordQuery{TenantID: "acme", DecisionKey: "support.refund.execute", Status: writ.StatusInFlight})
 	if err != nil || len(page.Records) != 1 || len(page.Records[0].Record.Approvals) != 1 {
 		t.Fatalf("allowed refund records = %v, %v; want one, with its approval", page, err)
 	}

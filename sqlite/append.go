@@ -19,6 +19,7 @@ type writeStmts struct {
 	claim, head, treeRead, runSeq, approvalTally                        *sql.Stmt
 	record, subject, idempotency, block, blob, move, treeHash, runEvent *sql.Stmt
 	approval, approvalEvent, shadow                                     *sql.Stmt
+	reportClaim, report                                                 *sql.Stmt
 }
 
 func (w *writeStmts) prepare(db *sql.DB) error {
@@ -30,6 +31,8 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 			JOIN records r ON r.record_id = i.record_id AND r.tenant_id = i.tenant_id
 			WHERE i.tenant_id = ? AND i.key = ?`},
 		{&w.head, `SELECT seq, hash FROM heads WHERE tenant_id = ?`},
+		{&w.reportClaim, reportQuery},
+		{&w.report, `INSERT INTO execution_reports (tenant_id, decision_id, report_digest, record_id) VALUES (?, ?, ?, ?)`},
 		{&w.record, `INSERT INTO records (tenant_id, seq, record_id, decision_id, decision_key, status, trace_id, ts, approval_mode, raw, receipt)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&w.subject, `INSERT INTO record_subjects (tenant_id, subject_id, seq) VALUES (?, ?, ?)`},
@@ -69,7 +72,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 
 func (w *writeStmts) close() {
 	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
-		w.approvalTally, w.approval, w.approvalEvent, w.shadow} {
+		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report} {
 		if st != nil {
 			st.Close()
 		}
@@ -122,6 +125,8 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 	}()
 	st := s.stmts.bind(ctx, tx)
 	defer st.close()
+	hist := s.histTx(ctx, tx)
+	defer hist.close()
 
 	// First settle which entries are appended: an entry whose key is
 	// claimed, in the database or earlier in this batch, is answered with
@@ -133,8 +138,25 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 	todo := make([]int, 0, len(entries))
 	claims := make(map[claimKey]*ledger.Prior)
 	tallies := make(map[approvalKey]*ledger.ApprovalTally)
+	reports := make(map[claimKey]*ledger.Prior)
 	for i, e := range entries {
 		rec := e.Record
+		var report claimKey
+		if c := e.Report; c != nil {
+			// A decision's one report: the first wins, in the database or
+			// earlier in this batch.
+			report = claimKey{rec.TenantID, c.DecisionID}
+			prior, ok := reports[report]
+			if !ok {
+				if prior, err = scanPrior(st.reportClaim.QueryRowContext(ctx, rec.TenantID, c.DecisionID)); err != nil {
+					return fmt.Errorf("sqlite: read execution report: %w", err)
+				}
+			}
+			if prior != nil {
+				priors[i] = prior
+				continue
+			}
+		}
 		var claim claimKey
 		if c := e.Idempotency; c != nil {
 			claim = claimKey{rec.TenantID, c.Key}
@@ -148,6 +170,12 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 				priors[i] = prior
 				continue
 			}
+		}
+		if ok, err := hist.fresh(ctx, e); err != nil {
+			return err
+		} else if !ok {
+			refused[i] = ledger.RefusedHistory
+			continue
 		}
 		if ev := e.ApprovalEvent; ev != nil {
 			k := approvalKey{ev.TenantID, ev.ApprovalID}
@@ -172,8 +200,14 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		if c := e.Idempotency; c != nil {
 			claims[claim] = &ledger.Prior{ArgsDigest: c.ArgsDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
 		}
+		if c := e.Report; c != nil {
+			reports[report] = &ledger.Prior{ArgsDigest: c.ReportDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
+		}
 		for _, a := range e.NewApprovals {
 			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
+		}
+		if err := hist.admit(ctx, e); err != nil {
+			return err
 		}
 		if _, ok := heads[rec.TenantID]; !ok {
 			if heads[rec.TenantID], err = s.cachedHead(ctx, st.head, rec.TenantID); err != nil {
@@ -202,6 +236,9 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		}
 		heads[rec.TenantID] = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
 		if err := st.insert(ctx, entries[i], raw); err != nil {
+			return err
+		}
+		if err := hist.insert(ctx, entries[i]); err != nil {
 			return err
 		}
 		if written[rec.TenantID] == nil {
@@ -255,6 +292,11 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 	if c := e.Idempotency; c != nil {
 		if _, err := w.idempotency.ExecContext(ctx, tenant, c.Key, c.ArgsDigest, rec.RecordID); err != nil {
 			return fmt.Errorf("sqlite: claim idempotency key of record %s: %w", rec.RecordID, err)
+		}
+	}
+	if c := e.Report; c != nil {
+		if _, err := w.report.ExecContext(ctx, tenant, c.DecisionID, c.ReportDigest, rec.RecordID); err != nil {
+			return fmt.Errorf("sqlite: claim the execution report of decision %s with record %s: %w", c.DecisionID, rec.RecordID, err)
 		}
 	}
 	if b := e.Block; b != nil {
@@ -403,6 +445,8 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		approval:      tx.StmtContext(ctx, w.approval),
 		approvalEvent: tx.StmtContext(ctx, w.approvalEvent),
 		shadow:        tx.StmtContext(ctx, w.shadow),
+		reportClaim:   tx.StmtContext(ctx, w.reportClaim),
+		report:        tx.StmtContext(ctx, w.report),
 	}
 }
 

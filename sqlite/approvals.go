@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,4 +111,36 @@ func (s *Store) approvals(ctx context.Context, limit int, now time.Time, query s
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return page, nil
+}
+
+// DecidedApprovals returns those of ids that have a decision event.
+func (s *Store) DecidedApprovals(ctx context.Context, tenantID string, ids []string) ([]string, error) {
+	var out []string
+	// SQLite binds at most 32766 parameters; chunks keep well under it.
+	for chunk := range slices.Chunk(ids, 500) {
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, tenantID)
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		rows, err := s.read.QueryContext(ctx, `SELECT DISTINCT approval_id FROM approval_events
+			WHERE tenant_id = ? AND kind IN ('approved', 'denied') AND approval_id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: read decided approvals: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlite: read decided approvals: %w", err)
+			}
+			out = append(out, id)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: read decided approvals: %w", err)
+		}
+	}
+	return out, nil
 }

@@ -278,3 +278,63 @@ func (r *readStmts) close() {
 		}
 	}
 }
+
+// reportQuery reads the answer of a decision's execution report.
+const reportQuery = `SELECT x.report_digest, x.record_id, r.receipt FROM execution_reports x
+	JOIN records r ON r.record_id = x.record_id AND r.tenant_id = x.tenant_id
+	WHERE x.tenant_id = ? AND x.decision_id = ?`
+
+// scanPrior scans an earlier answer (digest, record id, receipt), or nil
+// when there is none.
+func scanPrior(row *sql.Row) (*ledger.Prior, error) {
+	var p ledger.Prior
+	err := row.Scan(&p.ArgsDigest, &p.RecordID, &p.Receipt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Report returns the answer of a decision's execution report, or nil.
+func (s *Store) Report(ctx context.Context, tenantID, decisionID string) (*ledger.Prior, error) {
+	p, err := scanPrior(s.read.QueryRowContext(ctx, reportQuery, tenantID, decisionID))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read execution report: %w", err)
+	}
+	return p, nil
+}
+
+// DecisionRecords returns the tenant's records of one decision in chain
+// order.
+func (s *Store) DecisionRecords(ctx context.Context, tenantID, decisionID string) ([]writ.StoredRecord, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT seq, raw FROM records WHERE tenant_id = ? AND decision_id = ? ORDER BY seq LIMIT ?`, tenantID, decisionID, ledger.MaxStoryRecords)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: query records of decision: %w", err)
+	}
+	defer rows.Close()
+	page, err := ledger.ReadPage(rows, ledger.MaxStoryRecords)
+	if err != nil {
+		return nil, err
+	}
+	return page.Records, nil
+}
+
+// InFlight returns the tenant's IN_FLIGHT records after seq whose decision
+// has no execution report, in chain order.
+func (s *Store) InFlight(ctx context.Context, tenantID string, after int64, limit int) ([]writ.StoredRecord, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT r.seq, r.raw FROM records r
+		WHERE r.tenant_id = ? AND r.status = 'IN_FLIGHT' AND r.seq > ?
+		  AND NOT EXISTS (SELECT 1 FROM execution_reports x WHERE x.tenant_id = r.tenant_id AND x.decision_id = r.decision_id)
+		ORDER BY r.seq LIMIT ?`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: query records in flight: %w", err)
+	}
+	defer rows.Close()
+	page, err := ledger.ReadPage(rows, limit)
+	if err != nil {
+		return nil, err
+	}
+	return page.Records, nil
+}

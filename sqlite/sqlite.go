@@ -61,6 +61,8 @@ type Store struct {
 	hashStmts map[int]*sql.Stmt
 	// upper caches the upper levels of every tenant's tree (immutable).
 	upper upperCache
+	// hist are the history aggregates' statements (history.go).
+	hist histStmts
 
 	// mu serialises appends and guards heads. heads caches each tenant's
 	// durable chain head; it is only ever set from values that have been
@@ -160,6 +162,10 @@ func Open(dir string) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := s.hist.prepare(s.write, s.read); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -179,6 +185,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.stmts.close()
 	s.reads.close()
+	s.hist.close()
 	s.hashMu.Lock()
 	for _, st := range s.hashStmts {
 		st.Close()

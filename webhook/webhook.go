@@ -20,6 +20,15 @@
 //
 //	{"type":"approval.requested","delivery_id":"<delivery id>","approval":<approval>}
 //
+// A request that is approved or denied is announced again, as
+//
+//	{"type":"approval.decided","delivery_id":"<delivery id>","approval":<approval>}
+//
+// where <approval> now carries its state ("approved" or "denied") and its
+// decision, so an orchestrator can resume the decision that asked
+// (POST /v1/decisions/{decision_id}/resume, decision_id being the
+// approval's) without holding a connection open.
+//
 // <approval> is the JSON encoding of writ.ApprovalRequest, the object the
 // API returns for the request (GET /v1/approvals/{id}), with every list an
 // array, never null; receivers must ignore members they do not know. <delivery id> is an opaque string of ASCII letters and digits,
@@ -96,6 +105,10 @@ import (
 // EventApprovalRequested is the type of the announcement of a new approval
 // request.
 const EventApprovalRequested = "approval.requested"
+
+// EventApprovalDecided is the type of the announcement that an approval
+// request was approved or denied.
+const EventApprovalDecided = "approval.decided"
 
 // Header names of a delivery.
 const (
@@ -252,10 +265,21 @@ func checkURL(raw string) error {
 // Run has returned, it drops the announcement with an error log naming
 // the approval: the request itself stays safe in the store.
 func (n *Notifier) Announce(a *writ.ApprovalRequest) {
+	n.announce(EventApprovalRequested, a)
+}
+
+// AnnounceDecided queues the announcement that an approval request was
+// approved or denied, like Announce; it is the engine's AnnounceDecided
+// hook.
+func (n *Notifier) AnnounceDecided(a *writ.ApprovalRequest) {
+	n.announce(EventApprovalDecided, a)
+}
+
+func (n *Notifier) announce(event string, a *writ.ApprovalRequest) {
 	if a == nil {
 		return
 	}
-	d, err := newDelivery(a)
+	d, err := newDelivery(event, a)
 	if err != nil {
 		n.log.Error("webhook announcement dropped", "approval_id", a.ApprovalID, "tenant", a.TenantID, "reason", "cannot encode", "err", err)
 		return
@@ -280,7 +304,7 @@ func (n *Notifier) Announce(a *writ.ApprovalRequest) {
 // newDelivery encodes the announcement of a under a fresh delivery id. It
 // encodes at once, so the caller may reuse a, and every attempt sends the
 // same bytes.
-func newDelivery(a *writ.ApprovalRequest) (*delivery, error) {
+func newDelivery(event string, a *writ.ApprovalRequest) (*delivery, error) {
 	d := &delivery{id: cryptorand.Text(), approvalID: a.ApprovalID, tenantID: a.TenantID}
 	// Lists are arrays on the wire, never null, as the API has them.
 	c := *a
@@ -293,7 +317,7 @@ func newDelivery(a *writ.ApprovalRequest) (*delivery, error) {
 		Type       string                `json:"type"`
 		DeliveryID string                `json:"delivery_id"`
 		Approval   *writ.ApprovalRequest `json:"approval"`
-	}{EventApprovalRequested, d.id, &c})
+	}{event, d.id, &c})
 	return d, err
 }
 

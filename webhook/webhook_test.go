@@ -226,7 +226,7 @@ func (f *fixture) sleeps() []time.Duration {
 // deliver runs one delivery to its end on the test goroutine.
 func (f *fixture) deliver(t *testing.T, a *writ.ApprovalRequest) {
 	t.Helper()
-	d, err := newDelivery(a)
+	d, err := newDelivery(EventApprovalRequested, a)
 	if err != nil {
 		t.Fatalf("newDelivery: %v", err)
 	}
@@ -370,7 +370,7 @@ func TestDeliveryFormat(t *testing.T) {
 }
 
 func TestDeliveryHasNoNullLists(t *testing.T) {
-	d, err := newDelivery(&writ.ApprovalRequest{ApprovalID: "apr_1"})
+	d, err := newDelivery(EventApprovalRequested, &writ.ApprovalRequest{ApprovalID: "apr_1"})
 	if err != nil {
 		t.Fatal(err)
 	}

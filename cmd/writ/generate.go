@@ -31,6 +31,7 @@ func (m *Main) generate(ctx context.Context, args []string) error {
 	n := fs.Int("records", 100000, "records to append per tenant")
 	tenants := fs.Int("tenants", 1, "tenants (tenant-1, tenant-2, ...)")
 	batch := fs.Int("batch", 2000, "records per transaction")
+	histGroups := fs.Int("history-groups", 0, "spread the records' contributions to the pack's history aggregates over this many groups (0: none)")
 	replayable := fs.Bool("replayable", false, "decide every record afresh and store its request envelope, so that every record replays replay_equal (slower)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -92,6 +93,11 @@ func (m *Main) generate(ctx context.Context, args []string) error {
 					entries[i] = tmpl.copy(rng, start.Add(time.Duration(done+i)*time.Second))
 				}
 			}
+			if *histGroups > 0 {
+				if err := tmpl.contribute(entries, done, *histGroups); err != nil {
+					return err
+				}
+			}
 			if err := st.Append(ctx, entries, seal); err != nil {
 				return err
 			}
@@ -143,7 +149,8 @@ func templateRecord(pol *policy.Policy, req *writ.CheckRequest, tenant string, a
 	if err != nil {
 		return nil, err
 	}
-	d := pol.Decide(r, &rq, at)
+	hist, pinned := zeroHistory(pol, r, &rq, at)
+	d := pol.DecideWith(r, &rq, at, hist)
 	envelope, err := record.Envelope(&rq, record.NewRedactor(pol.Pack.Controls.Redaction))
 	if err != nil {
 		return nil, err
@@ -154,6 +161,7 @@ func templateRecord(pol *policy.Policy, req *writ.CheckRequest, tenant string, a
 	if err != nil {
 		return nil, err
 	}
+	rec.History = pinned
 	if t.presealed, err = record.Preseal(rec); err != nil {
 		return nil, err
 	}
@@ -192,12 +200,14 @@ func (t *template) decideAll(rng *rand.Rand, at time.Time, n int) ([]*ledger.Ent
 					errs[i] = err
 					continue
 				}
+				hist, pinned := zeroHistory(t.pol, r, &rq, now)
 				rec, err := record.Build(record.Input{RecordID: all[i].rec, DecisionID: all[i].dec, Now: now, Request: &rq, Resolved: r,
-					Decision: t.pol.Decide(r, &rq, now), EnvelopeHash: record.Digest(envelope), Redactor: red})
+					Decision: t.pol.DecideWith(r, &rq, now, hist), EnvelopeHash: record.Digest(envelope), Redactor: red})
 				if err != nil {
 					errs[i] = err
 					continue
 				}
+				rec.History = pinned
 				presealed, err := record.Preseal(rec)
 				if err != nil {
 					errs[i] = err

@@ -82,6 +82,9 @@ type Main struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// onFlags, when set, sees every flag set a command defines (shell
+	// completion learns the flags this way).
+	onFlags func(*flag.FlagSet)
 }
 
 // NewMain returns a Main on the process's streams.
@@ -99,12 +102,15 @@ var commands = map[string]command{
 	"serve":     {"run the HTTP server", (*Main).serve},
 	"check":     {"decide one check request offline and print its receipt", (*Main).check},
 	"lint":      {"check a pack for CI: schema, policy, workflow graph and templates", (*Main).lint},
+	"test":      {"run a pack's tests (tests/*.yaml) and report coverage", (*Main).test},
+	"diff":      {"say what changed between two versions of a pack, for a review", (*Main).diff},
 	"records":   {"list or show records of a ledger", (*Main).records},
 	"ledger":    {"verify, prove, checkpoint, export and generate ledgers; manage signing keys", (*Main).ledger},
 	"bench":     {"measure durable checks per second over HTTP", (*Main).bench},
 	"run":       {"start a workflow run, submit step attempts, show a run", (*Main).run},
 	"keys":      {"create, list and revoke the API keys of tenants", (*Main).keys},
 	"approvals": {"list, show, approve and deny approval requests on a server", (*Main).approvals},
+	"decisions": {"a decision's story, execution report and resume; decisions in flight (on a server)", (*Main).decisions},
 	"shadow":    {"compare a shadow pack's decisions with the enforced ones", (*Main).shadow},
 	"replay":    {"re-run recorded decisions on their pinned inputs and compare", (*Main).replay},
 	"backtest":  {"decide recorded checks again under a candidate pack and count the changes", (*Main).backtest},
@@ -113,7 +119,10 @@ var commands = map[string]command{
 
 // Run runs the subcommand named by args[0].
 func (m *Main) Run(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) > 0 && args[0] == "help" {
+		return m.help(ctx, args[1:])
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		m.usage()
 		if len(args) == 0 {
 			return usagef("no command given")
@@ -124,6 +133,9 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	if !ok {
 		m.usage()
 		return usagef("unknown command %q", args[0])
+	}
+	if done, err := m.group(args); done {
+		return err
 	}
 	return c.run(m, ctx, args[1:])
 }
@@ -138,10 +150,17 @@ func (m *Main) usage() {
 	for _, n := range names {
 		fmt.Fprintf(m.Stderr, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(m.Stderr, "\nRun 'writ <command> -h' for a command's flags.")
+	fmt.Fprintln(m.Stderr, "\nRun 'writ <command> -h' (or 'writ help <command>') for a command's usage and flags.")
 }
 
-func (m *Main) printVersion(_ context.Context, _ []string) error {
+func (m *Main) printVersion(_ context.Context, args []string) error {
+	fs := m.flags("version", "")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usagef("version takes no arguments")
+	}
 	fmt.Fprintln(m.Stdout, "writ", version)
 	return nil
 }
@@ -150,6 +169,9 @@ func (m *Main) printVersion(_ context.Context, _ []string) error {
 func (m *Main) flags(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet("writ "+name, flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
+	if m.onFlags != nil {
+		m.onFlags(fs)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(m.Stderr, "Usage: writ %s %s\n\nFlags:\n", name, usage)
 		fs.PrintDefaults()

@@ -97,6 +97,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	cfg := engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
 		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}}
+	if *storeURL != "" {
+		// Other servers may decide the approvals that resumes here wait on.
+		cfg.ResumeSweep = 2 * time.Second
+	}
 	if *shadowDir != "" {
 		if cfg.Shadow, err = loadPolicy(*shadowDir); err != nil {
 			return fmt.Errorf("shadow pack: %w", err)
@@ -118,7 +122,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		whCtx, stopWebhook := context.WithCancel(context.Background())
 		defer stopWebhook()
 		go n.Run(whCtx)
-		cfg.Announce = n.Announce
+		cfg.Announce, cfg.AnnounceDecided = n.Announce, n.AnnounceDecided
 	}
 	// The metrics exist before the engine, whose commits they observe;
 	// their gauges read the engine only when scraped.
@@ -158,6 +162,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Workflows:    workflows,
 		Approvals:    approvals,
 		Replays:      replay.New(st, replay.Options{}),
+		Lifecycle:    eng,
 		Authenticate: authenticate,
 		MaxBodyBytes: *maxBody,
 		Logger:       log,
@@ -191,6 +196,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down: finishing in-flight checks")
+	eng.StopWaiting() // waiting resumes answer "still waiting" now
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -287,6 +287,13 @@ func testApprovals(t *testing.T, st ledger.Store) {
 		t.Errorf("Approval(acme, apr_1) after its expiry time = state %s, want approved", got)
 	}
 	wantOpen(t, st, "acme", "GATE_FINANCE", digest(refund1), now, "apr_2")
+	// DecidedApprovals names the decided ones among the ids, of the tenant only.
+	if got, err := st.DecidedApprovals(ctx, "acme", []string{"apr_1", "apr_2", "apr_g1", "apr_nope"}); err != nil || !slices.Equal(got, []string{"apr_1"}) {
+		t.Errorf("DecidedApprovals(acme, apr_1 apr_2 apr_g1 apr_nope) = %q, %v; want [apr_1]", got, err)
+	}
+	if got, err := st.DecidedApprovals(ctx, "globex", []string{"apr_1"}); err != nil || len(got) != 0 {
+		t.Errorf("DecidedApprovals(globex, acme's apr_1) = %q, %v; want none", got, err)
+	}
 
 	// A second decision is refused, and its record is not appended.
 	h := head()

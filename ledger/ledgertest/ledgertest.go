@@ -60,6 +60,11 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"ApprovalValidation", testApprovalValidation},
 		{"APIKeys", testAPIKeys},
 		{"Shadow", testShadow},
+		{"Lifecycle", testLifecycle},
+		{"ReportRace", testReportRace},
+		{"History", testHistory},
+		{"HistoryRace", testHistoryRace},
+		{"HistoryExecuted", testHistoryExecuted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

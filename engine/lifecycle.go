@@ -1,0 +1,381 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/record"
+)
+
+var _ writ.Lifecycle = (*Engine)(nil)
+
+// ExecutionKeyPrefix starts the decision key of an execution report's
+// record: "execution:" and the decision key of the record it closes.
+const ExecutionKeyPrefix = "execution:"
+
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// maxReportText bounds the free-text members of an execution report.
+const maxReportText = 4096
+
+// validateReport checks the shape of an execution report.
+func validateReport(r *writ.ExecutionReport) error {
+	var ds []writ.Detail
+	bad := func(field, format string, args ...any) {
+		ds = append(ds, writ.Detail{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if r.TenantID == "" || !tenantPattern.MatchString(r.TenantID) {
+		bad("tenant_id", "a valid tenant_id is required")
+	}
+	if r.DecisionID == "" {
+		bad("decision_id", "required")
+	}
+	switch r.Status {
+	case writ.ExecutionSucceeded, writ.ExecutionFailed, writ.ExecutionNotExecuted:
+	case "":
+		bad("status", "required (succeeded, failed or not_executed)")
+	default:
+		bad("status", "must be succeeded, failed or not_executed, not %q", r.Status)
+	}
+	if r.ResultDigest != "" && !digestPattern.MatchString(r.ResultDigest) {
+		bad("result_digest", `must be "sha256:" and 64 lowercase hex digits (a digest of the result, never the result)`)
+	}
+	if r.Error != nil {
+		if r.Status == writ.ExecutionSucceeded {
+			bad("error", "a succeeded execution carries no error")
+		}
+		if r.Error.Code == "" {
+			bad("error.code", "required")
+		}
+	}
+	if r.StartedAt != nil && r.EndedAt != nil && r.EndedAt.Before(*r.StartedAt) {
+		bad("ended_at", "is before started_at")
+	}
+	if r.TraceID != "" && !writ.ValidTraceID(r.TraceID) {
+		bad("trace_id", "must be a W3C trace id: 32 lowercase hex digits, not all zero")
+	}
+	if a := r.Actor; a != nil {
+		switch a.Type {
+		case writ.ActorAgent, writ.ActorHuman, writ.ActorService:
+		default:
+			bad("actor.type", "must be AGENT, HUMAN or SERVICE, not %q", a.Type)
+		}
+		if a.ID == "" {
+			bad("actor.id", "required")
+		}
+	}
+	if u := r.Usage; u != nil && (u.Tokens < 0 || u.ToolCalls < 0 || u.CostUSDCents < 0 || u.WallClockMS < 0) {
+		bad("usage", "must not be negative")
+	}
+	if len(r.IdempotencyKey) > maxKeyLen {
+		bad("idempotency_key", "longer than %d bytes", maxKeyLen)
+	}
+	texts := map[string]string{"tool_call_id": r.ToolCallID, "tool_result_id": r.ToolResultID, "reversal_token": r.ReversalToken}
+	if r.Error != nil {
+		texts["error.code"], texts["error.message"] = r.Error.Code, r.Error.Message
+	}
+	for field, s := range texts {
+		if len(s) > maxReportText {
+			bad(field, "longer than %d bytes", maxReportText)
+		}
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	slices.SortFunc(ds, func(a, b writ.Detail) int { return strings.Compare(a.Field, b.Field) })
+	return &writ.Error{Code: writ.EINVALID, Message: "invalid execution report: " + detailsSummary(ds), Details: ds}
+}
+
+// storyKind returns the kind of a record in a decision's story.
+func storyKind(key string) string {
+	switch {
+	case strings.HasPrefix(key, "approval:"):
+		return writ.StoryApproval
+	case strings.HasPrefix(key, ExecutionKeyPrefix):
+		return writ.StoryExecution
+	case strings.HasPrefix(key, "workflow:"):
+		return writ.StoryVerdict
+	}
+	return writ.StoryCheck
+}
+
+// permits reports whether a check record permitted its effect: a check's
+// record is DECIDED or IN_FLIGHT exactly when its receipt was safe to
+// execute.
+func permits(rec *writ.Record) bool {
+	return storyKind(rec.DecisionKey) == writ.StoryCheck && (rec.Status == writ.StatusDecided || rec.Status == writ.StatusInFlight)
+}
+
+// lastCheck returns the latest check record of a decision's records, and
+// whether it permitted the effect.
+func lastCheck(recs []writ.StoredRecord) (*writ.Record, bool) {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if rec := &recs[i].Record; storyKind(rec.DecisionKey) == writ.StoryCheck {
+			return rec, permits(rec)
+		}
+	}
+	return nil, false
+}
+
+// ReportExecution records an execution report; see writ.Lifecycle.
+func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (*writ.ExecutionAck, error) {
+	if e.policy == nil {
+		return nil, writ.Errorf(writ.EUNAVAILABLE, "no pack is pinned: this engine serves the ledger only")
+	}
+	if r == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty execution report")
+	}
+	if err := validateReport(r); err != nil {
+		return nil, err
+	}
+	// The digest of the report as received tells a repeat from another
+	// report.
+	digest, err := record.CanonicalDigest(r)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	if prior, err := e.store.Report(ctx, r.TenantID, r.DecisionID); err != nil {
+		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision's execution report could not be looked up; retry", Err: err}
+	} else if prior != nil {
+		return repeatedReport(prior, digest)
+	}
+	recs, err := e.store.DecisionRecords(ctx, r.TenantID, r.DecisionID)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision could not be read; retry", Err: err}
+	}
+	target, permitted := lastCheck(recs)
+	if target == nil {
+		return nil, writ.Errorf(writ.ENOTFOUND, "decision %q not found", r.DecisionID)
+	}
+	if r.Status == writ.ExecutionSucceeded && !permitted {
+		return nil, writ.Errorf(writ.ECONFLICT, "decision %s did not permit execution (its record %s is %s), so it cannot be reported succeeded", r.DecisionID, target.RecordID, target.Status)
+	}
+	rq := *r
+	now := e.now().UTC()
+	if rq.TraceID == "" {
+		// The report joins the permit's trace: one decision, one story.
+		rq.TraceID = target.TraceID
+	}
+	rec, envelope, err := e.executionRecord(&rq, target, now)
+	if err != nil {
+		return nil, err
+	}
+	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
+		return nil, &writ.Error{Code: writ.EINTERNAL, Message: "the execution report's record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
+	}
+	presealed, err := record.Preseal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("canonicalize execution report record: %w", err)
+	}
+	ack := &writ.ExecutionAck{TenantID: rec.TenantID, DecisionID: rec.DecisionID, RecordID: rec.RecordID, ReportedFor: target.RecordID,
+		Status: rec.Status, Execution: rq.Status, Findings: rec.Execution.Findings, TraceID: rec.TraceID}
+	if ack.Findings == nil {
+		ack.Findings = []writ.Reason{}
+	}
+	ackJSON, err := json.Marshal(ack)
+	if err != nil {
+		return nil, err
+	}
+	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: ackJSON,
+		Blobs:  []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}},
+		Report: &ledger.ReportClaim{DecisionID: rec.DecisionID, ReportDigest: digest}}
+	if rq.Status == writ.ExecutionSucceeded {
+		if ev, err := e.executedEvent(ctx, target, rec, now); err != nil {
+			return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the permit's run could not be read; retry", Err: err}
+		} else {
+			entry.RunEvent = ev
+		}
+		// The aggregates that count executed decisions count this one
+		// now: the store adds, in this entry's transaction, what the
+		// permit stored as pending when it was decided (timed at the
+		// decision, from its unredacted request under its pack).
+		ExecutedDecision(entry, target.DecisionID, rq.Usage)
+	}
+	if err := e.appender.Append(ctx, entry); err != nil {
+		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the execution report could not be recorded; it did not count, retry it", Err: err}
+	}
+	if entry.Prior != nil {
+		// Another report of the same decision committed first.
+		return repeatedReport(entry.Prior, digest)
+	}
+	return ack, nil
+}
+
+// repeatedReport answers a report of a decision that already has one: the
+// first acknowledgement when it is the same report, a conflict otherwise.
+func repeatedReport(prior *ledger.Prior, digest string) (*writ.ExecutionAck, error) {
+	if prior.ArgsDigest != digest {
+		return nil, writ.Errorf(writ.ECONFLICT, "the decision already has a different execution report (record %s); a decision has one report", prior.RecordID)
+	}
+	var ack writ.ExecutionAck
+	if err := json.Unmarshal(prior.Receipt, &ack); err != nil {
+		return nil, fmt.Errorf("stored acknowledgement of record %s: %w", prior.RecordID, err)
+	}
+	ack.Repeated = writ.RepeatedIdempotent
+	return &ack, nil
+}
+
+// executionRecord builds the record of an execution report closing the
+// check record target: decision key "execution:<key>", status CLOSED,
+// the same decision id, subjects and approval mode, superseding target,
+// with the report in tool_lineage and execution.
+func (e *Engine) executionRecord(rq *writ.ExecutionReport, target *writ.Record, now time.Time) (*writ.Record, []byte, error) {
+	p, red := e.policy.Pack, e.redactor
+	envelope, err := record.EnvelopeOf(rq, red)
+	if err != nil {
+		return nil, nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	if hasNUL(envelope) {
+		return nil, nil, errNUL
+	}
+	env := record.Digest(envelope)
+	var findings []writ.Reason
+	if permits(target) && target.Execution != nil && target.Execution.ValidUntil != nil {
+		until := *target.Execution.ValidUntil
+		if now.After(until) {
+			findings = append(findings, writ.Reason{Code: writ.FindingReportedAfterExpiry,
+				Message: fmt.Sprintf("reported at %s, after the permit expired at %s", now.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))})
+		}
+	}
+	if !permits(target) && rq.Status == writ.ExecutionFailed {
+		findings = append(findings, writ.Reason{Code: writ.FindingNotPermitted,
+			Message: fmt.Sprintf("the effect was attempted although record %s (%s) did not permit it", target.RecordID, target.Status)})
+	}
+	actor := target.Actor
+	if rq.Actor != nil {
+		actor = record.RedactActor(red, *rq.Actor)
+	}
+	callID := rq.ToolCallID
+	if callID == "" {
+		callID = target.DecisionID
+		if n := len(target.ToolLineage); n > 0 {
+			callID = target.ToolLineage[n-1].ToolCallID
+		}
+	} else {
+		callID = red.String(callID)
+	}
+	key := ExecutionKeyPrefix + target.DecisionKey
+	verdict, rules := "allow", []string{"execution_report"}
+	for _, f := range findings {
+		verdict = "warn"
+		rules = append(rules, f.Code)
+	}
+	evidence := []string{"record:" + target.RecordID}
+	if rq.ToolResultID != "" {
+		ref := "tool_result:" + red.String(rq.ToolResultID)
+		if rq.ResultDigest != "" {
+			ref += "#" + rq.ResultDigest
+		}
+		evidence = append(evidence, ref)
+	}
+	x := &writ.Execution{Status: rq.Status, ReportedFor: target.RecordID, ResultDigest: rq.ResultDigest, Findings: findings}
+	if rq.Error != nil {
+		x.Error = &writ.ExecutionError{Code: red.String(rq.Error.Code), Message: red.String(rq.Error.Message)}
+	}
+	if rq.StartedAt != nil {
+		t := rq.StartedAt.UTC()
+		x.StartedAt = &t
+	}
+	if rq.EndedAt != nil {
+		t := rq.EndedAt.UTC()
+		x.EndedAt = &t
+	}
+	rec := &writ.Record{
+		RecordID: e.newID("dr_", now), DecisionID: target.DecisionID, TenantID: rq.TenantID,
+		DecisionKey: key, DecisionVersion: p.Version, Timestamp: now, Status: writ.StatusClosed,
+		ActionClass: target.ActionClass, Supersedes: target.RecordID,
+		Actor: actor, SubjectIDs: slices.Clone(target.SubjectIDs),
+		InputsRefs:            writ.InputsRefs{Request: env},
+		Outputs:               map[string]any{"outcome": string(rq.Status), "reported_for": target.RecordID},
+		EvidenceRefs:          evidence,
+		PolicyDecisions:       []writ.PolicyDecision{{PolicyDecisionID: "pd:" + key + ":" + string(rq.Status), BundleID: "execution_report", RuleIDs: rules, Verdict: verdict}},
+		Approvals:             []writ.Approval{},
+		ApprovalModeEffective: target.ApprovalModeEffective,
+		ControlsActive:        writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: redactionIDs(p)},
+		ToolLineage: []writ.ToolLineage{{ToolCallID: callID, ToolResultID: red.String(rq.ToolResultID), ApprovalModeEffective: target.ApprovalModeEffective,
+			IdempotencyKey: red.String(rq.IdempotencyKey), ReversalToken: red.String(rq.ReversalToken)}},
+		Execution: x,
+		Lineage:   writ.Lineage{PackVersion: p.ID(), PackHash: p.Hash, PolicyVersions: []string{}, DecisionSpec: key},
+		TraceID:   rq.TraceID,
+	}
+	if rec.SubjectIDs == nil {
+		rec.SubjectIDs = []string{}
+	}
+	if rq.Usage != nil {
+		u := *rq.Usage
+		rec.BudgetUsage = &u
+	}
+	ctxHash, err := record.CanonicalDigest(map[string]any{"pack_hash": p.Hash, "reported_for": target.RecordID})
+	if err != nil {
+		return nil, nil, err
+	}
+	lineageHash, err := record.CanonicalDigest(rec.ToolLineage)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec.Replay = writ.Replay{ReplayPacketID: env, CompiledContextHash: ctxHash, EvidenceSnapshotHash: target.Replay.EvidenceSnapshotHash,
+		ArgumentsDigest: target.Replay.ArgumentsDigest, ToolTranscriptChainHash: lineageHash}
+	return rec, envelope, nil
+}
+
+// checkRequestOf decodes the stored (redacted) request envelope of a check
+// record.
+func (e *Engine) checkRequestOf(ctx context.Context, rec *writ.Record) (*writ.CheckRequest, error) {
+	raw, err := e.store.Blob(ctx, rec.Replay.ReplayPacketID)
+	if err != nil {
+		return nil, fmt.Errorf("the request envelope of record %s: %w", rec.RecordID, err)
+	}
+	var req writ.CheckRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return nil, fmt.Errorf("the request envelope of record %s: %w", rec.RecordID, err)
+	}
+	return &req, nil
+}
+
+// observedCall returns the run event of the call writ observed for a
+// workflow run's step when it allowed permit, or nil: a check made for a
+// run's step is observed by the run (see Engine.decide).
+func (e *Engine) observedCall(ctx context.Context, permit *writ.Record) (*ledger.RunEvent, error) {
+	req, err := e.checkRequestOf(ctx, permit)
+	if err != nil {
+		return nil, err
+	}
+	w := req.Workflow
+	if w == nil || w.RunID == "" {
+		return nil, nil
+	}
+	evs, err := e.store.RunEvents(ctx, permit.TenantID, w.RunID)
+	if writ.ErrorCode(err) == writ.ENOTFOUND {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	for i := range evs {
+		if evs[i].Kind == ledger.CallObserved && evs[i].RecordID == permit.RecordID {
+			return &evs[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// executedEvent is the run event that tells a run's verification
+// contracts that the call writ observed for permit was executed: nil when
+// permit was not made for a run's step.
+func (e *Engine) executedEvent(ctx context.Context, permit, report *writ.Record, now time.Time) (*ledger.RunEvent, error) {
+	obs, err := e.observedCall(ctx, permit)
+	if err != nil || obs == nil {
+		return nil, err
+	}
+	data, err := json.Marshal(callExecuted{DecisionID: permit.DecisionID, RecordID: report.RecordID})
+	if err != nil {
+		return nil, err
+	}
+	return &ledger.RunEvent{TenantID: permit.TenantID, RunID: obs.RunID, Kind: ledger.CallExecuted, StepID: obs.StepID, At: now, Data: data}, nil
+}

@@ -1,0 +1,75 @@
+package pack
+
+import (
+	"fmt"
+	"time"
+)
+
+// Aggregate is a named aggregate over the tenant's own sealed decisions,
+// declared under history: in pack.yaml. Conditions read its value for
+// the check's group as history.<name> (see docs/pack-format.md).
+type Aggregate struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Kind is "count" or "sum".
+	Kind string `yaml:"aggregate"`
+	// Field is what a sum adds up: "args.<key>" or "usage.<dimension>".
+	Field string `yaml:"field"`
+	// GroupBy is "subject", "actor", "session", "tool" or "expression".
+	GroupBy    string `yaml:"group_by"`
+	Expression string `yaml:"expression"`
+	WindowText string `yaml:"window"`
+	// Filter is "allowed" (the default) or "executed".
+	Filter       string   `yaml:"filter"`
+	DecisionKeys []string `yaml:"decision_keys"`
+
+	Window time.Duration `yaml:"-"`
+	Pos    Pos           `yaml:"-"`
+	// ExpressionPos locates Expression, for CEL errors.
+	ExpressionPos Pos `yaml:"-"`
+}
+
+// MaxWindow bounds an aggregate's window: 366 days.
+const MaxWindow = 366 * 24 * time.Hour
+
+// Aggregate filters.
+const (
+	FilterAllowed  = "allowed"
+	FilterExecuted = "executed"
+)
+
+// loadHistory reads the manifest's history: list (already checked
+// against pack.schema.json) into p.History.
+func (l *loader) loadHistory(doc *document, p *Pack, list []*Aggregate) {
+	seen := map[string]Pos{}
+	for i, a := range list {
+		ptr := fmt.Sprintf("/history/%d", i)
+		a.Pos = l.pos(doc, ptr)
+		a.ExpressionPos = l.pos(doc, ptr+"/expression")
+		a.Window = l.duration(doc, ptr+"/window", a.WindowText)
+		if a.Window > MaxWindow {
+			l.addf(l.pos(doc, ptr+"/window"), "window %s is longer than %s (366 days)", a.WindowText, MaxWindow)
+		}
+		if a.Filter == "" {
+			a.Filter = FilterAllowed
+		}
+		if prev, dup := seen[a.Name]; dup {
+			l.addf(l.pos(doc, ptr+"/name"), "aggregate %q is already defined at %s", a.Name, prev)
+			continue
+		}
+		seen[a.Name] = a.Pos
+		p.History = append(p.History, a)
+	}
+}
+
+// checkHistory refuses an aggregate that counts a decision key the pack
+// does not define.
+func (l *loader) checkHistory(p *Pack) {
+	for _, a := range p.History {
+		for _, k := range a.DecisionKeys {
+			if _, ok := p.Specs[k]; !ok {
+				l.addf(a.Pos, "aggregate %s counts decision key %q, which the pack does not define", a.Name, k)
+			}
+		}
+	}
+}

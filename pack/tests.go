@@ -1,0 +1,343 @@
+package pack
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/writhq/writ"
+)
+
+// TestsPattern is where a pack keeps its test files, relative to the
+// pack root. Test files are not part of the pack: the manifest does not
+// list them, so they are not in Pack.Files, Pack.Manifest or Pack.Hash.
+// Adding or changing a test never changes what records pin.
+const TestsPattern = "tests/*.yaml"
+
+// TestFile is one file of pack tests (schema/test.schema.json).
+type TestFile struct {
+	// Path names the file in messages: joined to the pack dir.
+	Path        string
+	Description string
+	Cases       []*TestCase
+}
+
+// TestCase is one case: a check (Request, Approvals, Expect) or a
+// workflow run (Run).
+type TestCase struct {
+	Name        string
+	Description string
+	// Now is the clock at the start of the case.
+	Now time.Time
+	// RequestFile is a JSON check request file (relative to the pack
+	// root); Request, when also given, is a JSON merge patch (RFC 7386)
+	// over it.
+	RequestFile string
+	// Request is the check request in the JSON data model (numbers are
+	// json.Number).
+	Request   map[string]any
+	Approvals []*TestApproval
+	// History are the history aggregates on file, by aggregate name: the
+	// value each already holds, for every group the case reads, before
+	// the case begins.
+	History map[string]float64
+	Expect  []Expectation
+	Run     *TestRun
+
+	Pos, RequestPos, ExpectPos, HistoryPos Pos
+}
+
+// TestApproval is an approval on file: the approval request the check
+// asks for at Gate, decided before the check is decided again with it.
+type TestApproval struct {
+	Gate     string
+	Decision string // approved or denied
+	Approver string
+	Reason   string
+	Pos      Pos
+}
+
+// Expectation is one field a case expects, with the value it wants.
+// Want is in the JSON data model: string, bool, json.Number or []any of
+// strings.
+type Expectation struct {
+	Field string
+	Want  any
+	Pos   Pos
+}
+
+// TestRun is a workflow run: the attempts at its steps, in order.
+type TestRun struct {
+	Workflow string
+	TenantID string
+	Context  map[string]any
+	Attempts []*TestAttempt
+	Pos      Pos
+}
+
+// TestAttempt is one attempt at a step, after the boundary checks
+// (Calls) the agent made for the step.
+type TestAttempt struct {
+	Step string
+	// After, when set, is how far the clock advances before the attempt
+	// (0 attempts at once). When nil, the clock advances by the previous
+	// verdict's retry_after_ms, as an agent that waits out the backoff.
+	After     *time.Duration
+	Calls     []*TestCall
+	Result    map[string]any
+	ToolCalls []writ.ToolCallClaim
+	Expect    []Expectation
+	Pos       Pos
+}
+
+// TestCall is a boundary check made for a run's step: when writ allows
+// it, the run records it as a call writ observed.
+type TestCall struct {
+	Request map[string]any
+	Expect  []Expectation
+	Pos     Pos
+}
+
+// CheckIDs are the ids a case may name under expect.fired for p: rule
+// ids, control ids, evidence.<kind> and budget.<dimension> of the specs,
+// approval gate ids (a denied approval fires at its gate) and
+// approval_mode_ceiling.
+func (p *Pack) CheckIDs() map[string]bool {
+	ids := map[string]bool{"approval_mode_ceiling": true}
+	for id := range p.Gates {
+		ids[id] = true
+	}
+	for _, b := range p.Bundles {
+		for _, r := range b.Rules {
+			ids[r.ID] = true
+		}
+	}
+	for _, list := range [][]*Control{p.Controls.MustRefuse, p.Controls.MustEscalate} {
+		for _, c := range list {
+			ids[c.ID] = true
+		}
+	}
+	for _, s := range p.Specs {
+		for _, e := range s.RequiredEvidence {
+			ids["evidence."+e.Kind] = true
+		}
+		if b := s.Budgets; b != nil {
+			for dim, set := range map[string]bool{"tool_calls": b.ToolCalls != nil, "tokens": b.Tokens != nil, "cost_usd_cents": b.CostUSDCents != nil, "wall_clock_ms": b.WallClockMS != nil} {
+				if set {
+					ids["budget."+dim] = true
+				}
+			}
+		}
+	}
+	return ids
+}
+
+// LoadTests loads the test files of the pack p, which was loaded from
+// dir: every file matching TestsPattern, checked against the test
+// schema and against p (workflows, steps, gates and check ids must
+// exist). Every problem is reported with its file and line, as Load
+// reports a pack's; a pack without test files has no tests (nil, nil).
+func LoadTests(dir string, p *Pack) ([]*TestFile, error) {
+	return LoadTestsFS(os.DirFS(dir), dir, p)
+}
+
+// LoadTestsFS is LoadTests over any fs.FS.
+func LoadTestsFS(fsys fs.FS, dir string, p *Pack) ([]*TestFile, error) {
+	l := &loader{fsys: fsys, dir: dir, files: map[string]*File{}}
+	matches, err := fs.Glob(fsys, TestsPattern)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(matches)
+	var out []*TestFile
+	for _, rel := range matches {
+		if f := l.loadTestFile(p, rel); f != nil {
+			out = append(out, f)
+		}
+	}
+	if len(l.problems) > 0 {
+		return nil, &writ.Error{
+			Code:    writ.EINVALID,
+			Message: fmt.Sprintf("the tests of pack %s are invalid (%d %s)", dir, len(l.problems), plural(len(l.problems), "problem", "problems")),
+			Details: l.problems,
+		}
+	}
+	return out, nil
+}
+
+func (l *loader) loadTestFile(p *Pack, rel string) *TestFile {
+	doc := l.read(rel, "test")
+	if doc == nil {
+		return nil
+	}
+	root := doc.value.(map[string]any)
+	f := &TestFile{Path: doc.path}
+	f.Description, _ = root["description"].(string)
+	names := map[string]Pos{}
+	ids := p.CheckIDs()
+	for i, v := range root["cases"].([]any) {
+		ptr := fmt.Sprintf("/cases/%d", i)
+		c := l.testCase(doc, p, ids, ptr, v.(map[string]any))
+		if prev, dup := names[c.Name]; dup {
+			l.addf(l.pos(doc, ptr+"/name"), "case %q is already defined at %s", c.Name, prev)
+		}
+		names[c.Name] = c.Pos
+		f.Cases = append(f.Cases, c)
+	}
+	return f
+}
+
+func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr string, m map[string]any) *TestCase {
+	c := &TestCase{Pos: l.pos(doc, ptr), RequestPos: l.pos(doc, ptr+"/request"), ExpectPos: l.pos(doc, ptr+"/expect"), HistoryPos: l.pos(doc, ptr+"/history")}
+	c.Name, _ = m["name"].(string)
+	c.Description, _ = m["description"].(string)
+	now, err := time.Parse(time.RFC3339, m["now"].(string))
+	if err != nil {
+		l.addf(l.pos(doc, ptr+"/now"), "now: %q is not an RFC 3339 time", m["now"])
+	}
+	c.Now = now.UTC()
+	c.RequestFile, _ = m["request_file"].(string)
+	c.Request, _ = m["request"].(map[string]any)
+	_, hasExpect := m["expect"]
+	_, hasRequest := m["request"]
+	isCheck := hasRequest || c.RequestFile != ""
+	run, isRun := m["run"].(map[string]any)
+	switch {
+	case isCheck && isRun:
+		l.addf(c.Pos, "case %q: a case is a check (request, request_file) or a run, not both", c.Name)
+	case !isCheck && !isRun:
+		l.addf(c.Pos, "case %q needs a request (or request_file) to check, or a run", c.Name)
+	case isRun && (hasExpect || m["approvals"] != nil):
+		l.addf(c.Pos, "case %q: a run case states its expectations on each attempt, not expect or approvals", c.Name)
+	case isCheck && !hasExpect:
+		l.addf(c.Pos, "case %q: a check case needs expect", c.Name)
+	}
+	if c.RequestFile != "" {
+		if !fs.ValidPath(c.RequestFile) {
+			l.addf(l.pos(doc, ptr+"/request_file"), "request_file %q is not a path inside the pack", c.RequestFile)
+		} else if _, err := fs.Stat(l.fsys, path.Clean(c.RequestFile)); err != nil {
+			l.addf(l.pos(doc, ptr+"/request_file"), "request_file %q: %v", c.RequestFile, unwrapPathError(err))
+		}
+	}
+	for i, a := range asList(m["approvals"]) {
+		am := a.(map[string]any)
+		ta := &TestApproval{Pos: l.pos(doc, fmt.Sprintf("%s/approvals/%d", ptr, i))}
+		ta.Gate, _ = am["gate"].(string)
+		ta.Decision, _ = am["decision"].(string)
+		ta.Approver, _ = am["approver"].(string)
+		ta.Reason, _ = am["reason"].(string)
+		if _, ok := p.Gates[ta.Gate]; !ok {
+			l.addf(ta.Pos, "approval names gate %q, which the runtime controls do not define", ta.Gate)
+		}
+		c.Approvals = append(c.Approvals, ta)
+	}
+	if e, ok := m["expect"].(map[string]any); ok {
+		c.Expect = l.expectations(doc, ids, ptr+"/expect", e)
+	}
+	if h, ok := m["history"].(map[string]any); ok {
+		declared := map[string]bool{}
+		for _, a := range p.History {
+			declared[a.Name] = true
+		}
+		c.History = map[string]float64{}
+		for name, v := range h {
+			if !declared[name] {
+				l.addf(l.pos(doc, ptr+"/history/"+escapePointer(name)), "history names aggregate %q, which pack.yaml does not declare", name)
+				continue
+			}
+			f, err := v.(json.Number).Float64()
+			if err != nil {
+				l.addf(l.pos(doc, ptr+"/history/"+escapePointer(name)), "history %s: %v", name, err)
+			}
+			c.History[name] = f
+		}
+	}
+	if isRun {
+		c.Run = l.testRun(doc, p, ids, ptr+"/run", run)
+	}
+	return c
+}
+
+func (l *loader) testRun(doc *document, p *Pack, ids map[string]bool, ptr string, m map[string]any) *TestRun {
+	r := &TestRun{Pos: l.pos(doc, ptr)}
+	r.Workflow, _ = m["workflow"].(string)
+	r.TenantID, _ = m["tenant_id"].(string)
+	r.Context, _ = m["context"].(map[string]any)
+	w := p.Workflows[r.Workflow]
+	if w == nil {
+		l.addf(l.pos(doc, ptr+"/workflow"), "run names workflow %q, which the pack does not define", r.Workflow)
+	}
+	for i, a := range m["attempts"].([]any) {
+		aptr := fmt.Sprintf("%s/attempts/%d", ptr, i)
+		am := a.(map[string]any)
+		at := &TestAttempt{Pos: l.pos(doc, aptr)}
+		at.Step, _ = am["step"].(string)
+		if w != nil && w.Step(at.Step) == nil {
+			l.addf(l.pos(doc, aptr+"/step"), "attempt names step %q, which workflow %s does not define", at.Step, w.WorkflowID)
+		}
+		if s, ok := am["after"].(string); ok {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				l.addf(l.pos(doc, aptr+"/after"), "%q is not a duration", s)
+			}
+			at.After = &d
+		}
+		at.Result, _ = am["result"].(map[string]any)
+		if tc, ok := am["tool_calls"]; ok {
+			b, _ := json.Marshal(tc)
+			if err := json.Unmarshal(b, &at.ToolCalls); err != nil {
+				l.addf(l.pos(doc, aptr+"/tool_calls"), "tool_calls: %v", err)
+			}
+		}
+		for j, cv := range asList(am["calls"]) {
+			cptr := fmt.Sprintf("%s/calls/%d", aptr, j)
+			cm := cv.(map[string]any)
+			call := &TestCall{Pos: l.pos(doc, cptr)}
+			call.Request, _ = cm["request"].(map[string]any)
+			if e, ok := cm["expect"].(map[string]any); ok {
+				call.Expect = l.expectations(doc, ids, cptr+"/expect", e)
+			}
+			at.Calls = append(at.Calls, call)
+		}
+		at.Expect = l.expectations(doc, ids, aptr+"/expect", am["expect"].(map[string]any))
+		r.Attempts = append(r.Attempts, at)
+	}
+	return r
+}
+
+// expectations turns an expect mapping into its fields, in file order.
+// error excludes every other field: a refused request has no receipt.
+func (l *loader) expectations(doc *document, ids map[string]bool, ptr string, m map[string]any) []Expectation {
+	var out []Expectation
+	for k, v := range m {
+		out = append(out, Expectation{Field: k, Want: v, Pos: l.pos(doc, ptr+"/"+escapePointer(k))})
+	}
+	slices.SortFunc(out, func(a, b Expectation) int {
+		if a.Pos.Line != b.Pos.Line {
+			return a.Pos.Line - b.Pos.Line
+		}
+		return strings.Compare(a.Field, b.Field)
+	})
+	if _, ok := m["error"]; ok && len(m) > 1 {
+		l.addf(l.pos(doc, ptr+"/error"), "expect: error excludes every other field (a refused request has no receipt or verdict)")
+	}
+	if fired, ok := m["fired"].([]any); ok {
+		for i, f := range fired {
+			if id, _ := f.(string); !ids[id] {
+				l.addf(l.pos(doc, fmt.Sprintf("%s/fired/%d", ptr, i)), "expect.fired names %q, which is not a rule, control, approval gate, evidence requirement (evidence.<kind>) or budget (budget.<dimension>) of the pack", id)
+			}
+		}
+	}
+	return out
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}

@@ -1,0 +1,168 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/writhq/writ/ledger"
+)
+
+// History aggregates (see ledger/history.go and migration 0007): a value
+// is one indexed range read of a group's contributions in its window.
+
+const (
+	histSumSQL = `SELECT coalesce(sum(amount), 0) FROM history_contributions
+		WHERE tenant_id = ? AND aggregate = ? AND group_key = ? AND at_ns > ?`
+	histAsOfSQL = `SELECT coalesce(sum(amount), 0) FROM history_contributions
+		WHERE tenant_id = ? AND aggregate = ? AND group_key = ? AND at_ns > ? AND seq < ?`
+	histAddSQL = `INSERT INTO history_contributions (tenant_id, aggregate, group_key, at_ns, amount, seq, record_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	histPendAddSQL = `INSERT INTO history_pending (tenant_id, decision_id, aggregate, group_key, at_ns, amount, usage_dim, seq, record_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// The pending contributions of a decision's last record that stored any.
+	histPendReadSQL = `SELECT aggregate, group_key, at_ns, amount, usage_dim FROM history_pending
+		WHERE tenant_id = ?1 AND decision_id = ?2
+		AND seq = (SELECT max(seq) FROM history_pending WHERE tenant_id = ?1 AND decision_id = ?2)
+		ORDER BY rowid`
+)
+
+// histStmts are the history statements: sumW and add on the write
+// connection (inside Append), sumR and asOf on the read pool.
+type histStmts struct {
+	sumW, add, pendAdd, pendRead, sumR, asOf *sql.Stmt
+}
+
+func (h *histStmts) prepare(write, read *sql.DB) error {
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		db   *sql.DB
+		sql  string
+	}{{&h.sumW, write, histSumSQL}, {&h.add, write, histAddSQL}, {&h.pendAdd, write, histPendAddSQL}, {&h.pendRead, write, histPendReadSQL},
+		{&h.sumR, read, histSumSQL}, {&h.asOf, read, histAsOfSQL}} {
+		st, err := p.db.Prepare(p.sql)
+		if err != nil {
+			h.close()
+			return fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		*p.stmt = st
+	}
+	return nil
+}
+
+func (h *histStmts) close() {
+	for _, st := range []*sql.Stmt{h.sumW, h.add, h.pendAdd, h.pendRead, h.sumR, h.asOf} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// HistoryValues returns the current value of each read (see
+// ledger.HistoryStore).
+func (s *Store) HistoryValues(ctx context.Context, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
+	return historySums(ctx, s.hist.sumR, tenantID, reads)
+}
+
+// HistoryAsOf returns a read's value counting only records before seq.
+func (s *Store) HistoryAsOf(ctx context.Context, tenantID string, r ledger.HistoryRead, seq int64) (float64, error) {
+	var v float64
+	if err := s.hist.asOf.QueryRowContext(ctx, tenantID, r.Aggregate, r.Group, r.Since.UnixNano(), seq).Scan(&v); err != nil {
+		return 0, fmt.Errorf("sqlite: read history %s: %w", r.Aggregate, err)
+	}
+	return v, nil
+}
+
+func historySums(ctx context.Context, st *sql.Stmt, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
+	out := make([]float64, len(reads))
+	for i, r := range reads {
+		if err := st.QueryRowContext(ctx, tenantID, r.Aggregate, r.Group, r.Since.UnixNano()).Scan(&out[i]); err != nil {
+			return nil, fmt.Errorf("sqlite: read history %s: %w", r.Aggregate, err)
+		}
+	}
+	return out, nil
+}
+
+// histTx is the history work of one append transaction.
+type histTx struct {
+	sum, add, pendAdd, pendRead *sql.Stmt
+	batch                       ledger.HistoryBatch
+	// executed are the pending contributions each admitted entry's
+	// Executes adds.
+	executed map[*ledger.Entry][]ledger.Contribution
+}
+
+func (s *Store) histTx(ctx context.Context, tx *sql.Tx) *histTx {
+	return &histTx{sum: tx.StmtContext(ctx, s.hist.sumW), add: tx.StmtContext(ctx, s.hist.add),
+		pendAdd: tx.StmtContext(ctx, s.hist.pendAdd), pendRead: tx.StmtContext(ctx, s.hist.pendRead),
+		executed: map[*ledger.Entry][]ledger.Contribution{}}
+}
+
+func (h *histTx) close() {
+	for _, st := range []*sql.Stmt{h.sum, h.add, h.pendAdd, h.pendRead} {
+		st.Close()
+	}
+}
+
+// fresh reports whether the history values e pinned are still current;
+// the single writer keeps every other append out meanwhile.
+func (h *histTx) fresh(ctx context.Context, e *ledger.Entry) (bool, error) {
+	if len(e.HistoryReads) == 0 {
+		return true, nil
+	}
+	db, err := historySums(ctx, h.sum, e.Record.TenantID, e.HistoryReads)
+	if err != nil {
+		return false, err
+	}
+	return h.batch.Fresh(e, db), nil
+}
+
+// admit notes that e is appended: its contributions, and those its
+// Executes adds, count for the entries after it.
+func (h *histTx) admit(ctx context.Context, e *ledger.Entry) error {
+	var ex []ledger.Contribution
+	if id := e.Executes; id != "" {
+		rows, err := h.pendRead.QueryContext(ctx, e.Record.TenantID, id)
+		if err != nil {
+			return fmt.Errorf("sqlite: read pending history of decision %s: %w", id, err)
+		}
+		var stored []ledger.Contribution
+		for rows.Next() {
+			var c ledger.Contribution
+			var at int64
+			if err := rows.Scan(&c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
+				rows.Close()
+				return fmt.Errorf("sqlite: read pending history of decision %s: %w", id, err)
+			}
+			c.At = time.Unix(0, at).UTC()
+			stored = append(stored, c)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		ex = h.batch.ExecutedBy(e, stored)
+		h.executed[e] = ex
+	}
+	h.batch.Admit(e, ex)
+	return nil
+}
+
+// insert writes the contributions of e, sealed at seq: its own, those its
+// Executes adds, and its pending ones.
+func (h *histTx) insert(ctx context.Context, e *ledger.Entry) error {
+	rec := e.Record
+	for _, cs := range [][]ledger.Contribution{e.Contributions, h.executed[e]} {
+		for _, c := range cs {
+			if _, err := h.add.ExecContext(ctx, rec.TenantID, c.Aggregate, c.Group, c.At.UnixNano(), c.Amount, rec.Audit.Seq, rec.RecordID); err != nil {
+				return fmt.Errorf("sqlite: history contribution of record %s: %w", rec.RecordID, err)
+			}
+		}
+	}
+	for _, c := range e.PendingContributions {
+		if _, err := h.pendAdd.ExecContext(ctx, rec.TenantID, rec.DecisionID, c.Aggregate, c.Group, c.At.UnixNano(), c.Amount, c.Usage, rec.Audit.Seq, rec.RecordID); err != nil {
+			return fmt.Errorf("sqlite: pending history contribution of record %s: %w", rec.RecordID, err)
+		}
+	}
+	return nil
+}
