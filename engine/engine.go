@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/ledger"
@@ -82,6 +84,10 @@ type Config struct {
 	// Zero means this engine decides every approval of its store, and
 	// wakes its waiters itself.
 	ResumeSweep time.Duration
+	// TracerProvider, when set, traces checks: writ.decide and
+	// writ.ledger.append spans (see engine/telemetry.go). Nil traces
+	// nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Engine is the in-process writ runtime.
@@ -107,6 +113,7 @@ type Engine struct {
 	sweepDone chan struct{}
 	shadow    *policy.Policy // nil without a shadow pack
 	log       *slog.Logger
+	tracer    trace.Tracer
 }
 
 // New starts an engine. It stores the pack's files content-addressed (so
@@ -134,6 +141,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
+	e.tracer = newTracer(cfg.TracerProvider)
 	if cfg.Appender.Logger == nil {
 		cfg.Appender.Logger = e.log
 	}
@@ -249,6 +257,9 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 	// Copy before filling in defaults: the caller's request stays theirs.
 	rq := *req
 	if rq.TraceID == "" {
+		rq.TraceID = spanTraceID(ctx)
+	}
+	if rq.TraceID == "" {
 		rq.TraceID = e.newHex(16)
 	}
 	envelope, err := record.Envelope(&rq, e.redactor)
@@ -320,6 +331,8 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 // store refused the entry because a presented approval changed
 // concurrently (see ledger.Entry.Refused); nothing was appended then.
 func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *policy.Resolved, envelope []byte, argsDigest string, block ledger.BlockKey, cont string) (_ *writ.Receipt, refused string, _ error) {
+	ctx, span := e.tracer.Start(ctx, "writ.decide")
+	defer span.End()
 	now := e.now().UTC()
 	presented, err := e.presentedApprovals(ctx, req, now)
 	if err != nil {
@@ -421,7 +434,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	}
 	entry.Shadow = e.decideShadow(rq, presented, digests, argsDigest, rc, rec, now)
 	hist.pin(entry, rc, now)
-	if err := e.appender.Append(ctx, entry); err != nil {
+	if err := e.appendTraced(ctx, entry); err != nil {
 		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
 		return rc, "", err
 	}

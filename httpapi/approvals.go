@@ -129,7 +129,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, decision s
 		s.writeError(w, r, errNoApprovals)
 		return
 	}
-	tp, traced := parseTraceparent(r.Header.Values("traceparent"))
+	tp, traced := requestTrace(r)
 	if traced {
 		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
 	}

@@ -82,7 +82,7 @@ func TestLedgerEndToEnd(t *testing.T) {
 		eng.Close()
 		st.Close()
 	})
-	srv := httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Ledger: eng}))
+	srv := validated(t, httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Ledger: eng})))
 	t.Cleanup(srv.Close)
 	c := httpapi.NewClient(srv.URL, httpapi.WithHTTPClient(srv.Client()))
 	var _ writ.Ledger = c

@@ -129,7 +129,7 @@ func (s *Server) handleAttempt(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errNoWorkflows)
 		return
 	}
-	tp, traced := parseTraceparent(r.Header.Values("traceparent"))
+	tp, traced := requestTrace(r)
 	if traced {
 		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
 	}

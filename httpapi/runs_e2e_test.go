@@ -52,7 +52,7 @@ func TestRunsEndToEnd(t *testing.T) {
 		eng.Close()
 		st.Close()
 	})
-	srv := httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Ledger: eng, Workflows: eng}))
+	srv := validated(t, httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Ledger: eng, Workflows: eng})))
 	t.Cleanup(srv.Close)
 	c := httpapi.NewClient(srv.URL, httpapi.WithHTTPClient(srv.Client()))
 	var _ writ.Workflows = c

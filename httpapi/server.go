@@ -37,8 +37,9 @@ type Config struct {
 	// duration; never bodies) and the real text of internal errors. Nil
 	// means slog.Default().
 	Logger *slog.Logger
-	// Health reports readiness for GET /healthz: 200 when the report's
-	// status is "ok", 503 otherwise. Nil means always {"status":"ok"}.
+	// Health reports the status of GET /healthz (liveness; readiness is
+	// Ready): 200 when the report's status is "ok", 503 otherwise. Nil
+	// means always {"status":"ok"}.
 	Health func(ctx context.Context) HealthReport
 	// Now is the clock used to time requests. Nil means time.Now.
 	Now func() time.Time
@@ -77,7 +78,8 @@ type Config struct {
 	// token of an "Authorization: Bearer" header, never empty). An unknown,
 	// malformed or revoked key must be an EUNAUTHENTICATED error (401);
 	// any other error means the keys cannot be checked now (503). When it
-	// is set, every route but GET /healthz and GET /v1/openapi.yaml needs
+	// is set, every route but the public ones (GET /healthz, /readyz,
+	// /.well-known/authzen-configuration and /v1/openapi.yaml) needs
 	// a key holding one of the route's roles, and is confined to the key's
 	// tenant. Nil means development mode: no one is authenticated, every
 	// caller may act for every tenant, and /healthz says so.
@@ -90,6 +92,32 @@ type Config struct {
 	// and checkpoints, retired and revoked ones included. It serves GET
 	// /v1/ledger/keys. Nil means that route answers 404.
 	VerifierKeys func(ctx context.Context, tenantID string) ([]keyring.Key, error)
+	// Metrics serves GET /metrics: the Prometheus metrics (package
+	// telemetry). It needs a key with the admin role, as the metrics
+	// cover every tenant. Nil means the server exports no metrics: the
+	// route answers 404.
+	Metrics http.Handler
+	// Ready reports readiness for GET /readyz: 200 when every check
+	// passes, 503 otherwise. Nil means always ready.
+	Ready func(ctx context.Context) ReadyReport
+}
+
+// ReadyReport is the body of GET /readyz.
+type ReadyReport struct {
+	// Status is HealthOK when every check passed, else "unavailable".
+	Status string `json:"status"`
+	// Checks are the readiness checks, each passed or failed.
+	Checks []ReadyCheck `json:"checks"`
+}
+
+// ReadyCheck is one readiness check.
+type ReadyCheck struct {
+	// Name says what was checked: "store", "signing_key" or "pack".
+	Name string `json:"name"`
+	// OK is whether it passed.
+	OK bool `json:"ok"`
+	// Error says why it failed; never secrets.
+	Error string `json:"error,omitempty"`
 }
 
 // Defaults of Config.
@@ -193,7 +221,12 @@ var routes = []route{
 	{http.MethodGet, "/v1/decisions/in_flight", []writ.Role{writ.RoleAuditor}, (*Server).handleInFlight},
 	{http.MethodPost, "/v1/decisions/{id}/execution", []writ.Role{writ.RoleAgent}, (*Server).handleReport},
 	{http.MethodPost, "/v1/decisions/{id}/resume", []writ.Role{writ.RoleAgent}, (*Server).handleResume},
+	{http.MethodPost, pathAuthZENEvaluation, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluation},
+	{http.MethodPost, pathAuthZENEvaluations, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluations},
+	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
 	{http.MethodGet, "/healthz", nil, (*Server).handleHealth},
+	{http.MethodGet, "/readyz", nil, (*Server).handleReady},
+	{http.MethodGet, "/metrics", []writ.Role{writ.RoleAdmin}, (*Server).handleMetrics},
 	{http.MethodGet, "/v1/openapi.yaml", nil, (*Server).handleOpenAPI},
 }
 
@@ -332,7 +365,7 @@ func (s *Server) limit(slots chan struct{}, h http.HandlerFunc) http.HandlerFunc
 
 // handleCheck serves POST /v1/check.
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
-	tp, traced := parseTraceparent(r.Header.Values("traceparent"))
+	tp, traced := requestTrace(r)
 	if traced {
 		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
 	}
@@ -473,6 +506,48 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, status, report)
+}
+
+// handleReady serves GET /readyz: whether the server can take checks
+// now (the store answers, a signing key is valid, the pack is loaded).
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	report := ReadyReport{Status: HealthOK, Checks: []ReadyCheck{}}
+	if s.cfg.Ready != nil {
+		report = s.cfg.Ready(r.Context())
+	}
+	report.Status = HealthOK
+	for _, c := range report.Checks {
+		if !c.OK {
+			report.Status = "unavailable"
+		}
+	}
+	report.Checks = nonNil(report.Checks)
+	status := http.StatusOK
+	if report.Status != HealthOK {
+		status = http.StatusServiceUnavailable
+	}
+	s.writeJSON(w, r, status, report)
+}
+
+// handleMetrics serves GET /metrics with Config.Metrics.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Metrics == nil {
+		s.writeError(w, r, writ.Errorf(writ.ENOTFOUND, "this server exports no metrics"))
+		return
+	}
+	if err := noQuery(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.cfg.Metrics.ServeHTTP(w, r)
+}
+
+// Route returns the route pattern that serves r ("POST /v1/check"), or ""
+// when none does. Its values are bounded by the route table, so it may
+// name spans and label metrics.
+func (s *Server) Route(r *http.Request) string {
+	_, pattern := s.mux.Handler(r)
+	return pattern
 }
 
 // handleOpenAPI serves GET /v1/openapi.yaml.

@@ -44,8 +44,17 @@ func newTestServer(svc writ.Service, cfg Config) (*Server, *testLog) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = testMetrics
+	}
 	return NewServer(svc, cfg), log
 }
+
+// testMetrics stands in for the Prometheus handler of package telemetry.
+var testMetrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Write([]byte("# TYPE writ_checks_total counter\nwrit_checks_total 0\n"))
+})
 
 // newRequest returns a request; a non-empty body is declared as JSON.
 func newRequest(method, target, body string) *http.Request {

@@ -4,7 +4,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // traceparent is a parsed W3C Trace Context traceparent header
@@ -53,6 +56,23 @@ func parseTraceparent(values []string) (traceparent, bool) {
 	var b [1]byte
 	hex.Decode(b[:], []byte(flags)) // cannot fail: checked above
 	tp.Flags = b[0]
+	return tp, true
+}
+
+// requestTrace returns the trace a request continues: its valid
+// traceparent header, parsed by parseTraceparent (the one parser of the
+// header). When the server is traced (OpenTelemetry's HTTP middleware
+// started a span for the request), the trace id is that span's, so the
+// records of the request join its trace; the span continues the same
+// traceparent, so the two agree.
+func requestTrace(r *http.Request) (traceparent, bool) {
+	tp, ok := parseTraceparent(r.Header.Values("traceparent"))
+	if !ok {
+		return tp, false
+	}
+	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+		tp.TraceID = sc.TraceID().String()
+	}
 	return tp, true
 }
 

@@ -34,6 +34,27 @@ type AppenderConfig struct {
 	// OnCommit, when set, is called with each committed batch, after the
 	// callers have been answered (for example Checkpointer.Observe).
 	OnCommit func([]*Entry)
+	// Observe, when set, is told of each group commit (failed ones too)
+	// after the callers have been answered: metrics and traces use it
+	// (package telemetry). It runs on the commit loop, so it must be quick.
+	Observe func(Commit)
+}
+
+// Commit describes one group commit, for AppenderConfig.Observe.
+type Commit struct {
+	// Waits holds one Wait per entry of the batch, in order.
+	Waits []Wait
+	// Start and End bound the store's transaction.
+	Start, End time.Time
+	// Err is the commit's error, nil when it committed.
+	Err error
+}
+
+// Wait is one entry's time in the queue: the context of its Append (for
+// its trace) and when it was queued. Its wait ends at Commit.Start.
+type Wait struct {
+	Ctx    context.Context
+	Queued time.Time
 }
 
 // Appender group-commits entries: concurrent Appends that arrive while a
@@ -51,6 +72,9 @@ type Appender struct {
 type pending struct {
 	entry *Entry
 	err   chan error
+	// ctx and queued are kept only when the appender is observed.
+	ctx    context.Context
+	queued time.Time
 }
 
 // NewAppender starts the commit loop over store.
@@ -81,6 +105,9 @@ func NewAppender(store Store, cfg AppenderConfig) *Appender {
 // on it: callers fail closed on any error.
 func (a *Appender) Append(ctx context.Context, e *Entry) error {
 	p := &pending{entry: e, err: make(chan error, 1)}
+	if a.cfg.Observe != nil {
+		p.ctx, p.queued = ctx, time.Now()
+	}
 	a.mu.RLock()
 	if a.closed {
 		a.mu.RUnlock()
@@ -109,6 +136,18 @@ func (a *Appender) Append(ctx context.Context, e *Entry) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// QueueDepth returns the number of entries waiting for a commit.
+func (a *Appender) QueueDepth() int { return len(a.queue) }
+
+// observe tells cfg.Observe of a commit that ran from start to end.
+func (a *Appender) observe(batch []*pending, start, end time.Time, err error) {
+	c := Commit{Waits: make([]Wait, len(batch)), Start: start, End: end, Err: err}
+	for i, p := range batch {
+		c.Waits[i] = Wait{Ctx: p.ctx, Queued: p.queued}
+	}
+	a.cfg.Observe(c)
 }
 
 // Close stops accepting entries, commits those already queued, and waits.
@@ -151,7 +190,15 @@ func (a *Appender) loop() {
 		}
 		// The commit is not tied to any one caller's context: a caller
 		// that gives up must not abort the others' transaction.
+		var start time.Time
+		if a.cfg.Observe != nil {
+			start = time.Now()
+		}
 		err := a.store.Append(context.Background(), entries, a.cfg.Seal)
+		var end time.Time
+		if a.cfg.Observe != nil {
+			end = time.Now()
+		}
 		if err != nil {
 			a.cfg.Logger.Error("ledger commit failed", "entries", len(entries), "err", err)
 			if !errors.As(err, new(*writ.Error)) {
@@ -160,6 +207,9 @@ func (a *Appender) loop() {
 		}
 		for _, p := range batch {
 			p.err <- err
+		}
+		if a.cfg.Observe != nil {
+			a.observe(batch, start, end, err)
 		}
 		if err == nil && a.cfg.OnCommit != nil {
 			a.cfg.OnCommit(entries)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/httpapi"
+	"github.com/writhq/writ/httpapi/apitest"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -40,7 +42,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building writ:", err)
 		os.Exit(1)
 	}
+	// Every response of the server the tests receive, through the
+	// client or raw, is validated against openapi.yaml.
+	v, err := apitest.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	http.DefaultTransport = v.Transport(http.DefaultTransport)
 	code := m.Run()
+	if code == 0 && flag.Lookup("test.run").Value.String() == "" && v.Checked.Load() == 0 {
+		fmt.Fprintln(os.Stderr, "no response was validated against openapi.yaml: the validating transport is not in use")
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

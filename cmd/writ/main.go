@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -195,6 +196,27 @@ func (m *Main) logger(level string) (*slog.Logger, error) {
 		return nil, usagef("bad --log-level %q (want debug, info, warn or error)", level)
 	}
 	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// formatLogger returns a logger at level, writing JSON (one object a
+// line) or text to stderr; a record logged with a traced context carries
+// its trace_id and span_id.
+func (m *Main) formatLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("bad --log-level %q (want debug, info, warn or error)", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(m.Stderr, opts)
+	case "text":
+		h = slog.NewTextHandler(m.Stderr, opts)
+	default:
+		return nil, usagef("bad --log-format %q (want json or text)", format)
+	}
+	return slog.New(telemetry.LogHandler(h)), nil
 }
 
 // startCPUProfile writes a CPU profile to path until the returned stop is

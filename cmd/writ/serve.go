@@ -18,6 +18,7 @@ import (
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/replay"
+	"github.com/writhq/writ/telemetry"
 	"github.com/writhq/writ/webhook"
 )
 
@@ -39,6 +40,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	keyFile := fs.String("binding-key", "", "file holding the secret that keys argument bindings (default: DATA/binding.key, created on first use)")
 	maxBody := fs.Int64("max-body", httpapi.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logFormat := fs.String("log-format", "json", "log format: json (one object a line) or text")
+	metricsOn := fs.Bool("metrics", true, "export Prometheus metrics at GET /metrics (admin keys only)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server's run to this file (for performance work)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -49,10 +52,16 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("serve takes no arguments, got %q", fs.Args())
 	}
-	log, err := m.logger(*logLevel)
+	log, err := m.formatLogger(*logLevel, *logFormat)
 	if err != nil {
 		return err
 	}
+	var obs observability
+	var stopTracing func()
+	if obs.tracing, stopTracing, err = m.startTracing(ctx, log); err != nil {
+		return err
+	}
+	defer stopTracing()
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
@@ -117,21 +126,43 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		go n.Run(whCtx)
 		cfg.Announce, cfg.AnnounceDecided = n.Announce, n.AnnounceDecided
 	}
-	eng, err := openEngine(ctx, cfg, *data, *keyFile)
+	// The metrics exist before the engine, whose commits they observe;
+	// their gauges read the engine only when scraped.
+	var eng *engine.Engine
+	if *metricsOn {
+		obs.metrics = newMetrics(func() *engine.Engine { return eng }, st, ring)
+	}
+	cfg.Appender.Observe = obs.observeCommits()
+	if obs.tracing {
+		cfg.TracerProvider = telemetry.TracerProvider()
+	}
+	eng, err = openEngine(ctx, cfg, *data, *keyFile)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
+	var svc writ.Service = eng
+	var workflows writ.Workflows = eng
+	var approvals writ.Approvals = eng
+	var metricsHandler http.Handler
+	if obs.metrics != nil {
+		metricsHandler = obs.metrics.Handler()
+	}
+	if obs.metrics != nil || obs.tracing {
+		svc = telemetry.Service(eng, obs.metrics)
+		workflows = telemetry.Workflows(eng, obs.metrics)
+		approvals = telemetry.Approvals(eng, obs.metrics)
+	}
 
 	p := pol.Pack
 	storeKind := "sqlite"
 	if *storeURL != "" {
 		storeKind = "postgres"
 	}
-	api := httpapi.NewServer(eng, httpapi.Config{
+	api := httpapi.NewServer(svc, httpapi.Config{
 		Ledger:       eng,
-		Workflows:    eng,
-		Approvals:    eng,
+		Workflows:    workflows,
+		Approvals:    approvals,
 		Replays:      replay.New(st, replay.Options{}),
 		Lifecycle:    eng,
 		Authenticate: authenticate,
@@ -142,12 +173,18 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Health: func(context.Context) httpapi.HealthReport {
 			return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: storeKind}
 		},
+		Ready:   readiness(st, keys, pol),
+		Metrics: metricsHandler,
 	})
+	var apiHandler http.Handler = api
+	if obs.tracing {
+		apiHandler = tracedHandler(api)
+	}
 	// The web console is served beside the API and calls it in process.
 	mux := http.NewServeMux()
-	mux.Handle("/console/", console.New(console.Config{API: api, Authenticate: authenticate, Logger: log}))
+	mux.Handle("/console/", console.New(console.Config{API: apiHandler, Authenticate: authenticate, Logger: log}))
 	mux.Handle("/console", http.RedirectHandler(console.Prefix, http.StatusMovedPermanently))
-	mux.Handle("/", api)
+	mux.Handle("/", apiHandler)
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

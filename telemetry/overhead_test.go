@@ -1,0 +1,105 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/httpapi"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/telemetry"
+	"github.com/writhq/writ/telemetry/otlptest"
+)
+
+// BenchmarkCheckOverhead measures checks over HTTP (the refund pack's
+// allow example, a SQLite store, 32 concurrent clients) with
+// observability off, and on: every check traced (sampled) and exported
+// over OTLP/HTTP to a local receiver, and metrics counted. Run the two
+// alternately and compare the medians of checks/s and cpu-µs/check
+// (docs/operations.md, "Overhead").
+func BenchmarkCheckOverhead(b *testing.B) {
+	b.Run("off", func(b *testing.B) {
+		_, srv := serveRefund(b, nil, nil,
+			func(e *engine.Engine) writ.Service { return e },
+			func(s *httpapi.Server) http.Handler { return s })
+		benchChecks(b, srv.URL, srv.Client())
+	})
+	b.Run("on", func(b *testing.B) {
+		recv := otlptest.NewReceiver(false)
+		defer recv.Close()
+		exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"), otlptracehttp.WithInsecure())
+		if err != nil {
+			b.Fatal(err)
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+		prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+		otel.SetTracerProvider(tp)
+		otel.SetTextMapPropagator(propagation.TraceContext{})
+		defer func() {
+			tp.Shutdown(context.Background())
+			otel.SetTracerProvider(prevTP)
+			otel.SetTextMapPropagator(prevProp)
+			if recv.Count() == 0 {
+				b.Error("the receiver got no spans")
+			}
+		}()
+		var eng *engine.Engine
+		m := telemetry.NewMetrics(telemetry.Gauges{QueueDepth: func() int { return eng.QueueDepth() }})
+		eng, srv := serveRefund(b, tp, func(c ledger.Commit) { m.ObserveCommit(c); telemetry.TraceCommit(c) },
+			func(e *engine.Engine) writ.Service { return telemetry.Service(e, m) },
+			func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s, s.Route) })
+		benchChecks(b, srv.URL, srv.Client())
+	})
+}
+
+// benchChecks sends b.N checks from 32 concurrent clients and reports
+// checks/s. Each check has its own idempotency key, so each is decided
+// and recorded.
+func benchChecks(b *testing.B, url string, hc *http.Client) {
+	body := example(b, "refund-allow")
+	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+	var seq atomic.Int64
+	b.SetParallelism(16)
+	b.ResetTimer()
+	start, cpu0 := time.Now(), cpuTime()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req := bytes.Replace(body, []byte(`"ik_2x9k4j7m1q8w0p3z"`), []byte(`"ik_`+strconv.FormatInt(seq.Add(1), 36)+`"`), 1)
+			resp, err := hc.Post(url+"/v1/check", "application/json", bytes.NewReader(req))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("check answered %d", resp.StatusCode)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "checks/s")
+	// CPU per check (server, client and receiver together) moves less
+	// than throughput with the load of other processes on the machine.
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/check")
+}
+
+// cpuTime returns the user and system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,266 @@
+package telemetry_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/httpapi"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/sqlite"
+	"github.com/writhq/writ/telemetry"
+)
+
+// serveRefund starts the refund example pack behind the HTTP API, with
+// the engine's commits observed by observe, on loopback.
+func serveRefund(t testing.TB, tp trace.TracerProvider, observe func(ledger.Commit), wrap func(*engine.Engine) writ.Service, handler func(*httpapi.Server) http.Handler) (*engine.Engine, *httptest.Server) {
+	t.Helper()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pack.Load(filepath.Join("..", "examples", "refund"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Date(2026, 5, 9, 9, 31, 42, 0, time.UTC) // the examples' time
+	cfg := engine.Config{Policy: pol, Store: st, BindingKey: bytes.Repeat([]byte{0x5a}, 32), Now: func() time.Time { return clock }}
+	cfg.Appender.Observe = observe
+	cfg.TracerProvider = tp
+	eng, err := engine.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httpapi.NewServer(wrap(eng), httpapi.Config{})
+	srv := httptest.NewServer(handler(api))
+	t.Cleanup(func() {
+		srv.Close()
+		eng.Close()
+		st.Close()
+	})
+	return eng, srv
+}
+
+func example(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "examples", "refund", "requests", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func post(t *testing.T, srv *httptest.Server, body []byte, traceparent string) *writ.Receipt {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/check", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if traceparent != "" {
+		req.Header.Set("traceparent", traceparent)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rc writ.Receipt
+	if err := json.NewDecoder(resp.Body).Decode(&rc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("check: %d %v", resp.StatusCode, err)
+	}
+	return &rc
+}
+
+// TestCheckSpanTree collects the spans of checks with the SDK's in-memory
+// exporter: the HTTP server span continues the caller's traceparent, and
+// under it are writ.check, writ.decide, writ.ledger.append and, under the
+// append, its queue wait and commit; the record's trace_id is the
+// trace's. A check without a traceparent starts a trace, and its record
+// carries that trace's id.
+func TestCheckSpanTree(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetTextMapPropagator(prevProp)
+		tp.Shutdown(context.Background())
+	})
+	eng, srv := serveRefund(t, tp, telemetry.TraceCommit,
+		func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) },
+		func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s, s.Route) })
+
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for _, tt := range []struct {
+		name, traceparent string
+	}{
+		{"continued", "00-" + traceID + "-" + parentID + "-01"},
+		{"started", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			exp.Reset()
+			// Its own idempotency key: an earlier answer is not decided again.
+			body := bytes.Replace(example(t, "refund-allow"), []byte(`"ik_2x9k4j7m1q8w0p3z"`), []byte(`"ik_`+tt.name+`"`), 1)
+			rc := post(t, srv, body, tt.traceparent)
+			want := map[string]string{ // span → its parent's name
+				"POST /v1/check":         "",
+				"writ.check":             "POST /v1/check",
+				"writ.decide":            "writ.check",
+				"writ.ledger.append":     "writ.decide",
+				"writ.ledger.queue_wait": "writ.ledger.append",
+				"writ.ledger.commit":     "writ.ledger.append",
+			}
+			// The queue wait and commit spans are made on the commit loop
+			// once the caller is answered: wait for them.
+			var spans tracetest.SpanStubs
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				spans = exp.GetSpans()
+				if len(spans) >= len(want) || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			byID := map[string]tracetest.SpanStub{}
+			for _, s := range spans {
+				byID[s.SpanContext.SpanID().String()] = s
+			}
+			got := map[string]string{}
+			for _, s := range spans {
+				parent := ""
+				if p, ok := byID[s.Parent.SpanID().String()]; ok {
+					parent = p.Name
+				}
+				got[s.Name] = parent
+				if s.SpanContext.TraceID().String() != rc.Metadata.TraceID {
+					t.Errorf("span %s is in trace %s, want the receipt's %s", s.Name, s.SpanContext.TraceID(), rc.Metadata.TraceID)
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("spans %v, want %v", got, want)
+			}
+			for name, parent := range want {
+				if p, ok := got[name]; !ok || p != parent {
+					t.Errorf("span %s: parent %q (present %v), want %q", name, p, ok, parent)
+				}
+			}
+			server := spans[0]
+			for _, s := range spans {
+				if s.Name == "POST /v1/check" {
+					server = s
+				}
+			}
+			if tt.traceparent != "" {
+				if server.SpanContext.TraceID().String() != traceID || server.Parent.SpanID().String() != parentID || !server.Parent.IsRemote() {
+					t.Errorf("server span %s/%s parent %s: want trace %s continued from %s", server.SpanContext.TraceID(), server.SpanContext.SpanID(), server.Parent.SpanID(), traceID, parentID)
+				}
+			}
+			rec, err := eng.Record(context.Background(), "acme", rc.Metadata.RecordID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Record.TraceID != server.SpanContext.TraceID().String() {
+				t.Errorf("record trace_id = %s, want the span's trace id %s", rec.Record.TraceID, server.SpanContext.TraceID())
+			}
+		})
+	}
+}
+
+// TestMetricsMoveWithChecks scrapes the metrics in the Prometheus text
+// format, parses them with expfmt, and checks the counters move with the
+// checks made.
+func TestMetricsMoveWithChecks(t *testing.T) {
+	var eng *engine.Engine
+	m := telemetry.NewMetrics(telemetry.Gauges{QueueDepth: func() int { return eng.QueueDepth() }})
+	eng, srv := serveRefund(t, nil, m.ObserveCommit,
+		func(e *engine.Engine) writ.Service { return telemetry.Service(e, m) },
+		func(s *httpapi.Server) http.Handler { return s })
+	metrics := httptest.NewServer(m.Handler())
+	defer metrics.Close()
+
+	scrape := func() map[string]float64 {
+		t.Helper()
+		resp, err := metrics.Client().Get(metrics.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for name, f := range fams {
+			for _, mt := range f.GetMetric() {
+				key := name
+				for _, l := range mt.GetLabel() {
+					key += "," + l.GetName() + "=" + l.GetValue()
+				}
+				switch {
+				case mt.Counter != nil:
+					out[key] = mt.GetCounter().GetValue()
+				case mt.Gauge != nil:
+					out[key] = mt.GetGauge().GetValue()
+				case mt.Histogram != nil:
+					out[key+",count"] = float64(mt.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+		return out
+	}
+	before := scrape()
+	for _, name := range []string{"refund-allow", "refund-high-value-human-review", "refund-account-frozen-goal-fail"} {
+		post(t, srv, example(t, name), "")
+	}
+	post(t, srv, bytes.Replace(example(t, "refund-allow"), []byte(`"ik_2x9k4j7m1q8w0p3z"`), []byte(`"ik_other"`), 1), "")
+	after := scrape()
+	const key = "support.refund.execute"
+	for _, tt := range []struct {
+		series string
+		delta  float64
+	}{
+		{"writ_checks_total,decision_key=" + key + ",outcome=allow", 2},
+		{"writ_checks_total,decision_key=" + key + ",outcome=replan_required", 1},
+		{"writ_checks_total,decision_key=" + key + ",outcome=goal_fail_terminal", 1},
+		{"writ_check_duration_seconds,count", 4},
+		{"writ_ledger_commit_batch_size,count", 4},
+		{"writ_ledger_commit_duration_seconds,count", 4},
+	} {
+		if d := after[tt.series] - before[tt.series]; d != tt.delta {
+			t.Errorf("%s moved by %v, want %v", tt.series, d, tt.delta)
+		}
+	}
+	for _, series := range []string{"writ_ledger_queue_depth", "go_goroutines", "process_cpu_seconds_total"} {
+		if _, ok := after[series]; !ok {
+			t.Errorf("%s is not exported", series)
+		}
+	}
+	for series := range after {
+		if strings.HasPrefix(series, "writ_checks_total") && !strings.Contains(series, "decision_key="+key) {
+			t.Errorf("unexpected series %s", series)
+		}
+	}
+}

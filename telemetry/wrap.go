@@ -1,0 +1,140 @@
+package telemetry
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/writhq/writ"
+)
+
+// Service wraps svc: each check is a writ.check span and, when m is not
+// nil, counted in the metrics. Records are read unwrapped.
+func Service(svc writ.Service, m *Metrics) writ.Service { return &service{Service: svc, m: m} }
+
+type service struct {
+	writ.Service
+	m *Metrics
+}
+
+func (s *service) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
+	start := time.Now()
+	ctx, span := tracer().Start(ctx, "writ.check", trace.WithSpanKind(trace.SpanKindInternal))
+	rc, err := s.Service.Check(ctx, req)
+	if s.m != nil {
+		s.m.ObserveCheck(rc, err, time.Since(start))
+	}
+	if span.IsRecording() {
+		if req != nil {
+			span.SetAttributes(attribute.String("writ.tenant_id", req.TenantID))
+		}
+		if rc != nil {
+			span.SetAttributes(
+				attribute.String("writ.decision_id", rc.DecisionID),
+				attribute.String("writ.record_id", rc.Metadata.RecordID),
+				attribute.String("writ.decision_key", rc.Metadata.DecisionKey),
+				attribute.String("writ.outcome", string(rc.Outcome)),
+				attribute.Bool("writ.safe_to_execute", rc.SafeToExecute && err == nil),
+				attribute.Bool("writ.fail_closed", rc.Metadata.FailClosed))
+		}
+	}
+	endSpan(span, err)
+	return rc, err
+}
+
+// Workflows wraps w: starting a run and submitting an attempt are
+// writ.run.start and writ.run.attempt spans and, when m is not nil,
+// counted.
+func Workflows(w writ.Workflows, m *Metrics) writ.Workflows { return &workflows{Workflows: w, m: m} }
+
+type workflows struct {
+	writ.Workflows
+	m *Metrics
+}
+
+func (w *workflows) StartRun(ctx context.Context, req *writ.StartRunRequest) (*writ.Run, error) {
+	ctx, span := tracer().Start(ctx, "writ.run.start")
+	run, err := w.Workflows.StartRun(ctx, req)
+	if run != nil {
+		span.SetAttributes(attribute.String("writ.run_id", run.RunID), attribute.String("writ.workflow_id", run.WorkflowID))
+		if err == nil && w.m != nil {
+			w.m.runs.WithLabelValues(writ.RunActive).Inc()
+		}
+	}
+	endSpan(span, err)
+	return run, err
+}
+
+func (w *workflows) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*writ.StepVerdict, error) {
+	ctx, span := tracer().Start(ctx, "writ.run.attempt")
+	v, err := w.Workflows.SubmitAttempt(ctx, req)
+	if v != nil {
+		span.SetAttributes(attribute.String("writ.run_id", v.RunID), attribute.String("writ.step_id", v.StepID),
+			attribute.String("writ.verdict", v.State))
+		if err == nil && w.m != nil {
+			w.m.verdicts.WithLabelValues(verdictLabel(v.State)).Inc()
+			if status := runStatusAfter(v); status != "" {
+				w.m.runs.WithLabelValues(status).Inc()
+			}
+		}
+	}
+	endSpan(span, err)
+	return v, err
+}
+
+// verdictLabel bounds the verdict label to the known states.
+func verdictLabel(state string) string {
+	switch state {
+	case writ.VerdictAccepted, writ.VerdictAcceptedWithWarnings, writ.VerdictRetry, writ.VerdictAborted, writ.VerdictEscalated:
+		return state
+	}
+	return causeOther
+}
+
+// runStatusAfter is the status a verdict ends its run in, or "" when the
+// run goes on.
+func runStatusAfter(v *writ.StepVerdict) string {
+	switch v.State {
+	case writ.VerdictAborted:
+		return writ.RunAborted
+	case writ.VerdictEscalated:
+		return writ.RunEscalated
+	case writ.VerdictAccepted, writ.VerdictAcceptedWithWarnings:
+		if v.NextStep == "" {
+			return writ.RunCompleted
+		}
+	}
+	return ""
+}
+
+// Approvals wraps a: deciding an approval is a writ.approval.decide span
+// and, when m is not nil, counted.
+func Approvals(a writ.Approvals, m *Metrics) writ.Approvals { return &approvals{inner: a, m: m} }
+
+type approvals struct {
+	inner writ.Approvals
+	m     *Metrics
+}
+
+func (a *approvals) Approvals(ctx context.Context, q writ.ApprovalQuery) (*writ.ApprovalPage, error) {
+	return a.inner.Approvals(ctx, q)
+}
+
+func (a *approvals) Approval(ctx context.Context, tenantID, approvalID string) (*writ.ApprovalRequest, error) {
+	return a.inner.Approval(ctx, tenantID, approvalID)
+}
+
+func (a *approvals) DecideApproval(ctx context.Context, req *writ.DecideApprovalRequest) (*writ.ApprovalRequest, error) {
+	ctx, span := tracer().Start(ctx, "writ.approval.decide")
+	if req != nil {
+		span.SetAttributes(attribute.String("writ.approval_id", req.ApprovalID), attribute.String("writ.decision", req.Decision))
+	}
+	ar, err := a.inner.DecideApproval(ctx, req)
+	if err == nil && a.m != nil && (req.Decision == writ.ApprovalApproved || req.Decision == writ.ApprovalDenied) {
+		a.m.approvals.WithLabelValues(req.Decision).Inc()
+	}
+	endSpan(span, err)
+	return ar, err
+}
