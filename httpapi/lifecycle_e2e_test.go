@@ -38,7 +38,7 @@ func TestLifecycleEndToEnd(t *testing.T) {
 	var ahead atomic.Int64
 	now := func() time.Time { return start.Add(time.Duration(ahead.Load())) }
 	eng, st := newEngine(t, dir, now)
-	srv := httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Ledger: eng, Approvals: eng, Lifecycle: eng, Now: now}))
+	srv := validated(t, httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Ledger: eng, Approvals: eng, Lifecycle: eng, Now: now})))
 	t.Cleanup(srv.Close)
 	c := httpapi.NewClient(srv.URL, httpapi.WithHTTPClient(srv.Client()))
 	var _ writ.Lifecycle = c
