@@ -316,6 +316,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Lineage":            reflect.TypeFor[writ.Lineage](),
 	"Replay":             reflect.TypeFor[writ.Replay](),
 	"Audit":              reflect.TypeFor[writ.Audit](),
+	"Bound":              reflect.TypeFor[writ.Bound](),
 	"Problem":            reflect.TypeFor[problem](),
 	"ProblemDetail":      reflect.TypeFor[writ.Detail](),
 	"Health":             reflect.TypeFor[HealthReport](),

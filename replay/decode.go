@@ -6,6 +6,8 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/writhq/writ"
 )
 
 // recordHead is what replay reads of a stored record before it rebuilds
@@ -22,6 +24,9 @@ type recordHead struct {
 	Replay struct {
 		ReplayPacketID string `json:"replay_packet_id"`
 	} `json:"replay"`
+	// Bound is carried over to the rebuilt record: it pins what the store
+	// keeps beside the record, not the decision.
+	Bound *writ.Bound `json:"bound"`
 }
 
 // decodeHead reads the head of a stored record; other members are
