@@ -290,6 +290,9 @@ func (v *storedVerifier) approval(ctx context.Context, a *writ.ApprovalRequest) 
 	} else if err := v.unboundApproval(ctx, a.RecordID, "approval "+a.ApprovalID, "request"); err != nil {
 		return err
 	}
+	if a.Uses > a.Allowance {
+		v.add(0, a.RecordID, FindingApprovalMismatch, "approval %s was redeemed %d times; its allowance is %d", a.ApprovalID, a.Uses, a.Allowance)
+	}
 	for i := range a.Events {
 		ev := &a.Events[i]
 		where := fmt.Sprintf("approval %s event %d (%s)", a.ApprovalID, ev.Seq, ev.Kind)

@@ -103,6 +103,15 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 			return err
 		}
 		rep.Findings = append(rep.Findings, fs...)
+		// Receipts, run events, approval requests and events against the
+		// digests their records bind; blobs against their addresses.
+		if ss, ok := st.(ledger.StoredSource); ok {
+			fs, err := ledger.VerifyStored(ctx, ss, time.Now())
+			if err != nil {
+				return err
+			}
+			rep.Findings = append(rep.Findings, fs...)
+		}
 	}
 	if err := m.printReport(rep, *asJSON, time.Since(start)); err != nil {
 		return err

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"ApprovalValidation", testApprovalValidation},
 		{"APIKeys", testAPIKeys},
 		{"Shadow", testShadow},
+		{"Stored", testStored},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
