@@ -15,6 +15,7 @@ require (
 	github.com/transparency-dev/merkle v0.0.2
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/mod v0.42.0
+	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.60.1
 )
 

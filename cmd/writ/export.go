@@ -45,18 +45,16 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	opts := bundle.Options{Keys: keys, LedgerName: lf.name}
-	if !*noCP && (len(keys) > 0 || m.Getenv("WRIT_SIGNING_KEY") != "") {
+	if !*noCP && len(keys) > 0 {
 		// A signed checkpoint of each tenant's exported head covers every
 		// record of the bundle: without one, records cut off the end
-		// would go unseen.
-		log, _ := m.logger("warn")
-		ks, _, err := m.openSigningKeys(lf.keysDir(), time.Now(), log)
+		// would go unseen. It is signed by the ring whose public keys the
+		// bundle carries.
+		signer, err := ring.Signer(time.Now())
 		if err != nil {
-			return err
+			return fmt.Errorf("no key of %s to sign the export's checkpoints with (--no-checkpoint exports without): %w", lf.keysDir(), err)
 		}
-		if opts.Signer, err = ks(time.Now()); err != nil {
-			return fmt.Errorf("no key to sign the export's checkpoints with (--no-checkpoint exports without): %w", err)
-		}
+		opts.Signer = signer
 	}
 	if *out == "-" {
 		_, err := bundle.ExportWith(ctx, st, m.Stdout, opts)

@@ -36,6 +36,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	cpInterval := fs.Duration("checkpoint-interval", time.Second, "or at most this long after a tenant's first record not yet covered")
 	keyFile := fs.String("binding-key", "", "file holding the secret that keys argument bindings (default: DATA/binding.key, created on first use)")
 	maxBody := fs.Int64("max-body", httpapi.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
+	readHeaderTimeout := fs.Duration("read-header-timeout", 5*time.Second, "close a connection whose request headers take longer than this to arrive (slow clients)")
+	readTimeout := fs.Duration("read-timeout", 30*time.Second, "close a connection whose whole request (headers and body) takes longer than this to arrive")
+	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "give up on a response not written this long after its request was read")
+	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "close a keep-alive connection idle this long")
+	maxConns := fs.Int("max-conns", 4096, "connections open at once; more wait to be accepted (0: no limit)")
+	rateLimit := fs.Float64("rate-limit", 0, "requests a second each API key (each client IP without authentication) may send; more are answered 429 (0: no limit)")
+	rateBurst := fs.Int("rate-burst", 0, "requests a key may send at once after being idle (default: the rate limit, at least 1)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server's run to this file (for performance work)")
 	if err := parse(fs, args); err != nil {
@@ -43,6 +50,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	if *packDir == "" {
 		return usagef("serve needs --pack DIR")
+	}
+	if *readHeaderTimeout <= 0 || *readTimeout <= 0 || *writeTimeout <= 0 || *idleTimeout <= 0 || *maxConns < 0 || *rateLimit < 0 || *rateBurst < 0 {
+		return usagef("serve: timeouts must be positive, and --max-conns, --rate-limit and --rate-burst not negative")
 	}
 	if fs.NArg() > 0 {
 		return usagef("serve takes no arguments, got %q", fs.Args())
@@ -130,20 +140,22 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 			Replays:      replay.New(st, replay.Options{}),
 			Authenticate: authenticate,
 			MaxBodyBytes: *maxBody,
+			RateLimit:    httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 			Logger:       log,
 			Health: func(context.Context) httpapi.HealthReport {
 				return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: storeKind}
 			},
 		}),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: *readHeaderTimeout,
+		ReadTimeout:       *readTimeout,
+		WriteTimeout:      *writeTimeout,
+		IdleTimeout:       *idleTimeout,
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
+	ln = limitConns(ln, *maxConns)
 	fmt.Fprintf(m.Stdout, "writ %s listening on http://%s (pack %s %s, data %s)\n", version, ln.Addr(), p.ID(), p.Hash, *data)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
