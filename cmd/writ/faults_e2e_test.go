@@ -48,7 +48,13 @@ func (l *faultLoad) check(t *testing.T) bool {
 	req := *l.base
 	req.IdempotencyKey = fmt.Sprintf("%s-%d", l.prefix, i)
 	req.Arguments = map[string]any{"workflow_ref": "WF-2302", "seq": float64(i)}
-	rc, err := l.c.Check(context.Background(), &req)
+	// A check that gets no answer at all is a failure, not a hang.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc, err := l.c.Check(ctx, &req)
+	if ctx.Err() != nil {
+		t.Errorf("check %s got no answer within 30 s", req.IdempotencyKey)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
