@@ -154,6 +154,11 @@ func templateRecord(pol *policy.Policy, req *writ.CheckRequest, tenant string, a
 	if err != nil {
 		return nil, err
 	}
+	// Every copy stores the same receipt ({}), so the template's bound
+	// digest is every copy's.
+	if err := ledger.Bind(&ledger.Entry{Record: rec, Receipt: generatedReceipt}, nil); err != nil {
+		return nil, err
+	}
 	if t.presealed, err = record.Preseal(rec); err != nil {
 		return nil, err
 	}
@@ -198,13 +203,17 @@ func (t *template) decideAll(rng *rand.Rand, at time.Time, n int) ([]*ledger.Ent
 					errs[i] = err
 					continue
 				}
-				presealed, err := record.Preseal(rec)
-				if err != nil {
+				e := &ledger.Entry{Record: rec, Receipt: generatedReceipt,
+					Blobs: []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}}}
+				if err := ledger.Bind(e, nil); err != nil {
 					errs[i] = err
 					continue
 				}
-				out[i] = &ledger.Entry{Record: rec, Presealed: presealed, Receipt: []byte(`{}`),
-					Blobs: []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}}}
+				if e.Presealed, err = record.Preseal(rec); err != nil {
+					errs[i] = err
+					continue
+				}
+				out[i] = e
 			}
 		})
 	}
@@ -237,5 +246,9 @@ func (t *template) copy(rng *rand.Rand, at time.Time) *ledger.Entry {
 	b = bytes.ReplaceAll(b, []byte(`"`+t.decision+`"`), []byte(`"`+rec.DecisionID+`"`))
 	b = bytes.ReplaceAll(b, []byte(`"`+t.traceID+`"`), []byte(`"`+rec.TraceID+`"`))
 	b = bytes.ReplaceAll(b, []byte(`"timestamp":"`+t.timestamp+`"`), []byte(`"timestamp":"`+ts+`"`))
-	return &ledger.Entry{Record: &rec, Presealed: b, Receipt: []byte(`{}`)}
+	return &ledger.Entry{Record: &rec, Presealed: b, Receipt: generatedReceipt}
 }
+
+// generatedReceipt is the receipt stored with every generated record:
+// generated records answered no check.
+var generatedReceipt = []byte(`{}`)
