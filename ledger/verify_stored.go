@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -8,6 +9,9 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/record"
@@ -96,13 +100,38 @@ func (v *storedVerifier) add(seq int64, recordID, kind, format string, args ...a
 	v.findings = append(v.findings, Finding{TenantID: v.tenant, Seq: seq, RecordID: recordID, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 }
 
-// boundOf reads what VerifyStored needs of a record.
-type boundOf struct {
-	RecordID string      `json:"record_id"`
-	Bound    *writ.Bound `json:"bound"`
-	Audit    struct {
-		Seq int64 `json:"seq"`
-	} `json:"audit"`
+// boundOf reads what VerifyStored needs of a record, its record_id and
+// bound members, skipping the others without decoding them: most of a
+// record is members VerifyStored does not need.
+func boundOf(raw []byte) (recordID string, b *writ.Bound, err error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return "", nil, fmt.Errorf("not a JSON object")
+	}
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return "", nil, err
+		}
+		switch name.String() {
+		case "record_id":
+			v, err := dec.ReadToken()
+			if err != nil {
+				return "", nil, err
+			}
+			recordID = v.String()
+		case "bound":
+			b = new(writ.Bound)
+			if err := jsonv2.UnmarshalDecode(dec, b); err != nil {
+				return "", nil, err
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return "", nil, err
+			}
+		}
+	}
+	return recordID, b, nil
 }
 
 // receipts checks every stored receipt and collects the other digests
@@ -116,26 +145,25 @@ func (v *storedVerifier) receipts(ctx context.Context) error {
 		}
 		for _, r := range page {
 			after = max(after+1, r.Seq)
-			var b boundOf
-			if err := json.Unmarshal(r.Record, &b); err != nil || b.Bound == nil {
+			id, bd, err := boundOf(r.Record)
+			if err != nil || bd == nil {
 				// Verify reports a record it cannot read; a record
 				// without bound digests predates them.
 				continue
 			}
-			bd := b.Bound
 			if bd.Receipt != "" {
 				if got := record.Digest(r.Receipt); got != bd.Receipt {
-					v.add(r.Seq, b.RecordID, FindingReceiptMismatch, "the stored receipt hashes to %s; the record binds %s", got, bd.Receipt)
+					v.add(r.Seq, id, FindingReceiptMismatch, "the stored receipt hashes to %s; the record binds %s", got, bd.Receipt)
 				}
 			}
 			if bd.RunEvent != "" {
-				v.runs[b.RecordID] = &binding{seq: r.Seq, digest: bd.RunEvent, start: bd.RunStart}
+				v.runs[id] = &binding{seq: r.Seq, digest: bd.RunEvent, start: bd.RunStart}
 			}
 			for _, d := range bd.ApprovalRequests {
-				v.requests[b.RecordID] = append(v.requests[b.RecordID], &binding{seq: r.Seq, digest: d})
+				v.requests[id] = append(v.requests[id], &binding{seq: r.Seq, digest: d})
 			}
 			if bd.ApprovalEvent != "" {
-				v.approvalEvents[b.RecordID] = &binding{seq: r.Seq, digest: bd.ApprovalEvent}
+				v.approvalEvents[id] = &binding{seq: r.Seq, digest: bd.ApprovalEvent}
 			}
 		}
 		if len(page) < storedScanSize {
