@@ -92,28 +92,40 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		opts.Rules = ledger.NewRules(st)
 	}
 	start := time.Now()
-	rep, err := ledger.Verify(ctx, st, opts)
-	if err != nil {
-		return err
-	}
-	if !*hashOnly {
+	// What is kept beside the records is checked while the records are:
+	// the two read the store independently.
+	var (
+		companions    []ledger.Finding
+		companionsErr error
+		done          = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		if *hashOnly {
+			return
+		}
 		// Approval requests and events are not sealed; the records
 		// written with them are, and must bear them out.
-		fs, err := ledger.VerifyApprovals(ctx, st, time.Now())
-		if err != nil {
-			return err
+		if companions, companionsErr = ledger.VerifyApprovals(ctx, st, start); companionsErr != nil {
+			return
 		}
-		rep.Findings = append(rep.Findings, fs...)
 		// Receipts, run events, approval requests and events against the
 		// digests their records bind; blobs against their addresses.
 		if ss, ok := st.(ledger.StoredSource); ok {
-			fs, err := ledger.VerifyStored(ctx, ss, time.Now())
-			if err != nil {
-				return err
-			}
-			rep.Findings = append(rep.Findings, fs...)
+			var fs []ledger.Finding
+			fs, companionsErr = ledger.VerifyStored(ctx, ss, start)
+			companions = append(companions, fs...)
 		}
+	}()
+	rep, err := ledger.Verify(ctx, st, opts)
+	<-done
+	if err != nil {
+		return err
 	}
+	if companionsErr != nil {
+		return companionsErr
+	}
+	rep.Findings = append(rep.Findings, companions...)
 	if err := m.printReport(rep, *asJSON, time.Since(start)); err != nil {
 		return err
 	}
