@@ -15,6 +15,7 @@ const (
 	EUNAVAILABLE     = "unavailable"     // writ cannot take the work now (overload, store down); retry later
 	EUNAUTHENTICATED = "unauthenticated" // no valid credentials (missing, malformed, unknown or revoked key)
 	EFORBIDDEN       = "forbidden"       // the caller is known but its roles do not allow this
+	ERATELIMITED     = "rate_limited"    // the caller's key sent more requests than its rate limit; retry later
 	EINTERNAL        = "internal"        // a bug or an unexpected failure; details are logged, not shown
 )
 

@@ -56,12 +56,36 @@ type Record struct {
 	Lineage     Lineage            `json:"lineage"`
 	TraceID     string             `json:"trace_id"`
 	Replay      Replay             `json:"replay"`
-	Audit       Audit              `json:"audit"`
-
 	// History pins the history aggregates the decision read, by name
 	// (absent when it read none). JSON field order does not matter: the
 	// sealed bytes are canonical (RFC 8785).
 	History []HistoryValue `json:"history,omitempty"`
+	// Bound pins what the store keeps beside the record, written in the
+	// same transaction: the receipt answered with it, the run event and
+	// approval facts it appends. Records sealed before writ bound them
+	// have none.
+	Bound *Bound `json:"bound,omitempty"`
+	Audit Audit  `json:"audit"`
+}
+
+// Bound holds the digests of what a store keeps beside a record, so that
+// the record's seal covers them: an edit to any of them no longer matches
+// its digest. Each member is set only when the record has that companion.
+// docs/ledger-format.md defines the bytes each digest covers.
+type Bound struct {
+	// Receipt is the digest of the stored receipt's exact bytes.
+	Receipt string `json:"receipt,omitempty"`
+	// RunEvent is the digest of the run event appended with the record.
+	RunEvent string `json:"run_event,omitempty"`
+	// RunStart is the digest of the start event of that run, so that a
+	// run's start is pinned by every record that advances it.
+	RunStart string `json:"run_start,omitempty"`
+	// ApprovalRequests are the digests of the approval requests the
+	// record's check created, in the order created.
+	ApprovalRequests []string `json:"approval_requests,omitempty"`
+	// ApprovalEvent is the digest of the approval event appended with the
+	// record (a decision or a redemption).
+	ApprovalEvent string `json:"approval_event,omitempty"`
 }
 
 // PolicyDecision names one deterministic check that was applied: a rule of

@@ -193,7 +193,7 @@ func TestTamper(t *testing.T) {
 			i := bytes.Index(lines[4], []byte(`"record_id":"`)) + len(`"record_id":"`) + 3
 			lines[4][i] ^= 0x01 // an id character, still JSON
 			a.setLines(tenant, lines)
-		}, false, []string{ledger.FindingHashMismatch, ledger.FindingRootMismatch}},
+		}, false, []string{ledger.FindingHashMismatch, ledger.FindingRootMismatch, ledger.FindingUncovered}},
 		{"one byte of a record, checkpoints re-signed", func(a *archive) {
 			lines := a.lines(tenant)
 			i := bytes.Index(lines[4], []byte(`"record_id":"`)) + len(`"record_id":"`) + 3
@@ -203,18 +203,18 @@ func TestTamper(t *testing.T) {
 		{"the last record deleted", func(a *archive) {
 			lines := a.lines(tenant)
 			a.setLines(tenant, lines[:len(lines)-1])
-		}, false, []string{ledger.FindingMissingRecord}},
+		}, false, []string{ledger.FindingMissingRecord, ledger.FindingUncovered}},
 		{"a middle record deleted", func(a *archive) {
 			lines := a.lines(tenant)
 			a.setLines(tenant, slices.Delete(lines, 2, 3))
-		}, false, []string{ledger.FindingMissingRecord}},
+		}, false, []string{ledger.FindingMissingRecord, ledger.FindingUncovered}},
 		// Records 3 and 4 swapped: seq 4 arrives where 3 is due (a gap),
 		// then seq 3 after 4 (a break), then 5 after 3 (a gap).
 		{"two records swapped", func(a *archive) {
 			lines := a.lines(tenant)
 			lines[2], lines[3] = lines[3], lines[2]
 			a.setLines(tenant, lines)
-		}, false, []string{ledger.FindingChainBreak, ledger.FindingMissingRecord, ledger.FindingRootMismatch}},
+		}, false, []string{ledger.FindingChainBreak, ledger.FindingMissingRecord, ledger.FindingRootMismatch, ledger.FindingUncovered}},
 		{"two records swapped, checkpoints re-signed", func(a *archive) {
 			lines := a.lines(tenant)
 			lines[2], lines[3] = lines[3], lines[2]
@@ -258,16 +258,16 @@ func TestTamper(t *testing.T) {
 		}, false, []string{ledger.FindingInconsistentCheckpoint}},
 		{"a checkpoint whose root is not the records' root", func(a *archive) {
 			a.files[cpName] = signNote(t, legit, origin, cpSize, otherRoot)
-		}, false, []string{ledger.FindingRootMismatch}},
+		}, false, []string{ledger.FindingRootMismatch, ledger.FindingUncovered}},
 		{"a checkpoint signed by an unknown key", func(a *archive) {
 			a.files[cpName] = signNote(t, intruder, origin, cpSize, cpRoot)
-		}, false, []string{ledger.FindingBadCheckpoint}},
+		}, false, []string{ledger.FindingBadCheckpoint, ledger.FindingUncovered}},
 		{"a checkpoint's size renamed", func(a *archive) {
 			data := a.files[cpName]
 			delete(a.files, cpName)
 			a.names = slices.DeleteFunc(a.names, func(n string) bool { return n == cpName })
 			a.set(strings.Replace(cpName, "/checkpoints/", "/checkpoints/1", 1), data)
-		}, false, []string{ledger.FindingBadCheckpoint}},
+		}, false, []string{ledger.FindingBadCheckpoint, ledger.FindingUncovered}},
 		{"a pinned pack file changed", func(a *archive) {
 			for _, name := range a.names {
 				if strings.HasPrefix(name, "blobs/") && bytes.Contains(a.files[name], []byte("when:")) {
@@ -318,7 +318,7 @@ const fixture = "testdata/tampered-signature.tar.gz"
 // fixtureKinds are what the checked-in tampered bundle must keep failing
 // with: record 2 carries record 1's signature, so its signature does not
 // verify and the checkpoint's root no longer matches the records.
-var fixtureKinds = []string{ledger.FindingBadSignature, ledger.FindingRootMismatch}
+var fixtureKinds = []string{ledger.FindingBadSignature, ledger.FindingRootMismatch, ledger.FindingUncovered}
 
 // TestTamperedFixture checks the small tampered bundle in testdata (two
 // refund examples, a deterministic key); -update regenerates it.
@@ -570,5 +570,62 @@ func TestPagingTamperedLargeBundle(t *testing.T) {
 				t.Fatal("verification of the tampered bundle does not end")
 			}
 		})
+	}
+}
+
+// TestExportSignsHeadCheckpoint: a ledger whose head no checkpoint
+// covers exports, with a signer, a bundle whose every record a signed
+// checkpoint covers (and the checkpoint is stored); without one, the
+// bundle's records are uncovered, a finding of verify-bundle.
+func TestExportSignsHeadCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	ring := seededRing(t, "writ-test", 7, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var es []*ledger.Entry
+	for i := 1; i <= 3; i++ {
+		es = append(es, ledgertest.NewEntry(ledgertest.NewRecord("acme", i)))
+	}
+	if err := st.Append(ctx, es, ledger.NewSeal(keySource(ring))); err != nil {
+		t.Fatal(err)
+	}
+	check := func(opts bundle.Options) *ledger.Report {
+		t.Helper()
+		var buf bytes.Buffer
+		opts.Keys, opts.CreatedAt = ring.Keys(), exampleClock
+		if _, err := bundle.ExportWith(ctx, st, &buf, opts); err != nil {
+			t.Fatal(err)
+		}
+		b := openBytes(t, buf.Bytes())
+		vo, err := b.VerifyOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vo.Rules = nil // the fixture pins no stored pack
+		rep, err := ledger.Verify(ctx, b, vo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rep := check(bundle.Options{}); !slices.Equal(kinds(rep), []string{ledger.FindingUncovered}) || rep.Uncovered != 3 {
+		t.Errorf("bundle without a signer: findings %+v, uncovered %d; want uncovered_records of 3", rep.Findings, rep.Uncovered)
+	}
+	signer, err := ring.Signer(exampleClock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := check(bundle.Options{Signer: signer}); !rep.Intact() || rep.Checkpoints != 1 || rep.Uncovered != 0 {
+		t.Errorf("bundle with a signer: findings %+v, %d checkpoints, uncovered %d; want intact, 1, 0", rep.Findings, rep.Checkpoints, rep.Uncovered)
+	}
+	if _, err := st.CheckpointAt(ctx, "acme", 3); err != nil {
+		t.Errorf("the export's checkpoint is not stored: %v", err)
+	}
+	// Exporting again signs nothing new: the stored checkpoint is reused.
+	if rep := check(bundle.Options{Signer: signer}); !rep.Intact() || rep.Checkpoints != 1 {
+		t.Errorf("second export: findings %+v, %d checkpoints", rep.Findings, rep.Checkpoints)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
@@ -31,6 +33,11 @@ type Options struct {
 	// entries carry it too, so the same ledger exported with the same
 	// CreatedAt gives the same bytes.
 	CreatedAt time.Time
+	// Signer, when set, signs a checkpoint of each tenant's exported head
+	// (unless one of that size is stored) and stores it before the
+	// tenant is exported, so that a signed checkpoint covers every
+	// record of the bundle.
+	Signer note.Signer
 }
 
 // Summary says what ExportWith wrote.
@@ -108,7 +115,7 @@ func ExportWith(ctx context.Context, st ledger.Store, w io.Writer, opts Options)
 		if err := checkTenant(t); err != nil {
 			return nil, fmt.Errorf("bundle: %w", err)
 		}
-		et, err := sizeTenant(ctx, st, t, packs)
+		et, err := sizeTenant(ctx, st, t, packs, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -180,13 +187,18 @@ func writeHeader(tw *tar.Writer, name string, size int64, mtime time.Time) error
 
 // sizeTenant reads a tenant's head and checkpoints and makes the first
 // pass over its chain. It returns nil for a tenant without records.
-func sizeTenant(ctx context.Context, st ledger.Store, t string, packs map[string]bool) (*exportTenant, error) {
+func sizeTenant(ctx context.Context, st ledger.Store, t string, packs map[string]bool, opts Options) (*exportTenant, error) {
 	head, err := st.Head(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	if head.Seq < 1 {
 		return nil, nil
+	}
+	if opts.Signer != nil {
+		if err := checkpointHead(ctx, st, t, head.Seq, opts); err != nil {
+			return nil, err
+		}
 	}
 	et := &exportTenant{meta: TenantMeta{TenantID: t, Records: head.Seq, Head: head.Hash}}
 	// Read after the head: every checkpoint issued before it covers at
@@ -219,6 +231,27 @@ func sizeTenant(ctx context.Context, st ledger.Store, t string, packs map[string
 		return nil, err
 	}
 	return et, nil
+}
+
+// checkpointHead signs and stores a checkpoint of the tenant's tree at
+// size, the head the export snapshots, unless the store has one of that
+// size already.
+func checkpointHead(ctx context.Context, st ledger.Store, t string, size int64, opts Options) error {
+	if _, err := st.CheckpointAt(ctx, t, size); err == nil {
+		return nil
+	} else if writ.ErrorCode(err) != writ.ENOTFOUND {
+		return err
+	}
+	cp, err := ledger.SignCheckpoint(ctx, st, opts.Signer, opts.LedgerName, t, size, time.Now())
+	if err != nil {
+		return fmt.Errorf("bundle: tenant %s: %w", t, err)
+	}
+	// A concurrent checkpointer may have stored one of this size meanwhile:
+	// the same root, and the export takes whichever is stored.
+	if err := st.PutCheckpoint(ctx, cp); err != nil && writ.ErrorCode(err) != writ.ECONFLICT {
+		return fmt.Errorf("bundle: tenant %s: store checkpoint: %w", t, err)
+	}
+	return nil
 }
 
 // readChain calls fn with the first n records of a tenant's chain, in seq

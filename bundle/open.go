@@ -465,13 +465,16 @@ func cloneTime(t *time.Time) *time.Time {
 
 // VerifyOptions returns what verifies the bundle with nothing else: its
 // keys, its ledger name, and the record rules checked against the pinned
-// packs it carries.
+// packs it carries. Records that no signed checkpoint of the bundle
+// covers are a finding (RequireCheckpoints): nothing signed anchors them,
+// so records cut off the end, with bundle.json edited to match, would
+// otherwise go unseen.
 func (b *Bundle) VerifyOptions() (ledger.VerifyOptions, error) {
 	ring, err := keyring.NewPublic(b.Keys())
 	if err != nil {
 		return ledger.VerifyOptions{}, err
 	}
-	return ledger.VerifyOptions{Keys: ring, LedgerName: b.LedgerName(), Rules: ledger.NewRules(b)}, nil
+	return ledger.VerifyOptions{Keys: ring, LedgerName: b.LedgerName(), Rules: ledger.NewRules(b), RequireCheckpoints: true}, nil
 }
 
 // Tenants lists the bundle's tenants in byte order.

@@ -236,18 +236,20 @@ func (e *Engine) DecideApproval(ctx context.Context, req *writ.DecideApprovalReq
 	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
 		return nil, &writ.Error{Code: writ.EINTERNAL, Message: "the approval record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
 	}
-	presealed, err := record.Preseal(rec)
-	if err != nil {
-		return nil, fmt.Errorf("canonicalize approval record: %w", err)
-	}
 	kind := writ.ApprovalEventApproved
 	if rq.Decision == writ.ApprovalDenied {
 		kind = writ.ApprovalEventDenied
 	}
 	receipt, _ := json.Marshal(map[string]any{"approval_id": a.ApprovalID, "decision": rq.Decision, "approver": rq.Approver, "record_id": rec.RecordID})
-	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: receipt,
+	entry := &ledger.Entry{Record: rec, Receipt: receipt,
 		Blobs:         []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}},
 		ApprovalEvent: &ledger.ApprovalEvent{TenantID: rq.TenantID, ApprovalID: a.ApprovalID, Event: writ.ApprovalEvent{Kind: kind, Actor: rq.Approver, Reason: e.redactor.String(rq.Reason), At: now}}}
+	if err := ledger.Bind(entry, nil); err != nil {
+		return nil, err
+	}
+	if entry.Presealed, err = record.Preseal(rec); err != nil {
+		return nil, fmt.Errorf("canonicalize approval record: %w", err)
+	}
 	if err := e.appender.Append(ctx, entry); err != nil {
 		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the approval decision could not be recorded; it did not count, retry it", Err: err}
 	}

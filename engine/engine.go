@@ -297,10 +297,10 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 		return e.failClosed(req, r, "the idempotency key and blocked actions could not be looked up", err)
 	}
 	if priors.Idempotent != nil {
-		return repeated(priors.Idempotent, argsDigest, writ.RepeatedIdempotent)
+		return e.repeated(ctx, req, r, priors.Idempotent, argsDigest, writ.RepeatedIdempotent)
 	}
 	if priors.Blocked != nil {
-		return repeated(priors.Blocked, actionDigest, writ.RepeatedMustNotRetry)
+		return e.repeated(ctx, req, r, priors.Blocked, actionDigest, writ.RepeatedMustNotRetry)
 	}
 
 	// A presented approval can be redeemed or decided concurrently by
@@ -391,17 +391,13 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		return nil, "", fmt.Errorf("encode receipt: %w", err)
 	}
 
-	presealed, err := record.Preseal(rec)
-	if err != nil {
-		return nil, "", fmt.Errorf("canonicalize record: %w", err)
-	}
 	// Emission-time validation: a record that breaks a validation rule is
 	// never appended, and the check fails closed saying why.
 	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
 		rc, err := e.failClosed(rq, r, "the decision record breaks a validation rule ("+strings.Join(broken, "; ")+")", errRecordInvalid)
 		return rc, "", err
 	}
-	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}, NewApprovals: newApprovals}
+	entry := &ledger.Entry{Record: rec, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}, NewApprovals: newApprovals}
 	if req.IdempotencyKey != "" && (rc.SafeToExecute || !rc.ResumeContract.RetryThisNode) {
 		// Only an answer that settles the action claims the key: a
 		// receipt that asks to retry this node leaves the retry to be
@@ -414,10 +410,12 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		a := d.Granted[0]
 		entry.ApprovalEvent = &ledger.ApprovalEvent{TenantID: rq.TenantID, ApprovalID: a.ApprovalID, Event: writ.ApprovalEvent{Kind: writ.ApprovalEventRedeemed, At: now}}
 	}
+	var runStart *ledger.RunEvent // the start event of the run the entry appends to
 	if w := rq.Workflow; w != nil && w.RunID != "" && w.StepID != "" && rc.SafeToExecute {
 		// writ saw this call for the run's step: a verification contract
 		// may count it as observed, not merely claimed.
-		if _, err := e.store.RunEvents(ctx, rq.TenantID, w.RunID); err == nil {
+		if evs, err := e.store.RunEvents(ctx, rq.TenantID, w.RunID); err == nil {
+			runStart = &evs[0]
 			tool := rq.Tool
 			if tool == "" {
 				tool = r.Spec.DecisionKey
@@ -434,13 +432,21 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	}
 	entry.Shadow = e.decideShadow(rq, presented, digests, argsDigest, rc, rec, now)
 	hist.pin(entry, rc, now)
+	// The record binds what is stored beside it (receipt, run event,
+	// approval facts) before it is sealed.
+	if err := ledger.Bind(entry, runStart); err != nil {
+		return nil, "", err
+	}
+	if entry.Presealed, err = record.Preseal(rec); err != nil {
+		return nil, "", fmt.Errorf("canonicalize record: %w", err)
+	}
 	if err := e.appendTraced(ctx, entry); err != nil {
 		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
 		return rc, "", err
 	}
 	if entry.Prior != nil {
 		// A concurrent check claimed the same idempotency key first.
-		rc, err := repeated(entry.Prior, argsDigest, writ.RepeatedIdempotent)
+		rc, err := e.repeated(ctx, rq, r, entry.Prior, argsDigest, writ.RepeatedIdempotent)
 		return rc, "", err
 	}
 	if entry.Refused != "" {
@@ -488,9 +494,19 @@ func packBlobs(p *pack.Pack) []ledger.Blob {
 
 // repeated answers an earlier decision again: the stored receipt, marked,
 // or a conflict when an idempotency key is reused with other arguments.
-func repeated(prior *ledger.Prior, digest, why string) (*writ.Receipt, error) {
+// The stored receipt is answered only if its sealed record still binds
+// it (ledger.CheckStoredReceipt); a receipt edited behind writ's back
+// fails the check closed.
+func (e *Engine) repeated(ctx context.Context, req *writ.CheckRequest, r *policy.Resolved, prior *ledger.Prior, digest, why string) (*writ.Receipt, error) {
 	if prior.ArgsDigest != digest {
 		return nil, &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("idempotency key was already used with other arguments (record %s)", prior.RecordID)}
+	}
+	sr, err := e.store.Record(ctx, req.TenantID, prior.RecordID)
+	if err != nil {
+		return e.failClosed(req, r, "the record of the earlier answer could not be read", err)
+	}
+	if err := ledger.CheckStoredReceipt(sr.Raw, prior.Receipt); err != nil {
+		return e.failClosed(req, r, "the stored answer does not match its sealed record "+prior.RecordID, err)
 	}
 	var rc writ.Receipt
 	if err := json.Unmarshal(prior.Receipt, &rc); err != nil {
@@ -509,6 +525,8 @@ func (e *Engine) failClosed(req *writ.CheckRequest, r *policy.Resolved, what str
 		code = "ledger_overloaded"
 	case errors.Is(cause, errRecordInvalid):
 		code = "record_invalid"
+	case errors.Is(cause, ledger.ErrReceiptMismatch):
+		code = "stored_receipt_mismatch"
 	}
 	if !errors.As(cause, new(*writ.Error)) {
 		e.log.Error("check failed closed", "tenant", req.TenantID, "decision_key", r.Spec.DecisionKey, "reason", what, "err", cause)

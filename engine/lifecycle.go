@@ -170,10 +170,6 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
 		return nil, &writ.Error{Code: writ.EINTERNAL, Message: "the execution report's record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
 	}
-	presealed, err := record.Preseal(rec)
-	if err != nil {
-		return nil, fmt.Errorf("canonicalize execution report record: %w", err)
-	}
 	ack := &writ.ExecutionAck{TenantID: rec.TenantID, DecisionID: rec.DecisionID, RecordID: rec.RecordID, ReportedFor: target.RecordID,
 		Status: rec.Status, Execution: rq.Status, Findings: rec.Execution.Findings, TraceID: rec.TraceID}
 	if ack.Findings == nil {
@@ -183,20 +179,27 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	if err != nil {
 		return nil, err
 	}
-	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: ackJSON,
+	entry := &ledger.Entry{Record: rec, Receipt: ackJSON,
 		Blobs:  []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}},
 		Report: &ledger.ReportClaim{DecisionID: rec.DecisionID, ReportDigest: digest}}
+	var runStart *ledger.RunEvent
 	if rq.Status == writ.ExecutionSucceeded {
-		if ev, err := e.executedEvent(ctx, target, rec, now); err != nil {
+		if entry.RunEvent, runStart, err = e.executedEvent(ctx, target, rec, now); err != nil {
 			return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the permit's run could not be read; retry", Err: err}
-		} else {
-			entry.RunEvent = ev
 		}
 		// The aggregates that count executed decisions count this one
 		// now: the store adds, in this entry's transaction, what the
 		// permit stored as pending when it was decided (timed at the
 		// decision, from its unredacted request under its pack).
 		ExecutedDecision(entry, target.DecisionID, rq.Usage)
+	}
+	// The record binds its acknowledgement and run event before it is
+	// sealed, as every record does (ledger.Bind).
+	if err := ledger.Bind(entry, runStart); err != nil {
+		return nil, err
+	}
+	if entry.Presealed, err = record.Preseal(rec); err != nil {
+		return nil, fmt.Errorf("canonicalize execution report record: %w", err)
 	}
 	if err := e.appender.Append(ctx, entry); err != nil {
 		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the execution report could not be recorded; it did not count, retry it", Err: err}
@@ -342,40 +345,41 @@ func (e *Engine) checkRequestOf(ctx context.Context, rec *writ.Record) (*writ.Ch
 // observedCall returns the run event of the call writ observed for a
 // workflow run's step when it allowed permit, or nil: a check made for a
 // run's step is observed by the run (see Engine.decide).
-func (e *Engine) observedCall(ctx context.Context, permit *writ.Record) (*ledger.RunEvent, error) {
+func (e *Engine) observedCall(ctx context.Context, permit *writ.Record) (obs, start *ledger.RunEvent, err error) {
 	req, err := e.checkRequestOf(ctx, permit)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w := req.Workflow
 	if w == nil || w.RunID == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	evs, err := e.store.RunEvents(ctx, permit.TenantID, w.RunID)
 	if writ.ErrorCode(err) == writ.ENOTFOUND {
-		return nil, nil
+		return nil, nil, nil
 	} else if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range evs {
 		if evs[i].Kind == ledger.CallObserved && evs[i].RecordID == permit.RecordID {
-			return &evs[i], nil
+			return &evs[i], &evs[0], nil
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // executedEvent is the run event that tells a run's verification
-// contracts that the call writ observed for permit was executed: nil when
-// permit was not made for a run's step.
-func (e *Engine) executedEvent(ctx context.Context, permit, report *writ.Record, now time.Time) (*ledger.RunEvent, error) {
-	obs, err := e.observedCall(ctx, permit)
+// contracts that the call writ observed for permit was executed, with the
+// run's start event (which the report's record binds): nil when permit
+// was not made for a run's step.
+func (e *Engine) executedEvent(ctx context.Context, permit, report *writ.Record, now time.Time) (ev, start *ledger.RunEvent, err error) {
+	obs, start, err := e.observedCall(ctx, permit)
 	if err != nil || obs == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	data, err := json.Marshal(callExecuted{DecisionID: permit.DecisionID, RecordID: report.RecordID})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &ledger.RunEvent{TenantID: permit.TenantID, RunID: obs.RunID, Kind: ledger.CallExecuted, StepID: obs.StepID, At: now, Data: data}, nil
+	return &ledger.RunEvent{TenantID: permit.TenantID, RunID: obs.RunID, Kind: ledger.CallExecuted, StepID: obs.StepID, At: now, Data: data}, start, nil
 }

@@ -48,6 +48,7 @@ type runState struct {
 	attempts int                              // attempts at the current step since it became current
 	observed map[string][]acceptance.ToolCall // calls writ observed, by step
 	calls    map[string]callAt                // observed calls by decision id
+	start    *ledger.RunEvent                 // the run's start event, which its records bind
 }
 
 // callAt places an observed call in runState.observed.
@@ -168,6 +169,7 @@ func (e *Engine) foldRun(tenantID, runID string, evs []ledger.RunEvent) (*runSta
 		h := writ.RunEvent{Seq: ev.Seq, Kind: ev.Kind, StepID: ev.StepID, At: ev.At, RecordID: ev.RecordID}
 		switch ev.Kind {
 		case ledger.RunStarted:
+			st.start = &ev
 			var d runStarted
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return nil, fmt.Errorf("run %s: start event: %w", runID, err)
@@ -305,18 +307,20 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
 		return nil, &writ.Error{Code: writ.EINTERNAL, Message: "the verdict record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
 	}
-	presealed, err := record.Preseal(rec)
-	if err != nil {
-		return nil, fmt.Errorf("canonicalize verdict record: %w", err)
-	}
 	data, err := json.Marshal(stepAttempt{Verdict: verdict})
 	if err != nil {
 		return nil, err
 	}
 	receipt, _ := json.Marshal(verdict)
-	entry := &ledger.Entry{Record: rec, Presealed: presealed, Receipt: receipt,
+	entry := &ledger.Entry{Record: rec, Receipt: receipt,
 		Blobs:    []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}},
 		RunEvent: &ledger.RunEvent{TenantID: req.TenantID, RunID: req.RunID, Kind: ledger.StepAttempt, StepID: req.StepID, At: now, Data: data}}
+	if err := ledger.Bind(entry, st.start); err != nil {
+		return nil, err
+	}
+	if entry.Presealed, err = record.Preseal(rec); err != nil {
+		return nil, fmt.Errorf("canonicalize verdict record: %w", err)
+	}
 	if err := e.appender.Append(ctx, entry); err != nil {
 		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the verdict could not be recorded; the attempt did not count, retry it", Err: err}
 	}

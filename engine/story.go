@@ -94,7 +94,7 @@ func (e *Engine) citingVerdicts(ctx context.Context, recs []writ.StoredRecord) (
 		if !permits(permit) {
 			continue
 		}
-		obs, err := e.observedCall(ctx, permit)
+		obs, _, err := e.observedCall(ctx, permit)
 		if err != nil || obs == nil {
 			if writ.ErrorCode(err) == writ.ENOTFOUND {
 				err = nil // an envelope not on file: the story is what the records say

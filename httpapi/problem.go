@@ -48,6 +48,7 @@ var problemKinds = map[string]problemKind{
 	writ.ETOOLARGE:        {http.StatusRequestEntityTooLarge, "Request too large"},
 	writ.EUNAVAILABLE:     {http.StatusServiceUnavailable, "Service unavailable"},
 	writ.EINTERNAL:        {http.StatusInternalServerError, "Internal error"},
+	writ.ERATELIMITED:     {http.StatusTooManyRequests, "Too many requests"},
 }
 
 // statusOf returns the HTTP status of a writ error code. Unknown codes are

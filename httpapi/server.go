@@ -33,6 +33,9 @@ type Config struct {
 	// queued. Health and the OpenAPI document are not counted, so probes
 	// keep answering under load. Zero or less means 1024.
 	MaxInFlight int
+	// RateLimit limits each API key's request rate (every route but the
+	// public ones); the zero value limits nothing. See RateLimit.
+	RateLimit RateLimit
 	// Logger receives one debug line per request (method, path, status,
 	// duration; never bodies) and the real text of internal errors. Nil
 	// means slog.Default().
@@ -177,6 +180,7 @@ type Server struct {
 	routes    []route
 	inflight  chan struct{}
 	waiting   chan struct{} // resumes holding a connection open
+	rates     *keyLimiter // per-key request rates; nil when unlimited
 }
 
 // route is one method and path pattern the server answers, and who may
@@ -267,6 +271,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		routes:    routes,
 		inflight:  make(chan struct{}, cfg.MaxInFlight),
 		waiting:   make(chan struct{}, cfg.MaxWaiting),
+		rates:     newKeyLimiter(cfg.RateLimit),
 	}
 	for _, rt := range s.routes {
 		s.mux.HandleFunc(rt.method+" "+rt.path, s.guard(rt))
@@ -290,6 +295,9 @@ func (s *Server) guard(rt route) http.HandlerFunc {
 		r, err := s.authorize(r, rt.roles)
 		if err != nil {
 			s.writeError(w, r, err)
+			return
+		}
+		if !s.allowRate(w, r) {
 			return
 		}
 		rt.serve(s, w, r)

@@ -112,9 +112,40 @@ func (c *Checkpointer) Issue(ctx context.Context, tenantID string) (*Checkpoint,
 	return cp, nil
 }
 
+// CatchUp finds the tenants whose chain head no stored checkpoint covers
+// (records committed before a crash, say, which no checkpoint was issued
+// for) and issues a checkpoint for each now.
+func (c *Checkpointer) CatchUp(ctx context.Context) error {
+	tenants, err := c.store.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range tenants {
+		head, err := c.store.Head(ctx, t)
+		if err != nil {
+			return err
+		}
+		latest, err := c.store.LatestCheckpoint(ctx, t)
+		if err != nil {
+			return err
+		}
+		if head.Seq == 0 || (latest != nil && latest.Size >= head.Seq) {
+			continue
+		}
+		if _, err := c.Issue(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Run issues checkpoints until ctx is done, and once more for every
-// tenant with uncovered records before it returns.
+// tenant with uncovered records before it returns. It first catches up
+// (CatchUp) with records a previous run left uncovered.
 func (c *Checkpointer) Run(ctx context.Context) {
+	if err := c.CatchUp(ctx); err != nil && ctx.Err() == nil {
+		c.log.Error("checkpoint catch-up failed", "err", err)
+	}
 	tick := time.NewTicker(c.policy.Interval / 4)
 	defer tick.Stop()
 	for {

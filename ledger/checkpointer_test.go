@@ -62,3 +62,44 @@ func TestCheckpointerWaitsForEveryNewRecords(t *testing.T) {
 		t.Errorf("after the interval, the latest checkpoint = %+v, want size 12", latest)
 	}
 }
+
+// TestCheckpointerCatchesUp: records a previous run left uncovered (it
+// crashed before its checkpoint) are checkpointed by the next run's
+// CatchUp; a covered tenant gets no new checkpoint.
+func TestCheckpointerCatchesUp(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ring, err := keyring.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 5, 9, 0, 0, 0, 0, time.UTC)
+	if _, err := ring.Generate(bytes.NewReader(bytes.Repeat([]byte{3}, 64)), t0, "cp"); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(at time.Time) (ledger.Signer, error) { return ring.Signer(at) }
+	for _, tenant := range []string{"acme", "globex"} {
+		for seq := 1; seq <= 3; seq++ {
+			if err := st.Append(ctx, []*ledger.Entry{ledgertest.NewEntry(ledgertest.NewRecord(tenant, seq))}, ledger.Seal); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now := func() time.Time { return t0.Add(time.Hour) }
+	if _, err := ledger.NewCheckpointer(st, keys, "writ", ledger.CheckpointPolicy{}, now, nil).Issue(ctx, "globex"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.NewCheckpointer(st, keys, "writ", ledger.CheckpointPolicy{}, now, nil).CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		cps, err := st.Checkpoints(ctx, tenant)
+		if err != nil || len(cps) != 1 || cps[0].Size != 3 {
+			t.Errorf("%s: checkpoints after catch-up = %d (%v), want one of size 3", tenant, len(cps), err)
+		}
+	}
+}

@@ -45,6 +45,7 @@ const (
 	FindingInconsistentCheckpoint = "inconsistent_checkpoint"  // two checkpoints that cannot both describe one log
 	FindingBadCheckpoint          = "bad_checkpoint_signature" // a checkpoint whose signature does not verify
 	FindingRuleViolation          = "rule_violation"           // a record breaks a validation rule (Detail names it)
+	FindingUncovered              = "uncovered_records"        // records that no valid signed checkpoint covers
 )
 
 // Source is what verification reads: a store, or an exported bundle.
@@ -90,6 +91,12 @@ type VerifyOptions struct {
 	Rules RecordRules
 	// Workers is the number of records checked in parallel (default GOMAXPROCS).
 	Workers int
+	// RequireCheckpoints makes records that no valid signed checkpoint
+	// covers (those after the tenant's largest checkpoint that verifies)
+	// a finding, uncovered_records. Without it they are a notice: nothing
+	// signed anchors them yet, so cutting them off the end of the chain
+	// would go unseen, but a live ledger always has some.
+	RequireCheckpoints bool
 }
 
 // Report is the outcome of Verify.
@@ -98,6 +105,13 @@ type Report struct {
 	Records     int64     `json:"records"`
 	Checkpoints int       `json:"checkpoints"`
 	Findings    []Finding `json:"findings"`
+	// Uncovered counts the records that no valid signed checkpoint
+	// covers, over all tenants.
+	Uncovered int64 `json:"uncovered"`
+	// Notices are what verification reports without failing: the
+	// uncovered records of each tenant, unless RequireCheckpoints makes
+	// them findings.
+	Notices []Finding `json:"notices,omitempty"`
 }
 
 // Intact reports whether verification found nothing.
@@ -130,6 +144,19 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 		rep.Records += tv.n
 		rep.Checkpoints += tv.checkpoints
 		rep.Findings = append(rep.Findings, tv.findings...)
+		if tv.n > tv.covered {
+			rep.Uncovered += tv.n - tv.covered
+			f := Finding{TenantID: t, Seq: tv.covered + 1, Kind: FindingUncovered,
+				Detail: fmt.Sprintf("records %d..%d are covered by no signed checkpoint", tv.covered+1, tv.n)}
+			if tv.covered == 0 {
+				f.Detail = fmt.Sprintf("no signed checkpoint covers the tenant's %d records", tv.n)
+			}
+			if opts.RequireCheckpoints {
+				rep.Findings = append(rep.Findings, f)
+			} else {
+				rep.Notices = append(rep.Notices, f)
+			}
+		}
 	}
 	return rep, nil
 }
@@ -144,6 +171,7 @@ type tenantVerifier struct {
 	read        tlog.HashReader
 	prev        Head
 	checkpoints int
+	covered     int64         // the size of the largest checkpoint that verifies
 	stored      *storedHashes // the store's tree hashes, compared as the tree grows
 }
 
@@ -641,7 +669,9 @@ func (v *tenantVerifier) verifyCheckpoints(ctx context.Context) error {
 		if want != root {
 			f.Kind, f.Detail = FindingRootMismatch, fmt.Sprintf("the checkpoint's root %x differs from the records' tree root %x", root, want)
 			v.add(f)
+			continue
 		}
+		v.covered = max(v.covered, size)
 	}
 	return nil
 }

@@ -26,6 +26,9 @@ type recordHead struct {
 		ReplayPacketID string `json:"replay_packet_id"`
 	} `json:"replay"`
 	History []writ.HistoryValue `json:"history"`
+	// Bound is carried over to the rebuilt record: it pins what the store
+	// keeps beside the record, not the decision.
+	Bound *writ.Bound `json:"bound"`
 }
 
 // decodeHead reads the head of a stored record; other members are

@@ -93,8 +93,10 @@ func splitPath(p string) (string, string) {
 	return p, ""
 }
 
-// diffRecords compares two records' JSON, without their audit blocks,
-// and returns one Difference (unclassified) per path that differs.
+// diffRecords compares two records' JSON, without their audit and bound
+// blocks (the seal, and the digests of what the store keeps beside the
+// record: neither is part of the decision), and returns one Difference
+// (unclassified) per path that differs.
 func diffRecords(recorded, replayed []byte) ([]Difference, error) {
 	a, err := decodeValue(recorded)
 	if err != nil {
@@ -107,6 +109,7 @@ func diffRecords(recorded, replayed []byte) ([]Difference, error) {
 	for _, m := range []any{a, b} {
 		if o, ok := m.(map[string]any); ok {
 			delete(o, "audit")
+			delete(o, "bound")
 		}
 	}
 	var out []Difference

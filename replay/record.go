@@ -304,6 +304,10 @@ func (rp *replaying) executionReport(ctx context.Context, pin *pinned, envelope 
 // recorded chain position, it must hash to the recorded record_hash.
 // Otherwise every path that differs is a Difference.
 func (rp *replaying) compare(rebuilt *writ.Record) {
+	// The bound digests are the stored companions', not the decision's:
+	// the rebuilt record carries the recorded ones (and diffRecords leaves
+	// them out).
+	rebuilt.Bound = rp.head.Bound
 	if !rp.sealBroken {
 		// The quick way first (see quickPreseal); only a record that does
 		// not match pays for record.Preseal, the engine's own way.

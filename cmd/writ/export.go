@@ -24,6 +24,7 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 	var lf ledgerFlags
 	lf.register(fs)
 	out := fs.String("out", "", "the bundle file to write (required); a name ending in .gz or .tgz is gzip-compressed; - writes an uncompressed bundle to standard output")
+	noCP := fs.Bool("no-checkpoint", false, "do not sign a checkpoint of each tenant's head first (the bundle then ends with the last stored checkpoint)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -44,6 +45,17 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	opts := bundle.Options{Keys: keys, LedgerName: lf.name}
+	if !*noCP && len(keys) > 0 {
+		// A signed checkpoint of each tenant's exported head covers every
+		// record of the bundle: without one, records cut off the end
+		// would go unseen. It is signed by the ring whose public keys the
+		// bundle carries.
+		signer, err := ring.Signer(time.Now())
+		if err != nil {
+			return fmt.Errorf("no key of %s to sign the export's checkpoints with (--no-checkpoint exports without): %w", lf.keysDir(), err)
+		}
+		opts.Signer = signer
+	}
 	if *out == "-" {
 		_, err := bundle.ExportWith(ctx, st, m.Stdout, opts)
 		return err
@@ -99,25 +111,27 @@ func writeBundleFile(ctx context.Context, st ledger.Store, path string, opts bun
 // carries, its checkpoints, and the record rules against the pinned packs
 // it carries. Exit status 0 means intact, 3 that problems were found.
 func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
-	fs := m.flags("ledger verify-bundle", "[--json] FILE")
+	fs := m.flags("ledger verify-bundle", "[--json] [--allow-uncovered] FILE")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	allowUncovered := fs.Bool("allow-uncovered", false, "report records that no signed checkpoint covers as a notice, not a finding")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("usage: writ ledger verify-bundle [--json] FILE")
+		return usagef("usage: writ ledger verify-bundle [--json] [--allow-uncovered] FILE")
 	}
 	b, err := bundle.OpenFile(fs.Arg(0))
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	ring, err := keyring.NewPublic(b.Keys())
+	opts, err := b.VerifyOptions()
 	if err != nil {
 		return err
 	}
+	opts.RequireCheckpoints = !*allowUncovered
 	start := time.Now()
-	rep, err := ledger.Verify(ctx, b, ledger.VerifyOptions{Keys: ring, LedgerName: b.LedgerName(), Rules: ledger.NewRules(b)})
+	rep, err := ledger.Verify(ctx, b, opts)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +62,22 @@ func TestExportVerifyBundle(t *testing.T) {
 		t.Fatalf("verify-bundle --json: exit %d: %s", code, stdout)
 	}
 
+	// The export signed a checkpoint of each tenant's head: stripped of
+	// its checkpoints, the bundle anchors nothing and fails, unless
+	// --allow-uncovered.
+	stripped := filepath.Join(dir, "stripped.tar")
+	if n := stripCheckpoints(t, bundlePath, stripped); n == 0 {
+		t.Fatal("the export holds no checkpoint")
+	}
+	stdout, _, code = runLedgerCmd(t, "ledger", "verify-bundle", stripped)
+	if code != exitFindings || !strings.Contains(stdout, "uncovered_records") || !strings.Contains(stdout, "no signed checkpoint covers") {
+		t.Errorf("verify-bundle of a bundle without checkpoints: exit %d, want %d naming uncovered_records: %s", code, exitFindings, stdout)
+	}
+	stdout, _, code = runLedgerCmd(t, "ledger", "verify-bundle", "--allow-uncovered", stripped)
+	if code != exitOK || !strings.Contains(stdout, "notice: uncovered_records") || !strings.Contains(stdout, "ledger intact") {
+		t.Errorf("verify-bundle --allow-uncovered: exit %d, want %d with a notice: %s", code, exitOK, stdout)
+	}
+
 	// One byte of a record changed: findings, exit 3.
 	raw, err := os.ReadFile(bundlePath)
 	if err != nil {
@@ -97,4 +115,44 @@ func TestExportVerifyBundle(t *testing.T) {
 	if _, _, code := runLedgerCmd(t, "ledger", "export", "--data", filepath.Join(dir, "missing"), "--out", filepath.Join(dir, "x.tar")); code != exitError {
 		t.Errorf("export of a missing data directory: exit %d, want %d", code, exitError)
 	}
+}
+
+// stripCheckpoints copies the bundle at from to to without its checkpoint
+// files and returns how many it left out.
+func stripCheckpoints(t *testing.T, from, to string) int {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out bytes.Buffer
+	tr, tw := tar.NewReader(in), tar.NewWriter(&out)
+	n := 0
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(h.Name, "/checkpoints/") {
+			n++
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -162,6 +162,11 @@ func templateRecord(pol *policy.Policy, req *writ.CheckRequest, tenant string, a
 		return nil, err
 	}
 	rec.History = pinned
+	// Every copy stores the same receipt ({}), so the template's bound
+	// digest is every copy's.
+	if err := ledger.Bind(&ledger.Entry{Record: rec, Receipt: generatedReceipt}, nil); err != nil {
+		return nil, err
+	}
 	if t.presealed, err = record.Preseal(rec); err != nil {
 		return nil, err
 	}
@@ -208,13 +213,17 @@ func (t *template) decideAll(rng *rand.Rand, at time.Time, n int) ([]*ledger.Ent
 					continue
 				}
 				rec.History = pinned
-				presealed, err := record.Preseal(rec)
-				if err != nil {
+				e := &ledger.Entry{Record: rec, Receipt: generatedReceipt,
+					Blobs: []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}}}
+				if err := ledger.Bind(e, nil); err != nil {
 					errs[i] = err
 					continue
 				}
-				out[i] = &ledger.Entry{Record: rec, Presealed: presealed, Receipt: []byte(`{}`),
-					Blobs: []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}}}
+				if e.Presealed, err = record.Preseal(rec); err != nil {
+					errs[i] = err
+					continue
+				}
+				out[i] = e
 			}
 		})
 	}
@@ -247,5 +256,9 @@ func (t *template) copy(rng *rand.Rand, at time.Time) *ledger.Entry {
 	b = bytes.ReplaceAll(b, []byte(`"`+t.decision+`"`), []byte(`"`+rec.DecisionID+`"`))
 	b = bytes.ReplaceAll(b, []byte(`"`+t.traceID+`"`), []byte(`"`+rec.TraceID+`"`))
 	b = bytes.ReplaceAll(b, []byte(`"timestamp":"`+t.timestamp+`"`), []byte(`"timestamp":"`+ts+`"`))
-	return &ledger.Entry{Record: &rec, Presealed: b, Receipt: []byte(`{}`)}
+	return &ledger.Entry{Record: &rec, Presealed: b, Receipt: generatedReceipt}
 }
+
+// generatedReceipt is the receipt stored with every generated record:
+// generated records answered no check.
+var generatedReceipt = []byte(`{}`)

@@ -64,7 +64,8 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 	var lf ledgerFlags
 	lf.register(fs)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	hashOnly := fs.Bool("hash-only", false, "check only hashes, the chain, the tree and checkpoint roots (no signatures or rules)")
+	hashOnly := fs.Bool("hash-only", false, "check only hashes, the chain, the tree and checkpoint roots (no signatures, rules or stored companions)")
+	requireCP := fs.Bool("require-checkpoint", false, "report records that no signed checkpoint covers as a finding (exit 3), not a notice")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the verification to this file")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -81,7 +82,7 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	opts := ledger.VerifyOptions{LedgerName: lf.name}
+	opts := ledger.VerifyOptions{LedgerName: lf.name, RequireCheckpoints: *requireCP}
 	if !*hashOnly {
 		ring, err := m.verifyingKeys(lf.keysDir())
 		if err != nil {
@@ -91,19 +92,40 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		opts.Rules = ledger.NewRules(st)
 	}
 	start := time.Now()
+	// What is kept beside the records is checked while the records are:
+	// the two read the store independently.
+	var (
+		companions    []ledger.Finding
+		companionsErr error
+		done          = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		if *hashOnly {
+			return
+		}
+		// Approval requests and events are not sealed; the records
+		// written with them are, and must bear them out.
+		if companions, companionsErr = ledger.VerifyApprovals(ctx, st, start); companionsErr != nil {
+			return
+		}
+		// Receipts, run events, approval requests and events against the
+		// digests their records bind; blobs against their addresses.
+		if ss, ok := st.(ledger.StoredSource); ok {
+			var fs []ledger.Finding
+			fs, companionsErr = ledger.VerifyStored(ctx, ss, start)
+			companions = append(companions, fs...)
+		}
+	}()
 	rep, err := ledger.Verify(ctx, st, opts)
+	<-done
 	if err != nil {
 		return err
 	}
-	if !*hashOnly {
-		// Approval requests and events are not sealed; the records
-		// written with them are, and must bear them out.
-		fs, err := ledger.VerifyApprovals(ctx, st, time.Now())
-		if err != nil {
-			return err
-		}
-		rep.Findings = append(rep.Findings, fs...)
+	if companionsErr != nil {
+		return companionsErr
 	}
+	rep.Findings = append(rep.Findings, companions...)
 	if err := m.printReport(rep, *asJSON, time.Since(start)); err != nil {
 		return err
 	}
@@ -148,6 +170,9 @@ func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) 
 			where += fmt.Sprintf(" checkpoint %d", f.TreeSize)
 		}
 		fmt.Fprintf(m.Stdout, "%s\t%s: %s\n", f.Kind, where, f.Detail)
+	}
+	for _, f := range rep.Notices {
+		fmt.Fprintf(m.Stdout, "notice: %s\ttenant %s: %s\n", f.Kind, f.TenantID, f.Detail)
 	}
 	if rep.Intact() {
 		fmt.Fprintf(m.Stdout, "ledger intact: %d records of %d tenants and %d checkpoints verified in %s\n", rep.Records, rep.Tenants, rep.Checkpoints, took.Round(time.Millisecond))

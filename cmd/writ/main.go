@@ -107,6 +107,7 @@ var commands = map[string]command{
 	"records":   {"list or show records of a ledger", (*Main).records},
 	"ledger":    {"verify, prove, checkpoint, export and generate ledgers; manage signing keys", (*Main).ledger},
 	"bench":     {"measure durable checks per second over HTTP", (*Main).bench},
+	"crashloop": {"kill writ serve under load again and again; check nothing acknowledged is lost", (*Main).crashloop},
 	"run":       {"start a workflow run, submit step attempts, show a run", (*Main).run},
 	"keys":      {"create, list and revoke the API keys of tenants", (*Main).keys},
 	"approvals": {"list, show, approve and deny approval requests on a server", (*Main).approvals},

@@ -39,6 +39,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	cpInterval := fs.Duration("checkpoint-interval", time.Second, "or at most this long after a tenant's first record not yet covered")
 	keyFile := fs.String("binding-key", "", "file holding the secret that keys argument bindings (default: DATA/binding.key, created on first use)")
 	maxBody := fs.Int64("max-body", httpapi.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
+	readHeaderTimeout := fs.Duration("read-header-timeout", 5*time.Second, "close a connection whose request headers take longer than this to arrive (slow clients)")
+	readTimeout := fs.Duration("read-timeout", 30*time.Second, "close a connection whose whole request (headers and body) takes longer than this to arrive")
+	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "give up on a response not written this long after its request was read")
+	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "close a keep-alive connection idle this long")
+	maxConns := fs.Int("max-conns", 4096, "connections open at once; more wait to be accepted (0: no limit)")
+	rateLimit := fs.Float64("rate-limit", 0, "requests a second each API key (each client IP without authentication) may send; more are answered 429 (0: no limit)")
+	rateBurst := fs.Int("rate-burst", 0, "requests a key may send at once after being idle (default: the rate limit, at least 1)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "log format: json (one object a line) or text")
 	metricsOn := fs.Bool("metrics", true, "export Prometheus metrics at GET /metrics (admin keys only)")
@@ -48,6 +55,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	if *packDir == "" {
 		return usagef("serve needs --pack DIR")
+	}
+	if *readHeaderTimeout <= 0 || *readTimeout <= 0 || *writeTimeout <= 0 || *idleTimeout <= 0 || *maxConns < 0 || *rateLimit < 0 || *rateBurst < 0 {
+		return usagef("serve: timeouts must be positive, and --max-conns, --rate-limit and --rate-burst not negative")
 	}
 	if fs.NArg() > 0 {
 		return usagef("serve takes no arguments, got %q", fs.Args())
@@ -166,6 +176,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Replays:      replay.New(st, replay.Options{}),
 		Lifecycle:    eng,
 		Authenticate: authenticate,
+		RateLimit:    httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 		Blobs:        st.Blob,
 		VerifierKeys: func(context.Context, string) ([]keyring.Key, error) { return ring.Keys(), nil },
 		MaxBodyBytes: *maxBody,
@@ -187,15 +198,16 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	mux.Handle("/", apiHandler)
 	srv := &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: *readHeaderTimeout,
+		ReadTimeout:       *readTimeout,
+		WriteTimeout:      *writeTimeout,
+		IdleTimeout:       *idleTimeout,
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
+	ln = limitConns(ln, *maxConns)
 	fmt.Fprintf(m.Stdout, "writ %s listening on http://%s (pack %s %s, data %s); console at http://%s/console/\n", version, ln.Addr(), p.ID(), p.Hash, *data, ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -10,8 +10,11 @@
 // concurrent group commit, idempotency and block claims, content-addressed
 // blobs, record queries and their pagination, tenant isolation, that a
 // failed append leaves nothing behind, approval requests and the guard on
-// their events, API keys, and shadow decisions. It must never depend on
-// how a store lays out its data: only the ledger.Store methods are used.
+// their events, API keys, shadow decisions, and the scans that verify
+// what is stored beside the records (ledger.StoredSource). It must never
+// depend on how a store lays out its data: only the ledger.Store methods
+// are used. RunTamper is the one exception: a store's test hands it a
+// Tamperer that edits its tables behind writ's back.
 package ledgertest
 
 import (
@@ -65,6 +68,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"History", testHistory},
 		{"HistoryRace", testHistoryRace},
 		{"HistoryExecuted", testHistoryExecuted},
+		{"Stored", testStored},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

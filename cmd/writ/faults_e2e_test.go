@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/httpapi"
+)
+
+// The fault tests run the real server while its storage fails under it:
+// the data disk fills up, the data directory turns read-only, PostgreSQL
+// drops its connections. In each: no answer permits execution without a
+// durable record (every 200 names a record that is there afterwards),
+// errors say what is wrong, and writ recovers by itself, without a
+// restart, when the fault clears.
+
+// faultLoad sends unique checks and remembers what was acknowledged.
+type faultLoad struct {
+	c      *httpapi.Client
+	base   *writ.CheckRequest
+	prefix string
+	n      atomic.Int64
+
+	mu     sync.Mutex
+	acked  []*writ.Receipt
+	failed []*writ.Receipt // fail-closed receipts
+	errs   []error         // other errors
+}
+
+func newFaultLoad(t *testing.T, url, prefix string) *faultLoad {
+	return &faultLoad{c: httpapi.NewClient(url), base: readExample(t, "../../examples/wf-2302/requests/wf-2302-allow.json"), prefix: prefix}
+}
+
+// check sends one new check and reports whether it was acknowledged.
+func (l *faultLoad) check(t *testing.T) bool {
+	i := l.n.Add(1)
+	req := *l.base
+	req.IdempotencyKey = fmt.Sprintf("%s-%d", l.prefix, i)
+	req.Arguments = map[string]any{"workflow_ref": "WF-2302", "seq": float64(i)}
+	// A check that gets no answer at all is a failure, not a hang.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc, err := l.c.Check(ctx, &req)
+	if ctx.Err() != nil {
+		t.Errorf("check %s got no answer within 30 s", req.IdempotencyKey)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err == nil:
+		if rc.Metadata.RecordID == "" || !rc.SafeToExecute {
+			t.Errorf("a 200 receipt without a record or not allowing: %+v", rc.Metadata)
+		}
+		l.acked = append(l.acked, rc)
+		return true
+	case rc != nil:
+		if rc.SafeToExecute || rc.Disposition.DownstreamAllowed || !rc.Metadata.FailClosed || rc.Metadata.RecordID != "" {
+			t.Errorf("a fail-closed receipt that permits something: %+v", rc)
+		}
+		l.failed = append(l.failed, rc)
+	default:
+		l.errs = append(l.errs, err)
+	}
+	return false
+}
+
+// recovered sends checks until one is acknowledged, for at most 30 s.
+func (l *faultLoad) recovered(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if l.check(t) {
+			return
+		}
+	}
+	t.Fatalf("writ did not recover within 30 s of the fault clearing; last errors %v", l.lastErrors())
+}
+
+func (l *faultLoad) lastErrors() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, rc := range l.failed[max(0, len(l.failed)-2):] {
+		out = append(out, rc.Reasons[0].Message)
+	}
+	for _, err := range l.errs[max(0, len(l.errs)-2):] {
+		out = append(out, err.Error())
+	}
+	return out
+}
+
+// nothingLost stops the server and checks that every acknowledged record
+// is in the ledger, as acknowledged, and that the ledger verifies.
+func (l *faultLoad) nothingLost(t *testing.T, srv *server, verifyArgs ...string) {
+	t.Helper()
+	c := l.c
+	for _, rc := range l.acked {
+		rec, err := c.Record(context.Background(), l.base.TenantID, rc.Metadata.RecordID)
+		if err != nil || rec.Record.DecisionID != rc.DecisionID {
+			t.Errorf("acknowledged record %s: %v", rc.Metadata.RecordID, err)
+		}
+	}
+	srv.stop(t)
+	out, err := exec.Command(writBinary, append([]string{"ledger", "verify"}, verifyArgs...)...).CombinedOutput()
+	if err != nil {
+		t.Errorf("writ ledger verify after the fault: %v\n%s", err, out)
+	}
+	t.Logf("%d acknowledged, %d failed closed, %d other errors; %s", len(l.acked), len(l.failed), len(l.errs), strings.TrimSpace(string(out)))
+}
+
+// tmpfs mounts a tmpfs of size at a fresh directory, or skips the test
+// where mounting is not allowed. It is unmounted when the test ends.
+func tmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+func remount(t *testing.T, dir, opts string) {
+	t.Helper()
+	if out, err := exec.Command("mount", "-o", "remount,"+opts, dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount -o remount,%s %s: %v %s", opts, dir, err, out)
+	}
+}
+
+// TestFaultDiskFull: the data disk fills up under load. Checks fail
+// closed, the log says the disk is full, and once space is freed writ
+// takes checks again without a restart; nothing acknowledged is lost.
+func TestFaultDiskFull(t *testing.T) {
+	mnt := tmpfs(t, "3m")
+	data := filepath.Join(mnt, "data")
+	srv := startServer(t, data, "../../examples/wf-2302")
+	l := newFaultLoad(t, srv.url, "full")
+	for i := 0; ; i++ {
+		if i == 20000 {
+			t.Fatal("20000 checks did not fill a 3 MiB disk")
+		}
+		if !l.check(t) && len(l.failed) >= 5 {
+			break
+		}
+	}
+	if len(l.errs) > 0 {
+		t.Errorf("errors other than fail-closed receipts while the disk was full: %v", l.errs)
+	}
+	if log := srv.stderr.String(); !strings.Contains(log, "full") {
+		t.Errorf("the server's log does not say the disk is full:\n%s", log)
+	}
+	remount(t, mnt, "size=64m")
+	l.recovered(t)
+	for range 20 {
+		if !l.check(t) {
+			t.Errorf("a check failed after the disk was freed: %v", l.lastErrors())
+		}
+	}
+	l.nothingLost(t, srv, "--data", data)
+}
+
+// TestFaultPostgresDropsConnections: PostgreSQL terminates writ's
+// connections again and again under load. Checks in flight fail closed,
+// the pool reconnects by itself, and nothing acknowledged is lost.
+func TestFaultPostgresDropsConnections(t *testing.T) {
+	dsn := os.Getenv("WRIT_TEST_POSTGRES")
+	if dsn == "" {
+		t.Skip("WRIT_TEST_POSTGRES is not set")
+	}
+	store := isolatedSchema(t, dsn)
+	data := t.TempDir()
+	srv := startServerArgs(t, "--data", data, "--store", store, "--pack", "../../examples/wf-2302")
+	l := newFaultLoad(t, srv.url, "pgdrop")
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					l.check(t)
+				}
+			}
+		})
+	}
+	killed := 0
+	for range 5 {
+		l.recovered(t) // load is flowing before each cut
+		// Only this server's connections: other tests share the database.
+		ports := clientPorts(t, srv.cmd.Process.Pid)
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE application_name = 'writ' AND client_port = ANY($1)`, ports).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		killed += n
+	}
+	l.recovered(t)
+	close(stop)
+	wg.Wait()
+	if killed == 0 {
+		t.Fatal("no connection of writ's was terminated")
+	}
+	t.Logf("%d connections terminated", killed)
+	l.nothingLost(t, srv, "--data", data, "--store", store)
+}
+
+// clientPorts returns the local ports of the TCP connections process pid
+// holds (read from /proc), so that a test can terminate exactly its
+// PostgreSQL sessions.
+func clientPorts(t *testing.T, pid int) []int32 {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Skipf("cannot read the server's sockets: %v", err)
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(link, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	var ports []int32
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || !inodes[f[9]] {
+				continue
+			}
+			_, local, _ := strings.Cut(f[1], ":")
+			var port int32
+			if _, err := fmt.Sscanf(local, "%X", &port); err == nil {
+				ports = append(ports, port)
+			}
+		}
+	}
+	return ports
+}

@@ -1,0 +1,151 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/record"
+)
+
+// What a store keeps beside a record (its receipt, the run event and the
+// approval facts appended with it) is not sealed itself. The record binds
+// each by digest (writ.Record.Bound) before it is sealed, so that an edit
+// to any of them is caught: by VerifyStored, and before a stored receipt
+// is answered again (CheckStoredReceipt).
+
+// Finding kinds of what is stored beside the records.
+const (
+	FindingReceiptMismatch  = "receipt_mismatch"   // a stored receipt that its record's bound.receipt does not match
+	FindingBlobMismatch     = "blob_mismatch"      // a blob whose bytes do not hash to its content address
+	FindingRunEventMismatch = "run_event_mismatch" // a run event that its record's bound digests do not bear out
+)
+
+// ErrReceiptMismatch is the error of a stored receipt that does not match
+// the digest its sealed record binds: it must not be answered.
+var ErrReceiptMismatch = errors.New("the stored receipt does not match its sealed record")
+
+// runEventView is the part of a run event its digest covers: everything
+// but the seq, which the store assigns inside the transaction, after the
+// record is sealed.
+type runEventView struct {
+	TenantID string          `json:"tenant_id"`
+	RunID    string          `json:"run_id"`
+	Kind     string          `json:"kind"`
+	StepID   string          `json:"step_id"`
+	RecordID string          `json:"record_id"`
+	At       time.Time       `json:"at"`
+	Data     json.RawMessage `json:"data"`
+}
+
+// RunEventDigest is the digest a record binds a run event by: the SHA-256
+// of the RFC 8785 form of the event's tenant_id, run_id, kind, step_id,
+// record_id, at (RFC 3339, UTC) and data, without its seq. recordID is
+// the record the event is appended with (empty for a run's start).
+func RunEventDigest(ev *RunEvent, recordID string) (string, error) {
+	data := ev.Data
+	if data == nil {
+		data = json.RawMessage("{}")
+	}
+	return record.CanonicalDigest(runEventView{TenantID: ev.TenantID, RunID: ev.RunID, Kind: ev.Kind, StepID: ev.StepID,
+		RecordID: recordID, At: ev.At.UTC(), Data: data})
+}
+
+// approvalEventView is the part of an approval event its digest covers:
+// everything but the seq, which the store assigns.
+type approvalEventView struct {
+	TenantID   string    `json:"tenant_id"`
+	ApprovalID string    `json:"approval_id"`
+	Kind       string    `json:"kind"`
+	Actor      string    `json:"actor"`
+	Reason     string    `json:"reason"`
+	RecordID   string    `json:"record_id"`
+	At         time.Time `json:"at"`
+}
+
+// ApprovalEventDigest is the digest a record binds an approval event by:
+// the SHA-256 of the RFC 8785 form of the event's tenant_id, approval_id,
+// kind, actor, reason, record_id and at (RFC 3339, UTC), without its seq.
+func ApprovalEventDigest(tenantID, approvalID string, ev *writ.ApprovalEvent, recordID string) (string, error) {
+	return record.CanonicalDigest(approvalEventView{TenantID: tenantID, ApprovalID: approvalID, Kind: ev.Kind, Actor: ev.Actor,
+		Reason: ev.Reason, RecordID: recordID, At: ev.At.UTC()})
+}
+
+// ApprovalRequestDigest is the digest a record binds an approval request
+// it created by: the SHA-256 of the RFC 8785 form of the request as
+// stored, without what is derived from its events (state, decision, uses,
+// events).
+func ApprovalRequestDigest(r *writ.ApprovalRequest) (string, error) {
+	c := *r
+	c.State, c.Decision, c.Uses, c.Events = "", nil, 0, nil
+	return record.CanonicalDigest(&c)
+}
+
+// Bind sets e.Record.Bound to the digests of what e stores beside its
+// record: its receipt, its run event (and runStart, the start event of
+// that run, when given), the approval requests it creates and its
+// approval event. Call it before the record is presealed: the digests
+// are part of the sealed bytes.
+func Bind(e *Entry, runStart *RunEvent) error {
+	rec := e.Record
+	b := &writ.Bound{}
+	if e.Receipt != nil {
+		b.Receipt = record.Digest(e.Receipt)
+	}
+	var err error
+	if ev := e.RunEvent; ev != nil {
+		if b.RunEvent, err = RunEventDigest(ev, rec.RecordID); err != nil {
+			return fmt.Errorf("bind run event: %w", err)
+		}
+		if runStart != nil {
+			if b.RunStart, err = RunEventDigest(runStart, runStart.RecordID); err != nil {
+				return fmt.Errorf("bind run start: %w", err)
+			}
+		}
+	}
+	for _, a := range e.NewApprovals {
+		d, err := ApprovalRequestDigest(a.Request)
+		if err != nil {
+			return fmt.Errorf("bind approval %s: %w", a.Request.ApprovalID, err)
+		}
+		b.ApprovalRequests = append(b.ApprovalRequests, d)
+	}
+	if a := e.ApprovalEvent; a != nil {
+		if b.ApprovalEvent, err = ApprovalEventDigest(a.TenantID, a.ApprovalID, &a.Event, rec.RecordID); err != nil {
+			return fmt.Errorf("bind approval event: %w", err)
+		}
+	}
+	rec.Bound = b
+	return nil
+}
+
+// CheckStoredReceipt checks a stored receipt against its sealed record
+// (raw, as the store serves it) before the receipt is answered again:
+// the record's bytes must match its record_hash, and the receipt its
+// bound.receipt digest. A record sealed before writ bound receipts has no
+// digest to check, and its receipt passes. Any mismatch is
+// ErrReceiptMismatch: the receipt must not be served.
+func CheckStoredReceipt(raw, receipt []byte) error {
+	digest, audit, err := record.SealDigest(raw)
+	if err != nil {
+		return fmt.Errorf("%w: the record cannot be read: %v", ErrReceiptMismatch, err)
+	}
+	if digest != audit.RecordHash {
+		return fmt.Errorf("%w: the record's bytes do not match its record_hash", ErrReceiptMismatch)
+	}
+	var r struct {
+		Bound *writ.Bound `json:"bound"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("%w: the record cannot be read: %v", ErrReceiptMismatch, err)
+	}
+	if r.Bound == nil || r.Bound.Receipt == "" {
+		return nil
+	}
+	if got := record.Digest(receipt); got != r.Bound.Receipt {
+		return fmt.Errorf("%w: the receipt hashes to %s; the record binds %s", ErrReceiptMismatch, got, r.Bound.Receipt)
+	}
+	return nil
+}

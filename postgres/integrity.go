@@ -1,0 +1,72 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/writhq/writ/ledger"
+)
+
+var _ ledger.StoredSource = (*Store)(nil)
+
+// ScanReceipts returns the tenant's records with their receipts; see
+// ledger.StoredSource.
+func (s *Store) ScanReceipts(ctx context.Context, tenantID string, after int64, limit int) ([]ledger.StoredReceipt, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, raw, receipt FROM records WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan receipts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.StoredReceipt, error) {
+		var r ledger.StoredReceipt
+		var raw []byte
+		err := row.Scan(&r.Seq, &raw, &r.Receipt)
+		r.Record = raw
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan receipts: %w", err)
+	}
+	return out, nil
+}
+
+// ScanRunEvents returns the tenant's run events in (run_id, seq) order;
+// see ledger.StoredSource.
+func (s *Store) ScanRunEvents(ctx context.Context, tenantID, afterRun string, afterSeq int64, limit int) ([]ledger.RunEvent, error) {
+	rows, err := s.pool.Query(ctx, `SELECT run_id, seq, kind, step_id, record_id, at_ns, data FROM run_events
+		WHERE tenant_id = $1 AND (run_id, seq) > ($2, $3) ORDER BY run_id, seq LIMIT $4`, tenantID, afterRun, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan run events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.RunEvent, error) {
+		ev := ledger.RunEvent{TenantID: tenantID}
+		var at int64
+		var data []byte
+		err := row.Scan(&ev.RunID, &ev.Seq, &ev.Kind, &ev.StepID, &ev.RecordID, &at, &data)
+		ev.At, ev.Data = time.Unix(0, at).UTC(), data
+		return ev, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan run events: %w", err)
+	}
+	return out, nil
+}
+
+// ScanBlobs returns blobs in hash order; see ledger.StoredSource.
+func (s *Store) ScanBlobs(ctx context.Context, after string, limit int) ([]ledger.Blob, error) {
+	rows, err := s.pool.Query(ctx, `SELECT hash, kind, data FROM blobs WHERE hash > $1 ORDER BY hash LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan blobs: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.Blob, error) {
+		var b ledger.Blob
+		err := row.Scan(&b.Hash, &b.Kind, &b.Data)
+		return b, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan blobs: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/ledgertest"
+)
+
+// tamperer edits a store's tables directly with their append-only
+// triggers bypassed (session_replication_role = replica), as a database
+// superuser could.
+type tamperer struct{ dsn string }
+
+func (tm tamperer) exec(t *testing.T, q string, args ...any) {
+	t.Helper()
+	ctx := t.Context()
+	c, err := pgx.Connect(ctx, tm.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := tx.Exec(ctx, q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	if tag.RowsAffected() != 1 {
+		t.Fatalf("%s changed %d rows, want 1", q, tag.RowsAffected())
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (tm tamperer) SetReceipt(t *testing.T, tenant, recordID string, receipt []byte) {
+	tm.exec(t, `UPDATE records SET receipt = $1 WHERE tenant_id = $2 AND record_id = $3`, receipt, tenant, recordID)
+}
+
+func (tm tamperer) SetBlob(t *testing.T, hash string, data []byte) {
+	tm.exec(t, `UPDATE blobs SET data = $1 WHERE hash = $2`, data, hash)
+}
+
+func (tm tamperer) SetRunEventData(t *testing.T, tenant, runID string, seq int64, data []byte) {
+	tm.exec(t, `UPDATE run_events SET data = $1 WHERE tenant_id = $2 AND run_id = $3 AND seq = $4`, data, tenant, runID, seq)
+}
+
+func (tm tamperer) DeleteRunEvent(t *testing.T, tenant, runID string, seq int64) {
+	tm.exec(t, `DELETE FROM run_events WHERE tenant_id = $1 AND run_id = $2 AND seq = $3`, tenant, runID, seq)
+}
+
+func (tm tamperer) SetApprovalEventReason(t *testing.T, tenant, approvalID string, seq int64, reason string) {
+	tm.exec(t, `UPDATE approval_events SET reason = $1 WHERE tenant_id = $2 AND approval_id = $3 AND seq = $4`, reason, tenant, approvalID, seq)
+}
+
+func (tm tamperer) SetApprovalRequest(t *testing.T, tenant, approvalID string, doc []byte) {
+	tm.exec(t, `UPDATE approval_requests SET request = $1 WHERE tenant_id = $2 AND approval_id = $3`, doc, tenant, approvalID)
+}
+
+// TestTamper: an edit to a receipt, a blob, a run event or an approval
+// request or event, made behind writ's back, is a named finding, and a
+// tampered receipt fails the check before it is answered again.
+func TestTamper(t *testing.T) {
+	testDSN(t)
+	t.Parallel()
+	ledgertest.RunTamper(t, func(t *testing.T) (ledger.Store, ledgertest.Tamperer) {
+		dsn := testSchema(t)
+		return openStore(t, dsn), tamperer{dsn}
+	})
+}

@@ -1,0 +1,73 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/writhq/writ/ledger"
+)
+
+var _ ledger.StoredSource = (*Store)(nil)
+
+// ScanReceipts returns the tenant's records with their receipts; see
+// ledger.StoredSource.
+func (s *Store) ScanReceipts(ctx context.Context, tenantID string, after int64, limit int) ([]ledger.StoredReceipt, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT seq, raw, receipt FROM records WHERE tenant_id = ? AND seq > ? ORDER BY seq LIMIT ?`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: scan receipts: %w", err)
+	}
+	defer rows.Close()
+	var out []ledger.StoredReceipt
+	for rows.Next() {
+		var r ledger.StoredReceipt
+		var raw []byte
+		if err := rows.Scan(&r.Seq, &raw, &r.Receipt); err != nil {
+			return nil, fmt.Errorf("sqlite: scan receipts: %w", err)
+		}
+		r.Record = raw
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ScanRunEvents returns the tenant's run events in (run_id, seq) order;
+// see ledger.StoredSource.
+func (s *Store) ScanRunEvents(ctx context.Context, tenantID, afterRun string, afterSeq int64, limit int) ([]ledger.RunEvent, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT run_id, seq, kind, step_id, record_id, at_ns, data FROM run_events
+		WHERE tenant_id = ? AND (run_id, seq) > (?, ?) ORDER BY run_id, seq LIMIT ?`, tenantID, afterRun, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: scan run events: %w", err)
+	}
+	defer rows.Close()
+	var out []ledger.RunEvent
+	for rows.Next() {
+		ev := ledger.RunEvent{TenantID: tenantID}
+		var at int64
+		var data []byte
+		if err := rows.Scan(&ev.RunID, &ev.Seq, &ev.Kind, &ev.StepID, &ev.RecordID, &at, &data); err != nil {
+			return nil, fmt.Errorf("sqlite: scan run events: %w", err)
+		}
+		ev.At, ev.Data = time.Unix(0, at).UTC(), data
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// ScanBlobs returns blobs in hash order; see ledger.StoredSource.
+func (s *Store) ScanBlobs(ctx context.Context, after string, limit int) ([]ledger.Blob, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT hash, kind, data FROM blobs WHERE hash > ? ORDER BY hash LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: scan blobs: %w", err)
+	}
+	defer rows.Close()
+	var out []ledger.Blob
+	for rows.Next() {
+		var b ledger.Blob
+		if err := rows.Scan(&b.Hash, &b.Kind, &b.Data); err != nil {
+			return nil, fmt.Errorf("sqlite: scan blobs: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
