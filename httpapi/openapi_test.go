@@ -322,7 +322,7 @@ var schemaTypes = map[string]reflect.Type{
 	"ControlsActive":             reflect.TypeFor[writ.ControlsActive](),
 	"Lineage":                    reflect.TypeFor[writ.Lineage](),
 	"Replay":                     reflect.TypeFor[writ.Replay](),
-	"Bound": reflect.TypeFor[writ.Bound](),
+	"Bound":                      reflect.TypeFor[writ.Bound](),
 	"Audit":                      reflect.TypeFor[writ.Audit](),
 	"Problem":                    reflect.TypeFor[problem](),
 	"ProblemDetail":              reflect.TypeFor[writ.Detail](),

@@ -180,7 +180,7 @@ type Server struct {
 	routes    []route
 	inflight  chan struct{}
 	waiting   chan struct{} // resumes holding a connection open
-	rates     *keyLimiter // per-key request rates; nil when unlimited
+	rates     *keyLimiter   // per-key request rates; nil when unlimited
 }
 
 // route is one method and path pattern the server answers, and who may
