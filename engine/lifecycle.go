@@ -115,13 +115,27 @@ func permits(rec *writ.Record) bool {
 
 // lastCheck returns the latest check record of a decision's records, and
 // whether it permitted the effect.
-func lastCheck(recs []writ.StoredRecord) (*writ.Record, bool) {
+func lastCheck(recs []writ.StoredRecord) (*writ.StoredRecord, bool) {
 	for i := len(recs) - 1; i >= 0; i-- {
-		if rec := &recs[i].Record; storyKind(rec.DecisionKey) == writ.StoryCheck {
-			return rec, permits(rec)
+		if sr := &recs[i]; storyKind(sr.Record.DecisionKey) == writ.StoryCheck {
+			return sr, permits(&sr.Record)
 		}
 	}
 	return nil, false
+}
+
+// storedReceipt reads the receipt answered with a record and checks it
+// against the sealed record, which binds it (ledger.CheckStoredReceipt):
+// a receipt edited behind writ's back is never served.
+func (e *Engine) storedReceipt(ctx context.Context, sr *writ.StoredRecord) ([]byte, error) {
+	raw, err := e.store.Receipt(ctx, sr.Record.TenantID, sr.Record.RecordID)
+	if err != nil {
+		return nil, err
+	}
+	if err := ledger.CheckStoredReceipt(sr.Raw, raw); err != nil {
+		return nil, &writ.Error{Code: writ.EINTERNAL, Message: fmt.Sprintf("the stored receipt of record %s does not match its sealed record (writ ledger verify names it); it is not served", sr.Record.RecordID), Err: err}
+	}
+	return raw, nil
 }
 
 // ReportExecution records an execution report; see writ.Lifecycle.
@@ -144,16 +158,17 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	if prior, err := e.store.Report(ctx, r.TenantID, r.DecisionID); err != nil {
 		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision's execution report could not be looked up; retry", Err: err}
 	} else if prior != nil {
-		return repeatedReport(prior, digest)
+		return e.repeatedReport(ctx, r.TenantID, prior, digest)
 	}
 	recs, err := e.store.DecisionRecords(ctx, r.TenantID, r.DecisionID)
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision could not be read; retry", Err: err}
 	}
-	target, permitted := lastCheck(recs)
-	if target == nil {
+	last, permitted := lastCheck(recs)
+	if last == nil {
 		return nil, writ.Errorf(writ.ENOTFOUND, "decision %q not found", r.DecisionID)
 	}
+	target := &last.Record
 	if r.Status == writ.ExecutionSucceeded && !permitted {
 		return nil, writ.Errorf(writ.ECONFLICT, "decision %s did not permit execution (its record %s is %s), so it cannot be reported succeeded", r.DecisionID, target.RecordID, target.Status)
 	}
@@ -206,16 +221,24 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	}
 	if entry.Prior != nil {
 		// Another report of the same decision committed first.
-		return repeatedReport(entry.Prior, digest)
+		return e.repeatedReport(ctx, r.TenantID, entry.Prior, digest)
 	}
 	return ack, nil
 }
 
 // repeatedReport answers a report of a decision that already has one: the
-// first acknowledgement when it is the same report, a conflict otherwise.
-func repeatedReport(prior *ledger.Prior, digest string) (*writ.ExecutionAck, error) {
+// first acknowledgement when it is the same report (and still the one its
+// sealed record binds), a conflict otherwise.
+func (e *Engine) repeatedReport(ctx context.Context, tenantID string, prior *ledger.Prior, digest string) (*writ.ExecutionAck, error) {
 	if prior.ArgsDigest != digest {
 		return nil, writ.Errorf(writ.ECONFLICT, "the decision already has a different execution report (record %s); a decision has one report", prior.RecordID)
+	}
+	sr, err := e.store.Record(ctx, tenantID, prior.RecordID)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the first report's record could not be read; retry", Err: err}
+	}
+	if err := ledger.CheckStoredReceipt(sr.Raw, prior.Receipt); err != nil {
+		return nil, &writ.Error{Code: writ.EINTERNAL, Message: fmt.Sprintf("the stored acknowledgement of record %s does not match its sealed record (writ ledger verify names it); it is not served", prior.RecordID), Err: err}
 	}
 	var ack writ.ExecutionAck
 	if err := json.Unmarshal(prior.Receipt, &ack); err != nil {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/ledger"
 )
 
 func TestExecutionReportFindings(t *testing.T) {
@@ -302,5 +304,51 @@ func TestStopWaitingEndsWaits(t *testing.T) {
 	}
 	if rc, err := h.eng.Resume(ctx, &writ.ResumeRequest{TenantID: "acme", DecisionID: blocked.DecisionID, Request: refundRequest(t, "refund-high-value-human-review"), Wait: time.Minute}); err != nil || rc.Metadata.Repeated != writ.RepeatedStillWaiting {
 		t.Errorf("Resume() after StopWaiting = %+v, %v; want it answered at once, still waiting", rc, err)
+	}
+}
+
+// TestTamperedAcknowledgementIsNotServed: an execution report's stored
+// acknowledgement edited behind writ's back (triggers dropped) is not
+// answered to the same report again, and the decision's story refuses
+// to show it; writ ledger verify names it.
+func TestTamperedAcknowledgementIsNotServed(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, example("refund"))
+	allowed, err := h.eng.Check(ctx, refundRequest(t, "refund-allow"))
+	if err != nil || !allowed.SafeToExecute {
+		t.Fatalf("Check() = %+v, %v", allowed, err)
+	}
+	report := &writ.ExecutionReport{TenantID: "acme", DecisionID: allowed.DecisionID, Status: writ.ExecutionFailed, Error: &writ.ExecutionError{Code: "provider_down"}}
+	ack, err := h.eng.ReportExecution(ctx, report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(h.dir, "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DROP TRIGGER records_no_update`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE records SET receipt = replace(receipt, '"failed"', '"succeeded"') WHERE record_id = ?`, ack.RecordID); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := h.eng.ReportExecution(ctx, report); writ.ErrorCode(err) != writ.EINTERNAL {
+		t.Errorf("the same report again over a tampered acknowledgement = %+v, %v; want it refused (%s)", again, err, writ.EINTERNAL)
+	}
+	if _, err := h.eng.Decision(ctx, "acme", allowed.DecisionID); writ.ErrorCode(err) != writ.EINTERNAL {
+		t.Errorf("Decision() over a tampered acknowledgement: error = %v, want %s", err, writ.EINTERNAL)
+	}
+	findings, err := ledger.VerifyStored(ctx, h.store, exampleClock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for _, f := range findings {
+		named = named || f.RecordID == ack.RecordID
+	}
+	if !named {
+		t.Errorf("VerifyStored() = %+v; want a finding naming %s", findings, ack.RecordID)
 	}
 }

@@ -216,12 +216,15 @@ func (e *Engine) resumable(ctx context.Context, tenantID, decisionID string) (*w
 	if err != nil {
 		return nil, nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision could not be read; retry", Err: err}
 	}
-	target, permitted := lastCheck(recs)
-	if target == nil {
+	last, permitted := lastCheck(recs)
+	if last == nil {
 		return nil, nil, writ.Errorf(writ.ENOTFOUND, "decision %q not found", decisionID)
 	}
-	raw, err := e.store.Receipt(ctx, tenantID, target.RecordID)
-	if err != nil {
+	target := &last.Record
+	raw, err := e.storedReceipt(ctx, last)
+	if writ.ErrorCode(err) == writ.EINTERNAL {
+		return nil, nil, err
+	} else if err != nil {
 		return nil, nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision's receipt could not be read; retry", Err: err}
 	}
 	var rc writ.Receipt

@@ -39,7 +39,7 @@ func (e *Engine) Decision(ctx context.Context, tenantID, decisionID string) (*wr
 		sr := writ.StoryRecord{Kind: storyKind(rec.DecisionKey), RecordID: rec.RecordID, Status: rec.Status, Timestamp: rec.Timestamp, Seal: rec.Audit, Record: recs[i].Raw}
 		switch sr.Kind {
 		case writ.StoryCheck:
-			receipt, err := e.store.Receipt(ctx, tenantID, rec.RecordID)
+			receipt, err := e.storedReceipt(ctx, &recs[i])
 			if err != nil && writ.ErrorCode(err) != writ.ENOTFOUND {
 				return nil, err
 			}
@@ -65,7 +65,11 @@ func (e *Engine) Decision(ctx context.Context, tenantID, decisionID string) (*wr
 			if x := rec.Execution; x != nil {
 				st.State.Execution = x.Status
 			}
-			sr.Receipt, _ = e.store.Receipt(ctx, tenantID, rec.RecordID)
+			receipt, err := e.storedReceipt(ctx, &recs[i])
+			if err != nil && writ.ErrorCode(err) != writ.ENOTFOUND {
+				return nil, err
+			}
+			sr.Receipt = receipt
 		}
 		st.Records = append(st.Records, sr)
 	}
