@@ -78,3 +78,16 @@ func FuzzDecodeApprovalDecision(f *testing.F) {
 	f.Add([]byte(`{"reason":"\u0000"}`))
 	f.Fuzz(func(t *testing.T, body []byte) { fuzzDecoder[decideBody](t, body) })
 }
+
+func FuzzDecodeExecutionReport(f *testing.F) {
+	f.Add([]byte(`{"status":"succeeded","tool_result_id":"tr_121","result_digest":"sha256:2f9cc0d7a1b3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9","idempotency_key":"ik_1","reversal_token":"rv_1","started_at":"2026-05-09T09:31:50Z","ended_at":"2026-05-09T09:31:52Z"}`))
+	f.Add([]byte(`{"tenant_id":"acme","status":"failed","error":{"code":"provider_down","message":"503"},"usage":{"tokens":12,"cost_usd_cents":0.5},"actor":{"type":"AGENT","id":"a"}}`))
+	f.Add([]byte(`{"status":"done","started_at":"yesterday"}`))
+	f.Fuzz(func(t *testing.T, body []byte) { fuzzDecoder[writ.ExecutionReport](t, body) })
+}
+
+func FuzzDecodeResume(f *testing.F) {
+	f.Add([]byte(`{"request":{"tool":"payments.issue_refund","arguments":{"amount_inr":15000}},"wait":"30s"}`))
+	f.Add([]byte(`{"tenant_id":"acme","request":null,"wait":"-1h"}`))
+	f.Fuzz(func(t *testing.T, body []byte) { fuzzDecoder[resumeBody](t, body) })
+}
