@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -236,7 +237,15 @@ func TestMetricsMoveWithChecks(t *testing.T) {
 		post(t, srv, example(t, name), "")
 	}
 	post(t, srv, bytes.Replace(example(t, "refund-allow"), []byte(`"ik_2x9k4j7m1q8w0p3z"`), []byte(`"ik_other"`), 1), "")
+	// The appender observes a commit after it has answered the batch's
+	// callers, so the last commit may reach the metrics a moment after
+	// the last answer: scrape until it has (or the deadline passes and
+	// the assertions below say what is missing).
 	after := scrape()
+	for deadline := time.Now().Add(10 * time.Second); after["writ_ledger_commit_batch_size,count"]-before["writ_ledger_commit_batch_size,count"] < 4 && time.Now().Before(deadline); {
+		runtime.Gosched()
+		after = scrape()
+	}
 	const key = "support.refund.execute"
 	for _, tt := range []struct {
 		series string
