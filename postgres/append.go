@@ -148,17 +148,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 			FROM unnest($1::text[], $2::text[]) AS c (tenant_id, key)
 			JOIN idempotency i ON i.tenant_id = c.tenant_id AND i.key = c.key
 			JOIN record_ids x ON x.record_id = i.record_id`+byID("r.receipt"), claimTenants, claimKeys).
-			Query(func(rows pgx.Rows) error {
-				for rows.Next() {
-					var k claimKey
-					var p ledger.Prior
-					if err := rows.Scan(&k.tenant, &k.key, &p.ArgsDigest, &p.RecordID, &p.Receipt); err != nil {
-						return err
-					}
-					dbClaims[k] = &p
-				}
-				return rows.Err()
-			})
+			Query(scanClaims(dbClaims))
 	}
 	if len(reportDecisions) > 0 {
 		// Read under the heads' locks: every report of a tenant is
@@ -167,17 +157,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 			FROM unnest($1::text[], $2::text[]) AS c (tenant_id, decision_id)
 			JOIN execution_reports e ON e.tenant_id = c.tenant_id AND e.decision_id = c.decision_id
 			JOIN record_ids x ON x.record_id = e.record_id`+byID("r.receipt"), reportTenants, reportDecisions).
-			Query(func(rows pgx.Rows) error {
-				for rows.Next() {
-					var k claimKey
-					var p ledger.Prior
-					if err := rows.Scan(&k.tenant, &k.key, &p.ArgsDigest, &p.RecordID, &p.Receipt); err != nil {
-						return err
-					}
-					dbReports[k] = &p
-				}
-				return rows.Err()
-			})
+			Query(scanClaims(dbReports))
 	}
 	if len(approvalKeys) > 0 {
 		queueApprovalTallies(b, approvalKeys, tallies)
@@ -876,4 +856,20 @@ func (s *Store) PutBlobs(ctx context.Context, blobs []ledger.Blob) error {
 		return fmt.Errorf("postgres: put blobs: %w", err)
 	}
 	return nil
+}
+
+// scanClaims reads rows of (tenant, key, digest, record id, receipt) into
+// claims: the first answers under idempotency keys, or decisions' reports.
+func scanClaims(claims map[claimKey]*ledger.Prior) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k claimKey
+			var p ledger.Prior
+			if err := rows.Scan(&k.tenant, &k.key, &p.ArgsDigest, &p.RecordID, &p.Receipt); err != nil {
+				return err
+			}
+			claims[k] = &p
+		}
+		return rows.Err()
+	}
 }
