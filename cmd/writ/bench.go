@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/writhq/writ"
 )
 
@@ -27,7 +29,7 @@ import (
 // process. Every request gets its own idempotency key and a distinct
 // argument, so each one is decided and recorded.
 func (m *Main) bench(ctx context.Context, args []string) error {
-	fs := m.flags("bench", "--request FILE [--addr URL | --pack DIR] [--concurrency N] [--duration D]")
+	fs := m.flags("bench", "--request FILE [--addr URL | --pack DIR] [--concurrency N] [--duration D] [--rate R]")
 	addr := fs.String("addr", "", "base URL of a running writ server (default: start one)")
 	reqFile := fs.String("request", "", "check request to send (JSON; required)")
 	packDir := fs.String("pack", "", "pack for the started server (default: the request's pack)")
@@ -35,8 +37,16 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 	dur := fs.Duration("duration", 10*time.Second, "how long to send load (at most 5m)")
 	warmup := fs.Duration("warmup", 2*time.Second, "load sent before measuring")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	perSec := fs.Float64("rate", 0, "send at most this many checks a second, all clients together (0: as fast as the clients go)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *perSec < 0 {
+		return usagef("--rate must not be negative")
+	}
+	limiter := rate.NewLimiter(rate.Inf, 1)
+	if *perSec > 0 {
+		limiter = rate.NewLimiter(rate.Limit(*perSec), 1)
 	}
 	if *reqFile == "" {
 		return usagef("bench needs --request FILE")
@@ -85,6 +95,9 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 				defer wg.Done()
 				local := benchResult{Outcomes: map[string]int{}, Statuses: map[string]int{}}
 				for time.Now().Before(deadline) && ctx.Err() == nil {
+					if limiter.Wait(ctx) != nil {
+						break
+					}
 					n := seq.Add(1)
 					body, err := benchBody(req, runTag, n)
 					if err != nil {
