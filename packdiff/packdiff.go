@@ -119,6 +119,15 @@ func direction(old, new float64, lowerIsTighter bool) string {
 	return Loosened
 }
 
+// byKey indexes a list by the key each item gives.
+func byKey[T any](items []T, key func(T) string) map[string]T {
+	out := make(map[string]T, len(items))
+	for _, it := range items {
+		out[key(it)] = it
+	}
+	return out
+}
+
 // keys returns the union of two maps' keys, sorted.
 func keys[V any](a, b map[string]V) []string {
 	var out []string
@@ -204,13 +213,7 @@ func (d *differ) specs(old, new *pack.Pack) {
 // What a change of window, filter or grouping does to the rules that
 // read it depends on their conditions: no direction.
 func (d *differ) history(old, new *pack.Pack) {
-	om, nm := map[string]*pack.Aggregate{}, map[string]*pack.Aggregate{}
-	for _, a := range old.History {
-		om[a.Name] = a
-	}
-	for _, a := range new.History {
-		nm[a.Name] = a
-	}
+	om, nm := byKey(old.History, func(a *pack.Aggregate) string { return a.Name }), byKey(new.History, func(a *pack.Aggregate) string { return a.Name })
 	for _, k := range keys(om, nm) {
 		a, b := om[k], nm[k]
 		s := "history aggregate " + k
@@ -269,13 +272,7 @@ func (d *differ) execution(subject string, o, n *pack.Spec) {
 }
 
 func (d *differ) evidence(subject string, o, n *pack.Spec) {
-	oe, ne := map[string]*pack.EvidenceRequirement{}, map[string]*pack.EvidenceRequirement{}
-	for _, e := range o.RequiredEvidence {
-		oe[e.Kind] = e
-	}
-	for _, e := range n.RequiredEvidence {
-		ne[e.Kind] = e
-	}
+	oe, ne := byKey(o.RequiredEvidence, func(e *pack.EvidenceRequirement) string { return e.Kind }), byKey(n.RequiredEvidence, func(e *pack.EvidenceRequirement) string { return e.Kind })
 	for _, k := range keys(oe, ne) {
 		a, b := oe[k], ne[k]
 		s := subject + " evidence " + k
@@ -360,13 +357,7 @@ func (d *differ) bundles(old, new *pack.Pack) {
 			continue
 		}
 		d.field(n.Pos, "policy bundle "+k, "version", o.Version, n.Version, "")
-		om, nm := map[string]*pack.Rule{}, map[string]*pack.Rule{}
-		for _, r := range o.Rules {
-			om[r.ID] = r
-		}
-		for _, r := range n.Rules {
-			nm[r.ID] = r
-		}
+		om, nm := byKey(o.Rules, func(r *pack.Rule) string { return r.ID }), byKey(n.Rules, func(r *pack.Rule) string { return r.ID })
 		for _, id := range keys(om, nm) {
 			a, b := om[id], nm[id]
 			s := "rule " + id + " of " + k
@@ -420,13 +411,7 @@ func (d *differ) controls(old, new *pack.Pack) {
 		name     string
 		old, new []*pack.Control
 	}{{"must_refuse", old.Controls.MustRefuse, new.Controls.MustRefuse}, {"must_escalate", old.Controls.MustEscalate, new.Controls.MustEscalate}} {
-		om, nm := map[string]*pack.Control{}, map[string]*pack.Control{}
-		for _, c := range kind.old {
-			om[c.ID] = c
-		}
-		for _, c := range kind.new {
-			nm[c.ID] = c
-		}
+		om, nm := byKey(kind.old, func(c *pack.Control) string { return c.ID }), byKey(kind.new, func(c *pack.Control) string { return c.ID })
 		for _, id := range keys(om, nm) {
 			a, b := om[id], nm[id]
 			s := kind.name + " control " + id
@@ -457,13 +442,7 @@ func (d *differ) controls(old, new *pack.Pack) {
 			d.field(b.Pos, s, "target_hint", a.TargetHint, b.TargetHint, "")
 		}
 	}
-	om, nm := map[string]*pack.RedactionRule{}, map[string]*pack.RedactionRule{}
-	for _, r := range old.Controls.Redaction {
-		om[r.ID] = r
-	}
-	for _, r := range new.Controls.Redaction {
-		nm[r.ID] = r
-	}
+	om, nm := byKey(old.Controls.Redaction, func(r *pack.RedactionRule) string { return r.ID }), byKey(new.Controls.Redaction, func(r *pack.RedactionRule) string { return r.ID })
 	for _, id := range keys(om, nm) {
 		a, b := om[id], nm[id]
 		s := "redaction rule " + id
@@ -564,13 +543,7 @@ func (d *differ) step(s string, a, b *pack.Step) {
 	// Fewer retries ask more of each attempt.
 	d.field(vb.Pos, s, "retry budget", strconv.Itoa(int(budget(va.Retry))), strconv.Itoa(int(budget(vb.Retry))), direction(budget(va.Retry), budget(vb.Retry), true))
 	d.field(vb.Pos, s, "onFailure", jsonText(onFailure(va.OnFailure)), jsonText(onFailure(vb.OnFailure)), "")
-	oe, ne := map[string]*pack.EvidenceRule{}, map[string]*pack.EvidenceRule{}
-	for _, e := range va.Evidence {
-		oe[e.Path] = e
-	}
-	for _, e := range vb.Evidence {
-		ne[e.Path] = e
-	}
+	oe, ne := byKey(va.Evidence, func(e *pack.EvidenceRule) string { return e.Path }), byKey(vb.Evidence, func(e *pack.EvidenceRule) string { return e.Path })
 	for _, p := range keys(oe, ne) {
 		x, y := oe[p], ne[p]
 		cs := s + " evidence " + p
@@ -583,13 +556,7 @@ func (d *differ) step(s string, a, b *pack.Step) {
 			d.field(y.Pos, cs, "check", evidenceText(x), evidenceText(y), "")
 		}
 	}
-	ot, nt := map[string]*pack.ToolCallRule{}, map[string]*pack.ToolCallRule{}
-	for _, t := range va.ToolCalls {
-		ot[t.Name] = t
-	}
-	for _, t := range vb.ToolCalls {
-		nt[t.Name] = t
-	}
+	ot, nt := byKey(va.ToolCalls, func(t *pack.ToolCallRule) string { return t.Name }), byKey(vb.ToolCalls, func(t *pack.ToolCallRule) string { return t.Name })
 	for _, name := range keys(ot, nt) {
 		x, y := ot[name], nt[name]
 		cs := s + " tool call " + name
