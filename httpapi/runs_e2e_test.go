@@ -14,11 +14,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/httpapi"
-	"github.com/writhq/writ/pack"
-	"github.com/writhq/writ/policy"
-	"github.com/writhq/writ/sqlite"
 )
 
 // TestRunsEndToEnd drives the example pack examples/storybook through a
@@ -28,30 +24,11 @@ import (
 func TestRunsEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join("..", "examples", "storybook")
-	st, err := sqlite.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pack.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.Compile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The clock runs from now; skip moves it past a retry's backoff.
 	var ahead atomic.Int64
 	skip := func(d time.Duration) { ahead.Add(int64(d)) }
-	eng, err := engine.New(ctx, engine.Config{Policy: pol, Store: st, BindingKey: bytes.Repeat([]byte{0x5a}, 32),
-		Now: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		eng.Close()
-		st.Close()
-	})
+	eng, _ := newEngine(t, dir, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+	p := eng.Pack()
 	srv := validated(t, httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Ledger: eng, Workflows: eng})))
 	t.Cleanup(srv.Close)
 	c := httpapi.NewClient(srv.URL, httpapi.WithHTTPClient(srv.Client()))
