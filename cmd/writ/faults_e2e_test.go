@@ -19,8 +19,8 @@ import (
 )
 
 // The fault tests run the real server while its storage fails under it:
-// the data disk fills up, the data directory turns read-only, PostgreSQL
-// drops its connections. In each: no answer permits execution without a
+// the data disk fills up, the data disk stalls (a very slow fsync),
+// PostgreSQL drops its connections. In each: no answer permits execution without a
 // durable record (every 200 names a record that is there afterwards),
 // errors say what is wrong, and writ recovers by itself, without a
 // restart, when the fault clears.
@@ -265,4 +265,103 @@ func clientPorts(t *testing.T, pid int) []int32 {
 		}
 	}
 	return ports
+}
+
+// ext4Loop makes a small ext4 file system on a loop device and mounts it
+// at a fresh directory, or skips the test where that is not allowed. It
+// is unmounted when the test ends.
+func ext4Loop(t *testing.T, size int64) string {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, size); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", img).CombinedOutput(); err != nil {
+		t.Skipf("cannot make an ext4 file system: %v %s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a loop device (needs root and /dev/loop*): %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// TestFaultStalledDisk: the data disk stalls under load (fsfreeze: every
+// write and fsync blocks until the disk is thawed), as a disk with a very
+// slow fsync does. No check is acknowledged on a commit that has not
+// returned; the checks waiting on the stalled commit are answered once it
+// returns, and writ goes on without a restart; nothing acknowledged is
+// lost.
+func TestFaultStalledDisk(t *testing.T) {
+	mnt := ext4Loop(t, 64<<20)
+	data := filepath.Join(mnt, "data")
+	srv := startServer(t, data, "../../examples/wf-2302")
+	l := newFaultLoad(t, srv.url, "stall")
+	l.recovered(t)
+
+	// Thaw before anything else is cleaned up: a frozen file system left
+	// behind would hang the unmount and every process that writes to it.
+	var thawed atomic.Bool
+	thaw := func() {
+		if thawed.CompareAndSwap(false, true) {
+			if out, err := exec.Command("fsfreeze", "--unfreeze", mnt).CombinedOutput(); err != nil {
+				t.Errorf("fsfreeze --unfreeze: %v %s", err, out)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+
+	stop := make(chan struct{})
+	var waitedOut atomic.Int64 // checks sent while frozen, answered after the thaw
+	var frozenAt, thawedAt atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				sent := time.Now().UnixNano()
+				l.check(t)
+				if f, th := frozenAt.Load(), thawedAt.Load(); f != 0 && sent > f && th != 0 && time.Now().UnixNano() > th {
+					waitedOut.Add(1)
+				}
+			}
+		})
+	}
+	l.recovered(t) // load is flowing
+	if out, err := exec.Command("fsfreeze", "--freeze", mnt).CombinedOutput(); err != nil {
+		close(stop)
+		wg.Wait()
+		thawed.Store(true)
+		t.Skipf("cannot freeze the file system: %v %s", err, out)
+	}
+	frozenAt.Store(time.Now().UnixNano())
+	time.Sleep(3 * time.Second)
+	thawedAt.Store(time.Now().UnixNano())
+	thaw()
+	l.recovered(t)
+	close(stop)
+	wg.Wait()
+	if waitedOut.Load() == 0 {
+		t.Error("no check sent during the stall was answered after it: the disk did not stall writ's commits")
+	}
+	if len(l.errs) > 0 {
+		t.Errorf("errors other than fail-closed receipts around the stall: %v", l.errs)
+	}
+	t.Logf("%d checks were held by the stall and answered after it", waitedOut.Load())
+	l.nothingLost(t, srv, "--data", data)
 }
