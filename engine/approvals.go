@@ -250,8 +250,8 @@ func (e *Engine) DecideApproval(ctx context.Context, req *writ.DecideApprovalReq
 	if entry.Presealed, err = record.Preseal(rec); err != nil {
 		return nil, fmt.Errorf("canonicalize approval record: %w", err)
 	}
-	if err := e.appender.Append(ctx, entry); err != nil {
-		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the approval decision could not be recorded; it did not count, retry it", Err: err}
+	if err := e.appendTraced(ctx, entry); err != nil {
+		return nil, notRecorded("the approval decision", err)
 	}
 	if entry.Refused != "" {
 		return nil, writ.Errorf(writ.ECONFLICT, "approval %s was decided by someone else meanwhile", a.ApprovalID)

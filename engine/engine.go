@@ -84,6 +84,13 @@ type Config struct {
 	// Zero means this engine decides every approval of its store, and
 	// wakes its waiters itself.
 	ResumeSweep time.Duration
+	// CommitTimeout, when positive, is how long a check (or an approval
+	// decision, execution report or step attempt) waits for its record's
+	// commit. A check whose commit does not return in time is answered
+	// fail-closed (reason commit_timeout); the commit itself is not
+	// cancelled and may still land, so a retry with the same idempotency
+	// key then gets its receipt. Zero waits as long as the caller does.
+	CommitTimeout time.Duration
 	// TracerProvider, when set, traces checks: writ.decide and
 	// writ.ledger.append spans (see engine/telemetry.go). Nil traces
 	// nothing.
@@ -92,17 +99,18 @@ type Config struct {
 
 // Engine is the in-process writ runtime.
 type Engine struct {
-	policy       *policy.Policy
-	checkpointer *ledger.Checkpointer // nil without keys
-	stopCP       context.CancelFunc
-	cpDone       chan struct{}
-	store        ledger.Store
-	appender     *ledger.Appender
-	now          func() time.Time
-	random       io.Reader
-	redactor     *record.Redactor
-	binder       *record.Binder
-	rules        *ledger.Rules // the record validation rules, checked before append
+	policy        *policy.Policy
+	checkpointer  *ledger.Checkpointer // nil without keys
+	stopCP        context.CancelFunc
+	cpDone        chan struct{}
+	store         ledger.Store
+	appender      *ledger.Appender
+	commitTimeout time.Duration
+	now           func() time.Time
+	random        io.Reader
+	redactor      *record.Redactor
+	binder        *record.Binder
+	rules         *ledger.Rules // the record validation rules, checked before append
 
 	contracts *acceptance.Contracts // the pack\'s verification contracts
 	runs      runLocks
@@ -188,6 +196,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		}()
 	}
 	e.appender = ledger.NewAppender(cfg.Store, cfg.Appender)
+	e.commitTimeout = cfg.CommitTimeout
 	if cfg.Policy != nil && cfg.ResumeSweep > 0 {
 		var sweepCtx context.Context
 		sweepCtx, e.stopSweep = context.WithCancel(context.Background())
@@ -441,7 +450,11 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		return nil, "", fmt.Errorf("canonicalize record: %w", err)
 	}
 	if err := e.appendTraced(ctx, entry); err != nil {
-		rc, err := e.failClosed(rq, r, "the decision record could not be committed", err)
+		what := "the decision record could not be committed"
+		if errors.Is(err, errCommitTimeout) {
+			what = "its commit did not return within the commit timeout"
+		}
+		rc, err := e.failClosed(rq, r, what, err)
 		return rc, "", err
 	}
 	if entry.Prior != nil {
@@ -527,8 +540,10 @@ func (e *Engine) failClosed(req *writ.CheckRequest, r *policy.Resolved, what str
 		code = "record_invalid"
 	case errors.Is(cause, ledger.ErrReceiptMismatch):
 		code = "stored_receipt_mismatch"
+	case errors.Is(cause, errCommitTimeout):
+		code = "commit_timeout"
 	}
-	if !errors.As(cause, new(*writ.Error)) {
+	if !errors.As(cause, new(*writ.Error)) && !errors.Is(cause, errCommitTimeout) {
 		e.log.Error("check failed closed", "tenant", req.TenantID, "decision_key", r.Spec.DecisionKey, "reason", what, "err", cause)
 	}
 	now := e.now().UTC()

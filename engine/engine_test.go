@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
@@ -395,5 +396,67 @@ func TestCorrectionsSupersedeWithoutEditing(t *testing.T) {
 	bad.Supersedes = "dr_nope"
 	if _, err := h.eng.Check(ctx, bad); writ.ErrorCode(err) != writ.EINVALID {
 		t.Errorf("superseding an unknown record = %v, want EINVALID", err)
+	}
+}
+
+// stallingStore holds every append until release is closed, as a stalled
+// disk or a commit waiting on a synchronous standby that is gone would.
+type stallingStore struct {
+	ledger.Store
+	release chan struct{}
+	entered chan struct{}
+}
+
+func (s *stallingStore) Append(ctx context.Context, entries []*ledger.Entry, seal ledger.SealFunc) error {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return s.Store.Append(ctx, entries, seal)
+}
+
+// A commit that outlives Config.CommitTimeout answers fail-closed
+// (commit_timeout) instead of holding the check; the commit is not
+// cancelled, and once it lands a retry with the same idempotency key gets
+// the committed receipt.
+func TestCommitTimeoutFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	ss := &stallingStore{release: make(chan struct{}), entered: make(chan struct{}, 1)}
+	h := newHarness(t, example("refund"), func(c *engine.Config) {
+		ss.Store = c.Store
+		c.Store = ss
+		c.CommitTimeout = 50 * time.Millisecond
+	})
+	req := refundRequest(t, "refund-allow")
+	req.IdempotencyKey = "stalled-commit"
+	rc, err := h.eng.Check(ctx, req)
+	if writ.ErrorCode(err) != writ.EUNAVAILABLE {
+		t.Fatalf("Check on a stalled store: error %v, want EUNAVAILABLE", err)
+	}
+	if rc == nil || rc.SafeToExecute || !rc.Metadata.FailClosed || rc.Metadata.RecordID != "" {
+		t.Fatalf("receipt = %+v, want a fail-closed receipt without a record", rc)
+	}
+	if len(rc.Reasons) != 1 || rc.Reasons[0].Code != "commit_timeout" {
+		t.Errorf("reasons = %+v, want commit_timeout", rc.Reasons)
+	}
+	<-ss.entered // the commit is under way, not abandoned
+	close(ss.release)
+	// The stalled commit lands; the same check again is answered from it.
+	var again *writ.Receipt
+	for range 200 {
+		if again, err = h.eng.Check(ctx, req); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("retry after the commit landed: %v", err)
+	}
+	if !again.SafeToExecute || again.Metadata.Repeated != writ.RepeatedIdempotent {
+		t.Errorf("retry = %s safe=%v repeated=%q, want the committed allow, repeated", again.Outcome, again.SafeToExecute, again.Metadata.Repeated)
+	}
+	if n := h.count(t, "acme"); n != 1 {
+		t.Errorf("records = %d, want 1 (the stalled commit, landed once)", n)
 	}
 }

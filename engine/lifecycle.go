@@ -216,8 +216,8 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	if entry.Presealed, err = record.Preseal(rec); err != nil {
 		return nil, fmt.Errorf("canonicalize execution report record: %w", err)
 	}
-	if err := e.appender.Append(ctx, entry); err != nil {
-		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the execution report could not be recorded; it did not count, retry it", Err: err}
+	if err := e.appendTraced(ctx, entry); err != nil {
+		return nil, notRecorded("the execution report", err)
 	}
 	if entry.Prior != nil {
 		// Another report of the same decision committed first.

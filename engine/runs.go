@@ -321,8 +321,8 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 	if entry.Presealed, err = record.Preseal(rec); err != nil {
 		return nil, fmt.Errorf("canonicalize verdict record: %w", err)
 	}
-	if err := e.appender.Append(ctx, entry); err != nil {
-		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the verdict could not be recorded; the attempt did not count, retry it", Err: err}
+	if err := e.appendTraced(ctx, entry); err != nil {
+		return nil, notRecorded("the verdict", err)
 	}
 	return verdict, nil
 }

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -34,11 +36,38 @@ func spanTraceID(ctx context.Context) string {
 	return ""
 }
 
-// appendTraced appends entry under a writ.ledger.append span.
+// appendTraced appends entry under a writ.ledger.append span, waiting at
+// most Config.CommitTimeout for the commit. A commit that outlives the
+// deadline is not cancelled (cancelling a PostgreSQL commit that waits on
+// a synchronous standby would let it return as if replicated): it may
+// still land, and the caller, told errCommitTimeout, fails closed.
 func (e *Engine) appendTraced(ctx context.Context, entry *ledger.Entry) error {
 	ctx, span := e.tracer.Start(ctx, "writ.ledger.append")
 	defer span.End()
-	return e.appender.Append(ctx, entry)
+	if e.commitTimeout <= 0 {
+		return e.appender.Append(ctx, entry)
+	}
+	wait, cancel := context.WithTimeoutCause(ctx, e.commitTimeout, errCommitTimeout)
+	defer cancel()
+	err := e.appender.Append(wait, entry)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wait), errCommitTimeout) {
+		e.log.Error("a commit outlived the commit timeout; answering fail-closed", "timeout", e.commitTimeout.String(), "queue_depth", e.appender.QueueDepth())
+		return errCommitTimeout
+	}
+	return err
+}
+
+// errCommitTimeout: the record's commit did not return within
+// Config.CommitTimeout. It may still land.
+var errCommitTimeout = errors.New("the ledger did not commit within the commit timeout")
+
+// notRecorded is the error of an approval decision, execution report or
+// step attempt whose record could not be committed.
+func notRecorded(what string, err error) error {
+	if errors.Is(err, errCommitTimeout) {
+		return &writ.Error{Code: writ.EUNAVAILABLE, Message: what + " was not committed within the commit timeout; it may still be recorded. Retry it: a retry of the same request is answered as a repeat if the first one landed", Err: err}
+	}
+	return &writ.Error{Code: writ.EUNAVAILABLE, Message: what + " could not be recorded; it did not count, retry it", Err: err}
 }
 
 // QueueDepth returns the number of records waiting for a group commit

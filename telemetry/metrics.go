@@ -23,7 +23,7 @@ import (
 // Fail-closed causes: the reason codes of the engine's fail-closed
 // receipts. Any other is counted as causeOther, so the label stays
 // bounded whatever a future engine says.
-var failClosedCauses = map[string]bool{"record_not_committed": true, "ledger_overloaded": true, "record_invalid": true}
+var failClosedCauses = map[string]bool{"record_not_committed": true, "ledger_overloaded": true, "record_invalid": true, "commit_timeout": true, "stored_receipt_mismatch": true}
 
 const causeOther = "other"
 

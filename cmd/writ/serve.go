@@ -43,6 +43,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	readTimeout := fs.Duration("read-timeout", 30*time.Second, "close a connection whose whole request (headers and body) takes longer than this to arrive")
 	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "give up on a response not written this long after its request was read")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "close a keep-alive connection idle this long")
+	commitTimeout := fs.Duration("commit-timeout", 10*time.Second, "answer a check fail-closed (commit_timeout) when its record's commit has not returned this long after it was queued; the commit is not cancelled and may still land (0: wait as long as the client does)")
 	maxConns := fs.Int("max-conns", 4096, "connections open at once; more wait to be accepted (0: no limit)")
 	rateLimit := fs.Float64("rate-limit", 0, "requests a second each API key (each client IP without authentication) may send; more are answered 429 (0: no limit)")
 	rateBurst := fs.Int("rate-burst", 0, "requests a key may send at once after being idle (default: the rate limit, at least 1)")
@@ -56,8 +57,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if *packDir == "" {
 		return usagef("serve needs --pack DIR")
 	}
-	if *readHeaderTimeout <= 0 || *readTimeout <= 0 || *writeTimeout <= 0 || *idleTimeout <= 0 || *maxConns < 0 || *rateLimit < 0 || *rateBurst < 0 {
-		return usagef("serve: timeouts must be positive, and --max-conns, --rate-limit and --rate-burst not negative")
+	if *readHeaderTimeout <= 0 || *readTimeout <= 0 || *writeTimeout <= 0 || *idleTimeout <= 0 || *maxConns < 0 || *rateLimit < 0 || *rateBurst < 0 || *commitTimeout < 0 {
+		return usagef("serve: timeouts must be positive, and --commit-timeout, --max-conns, --rate-limit and --rate-burst not negative")
 	}
 	if fs.NArg() > 0 {
 		return usagef("serve takes no arguments, got %q", fs.Args())
@@ -108,7 +109,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
-		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}}
+		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}, CommitTimeout: *commitTimeout}
 	if *storeURL != "" {
 		// Other servers may decide the approvals that resumes here wait on.
 		cfg.ResumeSweep = 2 * time.Second
