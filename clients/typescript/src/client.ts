@@ -244,11 +244,22 @@ export class Client {
     Promise<{ result: R; receipt: Receipt; ack?: ExecutionAck }> {
     const req: CheckRequest = { ...request, idempotency_key: request.idempotency_key || newIdempotencyKey() };
     const receipt = await this.permit(req, o.wait);
-    const started = new Date().toISOString();
-    const common = { idempotency_key: req.idempotency_key, started_at: started };
+    return this.runAndReport(receipt, () => run(receipt), { ...o, idempotencyKey: req.idempotency_key });
+  }
+
+  /**
+   * The run half of `governed`, for a receipt that permits: run the tool,
+   * then report its execution (`succeeded` with the digest of its result,
+   * or `failed` with the error's name as the code, and rethrow). Refuses a
+   * receipt that does not permit (Blocked) without running anything.
+   */
+  async runAndReport<R>(receipt: Receipt, run: () => Promise<R> | R, o: GovernOptions<R> & { idempotencyKey?: string } = {}):
+    Promise<{ result: R; receipt: Receipt; ack?: ExecutionAck }> {
+    if (receipt.safe_to_execute !== true) throw new Blocked(receipt);
+    const common = { idempotency_key: o.idempotencyKey, started_at: new Date().toISOString() };
     let result: R;
     try {
-      result = await run(receipt);
+      result = await run();
     } catch (err) {
       if (o.report !== false) {
         const e = err instanceof Error ? err : new Error(String(err));
