@@ -15,6 +15,7 @@ import threading
 import unittest
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import writ  # noqa: E402
 from flaky_proxy import FlakyProxy  # noqa: E402
@@ -238,6 +239,19 @@ class RefundPack(unittest.TestCase):
         self.assertEqual((cm.exception.status, cm.exception.receipt), (503, None))
         self.assertEqual(slept, [1.0, 1.0])
         self.assertEqual(len(proxy.seen), 3)
+
+    def test_quick_start_agent(self) -> None:
+        """examples/refund_agent.py, the README's quick start, runs against the server."""
+        import subprocess
+
+        script = os.path.join(os.path.dirname(__file__), "..", "examples", "refund_agent.py")
+        env = dict(os.environ, WRIT_URL=self.srv.url, WRIT_API_KEY=self.srv.tokens[AGENT])
+        out = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, check=True).stdout
+        self.assertIn("allowed, executed and reported: rf_", out)
+        self.assertIn("blocked: replan_required / upstream_replan: return_not_received", out)
+        self.assertIn("route back to: returns_intake", out)
+        self.assertIn("blocked: replan_required / human_review: high_value_refund", out)
+        self.assertIn("approval request: apr_", out)
 
 
 class DevelopmentModeRuns(unittest.TestCase):

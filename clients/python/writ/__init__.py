@@ -21,7 +21,7 @@ from .errors import (
     Unavailable,
     WritError,
 )
-from .guard import Permit, ReportFailed, guard
+from .guard import Permit, ReportFailed, guard, run_and_report
 from .types import (
     ALLOW,
     ALLOW_WITH_WARNING,
@@ -47,7 +47,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "traceparent", "current_traceparent", "result_digest", "new_idempotency_key",
-    "guard", "Permit", "ReportFailed",
+    "guard", "Permit", "ReportFailed", "run_and_report",
     "WritError", "ProblemError", "Blocked", "Invalid", "Unauthenticated", "Forbidden", "NotFound",
     "Conflict", "TooLarge", "RateLimited", "Unavailable", "Internal",
     "Receipt", "Disposition", "Routing", "Reason", "ExecutionAck", "ApprovalRequest", "Page",

@@ -320,6 +320,12 @@ class Client:
 
         return guard(self, tool, **options)
 
+    def run_and_report(self, receipt: Receipt, run: Callable[[], Any], **options: Any) -> Any:
+        """Runs a tool under a permit already held, then reports; see :func:`writ.guard.run_and_report`."""
+        from .guard import run_and_report
+
+        return run_and_report(self, receipt, run, **options)
+
     def permit(self, request: Mapping[str, Any], **options: Any):  # -> guard.Permit
         """A context manager that governs one call; see :class:`writ.guard.Permit`."""
         from .guard import Permit

@@ -29,7 +29,7 @@ from .types import JSON, ExecutionAck, Receipt
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ["Permit", "guard", "ReportFailed"]
+__all__ = ["Permit", "guard", "run_and_report", "ReportFailed"]
 
 
 class ReportFailed(WritError):
@@ -60,28 +60,33 @@ class Permit:
 
     Entering checks (and waits, with ``wait``), and raises
     :class:`~writ.errors.Blocked` when the call may not run; ``p.receipt`` is
-    the permit. Leaving reports the execution: ``succeeded`` with the digest
-    of ``p.result``, or ``failed`` if the block raised. ``p.ack`` is writ's
-    acknowledgement. ``report=False`` skips the report.
+    the permit. Given ``receipt`` (a permit the caller already holds, such
+    as one resumed after an approval), entering checks nothing and only
+    refuses a receipt that does not permit. Leaving reports the execution:
+    ``succeeded`` with the digest of ``p.result``, or ``failed`` if the block
+    raised. ``p.ack`` is writ's acknowledgement. ``report=False`` skips the
+    report.
     """
 
     def __init__(self, client: "Client", request: Mapping[str, Any], *,
                  wait: Union[str, float, None] = None, report: bool = True,
-                 tool_result_id: Optional[Callable[[Any], Optional[str]]] = None) -> None:
+                 tool_result_id: Optional[Callable[[Any], Optional[str]]] = None,
+                 receipt: Optional[Receipt] = None) -> None:
         self.client = client
         self.request: JSON = dict(request)
-        if not self.request.get("idempotency_key"):
+        if receipt is None and not self.request.get("idempotency_key"):
             self.request["idempotency_key"] = new_idempotency_key()
         self.wait = wait
         self.report = report
         self._tool_result_id = tool_result_id
         self.receipt: Optional[Receipt] = None
+        self._given = receipt
         self.result: Any = None
         self.ack: Optional[ExecutionAck] = None
         self._started: Optional[str] = None
 
     def __enter__(self) -> "Permit":
-        r = self.client.check(self.request)
+        r = self._given or self.client.check(self.request)
         if not r.safe_to_execute and self.wait is not None and r.awaits_approval:
             r = self.client.resume(r.decision_id, self.request, wait=self.wait)
         self.receipt = r
@@ -113,6 +118,22 @@ class Permit:
         except WritError:
             pass  # the tool's own error matters more; the permit stays IN_FLIGHT for auditors
         return False
+
+
+def run_and_report(client: "Client", receipt: Receipt, run: Callable[[], Any], *,
+                   idempotency_key: Optional[str] = None,
+                   tool_result_id: Optional[Callable[[Any], Optional[str]]] = None) -> Any:
+    """Runs a tool under a permit the caller already holds, then reports its execution.
+
+    For frameworks that keep the receipt across a pause (an approval
+    resumed after an interruption), where checking again would open a new
+    decision. Raises :class:`~writ.errors.Blocked` without running anything
+    if ``receipt`` does not permit.
+    """
+    req: JSON = {"idempotency_key": idempotency_key} if idempotency_key else {}
+    with Permit(client, req, receipt=receipt, tool_result_id=tool_result_id) as p:
+        p.result = run()
+    return p.result
 
 
 def _arguments(sig: inspect.Signature, bound: inspect.BoundArguments) -> JSON:
