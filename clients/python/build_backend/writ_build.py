@@ -58,8 +58,10 @@ def _package_files() -> List[Tuple[str, str]]:
 
 def _metadata() -> str:
     readme = os.path.join(ROOT, "README.md")
-    body = open(readme, encoding="utf-8").read() if os.path.exists(readme) else ""
-    return METADATA + body
+    if not os.path.exists(readme):
+        return METADATA
+    with open(readme, encoding="utf-8") as f:
+        return METADATA + f.read()
 
 
 def _record_line(path: str, data: bytes) -> str:
