@@ -6,7 +6,7 @@ import { Agent, run, setTracingDisabled } from '@openai/agents';
 import { z } from 'zod';
 import { Client } from '@writhq/writ-client';
 import { startWrit, refundRequest } from '../test/writserver.mjs';
-import { governedTool, approveInWrit, approvalOf } from './openai-agents.mjs';
+import { governedTool, approveInWrit, rejectInWrit, approvalOf } from './openai-agents.mjs';
 import { scriptedModel, toolResults } from './scripted-model.mjs';
 
 setTracingDisabled(true); // nothing leaves the machine
@@ -23,7 +23,7 @@ after(async () => { await srv?.close(); });
 // refundAgent is a support agent whose one tool, issue_refund, is governed
 // by writ. `example` names the refund pack's request the check is built
 // from (its evidence, context and subjects); the model picks the arguments.
-function refundAgent(script, example) {
+function refundAgent(script, example, wait) {
   const base = refundRequest(example);
   const issued = [];
   const issueRefund = governedTool(agentKey, {
@@ -37,6 +37,7 @@ function refundAgent(script, example) {
     }),
     run: async (input) => { issued.push(input); return { refund_id: `rf_${issued.length}`, ...input }; },
     toolResultId: (r) => r.refund_id,
+    wait,
   });
   const model = scriptedModel(script);
   const agent = new Agent({ name: 'support', instructions: 'Resolve refund requests.', model, tools: [issueRefund] });
@@ -89,4 +90,27 @@ test('a replan answers the model the receipt instead of running the tool', async
   assert.deepEqual([told.blocked_by_writ, told.outcome, told.mode, told.return_to_node],
     [true, 'replan_required', 'upstream_replan', 'returns_intake']);
   assert.equal(told.reasons[0].code, 'return_not_received');
+});
+
+test('rejecting in writ denies the approval and the tool never runs', async () => {
+  const a = refundAgent([refund('call_r', 15000), { say: 'The refund was refused.' }], 'refund-high-value-human-review');
+  let result = await run(a.agent, 'Refund 15,000 INR on ord_881.');
+  const [pause] = result.interruptions;
+  const approvalId = approvalOf(a.issueRefund, pause);
+  await rejectInWrit(finance, a.issueRefund, result.state, pause, 'not without the invoice');
+  result = await run(a.agent, result.state);
+  assert.equal(result.finalOutput, 'The refund was refused.');
+  assert.equal(a.issued.length, 0);
+  assert.equal((await finance.approval(approvalId)).state, 'denied');
+});
+
+test('approving only in the SDK is not enough: writ still blocks', async () => {
+  const a = refundAgent([refund('call_s', 15000), { say: 'Still waiting for finance.' }], 'refund-high-value-human-review', '1s');
+  let result = await run(a.agent, 'Refund 15,000 INR on ord_881.');
+  const [pause] = result.interruptions;
+  result.state.approve(pause); // no approval in writ
+  result = await run(a.agent, result.state);
+  assert.equal(a.issued.length, 0, 'the refund did not run');
+  const told = JSON.parse(toolResults(a.model).call_s);
+  assert.deepEqual([told.blocked_by_writ, told.mode], [true, 'human_review']);
 });
