@@ -66,9 +66,10 @@ class RefundPack(unittest.TestCase):
     def test_guard_blocked_raises_with_the_receipt(self) -> None:
         calls = []
 
-        @self.agent.guard("payments.issue_refund",
-                          request=lambda *a, **k: {k: v for k, v in refund_request("refund-exceeds-order-goal-fail").items()
-                                               if k != "arguments"})
+        facts = refund_request("refund-exceeds-order-goal-fail")
+        del facts["arguments"]
+
+        @self.agent.guard("payments.issue_refund", request=lambda *args, **kwargs: facts)
         def issue_refund(order_id: str, amount_inr: int, currency: str = "INR") -> dict:
             calls.append(order_id)
             return {"refund_id": "rf_1"}
