@@ -1,0 +1,57 @@
+"""writ in a LangGraph graph: the receipt's disposition.mode picks the next node."""
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+
+import writ
+
+
+def route(receipt: writ.Receipt) -> str:
+    """The node a receipt sends the graph to."""
+    mode = receipt.disposition.mode
+    if mode == writ.CONTINUE_DOWNSTREAM and receipt.safe_to_execute:
+        return "issue_refund"
+    if mode == writ.HUMAN_REVIEW and receipt.awaits_approval:
+        return "human_review"
+    if mode == writ.UPSTREAM_REPLAN and receipt.routing.return_to_node:
+        return receipt.routing.return_to_node  # the upstream node the pack names
+    if mode == writ.LOCAL_REPLAN:
+        return "support_agent"  # propose again, with the evidence the receipt asks for
+    return END  # terminal_block, or a terminal human review
+
+
+def build_graph(client: writ.Client, support_agent, returns_intake, issue, checkpointer):
+    def writ_check(state: dict) -> Command:
+        check = {**state["facts"], **state["proposal"], "idempotency_key": writ.new_idempotency_key()}
+        receipt = client.check(check)
+        return Command(goto=route(receipt), update={"check": check, "receipt": receipt.raw})
+
+    # A separate node, because LangGraph runs an interrupted node again from
+    # its start when it resumes: the check above must not be made twice.
+    def human_review(state: dict) -> Command:
+        r = writ.Receipt.from_json(state["receipt"])
+        review = interrupt({"decision_id": r.decision_id, "approval_ids": r.approval_ids,
+                            "reasons": [x.code for x in r.reasons], "target_hint": r.routing.target_hint})
+        if not review.get("decided"):
+            return Command(goto=END)
+        # The approver decided in writ; writ's decision, not the resume value, permits.
+        r = client.resume(r.decision_id, state["check"], wait="30s")
+        return Command(goto="issue_refund" if r.safe_to_execute else END, update={"receipt": r.raw})
+
+    def issue_refund(state: dict) -> dict:
+        receipt = writ.Receipt.from_json(state["receipt"])
+        result = client.run_and_report(receipt, lambda: issue(state["proposal"]["arguments"]),
+                                       idempotency_key=state["check"]["idempotency_key"])
+        return {"result": result}
+
+    g = StateGraph(dict)
+    g.add_node("returns_intake", returns_intake)
+    g.add_node("support_agent", support_agent)
+    g.add_node("writ_check", writ_check)
+    g.add_node("human_review", human_review)
+    g.add_node("issue_refund", issue_refund)
+    g.add_edge(START, "returns_intake")
+    g.add_edge("returns_intake", "support_agent")
+    g.add_edge("support_agent", "writ_check")
+    g.add_edge("issue_refund", END)
+    return g.compile(checkpointer=checkpointer)

@@ -1,0 +1,3 @@
+class ToolContext:
+    def __init__(self, tool_call_id):
+        self.tool_call_id = tool_call_id

@@ -1,0 +1,57 @@
+"""writ: a Python client of the writ governance runtime.
+
+Standard library only. ``Client`` speaks writ's HTTP API (checks, records,
+approvals, runs and attempts, execution reports, resume with wait, a
+decision's story); ``Client.guard`` and ``Client.permit`` govern a tool call
+end to end. See README.md beside this package.
+"""
+
+from .client import Client, current_traceparent, new_idempotency_key, result_digest, traceparent
+from .errors import (
+    Blocked,
+    Conflict,
+    Forbidden,
+    Internal,
+    Invalid,
+    NotFound,
+    ProblemError,
+    RateLimited,
+    TooLarge,
+    Unauthenticated,
+    Unavailable,
+    WritError,
+)
+from .guard import Permit, ReportFailed, guard, run_and_report
+from .types import (
+    ALLOW,
+    ALLOW_WITH_WARNING,
+    CONTINUE_DOWNSTREAM,
+    GOAL_FAIL_TERMINAL,
+    HUMAN_REVIEW,
+    LOCAL_REPLAN,
+    REPLAN_REQUIRED,
+    TERMINAL_BLOCK,
+    UPSTREAM_REPLAN,
+    ApprovalRequest,
+    Disposition,
+    ExecutionAck,
+    FieldError,
+    Page,
+    Problem,
+    Reason,
+    Receipt,
+    Routing,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "traceparent", "current_traceparent", "result_digest", "new_idempotency_key",
+    "guard", "Permit", "ReportFailed", "run_and_report",
+    "WritError", "ProblemError", "Blocked", "Invalid", "Unauthenticated", "Forbidden", "NotFound",
+    "Conflict", "TooLarge", "RateLimited", "Unavailable", "Internal",
+    "Receipt", "Disposition", "Routing", "Reason", "ExecutionAck", "ApprovalRequest", "Page",
+    "Problem", "FieldError",
+    "ALLOW", "ALLOW_WITH_WARNING", "REPLAN_REQUIRED", "GOAL_FAIL_TERMINAL",
+    "CONTINUE_DOWNSTREAM", "LOCAL_REPLAN", "UPSTREAM_REPLAN", "HUMAN_REVIEW", "TERMINAL_BLOCK",
+]

@@ -1,0 +1,427 @@
+"""The writ HTTP client: one method per route of writ's API an agent or an
+approver uses. Standard library only (``urllib``)."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import email.utils
+import hashlib
+import json
+import re
+import secrets
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+
+from .errors import Unavailable, error_for
+from .types import JSON, ApprovalRequest, ExecutionAck, Page, Problem, Receipt
+
+__all__ = ["Client", "traceparent", "current_traceparent", "result_digest", "new_idempotency_key"]
+
+_traceparent: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar("writ_traceparent", default=None)
+
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+@contextlib.contextmanager
+def traceparent(value: str) -> Iterator[None]:
+    """Sends ``value`` as the W3C ``traceparent`` of every request made inside the block.
+
+    writ continues the trace: the record's ``trace_id`` is the header's trace id.
+    A ``traceparent`` passed to a method overrides it.
+    """
+    if not _TRACEPARENT.match(value):
+        raise ValueError(f"not a W3C traceparent: {value!r}")
+    token = _traceparent.set(value)
+    try:
+        yield
+    finally:
+        _traceparent.reset(token)
+
+
+def current_traceparent() -> Optional[str]:
+    """The ``traceparent`` set by the innermost :func:`traceparent` block, if any."""
+    return _traceparent.get()
+
+
+def new_idempotency_key() -> str:
+    """A fresh idempotency key: ``ik_`` and 24 random hex digits."""
+    return "ik_" + secrets.token_hex(12)
+
+
+def result_digest(result: Any) -> str:
+    """The ``sha256:<hex>`` digest of a tool's result, for an execution report.
+
+    Bytes are hashed as they are, a string as UTF-8, anything else as JSON
+    with sorted keys and no whitespace (``json.dumps(sort_keys=True,
+    separators=(",", ":"), ensure_ascii=False)``). writ never sees the result.
+    """
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        data = bytes(result)
+    elif isinstance(result, str):
+        data = result.encode("utf-8")
+    else:
+        data = json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          default=str).encode("utf-8")
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+_digest = result_digest
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _wait_string(wait: Union[str, float, int, None]) -> Tuple[Optional[str], float]:
+    """The wait as writ takes it (a Go duration) and in seconds."""
+    if wait is None:
+        return None, 0.0
+    if isinstance(wait, (int, float)):
+        return f"{float(wait):g}s", float(wait)
+    total = 0.0
+    rest = wait
+    # Go durations may chain units (1m30s).
+    for num, unit in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", wait):
+        total += float(num) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+        rest = rest.replace(num + unit, "", 1)
+    if rest or not wait:
+        raise ValueError(f"wait must be seconds or a duration such as '30s' or '2m', not {wait!r}")
+    return wait, total
+
+
+class Client:
+    """A client of one writ server.
+
+    ``api_key`` is a bearer key of writ (``writ keys create``); without one
+    the server must be in development mode, and ``tenant_id`` is then
+    required. With a key, ``tenant_id`` may be left out: it is the key's.
+
+    Answers of 503 (overloaded, store down, a fail-closed receipt) and 429
+    (rate limited) are retried up to ``max_retries`` times, each after the
+    ``Retry-After`` the server sent (at most ``max_retry_wait`` seconds).
+    A check always carries an idempotency key (one is generated when the
+    request has none), so retrying it writes at most one record.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: Optional[str] = None,
+        *,
+        tenant_id: Optional[str] = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        max_retry_wait: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        user_agent: str = "writ-python",
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.tenant_id = tenant_id
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
+        self._sleep = sleep
+        self.user_agent = user_agent
+
+    # ---- boundary checks -------------------------------------------------
+
+    def check(self, request: Mapping[str, Any], *, traceparent: Optional[str] = None) -> Receipt:
+        """``POST /v1/check``: may this side effect happen now?
+
+        Returns the receipt, whatever its outcome: branch on
+        ``safe_to_execute`` and ``disposition.mode``. Raises a
+        :class:`~writ.errors.ProblemError` for a problem, and
+        :class:`~writ.errors.Unavailable` (with the fail-closed receipt)
+        when writ could not commit the record even after retrying.
+        """
+        body = self._with_tenant(request)
+        if not body.get("idempotency_key"):
+            body["idempotency_key"] = new_idempotency_key()
+        data, headers = self._call("POST", "/v1/check", body=body, traceparent=traceparent)
+        return Receipt.from_json(data, headers.get("traceparent"))
+
+    def resume(
+        self,
+        decision_id: str,
+        request: Mapping[str, Any],
+        *,
+        wait: Union[str, float, None] = None,
+        traceparent: Optional[str] = None,
+    ) -> Receipt:
+        """``POST /v1/decisions/{id}/resume``: decide a blocked decision's action again.
+
+        ``request`` is the check as first made, with whatever changed.
+        With ``wait`` (seconds, or a duration such as ``"2m"``; at most 5
+        minutes), writ waits for an approval the decision waits on to be
+        decided. If none is, the blocked receipt comes back with
+        ``repeated == "still_waiting"``.
+        """
+        wait_str, wait_s = _wait_string(wait)
+        body: JSON = {"request": self._with_tenant(request)}
+        if self.tenant_id:
+            body["tenant_id"] = self.tenant_id
+        if wait_str:
+            body["wait"] = wait_str
+        data, headers = self._call("POST", f"/v1/decisions/{_seg(decision_id)}/resume", body=body,
+                                   traceparent=traceparent, timeout=self.timeout + wait_s)
+        return Receipt.from_json(data, headers.get("traceparent"))
+
+    def report_execution(
+        self,
+        decision_id: str,
+        status: str = "succeeded",
+        *,
+        result: Any = None,
+        result_digest: Optional[str] = None,
+        tool_result_id: Optional[str] = None,
+        error: Optional[Mapping[str, str]] = None,
+        started_at: Optional[str] = None,
+        ended_at: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        reversal_token: Optional[str] = None,
+        traceparent: Optional[str] = None,
+        **extra: Any,
+    ) -> ExecutionAck:
+        """``POST /v1/decisions/{id}/execution``: report what happened to the effect.
+
+        ``status`` is ``succeeded``, ``failed`` or ``not_executed``. Pass
+        ``result`` to have its digest computed (:func:`result_digest`), or
+        ``result_digest`` directly; writ never takes the result itself.
+        Other members of the ``ExecutionReport`` schema go in ``extra``.
+        """
+        body: JSON = {"status": status, **extra}
+        if self.tenant_id:
+            body["tenant_id"] = self.tenant_id
+        if result is not None and result_digest is None:
+            result_digest = _digest(result)
+        for k, v in (("result_digest", result_digest), ("tool_result_id", tool_result_id),
+                     ("error", dict(error) if error else None), ("started_at", started_at),
+                     ("ended_at", ended_at), ("idempotency_key", idempotency_key),
+                     ("reversal_token", reversal_token)):
+            if v is not None:
+                body[k] = v
+        data, _ = self._call("POST", f"/v1/decisions/{_seg(decision_id)}/execution", body=body,
+                             traceparent=traceparent)
+        return ExecutionAck.from_json(data)
+
+    def decision(self, decision_id: str) -> JSON:
+        """``GET /v1/decisions/{id}``: the decision's story (schema DecisionStory)."""
+        data, _ = self._call("GET", f"/v1/decisions/{_seg(decision_id)}", query=self._tenant_query())
+        return data
+
+    def in_flight(self, *, expired_by: Optional[str] = None, limit: Optional[int] = None,
+                  cursor: Optional[str] = None) -> Page:
+        """``GET /v1/decisions/in_flight``: permits still awaiting their execution reports."""
+        q = self._tenant_query(expired_by=expired_by, limit=limit, cursor=cursor)
+        data, _ = self._call("GET", "/v1/decisions/in_flight", query=q)
+        return Page(list(data.get("decisions") or []), data.get("next_cursor"))
+
+    # ---- records ---------------------------------------------------------
+
+    def record_bytes(self, record_id: str) -> bytes:
+        """``GET /v1/records/{id}``: the record exactly as sealed (to verify its hash, keep these bytes)."""
+        raw, _ = self._call("GET", f"/v1/records/{_seg(record_id)}", query=self._tenant_query(), decode=False)
+        return raw
+
+    def record(self, record_id: str) -> JSON:
+        """``GET /v1/records/{id}``: the record, decoded."""
+        return json.loads(self.record_bytes(record_id))
+
+    def records(self, *, decision_key: Optional[str] = None, status: Optional[str] = None,
+                subject_id: Optional[str] = None, trace_id: Optional[str] = None,
+                from_: Optional[str] = None, to: Optional[str] = None,
+                limit: Optional[int] = None, cursor: Optional[str] = None) -> Page:
+        """``GET /v1/records``: a page of the tenant's records, oldest first."""
+        q = self._tenant_query(decision_key=decision_key, status=status, subject_id=subject_id,
+                               trace_id=trace_id, to=to, limit=limit, cursor=cursor)
+        if from_:
+            q["from"] = from_
+        data, _ = self._call("GET", "/v1/records", query=q)
+        return Page(list(data.get("records") or []), data.get("next_cursor"))
+
+    # ---- approvals -------------------------------------------------------
+
+    def approvals(self, *, state: Optional[str] = None, gate_id: Optional[str] = None,
+                  decision_key: Optional[str] = None, older_than: Optional[str] = None,
+                  created_before: Optional[str] = None, limit: Optional[int] = None,
+                  cursor: Optional[str] = None) -> Page:
+        """``GET /v1/approvals``: a page of approval requests, oldest first (``state``: ``pending``, ...)."""
+        q = self._tenant_query(state=state, gate_id=gate_id, decision_key=decision_key,
+                               older_than=older_than, created_before=created_before,
+                               limit=limit, cursor=cursor)
+        data, _ = self._call("GET", "/v1/approvals", query=q)
+        return Page([ApprovalRequest.from_json(a) for a in data.get("approvals") or []],
+                    data.get("next_cursor"))
+
+    def approval(self, approval_id: str) -> ApprovalRequest:
+        """``GET /v1/approvals/{id}``: one approval request, with its events."""
+        data, _ = self._call("GET", f"/v1/approvals/{_seg(approval_id)}", query=self._tenant_query())
+        return ApprovalRequest.from_json(data)
+
+    def approve(self, approval_id: str, reason: str, *, approver: Optional[str] = None) -> ApprovalRequest:
+        """``POST /v1/approvals/{id}/approve`` (an approver's key; the approver is the key's subject)."""
+        return self._decide(approval_id, "approve", reason, approver)
+
+    def deny(self, approval_id: str, reason: str, *, approver: Optional[str] = None) -> ApprovalRequest:
+        """``POST /v1/approvals/{id}/deny``."""
+        return self._decide(approval_id, "deny", reason, approver)
+
+    def _decide(self, approval_id: str, verb: str, reason: str, approver: Optional[str]) -> ApprovalRequest:
+        body: JSON = {"reason": reason}
+        if self.tenant_id:
+            body["tenant_id"] = self.tenant_id
+        if approver:
+            body["approver"] = approver
+        data, _ = self._call("POST", f"/v1/approvals/{_seg(approval_id)}/{verb}", body=body)
+        return ApprovalRequest.from_json(data)
+
+    # ---- runs and attempts -----------------------------------------------
+
+    def start_run(self, workflow_id: str, *, context: Optional[Mapping[str, Any]] = None,
+                  **extra: Any) -> JSON:
+        """``POST /v1/runs``: start a run of a workflow of the pinned pack (schema Run)."""
+        body = self._with_tenant({"workflow_id": workflow_id, **extra})
+        if context is not None:
+            body["context"] = dict(context)
+        data, _ = self._call("POST", "/v1/runs", body=body)
+        return data
+
+    def submit_attempt(self, run_id: str, step_id: str, *, actor: Mapping[str, Any],
+                       result: Mapping[str, Any], **extra: Any) -> JSON:
+        """``POST /v1/runs/{id}/steps/{step}/attempts``: answers the step's verdict (schema StepVerdict)."""
+        body: JSON = {"actor": dict(actor), "result": dict(result), **extra}
+        data, _ = self._call("POST", f"/v1/runs/{_seg(run_id)}/steps/{_seg(step_id)}/attempts",
+                             query=self._tenant_query(), body=body)
+        return data
+
+    def run(self, run_id: str) -> JSON:
+        """``GET /v1/runs/{id}``: a run, with its history."""
+        data, _ = self._call("GET", f"/v1/runs/{_seg(run_id)}", query=self._tenant_query())
+        return data
+
+    # ---- health ----------------------------------------------------------
+
+    def health(self) -> JSON:
+        """``GET /healthz``."""
+        data, _ = self._call("GET", "/healthz")
+        return data
+
+    # ---- the guard -------------------------------------------------------
+
+    def guard(self, tool: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A decorator that governs a tool function; see :func:`writ.guard.guard`."""
+        from .guard import guard
+
+        return guard(self, tool, **options)
+
+    def run_and_report(self, receipt: Receipt, run: Callable[[], Any], **options: Any) -> Any:
+        """Runs a tool under a permit already held, then reports; see :func:`writ.guard.run_and_report`."""
+        from .guard import run_and_report
+
+        return run_and_report(self, receipt, run, **options)
+
+    def permit(self, request: Mapping[str, Any], **options: Any):  # -> guard.Permit
+        """A context manager that governs one call; see :class:`writ.guard.Permit`."""
+        from .guard import Permit
+
+        return Permit(self, request, **options)
+
+    # ---- plumbing --------------------------------------------------------
+
+    def _with_tenant(self, body: Mapping[str, Any]) -> JSON:
+        out = dict(body)
+        if self.tenant_id and not out.get("tenant_id"):
+            out["tenant_id"] = self.tenant_id
+        return out
+
+    def _tenant_query(self, **params: Any) -> Dict[str, str]:
+        q = {k: str(v) for k, v in params.items() if v is not None and v != ""}
+        if self.tenant_id:
+            q["tenant_id"] = self.tenant_id
+        return q
+
+    def _call(self, method: str, path: str, *, query: Optional[Mapping[str, str]] = None,
+              body: Optional[Mapping[str, Any]] = None, traceparent: Optional[str] = None,
+              timeout: Optional[float] = None, decode: bool = True) -> Tuple[Any, Mapping[str, str]]:
+        url = self.base_url + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        data = None
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        if body is not None:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        tp = traceparent or _traceparent.get()
+        if tp:
+            headers["traceparent"] = tp
+
+        attempt = 0
+        while True:
+            req = urllib.request.Request(url, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+                    raw = resp.read()
+                    hdrs = {k.lower(): v for k, v in resp.headers.items()}
+                    return (json.loads(raw) if decode else raw), hdrs
+            except urllib.error.HTTPError as e:
+                raw = e.read()
+                hdrs = {k.lower(): v for k, v in (e.headers or {}).items()}
+                status = e.code
+            retryable = status in (429, 503)
+            if retryable and attempt < self.max_retries:
+                attempt += 1
+                self._sleep(self._retry_after(hdrs.get("retry-after"), attempt))
+                continue
+            raise self._error(status, hdrs, raw)
+
+    def _retry_after(self, value: Optional[str], attempt: int) -> float:
+        """Seconds to wait before a retry: the server's ``Retry-After`` (seconds or an HTTP date), else a backoff."""
+        wait: Optional[float] = None
+        if value:
+            value = value.strip()
+            if value.isdigit():
+                wait = float(value)
+            else:
+                try:
+                    when = email.utils.parsedate_to_datetime(value)
+                    wait = max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+                except (TypeError, ValueError):
+                    wait = None
+        if wait is None:
+            wait = min(2.0 ** (attempt - 1), 8.0)
+        return min(wait, self.max_retry_wait)
+
+    def _error(self, status: int, hdrs: Mapping[str, str], raw: bytes) -> Exception:
+        ctype = hdrs.get("content-type", "").split(";")[0].strip()
+        try:
+            doc = json.loads(raw) if raw else {}
+        except ValueError:
+            doc = {}
+        if not isinstance(doc, dict):
+            doc = {}
+        if ctype == "application/json" and doc.get("receipt_type"):
+            # A fail-closed receipt: writ could not commit the record.
+            receipt = Receipt.from_json(doc, hdrs.get("traceparent"))
+            codes = ", ".join(r.code for r in receipt.reasons)
+            problem = Problem(status=status, code="unavailable", title="Service unavailable",
+                              detail=f"writ could not commit the decision record (fail-closed receipt: {codes})",
+                              raw=doc)
+            return Unavailable(problem, receipt)
+        if not doc:
+            text = raw.decode("utf-8", "replace").strip()[:200]
+            doc = {"status": status, "title": f"HTTP {status}", "detail": text}
+        return error_for(Problem.from_json(doc, status))
+
+
+def _seg(s: str) -> str:
+    if not s:
+        raise ValueError("an id is required")
+    return urllib.parse.quote(s, safe="")

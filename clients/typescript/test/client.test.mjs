@@ -1,0 +1,176 @@
+// The TypeScript client (compiled to dist/) against a real `writ serve` on
+// loopback: npm test. $WRIT_BIN names a built writ; without it one is built.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import * as writ from '../dist/index.js';
+import { startWrit, refundRequest, flakyProxy } from './writserver.mjs';
+
+const AGENT = 'agt_support_service', FINANCE = 'user_finance_lead_77', AUDITOR = 'auditor_olga';
+let srv, agent, finance, auditor;
+
+before(async () => {
+  srv = await startWrit({ keys: { [AGENT]: 'agent', [FINANCE]: 'approver', [AUDITOR]: 'auditor' } });
+  agent = new writ.Client(srv.url, { apiKey: srv.tokens[AGENT] });
+  finance = new writ.Client(srv.url, { apiKey: srv.tokens[FINANCE] });
+  auditor = new writ.Client(srv.url, { apiKey: srv.tokens[AUDITOR] });
+});
+after(async () => { await srv?.close(); });
+
+test('every outcome', async (t) => {
+  const cases = [
+    // example request, outcome, mode, human_review_terminal, record status
+    ['refund-allow', 'allow', 'continue_downstream', false, 'IN_FLIGHT'],
+    ['refund-allow-with-warning', 'allow_with_warning', 'continue_downstream', false, 'IN_FLIGHT'],
+    ['refund-missing-idv-local-replan', 'replan_required', 'local_replan', false, 'DEFERRED'],
+    ['refund-return-in-transit-upstream-replan', 'replan_required', 'upstream_replan', false, 'DEFERRED'],
+    ['refund-high-value-human-review', 'replan_required', 'human_review', false, 'ESCALATED'],
+    ['refund-fraud-terminal-review', 'replan_required', 'human_review', true, 'ESCALATED'],
+    ['refund-exceeds-order-goal-fail', 'goal_fail_terminal', 'terminal_block', false, 'REJECTED'],
+  ];
+  for (const [name, outcome, mode, terminal, status] of cases) {
+    await t.test(name, async () => {
+      const r = await agent.check(refundRequest(name));
+      assert.deepEqual([r.outcome, r.disposition.mode, r.human_review_terminal], [outcome, mode, terminal], `check(${name})`);
+      assert.equal(r.safe_to_execute, outcome.startsWith('allow'));
+      assert.ok(r.metadata.record_id, 'every receipt names its durable record');
+      const rec = await auditor.record(r.metadata.record_id);
+      assert.equal(rec.status, status);
+      assert.equal(rec.decision_id, r.decision_id);
+    });
+  }
+});
+
+test('a blocked call throws Blocked with the receipt, and the tool never runs', async () => {
+  const { arguments: _a, ...base } = refundRequest('refund-exceeds-order-goal-fail');
+  const calls = [];
+  const issueRefund = agent.guard('payments.issue_refund', (args) => { calls.push(args); return { refund_id: 'rf_1' }; },
+    { request: base });
+  const err = await issueRefund({ order_id: 'ord_881', amount_inr: 20000, currency: 'INR' }).catch((e) => e);
+  assert.ok(err instanceof writ.Blocked, `got ${err}`);
+  assert.equal(err.mode, 'terminal_block');
+  assert.equal(err.receipt.outcome, 'goal_fail_terminal');
+  assert.ok(err.receipt.reasons.some((r) => r.code === 'refund_exceeds_order_total'));
+  assert.deepEqual(calls, []);
+  const story = await auditor.decision(err.receipt.decision_id);
+  assert.deepEqual(story.records.map((x) => x.kind), ['check']);
+});
+
+test('an allowed call runs and is reported, in the caller\'s trace', async () => {
+  const { arguments: args, ...base } = refundRequest('refund-allow');
+  const traceId = createHash('sha256').update(String(Math.random())).digest('hex').slice(0, 32);
+  const tracing = new writ.Client(srv.url, { apiKey: srv.tokens[AGENT], traceparent: () => `00-${traceId}-00f067aa0ba902b7-01` });
+  const issueRefund = tracing.guard('payments.issue_refund', async (a) => ({ refund_id: 'rf_881', amount_inr: a.amount_inr }),
+    { request: base, toolResultId: (res) => res.refund_id });
+  const result = await issueRefund(args);
+  assert.deepEqual(result, { refund_id: 'rf_881', amount_inr: 4200 });
+  const page = await auditor.records({ trace_id: traceId });
+  assert.deepEqual(page.records.map((r) => r.status), ['IN_FLIGHT', 'CLOSED']);
+  const story = await auditor.decision(page.records[0].decision_id);
+  assert.deepEqual(story.records.map((x) => x.kind), ['check', 'execution_report']);
+  assert.equal(story.state.execution, 'succeeded');
+  const want = 'sha256:' + createHash('sha256').update('{"amount_inr":4200,"refund_id":"rf_881"}').digest('hex');
+  assert.equal(story.records[1].record.execution.result_digest, want);
+  assert.equal(story.records[1].record.tool_lineage[0].tool_result_id, 'rf_881');
+});
+
+test('an execution report, its repeat and a conflicting one', async () => {
+  const r = await agent.check(refundRequest('refund-allow'));
+  assert.equal(r.metadata.execution_report, 'required');
+  const ack = await agent.reportExecution(r.decision_id, { status: 'succeeded', result: { refund_id: 'rf_9' }, tool_result_id: 'tr_121' });
+  assert.deepEqual([ack.status, ack.execution, ack.findings, ack.repeated], ['CLOSED', 'succeeded', [], undefined]);
+  const again = await agent.reportExecution(r.decision_id, { status: 'succeeded', result: { refund_id: 'rf_9' }, tool_result_id: 'tr_121' });
+  assert.deepEqual([again.record_id, again.repeated], [ack.record_id, 'idempotent']);
+  await assert.rejects(agent.reportExecution(r.decision_id, { status: 'failed', error: { code: 'other' } }), writ.Conflict);
+});
+
+test('an approval flow end to end: the guard waits, the approver approves, the tool runs', async () => {
+  const { arguments: args, ...base } = refundRequest('refund-high-value-human-review');
+  const ran = [];
+  const issueRefund = agent.guard('payments.issue_refund', (a) => { ran.push(a.amount_inr); return { refund_id: 'rf_15000' }; },
+    { request: base, wait: '2m' });
+  const pending = issueRefund(args);
+  let settled = false;
+  pending.then(() => { settled = true; }, () => { settled = true; });
+  // The finance lead finds the request in the queue and approves it.
+  let found;
+  while (!found && !settled) {
+    const page = await finance.approvals({ state: 'pending' });
+    found = page.approvals.find((a) => a.reasons.some((x) => x.message.includes(String(args.amount_inr))) &&
+      a.subject_ids.includes(base.subject_ids[0]));
+  }
+  assert.ok(found, 'a pending approval request');
+  const decided = await finance.approve(found.approval_id, 'order history checked');
+  assert.equal(decided.state, 'approved');
+  assert.deepEqual(await pending, { refund_id: 'rf_15000' });
+  assert.deepEqual(ran, [15000]);
+  const story = await auditor.decision(found.decision_id);
+  assert.deepEqual(story.records.map((x) => x.kind), ['check', 'approval_decision', 'check', 'execution_report']);
+});
+
+test('resume: a denied approval is terminal, a wait in vain is still_waiting', async () => {
+  const req = refundRequest('refund-high-value-human-review');
+  const r = await agent.check(req);
+  assert.ok(writ.awaitsApproval(r));
+  const vain = await agent.resume(r.decision_id, req, { wait: '1s' });
+  assert.deepEqual([vain.metadata.repeated, vain.safe_to_execute], ['still_waiting', false]);
+  await finance.deny(r.metadata.approval_ids[0], 'not this one');
+  const again = await agent.resume(r.decision_id, req, { wait: '5s' });
+  assert.deepEqual([again.outcome, again.decision_id], ['goal_fail_terminal', r.decision_id]);
+  assert.ok(again.reasons.some((x) => x.code === 'approval_denied'));
+});
+
+test('problems surface as typed errors carrying the problem', async () => {
+  const err = await agent.check({ tenant_id: 42, actor: { type: 'AGENT', id: 'a' } }).catch((e) => e);
+  assert.ok(err instanceof writ.Invalid, `got ${err}`);
+  assert.deepEqual([err.status, err.code, err.problem.type], [400, 'invalid', 'urn:writ:problem:invalid']);
+  assert.deepEqual(err.problem.errors, [{ field: 'tenant_id', message: 'must be a string, not a number' }]);
+  await assert.rejects(new writ.Client(srv.url, { apiKey: 'wk_not_a_key' }).check(refundRequest('refund-allow')), writ.Unauthenticated);
+  await assert.rejects(finance.check(refundRequest('refund-allow')), writ.Forbidden);
+  await assert.rejects(auditor.decision('dec_does_not_exist'), writ.NotFound);
+  const req = refundRequest('refund-allow', { idempotency_key: writ.newIdempotencyKey() });
+  assert.equal((await agent.check(req)).safe_to_execute, true);
+  assert.equal((await agent.check(req)).metadata.repeated, 'idempotent');
+  const other = { ...req, arguments: { ...req.arguments, amount_inr: 4100 }, outputs: { ...req.outputs, refund_amount_inr: 4100 } };
+  await assert.rejects(agent.check(other), writ.Conflict);
+});
+
+test('a 503 is retried after its Retry-After', async () => {
+  const proxy = await flakyProxy(srv.url, { fail: 1, retryAfter: '2' });
+  try {
+    const slept = [];
+    const c = new writ.Client(proxy.url, { apiKey: srv.tokens[AGENT], sleep: async (s) => { slept.push(s); } });
+    const r = await c.check(refundRequest('refund-allow'));
+    assert.equal(r.safe_to_execute, true);
+    assert.deepEqual(slept, [2]);
+    assert.deepEqual(proxy.seen, ['503 /v1/check', '200 /v1/check']);
+  } finally { await proxy.close(); }
+});
+
+test('a 503 that persists is Unavailable with the problem', async () => {
+  const proxy = await flakyProxy(srv.url, { fail: 10, retryAfter: '1' });
+  try {
+    const slept = [];
+    const c = new writ.Client(proxy.url, { apiKey: srv.tokens[AGENT], maxRetries: 2, sleep: async (s) => { slept.push(s); } });
+    const err = await c.check(refundRequest('refund-allow')).catch((e) => e);
+    assert.ok(err instanceof writ.Unavailable, `got ${err}`);
+    assert.deepEqual([err.status, err.receipt, slept], [503, undefined, [1, 1]]);
+  } finally { await proxy.close(); }
+});
+
+test('runs and attempts (storybook pack, development mode)', async () => {
+  const dev = await startWrit({ pack: 'examples/storybook' });
+  try {
+    const c = new writ.Client(dev.url, { tenantId: 'acme' });
+    assert.equal((await c.health()).auth, 'disabled');
+    const run = await c.startRun({ workflow_id: 'ui.component.change', context: { component: 'Button', ticket: 'UI-142' } });
+    assert.equal(run.current_step, 'implement');
+    const actor = { type: 'AGENT', id: 'agt_frontend' };
+    const v1 = await c.submitAttempt(run.run_id, 'implement', { actor, result: { diff_summary: 'Primary button uses the new brand colour.' } });
+    assert.equal(v1.state, 'accepted');
+    const v2 = await c.submitAttempt(run.run_id, 'visual_check', { actor, result: { visualVerification: { performed: false } } });
+    assert.equal(v2.state, 'retry');
+    assert.ok(v2.retry_prompt);
+    assert.equal((await c.run(run.run_id)).current_step, 'visual_check');
+  } finally { await dev.close(); }
+});
