@@ -107,7 +107,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	// the required ones are documented as required.
 	wantParams := map[string][]string{
 		"get /v1/records": slices.Collect(maps.Keys(recordQueryValues(writ.RecordQuery{
-			TenantID: "t", DecisionKey: "k", Status: "s", SubjectID: "s", TraceID: "t",
+			TenantID: "t", DecisionKey: "k", Status: "s", Outcome: "o", SubjectID: "s", TraceID: "t",
 			From: testTime, To: testTime, Limit: 1, Cursor: "c",
 		}))),
 		"get /v1/records/{id}":                     {paramTenantID},

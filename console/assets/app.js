@@ -320,6 +320,9 @@ async function approvalPage(id) {
 // ---- records ----
 
 const statuses = ['', 'DECIDED', 'DEFERRED', 'REJECTED', 'ESCALATED', 'IN_FLIGHT', 'CLOSED'];
+const outcomes = ['', 'allow', 'allow_with_warning', 'replan_required', 'goal_fail_terminal'];
+const select = (id, label, options, value) => [h('label', { for: id }, label),
+  h('select', { id, name: id }, options.map((o) => h('option', { value: o, selected: o === value }, o || 'any')))];
 
 function toRFC3339(local) { return local ? new Date(local).toISOString() : ''; }
 
@@ -333,8 +336,8 @@ async function recordsPage(params) {
     location.hash = `#/records?${q}`;
   } },
   h('div', {}, input('decision_key', 'Decision key')),
-  h('div', {}, h('label', { for: 'status' }, 'Status'), h('select', { id: 'status', name: 'status' }, statuses.map((s) => h('option', { value: s, selected: s === f.status }, s || 'any')))),
-  h('div', {}, input('outcome', 'Outcome (this page)')),
+  h('div', {}, select('status', 'Status', statuses, f.status)),
+  h('div', {}, select('outcome', 'Outcome', outcomes, f.outcome)),
   h('div', {}, input('subject_id', 'Subject')),
   h('div', {}, input('trace_id', 'Trace id')),
   h('div', {}, input('from', 'From', { type: 'datetime-local', step: 1 })),
@@ -344,10 +347,10 @@ async function recordsPage(params) {
   show(h('h1', {}, 'Records'), form, out);
   let page;
   try {
-    page = await api('GET', '/v1/records', { query: { decision_key: f.decision_key, status: f.status, subject_id: f.subject_id, trace_id: f.trace_id,
+    page = await api('GET', '/v1/records', { query: { decision_key: f.decision_key, status: f.status, outcome: f.outcome, subject_id: f.subject_id, trace_id: f.trace_id,
       from: toRFC3339(f.from), to: toRFC3339(f.to), cursor: f.cursor, limit: 50 } });
   } catch (e) { out.replaceChildren(errorBox(e)); return; }
-  const rows = page.records.filter((r) => !f.outcome || r.outputs?.outcome === f.outcome);
+  const rows = page.records;
   const next = new URLSearchParams(params);
   if (page.next_cursor) next.set('cursor', page.next_cursor);
   out.replaceChildren(...kids([

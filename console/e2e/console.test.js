@@ -281,6 +281,14 @@ test('an auditor filters records, opens one and sees it verified in the browser;
   await signIn(page, keys.olga);
   await page.getByRole('heading', { name: 'Records' }).waitFor();
   await page.getByLabel('Decision key').fill('support.refund.execute');
+  // The outcome filter is the API's: every row of the page has it.
+  await page.getByLabel('Outcome').selectOption('replan_required');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await page.waitForURL(/outcome=replan_required/);
+  await page.locator('tbody tr').first().waitFor();
+  const shown = await page.locator('tbody tr td:nth-child(5)').allTextContents();
+  assert.ok(shown.length >= 2 && shown.every((o) => o === 'replan_required'), shown.join(','));
+  await page.getByLabel('Outcome').selectOption('');
   // The allowed retry is a permit awaiting its execution report.
   await page.getByLabel('Status').selectOption('IN_FLIGHT');
   await page.getByRole('button', { name: 'Filter' }).click();
