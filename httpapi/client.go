@@ -233,6 +233,15 @@ func (c *Client) StartRun(ctx context.Context, req *writ.StartRunRequest) (*writ
 	return &run, nil
 }
 
+// Runs lists a page of the tenant's runs, without their histories.
+func (c *Client) Runs(ctx context.Context, q writ.RunQuery) (*writ.RunPage, error) {
+	var page writ.RunPage
+	if err := c.getJSON(ctx, "/v1/runs", runQueryValues(q), "run page", &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
 // SubmitAttempt posts an attempt at req.StepID of run req.RunID and
 // returns the step's verdict. The tenant goes in the query and the run and
 // the step in the path; a valid req.TraceID is also sent as a traceparent

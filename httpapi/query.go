@@ -191,6 +191,48 @@ func parseApprovalQuery(v url.Values, now time.Time) (writ.ApprovalQuery, error)
 	return q, p.err()
 }
 
+// Query parameters of GET /v1/runs, besides tenant_id, status, limit and
+// cursor. runQueryValues and parseRunQuery are inverses.
+const paramWorkflowID = "workflow_id"
+
+// runQueryValues encodes q as the query of GET /v1/runs. Zero fields are
+// left out.
+func runQueryValues(q writ.RunQuery) url.Values {
+	v := url.Values{}
+	set := func(key, value string) {
+		if value != "" {
+			v.Set(key, value)
+		}
+	}
+	set(paramTenantID, q.TenantID)
+	set(paramWorkflowID, q.WorkflowID)
+	set(paramStatus, q.Status)
+	if q.Limit != 0 {
+		v.Set(paramLimit, strconv.Itoa(q.Limit))
+	}
+	set(paramCursor, q.Cursor)
+	return v
+}
+
+// parseRunQuery decodes the query of GET /v1/runs. Every problem names
+// its parameter; unknown and repeated parameters are errors. Empty values
+// do not filter.
+func parseRunQuery(v url.Values) (writ.RunQuery, error) {
+	p := queryParser{values: v}
+	p.allow(paramTenantID, paramWorkflowID, paramStatus, paramLimit, paramCursor)
+	q := writ.RunQuery{
+		TenantID:   p.required(paramTenantID),
+		WorkflowID: p.get(paramWorkflowID),
+		Status:     p.get(paramStatus),
+		Limit:      p.limit(),
+		Cursor:     p.get(paramCursor),
+	}
+	if q.Status != "" && !slices.Contains(writ.RunStatuses, q.Status) {
+		p.fail(paramStatus, "must be one of active, completed, aborted, escalated")
+	}
+	return q, p.err()
+}
+
 // Query parameters of the ledger routes, besides tenant_id, from and to.
 const (
 	paramSize   = "size"

@@ -215,6 +215,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/records/{id}/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplay},
 	{http.MethodGet, "/v1/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplayTrace},
 	{http.MethodPost, "/v1/runs", []writ.Role{writ.RoleAgent}, (*Server).handleStartRun},
+	{http.MethodGet, "/v1/runs", []writ.Role{writ.RoleAgent, writ.RoleAuditor}, (*Server).handleRuns},
 	{http.MethodGet, "/v1/runs/{id}", []writ.Role{writ.RoleAgent, writ.RoleAuditor}, (*Server).handleRun},
 	{http.MethodPost, "/v1/runs/{id}/steps/{step}/attempts", []writ.Role{writ.RoleAgent}, (*Server).handleAttempt},
 	{http.MethodGet, "/v1/approvals", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleApprovals},

@@ -461,7 +461,7 @@ func TestRoutingProblems(t *testing.T) {
 		{http.MethodDelete, "/v1/ledger/checkpoint", 405, writ.EINVALID, "GET, HEAD, POST"},
 		{http.MethodPost, "/v1/ledger/consistency", 405, writ.EINVALID, "GET, HEAD"},
 		{http.MethodPost, "/v1/records/r1/proof", 405, writ.EINVALID, "GET, HEAD"},
-		{http.MethodGet, "/v1/runs", 405, writ.EINVALID, "POST"},
+		{http.MethodDelete, "/v1/runs", 405, writ.EINVALID, "GET, HEAD, POST"},
 		{http.MethodPost, "/v1/runs/run_1", 405, writ.EINVALID, "GET, HEAD"},
 		{http.MethodDelete, "/v1/runs/run_1", 405, writ.EINVALID, "GET, HEAD"},
 		{http.MethodGet, "/v1/runs/run_1/steps/s/attempts", 405, writ.EINVALID, "POST"},
