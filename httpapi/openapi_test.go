@@ -128,6 +128,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		"get /v1/approvals/{id}":      {paramTenantID},
 		"get /v1/records/{id}/replay": {paramTenantID},
 		"get /v1/replay":              replayTraceParams,
+		"get /v1/shadow/report": slices.Collect(maps.Keys(shadowQueryValues(writ.ShadowQuery{
+			TenantID: "t", PackHash: "h", DecisionKey: "k", From: testTime, To: testTime, Examples: 1,
+		}))),
 		"get /v1/decisions/{id}":      {paramTenantID},
 		"get /v1/decisions/in_flight": {paramTenantID, paramExpiredBy, paramLimit, paramCursor},
 	}
@@ -340,6 +343,9 @@ var schemaTypes = map[string]reflect.Type{
 	"VerdictCheck":               reflect.TypeFor[writ.VerdictCheck](),
 	"Run":                        reflect.TypeFor[writ.Run](),
 	"RunPage":                    reflect.TypeFor[writ.RunPage](),
+	"ShadowReport":               reflect.TypeFor[writ.ShadowReport](),
+	"ShadowPack":                 reflect.TypeFor[writ.ShadowPack](),
+	"OutcomeTransition":          reflect.TypeFor[writ.OutcomeTransition](),
 	"RunSummary":                 reflect.TypeFor[writ.RunSummary](),
 	"RunEvent":                   reflect.TypeFor[writ.RunEvent](),
 	"ApprovalRequest":            reflect.TypeFor[writ.ApprovalRequest](),
@@ -591,6 +597,8 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 		{"Run", mustJSON(t, fullRun())},
 		{"RunPage", mustJSON(t, fullRunPage())},
 		{"RunPage", []byte(`{"runs":[]}`)},
+		{"ShadowReport", mustJSON(t, fullShadowReport())},
+		{"ShadowReport", []byte(`{"tenant_id":"t","packs":[],"decisions":0,"changed":0,"transitions":[]}`)},
 		{"Run", mustJSON(t, wireRun(&writ.Run{TenantID: "t", RunID: "r", WorkflowID: "w", WorkflowVersion: "1", Pack: "p@1", PackHash: "h", Status: writ.RunCompleted, StartedAt: testTime}))},
 		{"ReplayResult", mustJSON(t, equalReplay())},
 		{"ReplayResult", mustJSON(t, diffReplay())},

@@ -169,11 +169,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if *storeURL != "" {
 		storeKind = "postgres"
 	}
+	replayer := replay.New(st, replay.Options{})
 	api := httpapi.NewServer(svc, httpapi.Config{
 		Ledger:       eng,
 		Workflows:    workflows,
 		Approvals:    approvals,
-		Replays:      replay.New(st, replay.Options{}),
+		Replays:      replayer,
+		Shadows:      replayer,
 		Lifecycle:    eng,
 		Authenticate: authenticate,
 		RateLimit:    httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},

@@ -502,17 +502,66 @@ async function runReplay(path, query, out) {
 
 // ---- runs ----
 
-async function runsPage(id) {
-  const form = h('form', { class: 'filters card', onsubmit: (ev) => { ev.preventDefault(); location.hash = `#/runs/${encodeURIComponent(form.run.value.trim())}`; } },
-    h('div', {}, h('label', { for: 'run' }, 'Run id'), h('input', { id: 'run', name: 'run', value: id || '', required: true })),
+const runStatuses = ['', 'active', 'completed', 'aborted', 'escalated'];
+
+// runsPage lists the tenant's runs, by workflow and state, a page at a
+// time; runPage shows one.
+async function runsPage(params) {
+  const f = Object.fromEntries(['workflow_id', 'status', 'cursor'].map((k) => [k, params.get(k) || '']));
+  const form = h('form', { class: 'filters card', onsubmit: (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const k of ['workflow_id', 'status']) if (form[k].value) q.set(k, form[k].value);
+    location.hash = `#/runs?${q}`;
+  } },
+  h('div', {}, h('label', { for: 'workflow_id' }, 'Workflow'), h('input', { id: 'workflow_id', name: 'workflow_id', value: f.workflow_id })),
+  h('div', {}, select('status', 'State', runStatuses, f.status)),
+  h('div', {}, h('button', { type: 'submit', id: 'filter' }, 'Filter')));
+  const open = h('form', { class: 'filters card', onsubmit: (ev) => { ev.preventDefault(); location.hash = `#/runs/${encodeURIComponent(open.run.value.trim())}`; } },
+    h('div', {}, h('label', { for: 'run' }, 'Run id'), h('input', { id: 'run', name: 'run', required: true })),
     h('div', {}, h('button', { type: 'submit' }, 'Show')));
   const out = h('div', {});
-  show(h('h1', {}, 'Runs'), form, out);
-  if (!id) return;
+  show(h('h1', {}, 'Runs'), form, out, open);
+  let page;
+  try {
+    page = await api('GET', '/v1/runs', { query: { workflow_id: f.workflow_id, status: f.status, cursor: f.cursor, limit: 50 } });
+  } catch (e) { out.replaceChildren(errorBox(e)); return; }
+  const next = new URLSearchParams(params);
+  if (page.next_cursor) next.set('cursor', page.next_cursor);
+  out.replaceChildren(...kids([
+    page.runs.length ? table(['Run', 'Workflow', 'State', 'Step', 'Attempts', 'Started', 'Last event'], page.runs.map((r) => [{}, [
+      link(`#/runs/${encodeURIComponent(r.run_id)}`, r.run_id), `${r.workflow_id}@${r.workflow_version}`,
+      h('span', { class: 'badge' }, r.status), r.current_step || '', String(r.attempts), fmtTime(r.started_at), fmtTime(r.last_event_at)]]))
+      : h('p', { class: 'muted' }, page.next_cursor ? 'No runs match on this page: the next page looks further.' : 'No runs match.'),
+    h('p', { class: 'pager' }, f.cursor ? link('#/runs?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), 'First page') : null,
+      page.next_cursor ? [' ', link(`#/runs?${next}`, 'Next page →')] : null)]));
+}
+
+// stepsOf sums a run's history up per step: attempts, the last verdict
+// and what it left.
+function stepsOf(run) {
+  const steps = new Map();
+  for (const e of run.history) {
+    if (!e.step_id) continue;
+    const s = steps.get(e.step_id) || { step: e.step_id, attempts: 0, observed: 0, last: null };
+    if (e.kind === 'step_attempt') { s.attempts++; s.last = e.verdict; }
+    if (e.kind === 'call_observed') s.observed++;
+    steps.set(e.step_id, s);
+  }
+  return [...steps.values()];
+}
+
+async function runPage(id) {
+  const out = h('div', {});
+  show(h('h1', {}, `Run ${id}`), h('p', {}, link('#/runs', '← All runs')), out);
   let run;
   try { run = await api('GET', `/v1/runs/${encodeURIComponent(id)}`); } catch (e) { out.replaceChildren(errorBox(e)); return; }
   out.replaceChildren(h('section', { class: 'card' }, h('h2', {}, `${run.workflow_id}@${run.workflow_version} `, h('span', { class: 'badge' }, run.status)),
     dl([['Run', code(run.run_id)], ['Current step', run.current_step], ['Pack', `${run.pack} ${run.pack_hash}`], ['Started', fmtTime(run.started_at)]])),
+  h('section', { class: 'card' }, h('h2', {}, 'Steps'), table(['Step', 'Attempts', 'Calls observed', 'Last verdict', 'Retries left', 'Failed checks'], stepsOf(run).map((s) => [{}, [
+    code(s.step), String(s.attempts), String(s.observed), s.last ? s.last.state : '', s.last ? String(s.last.attempts_left) : '',
+    s.last ? (s.last.failed || []).map((c) => c.target).join(', ') : '']]))),
+  h('h2', {}, 'History'),
   h('ol', { class: 'timeline' }, run.history.map((e) => h('li', { class: 'card' },
     h('p', {}, h('strong', {}, e.kind), e.step_id ? [' · step ', code(e.step_id)] : null, e.tool ? [' · tool ', code(e.tool)] : null, ` · ${fmtTime(e.at)}`,
       e.record_id && has('auditor') ? [' · ', link(`#/records/${encodeURIComponent(e.record_id)}`, 'record')] : null),
@@ -624,7 +673,7 @@ async function route() {
       case 'approvals': if (seg[1]) { await approvalPage(seg[1]); break; } // falls through
       case 'inbox': await inboxPage(params); break;
       case 'records': if (seg[1]) await recordPage(seg[1]); else await recordsPage(params); break;
-      case 'runs': await runsPage(seg[1]); break;
+      case 'runs': if (seg[1]) await runPage(seg[1]); else await runsPage(params); break;
       case 'ledger': await ledgerPage(); break;
       default: location.hash = has('approver') ? '#/inbox' : '#/records'; return;
     }
