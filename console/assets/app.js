@@ -161,7 +161,7 @@ async function signOut() {
 function renderChrome() {
   const links = [];
   if (has('approver') || has('auditor')) links.push(['#/inbox', 'Approvals']);
-  if (has('auditor')) links.push(['#/records', 'Records'], ['#/runs', 'Runs'], ['#/ledger', 'Ledger']);
+  if (has('auditor')) links.push(['#/records', 'Records'], ['#/runs', 'Runs'], ['#/shadow', 'Shadow'], ['#/ledger', 'Ledger']);
   nav.replaceChildren(...links.map(([href, text]) => h('a', { href, 'data-nav': href }, text)));
   who.replaceChildren(...kids(session ? [
     h('span', {}, `${session.subject} · ${session.tenant_id} · ${session.roles.join(', ')}`),
@@ -572,6 +572,45 @@ async function runPage(id) {
         c.reject_message ? `: ${c.reject_message}` : '', c.detail ? ` (${c.detail})` : '')))] : null))));
 }
 
+// ---- shadow report ----
+
+// shadowPage shows what the shadow pack (writ serve --shadow-pack)
+// decided against what was enforced: outcome transitions, changed first.
+async function shadowPage(params) {
+  const f = Object.fromEntries(['decision_key', 'pack_hash', 'from', 'to'].map((k) => [k, params.get(k) || '']));
+  const input = (id, label, attrs = {}) => [h('label', { for: id }, label), h('input', { id, name: id, value: f[id], ...attrs })];
+  const form = h('form', { class: 'filters card', onsubmit: (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const k of ['decision_key', 'pack_hash', 'from', 'to']) if (form[k].value) q.set(k, form[k].value);
+    location.hash = `#/shadow?${q}`;
+  } },
+  h('div', {}, input('decision_key', 'Decision key')),
+  h('div', {}, input('pack_hash', 'Shadow pack hash')),
+  h('div', {}, input('from', 'From', { type: 'datetime-local', step: 1 })),
+  h('div', {}, input('to', 'To', { type: 'datetime-local', step: 1 })),
+  h('div', {}, h('button', { type: 'submit', id: 'filter' }, 'Report')));
+  const out = h('div', {});
+  show(h('h1', {}, 'Shadow report'), h('p', { class: 'muted' }, 'What the shadow pack decided for each check, never enforced, against what was enforced.'), form, out);
+  let rep;
+  try {
+    rep = await api('GET', '/v1/shadow/report', { query: { decision_key: f.decision_key, pack_hash: f.pack_hash, from: toRFC3339(f.from), to: toRFC3339(f.to), examples: 5 } });
+  } catch (e) { out.replaceChildren(errorBox(e)); return; }
+  if (!rep.decisions) {
+    out.replaceChildren(h('p', { class: 'muted', id: 'shadow-summary' }, 'No shadow decisions in this window. Start writ serve with --shadow-pack DIR to decide every check under a candidate pack too.'));
+    return;
+  }
+  const rules = (m) => Object.entries(m || {}).map(([r, n]) => h('li', {}, code(r), ` × ${n}`));
+  out.replaceChildren(
+    h('section', { class: 'card' },
+      h('p', { class: rep.changed ? 'result warn' : 'result ok', id: 'shadow-summary' }, `${rep.decisions} shadow decisions, ${rep.changed} with another outcome than enforced`),
+      dl(rep.packs.map((p) => [`Shadow pack ${p.pack}`, h('span', {}, code(p.pack_hash), ` · ${p.decisions} decisions`)]))),
+    table(['Enforced', 'Shadow', 'Count', 'Rules that fired in the shadow', 'Rules that no longer fire', 'Examples'], rep.transitions.map((t) => [{ class: t.from !== t.to ? 'changed' : '' }, [
+      code(t.from), t.from !== t.to ? h('strong', {}, t.to) : code(t.to), String(t.count),
+      h('ul', {}, rules(t.rules_fired)), h('ul', {}, rules(t.rules_cleared)),
+      h('ul', {}, t.examples.map((id) => h('li', {}, link(`#/records/${encodeURIComponent(id)}`, id))))]])));
+}
+
 // ---- ledger health ----
 
 async function ledgerPage() {
@@ -664,7 +703,7 @@ async function route() {
     renderChrome();
   }
   if (!session || seg[0] === 'signin') { await signInPage(); return; }
-  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', ledger: '#/ledger' }[seg[0]];
+  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger' }[seg[0]];
   for (const a of nav.querySelectorAll('a')) {
     if (a.getAttribute('href') === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
@@ -674,6 +713,7 @@ async function route() {
       case 'inbox': await inboxPage(params); break;
       case 'records': if (seg[1]) await recordPage(seg[1]); else await recordsPage(params); break;
       case 'runs': if (seg[1]) await runPage(seg[1]); else await runsPage(params); break;
+      case 'shadow': await shadowPage(params); break;
       case 'ledger': await ledgerPage(); break;
       default: location.hash = has('approver') ? '#/inbox' : '#/records'; return;
     }
