@@ -154,6 +154,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	var svc writ.Service = eng
 	var workflows writ.Workflows = eng
 	var approvals writ.Approvals = eng
+	var lifecycle writ.Lifecycle = eng
 	var metricsHandler http.Handler
 	if obs.metrics != nil {
 		metricsHandler = obs.metrics.Handler()
@@ -162,6 +163,9 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		svc = telemetry.Service(eng, obs.metrics)
 		workflows = telemetry.Workflows(eng, obs.metrics)
 		approvals = telemetry.Approvals(eng, obs.metrics)
+	}
+	if obs.tracing {
+		lifecycle = telemetry.Lifecycle(eng)
 	}
 
 	p := pol.Pack
@@ -176,7 +180,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Approvals:    approvals,
 		Replays:      replayer,
 		Shadows:      replayer,
-		Lifecycle:    eng,
+		Lifecycle:    lifecycle,
 		Authenticate: authenticate,
 		RateLimit:    httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 		Blobs:        st.Blob,
