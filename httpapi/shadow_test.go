@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -57,4 +59,27 @@ func TestShadowReportRoute(t *testing.T) {
 	s, _ = newTestServer(fake, Config{})
 	req = newRequest(http.MethodGet, "/v1/shadow/report?tenant_id=acme", "")
 	readProblem(t, serve(s, req), req, http.StatusNotFound, writ.ENOTFOUND)
+}
+
+// TestClientShadowReport: the client's query is the one the server
+// decodes, and the report comes back whole.
+func TestClientShadowReport(t *testing.T) {
+	fake := &fakeService{shadow: fullShadowReport()}
+	s, _ := newTestServer(fake, Config{Shadows: fake})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	c := NewClient(srv.URL)
+	q := writ.ShadowQuery{TenantID: "acme", PackHash: "sha256:c0ffee", DecisionKey: "k",
+		From: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 5, 2, 0, 0, 0, 0, time.UTC), Examples: 4}
+	rep, err := c.ShadowReport(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rep, fullShadowReport()) {
+		t.Errorf("ShadowReport() = %+v, want %+v", rep, fullShadowReport())
+	}
+	if got := fake.shadowQs; len(got) != 1 || got[0].PackHash != q.PackHash || got[0].DecisionKey != q.DecisionKey || got[0].Examples != 4 ||
+		!got[0].From.Equal(q.From) || !got[0].To.Equal(q.To) {
+		t.Errorf("the server decoded %+v, want %+v", got, q)
+	}
 }
