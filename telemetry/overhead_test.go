@@ -72,6 +72,7 @@ func benchChecks(b *testing.B, url string, hc *http.Client) {
 	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 	var seq atomic.Int64
 	b.SetParallelism(16)
+	b.ReportAllocs()
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
 	b.RunParallel(func(pb *testing.PB) {

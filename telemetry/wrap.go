@@ -27,18 +27,24 @@ func (s *service) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Rece
 		s.m.ObserveCheck(rc, err, time.Since(start))
 	}
 	if span.IsRecording() {
+		// One SetAttributes call with the attributes in an array on the
+		// stack: the span grows its attribute slice once.
+		var attrs [7]attribute.KeyValue
+		n := 0
 		if req != nil {
-			span.SetAttributes(attribute.String("writ.tenant_id", req.TenantID))
+			attrs[n] = attribute.String("writ.tenant_id", req.TenantID)
+			n++
 		}
 		if rc != nil {
-			span.SetAttributes(
-				attribute.String("writ.decision_id", rc.DecisionID),
-				attribute.String("writ.record_id", rc.Metadata.RecordID),
-				attribute.String("writ.decision_key", rc.Metadata.DecisionKey),
-				attribute.String("writ.outcome", string(rc.Outcome)),
-				attribute.Bool("writ.safe_to_execute", rc.SafeToExecute && err == nil),
-				attribute.Bool("writ.fail_closed", rc.Metadata.FailClosed))
+			attrs[n] = attribute.String("writ.decision_id", rc.DecisionID)
+			attrs[n+1] = attribute.String("writ.record_id", rc.Metadata.RecordID)
+			attrs[n+2] = attribute.String("writ.decision_key", rc.Metadata.DecisionKey)
+			attrs[n+3] = attribute.String("writ.outcome", string(rc.Outcome))
+			attrs[n+4] = attribute.Bool("writ.safe_to_execute", rc.SafeToExecute && err == nil)
+			attrs[n+5] = attribute.Bool("writ.fail_closed", rc.Metadata.FailClosed)
+			n += 6
 		}
+		span.SetAttributes(attrs[:n]...)
 	}
 	endSpan(span, err)
 	return rc, err
