@@ -17,6 +17,9 @@ const (
 	OutcomeGoalFailTerminal Outcome = "goal_fail_terminal"
 )
 
+// Outcomes lists every outcome, most permissive first.
+var Outcomes = []Outcome{OutcomeAllow, OutcomeAllowWithWarning, OutcomeReplanRequired, OutcomeGoalFailTerminal}
+
 // Mode is how the workflow should continue after a receipt.
 type Mode string
 

@@ -115,10 +115,57 @@ type RunEvent struct {
 	Verdict  *StepVerdict `json:"verdict,omitempty"`
 }
 
+// RunQuery selects a tenant's runs. Zero fields do not filter, except
+// TenantID, which is required.
+type RunQuery struct {
+	TenantID   string
+	WorkflowID string
+	// Status keeps the runs in this state now (RunActive, RunCompleted,
+	// RunAborted, RunEscalated).
+	Status string
+	// Limit caps the page size (default 100, at most 1000).
+	Limit int
+	// Cursor continues a previous page (RunPage.NextCursor).
+	Cursor string
+}
+
+// RunSummary is a run without its history: its state now, and how far it
+// got.
+type RunSummary struct {
+	TenantID        string    `json:"tenant_id"`
+	RunID           string    `json:"run_id"`
+	WorkflowID      string    `json:"workflow_id"`
+	WorkflowVersion string    `json:"workflow_version"`
+	Pack            string    `json:"pack"`
+	PackHash        string    `json:"pack_hash"`
+	Status          string    `json:"status"`
+	CurrentStep     string    `json:"current_step,omitempty"`
+	StartedAt       time.Time `json:"started_at"`
+	// LastEventAt is the time of the run's latest event.
+	LastEventAt time.Time `json:"last_event_at"`
+	// Attempts counts the step attempts submitted, all steps together.
+	Attempts int `json:"attempts"`
+}
+
+// RunPage is one page of runs in run id order; NextCursor is empty on
+// the last page. A page may hold fewer runs than the limit, even none,
+// while NextCursor is set: a page examines a bounded number of runs.
+type RunPage struct {
+	Runs       []RunSummary `json:"runs"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// RunStatuses lists every run status.
+var RunStatuses = []string{RunActive, RunCompleted, RunAborted, RunEscalated}
+
 // Workflows runs workflows whose steps are accepted on evidence. The
 // in-process engine satisfies it.
 type Workflows interface {
 	StartRun(ctx context.Context, req *StartRunRequest) (*Run, error)
 	SubmitAttempt(ctx context.Context, req *AttemptRequest) (*StepVerdict, error)
 	Run(ctx context.Context, tenantID, runID string) (*Run, error)
+	// Runs lists the tenant's runs matching q, in run id order. Ids writ
+	// generates begin with the run's start time, so generated runs come
+	// oldest first.
+	Runs(ctx context.Context, q RunQuery) (*RunPage, error)
 }

@@ -33,8 +33,12 @@ type RecordQuery struct {
 	TenantID    string
 	DecisionKey string
 	Status      Status
-	SubjectID   string
-	TraceID     string
+	// Outcome keeps the records whose outputs.outcome is this outcome:
+	// check records carry one; approval decisions and execution reports
+	// do not, so they never match.
+	Outcome   Outcome
+	SubjectID string
+	TraceID   string
 	// From is inclusive, To exclusive.
 	From, To time.Time
 	// Limit caps the page size (default 100, at most 1000).

@@ -65,9 +65,11 @@ var routeSamples = map[string]struct{ target, body string }{
 	"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?from=3&to=7", ""},
 	"GET /v1/records/{id}/replay":              {"/v1/records/r1/replay", ""},
 	"GET /v1/replay":                           {"/v1/replay?trace_id=" + testTraceID, ""},
+	"GET /v1/shadow/report":                    {"/v1/shadow/report?decision_key=support.refund.execute", ""},
 	"POST /v1/runs":                            {"/v1/runs", `{"workflow_id":"ui.component.change"}`},
 	"GET /v1/runs/{id}":                        {"/v1/runs/run_1", ""},
 	"POST /v1/runs/{id}/steps/{step}/attempts": {"/v1/runs/run_1/steps/visual_check/attempts", `{"actor":{"type":"AGENT","id":"a"},"result":{}}`},
+	"GET /v1/runs":                             {"/v1/runs?status=active", ""},
 	"GET /v1/approvals":                        {"/v1/approvals?state=pending", ""},
 	"GET /v1/approvals/{id}":                   {"/v1/approvals/apr_1", ""},
 	"POST /v1/approvals/{id}/approve":          {"/v1/approvals/apr_1/approve", `{"reason":"Invoice checked."}`},
@@ -105,7 +107,7 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // newAuthServer returns a server of fake, as every interface, that
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
-	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake, Authenticate: testKeys.authenticate,
+	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Authenticate: testKeys.authenticate,
 		Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
 }
 
@@ -220,9 +222,11 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?tenant_id=acme&from=3&to=7", ""},
 		"GET /v1/records/{id}/replay":              {"/v1/records/r1/replay?tenant_id=acme", ""},
 		"GET /v1/replay":                           {"/v1/replay?tenant_id=acme&trace_id=" + testTraceID, ""},
+		"GET /v1/shadow/report":                    {"/v1/shadow/report?tenant_id=acme", ""},
 		"POST /v1/runs":                            {"/v1/runs", `{"tenant_id":"acme","workflow_id":"w"}`},
 		"GET /v1/runs/{id}":                        {"/v1/runs/run_1?tenant_id=acme", ""},
 		"POST /v1/runs/{id}/steps/{step}/attempts": {"/v1/runs/run_1/steps/visual_check/attempts?tenant_id=acme", `{"actor":{"type":"AGENT","id":"a"},"result":{}}`},
+		"GET /v1/runs":                             {"/v1/runs?tenant_id=acme", ""},
 		"GET /v1/approvals":                        {"/v1/approvals?tenant_id=acme", ""},
 		"GET /v1/approvals/{id}":                   {"/v1/approvals/apr_1?tenant_id=acme", ""},
 		"POST /v1/approvals/{id}/approve":          {"/v1/approvals/apr_1/approve", `{"tenant_id":"acme","approver":"maria","reason":"ok"}`},
@@ -245,7 +249,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 			t.Fatalf("no development mode sample of %s %s; add one", rt.method, rt.path)
 		}
 		fake := fullService()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Lifecycle: fake, Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")
 		rec := serve(s, req)

@@ -29,11 +29,12 @@ type Client struct {
 }
 
 var (
-	_ writ.Service   = (*Client)(nil)
-	_ writ.Ledger    = (*Client)(nil)
-	_ writ.Workflows = (*Client)(nil)
-	_ writ.Approvals = (*Client)(nil)
-	_ writ.Replays   = (*Client)(nil)
+	_ writ.Service       = (*Client)(nil)
+	_ writ.Ledger        = (*Client)(nil)
+	_ writ.Workflows     = (*Client)(nil)
+	_ writ.Approvals     = (*Client)(nil)
+	_ writ.Replays       = (*Client)(nil)
+	_ writ.ShadowReports = (*Client)(nil)
 )
 
 // ClientOption configures a Client.
@@ -231,6 +232,25 @@ func (c *Client) StartRun(ctx context.Context, req *writ.StartRunRequest) (*writ
 		return nil, fmt.Errorf("httpapi: decode run: %w", err)
 	}
 	return &run, nil
+}
+
+// ShadowReport gets the report of the tenant's shadow decisions against
+// what was enforced (GET /v1/shadow/report).
+func (c *Client) ShadowReport(ctx context.Context, q writ.ShadowQuery) (*writ.ShadowReport, error) {
+	var rep writ.ShadowReport
+	if err := c.getJSON(ctx, "/v1/shadow/report", shadowQueryValues(q), "shadow report", &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// Runs lists a page of the tenant's runs, without their histories.
+func (c *Client) Runs(ctx context.Context, q writ.RunQuery) (*writ.RunPage, error) {
+	var page writ.RunPage
+	if err := c.getJSON(ctx, "/v1/runs", runQueryValues(q), "run page", &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
 }
 
 // SubmitAttempt posts an attempt at req.StepID of run req.RunID and

@@ -1,6 +1,7 @@
 // Package httpapi is writ's HTTP/JSON face: a [Server] that exposes a
-// [writ.Service], a [writ.Ledger], [writ.Workflows], [writ.Approvals] and
-// [writ.Replays] over HTTP, a [Client] that satisfies all five against
+// [writ.Service], a [writ.Ledger], [writ.Workflows], [writ.Approvals],
+// [writ.Replays] and [writ.ShadowReports] over HTTP, a [Client] that
+// satisfies all six against
 // such a server, and the OpenAPI 3.1 document that describes the wire
 // contract between them (see [OpenAPI] and docs/http-api.md).
 //

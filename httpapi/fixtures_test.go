@@ -27,7 +27,9 @@ type fakeService struct {
 	checkpoint  *writ.Checkpoint
 	inclusion   *writ.InclusionProof
 	consistency *writ.ConsistencyProof
-	run         *writ.Run // the answer of StartRun and Run
+	run         *writ.Run          // the answer of StartRun and Run
+	runs        *writ.RunPage      // the answer of Runs
+	shadow      *writ.ShadowReport // the answer of ShadowReport
 	verdict     *writ.StepVerdict
 	approval    *writ.ApprovalRequest // the answer of Approval and DecideApproval
 	approvals   *writ.ApprovalPage
@@ -55,6 +57,8 @@ type fakeService struct {
 	starts      []*writ.StartRunRequest
 	attempts    []*writ.AttemptRequest
 	runCalls    [][2]string // tenant id, run id
+	runQs       []writ.RunQuery
+	shadowQs    []writ.ShadowQuery
 	approvalQs  []writ.ApprovalQuery
 	approvalGet [][2]string // tenant id, approval id
 	decisions   []*writ.DecideApprovalRequest
@@ -73,11 +77,12 @@ type ledgerCall struct {
 }
 
 var (
-	_ writ.Service   = (*fakeService)(nil)
-	_ writ.Ledger    = (*fakeService)(nil)
-	_ writ.Workflows = (*fakeService)(nil)
-	_ writ.Approvals = (*fakeService)(nil)
-	_ writ.Replays   = (*fakeService)(nil)
+	_ writ.Service       = (*fakeService)(nil)
+	_ writ.Ledger        = (*fakeService)(nil)
+	_ writ.Workflows     = (*fakeService)(nil)
+	_ writ.Approvals     = (*fakeService)(nil)
+	_ writ.Replays       = (*fakeService)(nil)
+	_ writ.ShadowReports = (*fakeService)(nil)
 )
 
 // saw records the principal and the tenant of a call; call it with f.mu
@@ -224,6 +229,41 @@ func (f *fakeService) Run(ctx context.Context, tenantID, runID string) (*writ.Ru
 		return nil, err
 	}
 	return f.run, f.err
+}
+
+func (f *fakeService) Runs(ctx context.Context, q writ.RunQuery) (*writ.RunPage, error) {
+	f.mu.Lock()
+	f.runQs = append(f.runQs, q)
+	f.saw(ctx, q.TenantID)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.runs, f.err
+}
+
+func (f *fakeService) ShadowReport(ctx context.Context, q writ.ShadowQuery) (*writ.ShadowReport, error) {
+	f.mu.Lock()
+	f.shadowQs = append(f.shadowQs, q)
+	f.saw(ctx, q.TenantID)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	return f.shadow, f.err
+}
+
+// fullShadowReport returns a shadow report of tenant acme with every
+// field set.
+func fullShadowReport() *writ.ShadowReport {
+	from, to := testTime, testTime.Add(24*time.Hour)
+	return &writ.ShadowReport{TenantID: "acme", PackHash: "sha256:c0ffee", DecisionKey: "support.refund.execute", From: &from, To: &to,
+		Packs: []writ.ShadowPack{{Pack: "refund@1.1.0", PackHash: "sha256:c0ffee", Decisions: 5}}, Decisions: 5, Changed: 2,
+		Transitions: []*writ.OutcomeTransition{
+			{From: "allow", To: "replan_required", Count: 2, Examples: []string{"dr_1", "dr_2"},
+				RulesFired: map[string]int{"refunds@1.1.0:R_REFUND_REVIEW": 2}, RulesCleared: map[string]int{"refunds@1.0.0:R_OLD": 1}},
+			{From: "allow", To: "allow", Count: 3, Examples: []string{"dr_3"}},
+		}}
 }
 
 func (f *fakeService) Approvals(ctx context.Context, q writ.ApprovalQuery) (*writ.ApprovalPage, error) {
@@ -656,10 +696,20 @@ func fullRun() *writ.Run {
 	}
 }
 
+// fullRunPage returns a page of one run of tenant acme, every field set,
+// and a next cursor.
+func fullRunPage() *writ.RunPage {
+	return &writ.RunPage{Runs: []writ.RunSummary{{
+		TenantID: "acme", RunID: "run_1", WorkflowID: "ui.component.change", WorkflowVersion: "1.0.0",
+		Pack: "frontend@1.0.0", PackHash: "sha256:9f2c", Status: writ.RunActive, CurrentStep: "visual_check",
+		StartedAt: testTime, LastEventAt: testTime.Add(2 * time.Second), Attempts: 1,
+	}}, NextCursor: "cmJ1bl8x"}
+}
+
 // fullWorkflows returns a fakeService answering every writ.Workflows
 // method.
 func fullWorkflows() *fakeService {
-	return &fakeService{run: fullRun(), verdict: fullVerdict()}
+	return &fakeService{run: fullRun(), verdict: fullVerdict(), runs: fullRunPage()}
 }
 
 // fullApproval returns approval request apr_1 of tenant acme, approved
@@ -705,7 +755,7 @@ func fullService() *fakeService {
 		VerifierKey: "writ-example+18ab7136+AQOhB7/zzhC+HXDdGOdLwJln5NYwm6UNXx3chmQSVTG4", ValidFrom: testTime}}
 	f.receipt, f.record, f.page = fullReceipt(), storedRecord(rec), &writ.RecordPage{}
 	f.checkpoint, f.inclusion, f.consistency = fullCheckpoint(7), fullInclusionProof(), fullConsistencyProof()
-	f.run, f.verdict = fullRun(), fullVerdict()
+	f.run, f.verdict, f.runs, f.shadow = fullRun(), fullVerdict(), fullRunPage(), fullShadowReport()
 	f.replay, f.replays = fullReplays().replay, fullReplays().replays
 	return f
 }

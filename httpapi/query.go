@@ -18,6 +18,7 @@ const (
 	paramTenantID    = "tenant_id"
 	paramDecisionKey = "decision_key"
 	paramStatus      = "status"
+	paramOutcome     = "outcome"
 	paramSubjectID   = "subject_id"
 	paramTraceID     = "trace_id"
 	paramFrom        = "from"
@@ -47,6 +48,7 @@ func recordQueryValues(q writ.RecordQuery) url.Values {
 	set(paramTenantID, q.TenantID)
 	set(paramDecisionKey, q.DecisionKey)
 	set(paramStatus, string(q.Status))
+	set(paramOutcome, string(q.Outcome))
 	set(paramSubjectID, q.SubjectID)
 	set(paramTraceID, q.TraceID)
 	if !q.From.IsZero() {
@@ -67,12 +69,13 @@ func recordQueryValues(q writ.RecordQuery) url.Values {
 // values do not filter.
 func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	p := queryParser{values: v}
-	p.allow(paramTenantID, paramDecisionKey, paramStatus, paramSubjectID, paramTraceID,
+	p.allow(paramTenantID, paramDecisionKey, paramStatus, paramOutcome, paramSubjectID, paramTraceID,
 		paramFrom, paramTo, paramLimit, paramCursor)
 	q := writ.RecordQuery{
 		TenantID:    p.required(paramTenantID),
 		DecisionKey: p.get(paramDecisionKey),
 		Status:      writ.Status(p.get(paramStatus)),
+		Outcome:     writ.Outcome(p.get(paramOutcome)),
 		SubjectID:   p.get(paramSubjectID),
 		TraceID:     p.get(paramTraceID),
 		From:        p.time(paramFrom),
@@ -81,6 +84,9 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	}
 	if q.Status != "" && !slices.Contains(recordStatuses, q.Status) {
 		p.fail(paramStatus, "must be one of DECIDED, DEFERRED, REJECTED, ESCALATED, IN_FLIGHT, CLOSED")
+	}
+	if q.Outcome != "" && !slices.Contains(writ.Outcomes, q.Outcome) {
+		p.fail(paramOutcome, "must be one of allow, allow_with_warning, replan_required, goal_fail_terminal")
 	}
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
 		p.fail(paramTo, "must be after from")
@@ -181,6 +187,48 @@ func parseApprovalQuery(v url.Values, now time.Time) (writ.ApprovalQuery, error)
 		default:
 			q.CreatedBefore = now.Add(-d)
 		}
+	}
+	return q, p.err()
+}
+
+// Query parameters of GET /v1/runs, besides tenant_id, status, limit and
+// cursor. runQueryValues and parseRunQuery are inverses.
+const paramWorkflowID = "workflow_id"
+
+// runQueryValues encodes q as the query of GET /v1/runs. Zero fields are
+// left out.
+func runQueryValues(q writ.RunQuery) url.Values {
+	v := url.Values{}
+	set := func(key, value string) {
+		if value != "" {
+			v.Set(key, value)
+		}
+	}
+	set(paramTenantID, q.TenantID)
+	set(paramWorkflowID, q.WorkflowID)
+	set(paramStatus, q.Status)
+	if q.Limit != 0 {
+		v.Set(paramLimit, strconv.Itoa(q.Limit))
+	}
+	set(paramCursor, q.Cursor)
+	return v
+}
+
+// parseRunQuery decodes the query of GET /v1/runs. Every problem names
+// its parameter; unknown and repeated parameters are errors. Empty values
+// do not filter.
+func parseRunQuery(v url.Values) (writ.RunQuery, error) {
+	p := queryParser{values: v}
+	p.allow(paramTenantID, paramWorkflowID, paramStatus, paramLimit, paramCursor)
+	q := writ.RunQuery{
+		TenantID:   p.required(paramTenantID),
+		WorkflowID: p.get(paramWorkflowID),
+		Status:     p.get(paramStatus),
+		Limit:      p.limit(),
+		Cursor:     p.get(paramCursor),
+	}
+	if q.Status != "" && !slices.Contains(writ.RunStatuses, q.Status) {
+		p.fail(paramStatus, "must be one of active, completed, aborted, escalated")
 	}
 	return q, p.err()
 }

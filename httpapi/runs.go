@@ -122,6 +122,44 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, wireRun(run))
 }
 
+// handleRuns serves GET /v1/runs: a page of the tenant's runs, without
+// their histories.
+func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
+	if s.workflows == nil {
+		s.writeError(w, r, errNoWorkflows)
+		return
+	}
+	values, err := scopedQuery(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	q, err := parseRunQuery(values)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	page, err := s.workflows.Runs(r.Context(), q)
+	if err == nil && page == nil {
+		err = errors.New("workflows returned neither a page of runs nor an error")
+	}
+	if err == nil {
+		for _, run := range page.Runs {
+			if run.TenantID != q.TenantID {
+				err = fmt.Errorf("workflows answered a query of tenant %q with run %q of tenant %q", q.TenantID, run.RunID, run.TenantID)
+				break
+			}
+		}
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c := *page
+	c.Runs = nonNil(c.Runs)
+	s.writeJSON(w, r, http.StatusOK, &c)
+}
+
 // handleAttempt serves POST /v1/runs/{id}/steps/{step}/attempts: decide
 // one attempt at a step.
 func (s *Server) handleAttempt(w http.ResponseWriter, r *http.Request) {

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -126,5 +128,50 @@ func TestRunsEndToEnd(t *testing.T) {
 		t.Errorf("GET %s (the Location) = %v, %v; want 200", loc, resp, err)
 	} else {
 		resp.Body.Close()
+	}
+
+	// The list: the completed run and the one just started, by run id;
+	// filters by state and workflow, a bad state refused, another tenant
+	// sees none.
+	list := func(q writ.RunQuery) []string {
+		t.Helper()
+		var ids []string
+		for {
+			page, err := c.Runs(ctx, q)
+			if err != nil {
+				t.Fatalf("Runs(%+v) error = %v", q, err)
+			}
+			for _, r := range page.Runs {
+				ids = append(ids, r.RunID+":"+r.Status)
+			}
+			if page.NextCursor == "" {
+				return ids
+			}
+			q.Cursor = page.NextCursor
+		}
+	}
+	started := path.Base(strings.SplitN(loc, "?", 2)[0])
+	all := []string{run.RunID + ":completed", started + ":active"}
+	slices.Sort(all)
+	for _, tt := range []struct {
+		q    writ.RunQuery
+		want []string
+	}{
+		{writ.RunQuery{TenantID: "acme"}, all},
+		{writ.RunQuery{TenantID: "acme", Limit: 1}, all},
+		{writ.RunQuery{TenantID: "acme", Status: writ.RunCompleted}, []string{run.RunID + ":completed"}},
+		{writ.RunQuery{TenantID: "acme", Status: writ.RunActive, WorkflowID: "ui.component.change"}, []string{started + ":active"}},
+		{writ.RunQuery{TenantID: "acme", WorkflowID: "other.workflow"}, nil},
+		{writ.RunQuery{TenantID: "globex"}, nil},
+	} {
+		if got := list(tt.q); !slices.Equal(got, tt.want) {
+			t.Errorf("Runs(%+v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	if _, err := c.Runs(ctx, writ.RunQuery{TenantID: "acme", Status: "paused"}); writ.ErrorCode(err) != writ.EINVALID {
+		t.Errorf("Runs(status paused) error = %v, want code %s", err, writ.EINVALID)
+	}
+	if _, err := c.Runs(ctx, writ.RunQuery{TenantID: "acme", Cursor: "bm9wZQ"}); writ.ErrorCode(err) != writ.EINVALID {
+		t.Errorf("Runs(a cursor writ did not issue) error = %v, want code %s", err, writ.EINVALID)
 	}
 }

@@ -438,6 +438,11 @@ func TestRunAnswerGuards(t *testing.T) {
 		{"start: another run id than asked", &fakeService{run: fullRun()}, newRequest(http.MethodPost, "/v1/runs", `{"tenant_id":"acme","workflow_id":"w","run_id":"run_2"}`)},
 		{"get: another run", &fakeService{run: fullRun()}, newRequest(http.MethodGet, "/v1/runs/run_2?tenant_id=acme", "")},
 		{"get: another tenant", &fakeService{run: fullRun()}, newRequest(http.MethodGet, "/v1/runs/run_1?tenant_id=globex", "")},
+		{"list: another tenant", &fakeService{runs: func() *writ.RunPage {
+			p := fullRunPage()
+			p.Runs[0].TenantID = "globex"
+			return p
+		}()}, newRequest(http.MethodGet, "/v1/runs?tenant_id=acme", "")},
 		{"attempt: another step", &fakeService{verdict: otherVerdict(func(v *writ.StepVerdict) { v.StepID = "implement" })}, runRequests()[2]},
 		{"attempt: another run", &fakeService{verdict: otherVerdict(func(v *writ.StepVerdict) { v.RunID = "run_2" })}, runRequests()[2]},
 	}

@@ -67,6 +67,10 @@ type Config struct {
 	// reading the engine's store. Nil means the server replays nothing:
 	// those routes answer 404.
 	Replays writ.Replays
+	// Shadows serves GET /v1/shadow/report: what the shadow pack decided
+	// against what was enforced. It is usually the same replay.Replayer.
+	// Nil means the route answers 404.
+	Shadows writ.ShadowReports
 	// Lifecycle serves the decision routes: execution reports, resumes,
 	// a decision's story and the decisions in flight. It is usually the
 	// engine that serves checks. Nil means those routes answer 404.
@@ -168,11 +172,12 @@ const devModeWarning = "development mode: this server authenticates no one, so e
 // implements http.Handler; create one with NewServer.
 type Server struct {
 	svc       writ.Service
-	ledger    writ.Ledger    // nil when the server has no ledger
-	workflows writ.Workflows // nil when the server runs no workflows
-	approvals writ.Approvals // nil when the server has no approval queue
-	replays   writ.Replays   // nil when the server replays nothing
-	lifecycle writ.Lifecycle // nil when the server carries no decision past its receipt
+	ledger    writ.Ledger        // nil when the server has no ledger
+	workflows writ.Workflows     // nil when the server runs no workflows
+	approvals writ.Approvals     // nil when the server has no approval queue
+	replays   writ.Replays       // nil when the server replays nothing
+	shadows   writ.ShadowReports // nil when the server reports no shadow decisions
+	lifecycle writ.Lifecycle     // nil when the server carries no decision past its receipt
 	cfg       Config
 	log       *slog.Logger
 	rand      io.Reader
@@ -214,7 +219,9 @@ var routes = []route{
 	{http.MethodGet, "/v1/ledger/consistency", []writ.Role{writ.RoleAuditor}, (*Server).handleConsistencyProof},
 	{http.MethodGet, "/v1/records/{id}/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplay},
 	{http.MethodGet, "/v1/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplayTrace},
+	{http.MethodGet, "/v1/shadow/report", []writ.Role{writ.RoleAuditor}, (*Server).handleShadowReport},
 	{http.MethodPost, "/v1/runs", []writ.Role{writ.RoleAgent}, (*Server).handleStartRun},
+	{http.MethodGet, "/v1/runs", []writ.Role{writ.RoleAgent, writ.RoleAuditor}, (*Server).handleRuns},
 	{http.MethodGet, "/v1/runs/{id}", []writ.Role{writ.RoleAgent, writ.RoleAuditor}, (*Server).handleRun},
 	{http.MethodPost, "/v1/runs/{id}/steps/{step}/attempts", []writ.Role{writ.RoleAgent}, (*Server).handleAttempt},
 	{http.MethodGet, "/v1/approvals", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleApprovals},
@@ -263,6 +270,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		workflows: cfg.Workflows,
 		approvals: cfg.Approvals,
 		replays:   cfg.Replays,
+		shadows:   cfg.Shadows,
 		lifecycle: cfg.Lifecycle,
 		cfg:       cfg,
 		log:       cfg.Logger,

@@ -461,7 +461,7 @@ func TestRoutingProblems(t *testing.T) {
 		{http.MethodDelete, "/v1/ledger/checkpoint", 405, writ.EINVALID, "GET, HEAD, POST"},
 		{http.MethodPost, "/v1/ledger/consistency", 405, writ.EINVALID, "GET, HEAD"},
 		{http.MethodPost, "/v1/records/r1/proof", 405, writ.EINVALID, "GET, HEAD"},
-		{http.MethodGet, "/v1/runs", 405, writ.EINVALID, "POST"},
+		{http.MethodDelete, "/v1/runs", 405, writ.EINVALID, "GET, HEAD, POST"},
 		{http.MethodPost, "/v1/runs/run_1", 405, writ.EINVALID, "GET, HEAD"},
 		{http.MethodDelete, "/v1/runs/run_1", 405, writ.EINVALID, "GET, HEAD"},
 		{http.MethodGet, "/v1/runs/run_1/steps/s/attempts", 405, writ.EINVALID, "POST"},
@@ -507,6 +507,8 @@ func TestRecordsBadQuery(t *testing.T) {
 		{"/v1/records?tenant_id=t&foo=1", "foo", "unknown query parameter"},
 		{"/v1/records?tenant_id=t&TENANT_ID=u", "TENANT_ID", "unknown query parameter"},
 		{"/v1/records?tenant_id=t&status=DONE", "status", "must be one of"},
+		{"/v1/records?tenant_id=t&outcome=permit", "outcome", "must be one of"},
+		{"/v1/records?tenant_id=t&outcome=ALLOW", "outcome", "must be one of"},
 		{"/v1/records?tenant_id=t&tenant_id=u", "tenant_id", "at most once"},
 		{"/v1/records?tenant_id=t&limit=%zz", "", "malformed query string"},
 		{"/v1/records/r1", "tenant_id", "is required"},
@@ -574,7 +576,7 @@ func TestRecordsPage(t *testing.T) {
 	for _, tt := range tests {
 		fake := &fakeService{page: tt.page}
 		s, _ := newTestServer(fake, Config{})
-		target := "/v1/records?tenant_id=acme&decision_key=k&status=REJECTED&subject_id=s&trace_id=abc&from=2026-05-01T00:00:00Z&to=2026-05-02T00:00:00.5%2B02:00&limit=10&cursor=c0"
+		target := "/v1/records?tenant_id=acme&decision_key=k&status=REJECTED&outcome=replan_required&subject_id=s&trace_id=abc&from=2026-05-01T00:00:00Z&to=2026-05-02T00:00:00.5%2B02:00&limit=10&cursor=c0"
 		rec := serve(s, newRequest(http.MethodGet, target, ""))
 		if rec.Code != http.StatusOK {
 			t.Fatalf("GET %s = %d; body %s", target, rec.Code, rec.Body)
@@ -583,7 +585,7 @@ func TestRecordsPage(t *testing.T) {
 			t.Errorf("GET %s: body\n%s\nwant\n%s", target, got, tt.want)
 		}
 		wantQ := writ.RecordQuery{
-			TenantID: "acme", DecisionKey: "k", Status: writ.StatusRejected, SubjectID: "s", TraceID: "abc",
+			TenantID: "acme", DecisionKey: "k", Status: writ.StatusRejected, Outcome: writ.OutcomeReplanRequired, SubjectID: "s", TraceID: "abc",
 			From: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 5, 1, 22, 0, 0, 5e8, time.UTC),
 			Limit: 10, Cursor: "c0",
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -232,9 +233,12 @@ type Rows interface {
 	Err() error
 }
 
-// PageQuery checks a record query and returns where its page starts (the
+// PageQuery checks a record query (an unknown outcome is EINVALID) and returns where its page starts (the
 // seq after which records are served) and its page size.
 func PageQuery(q writ.RecordQuery) (after int64, limit int, err error) {
+	if q.Outcome != "" && !slices.Contains(writ.Outcomes, q.Outcome) {
+		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("unknown outcome %q", q.Outcome), Details: []writ.Detail{{Field: "outcome", Message: "must be one of allow, allow_with_warning, replan_required, goal_fail_terminal"}}}
+	}
 	return pageStart("a record query", q.TenantID, q.Limit, q.Cursor)
 }
 

@@ -82,6 +82,11 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 	if q.Status != "" {
 		filters.WriteString(` AND r.status = ` + arg(string(q.Status)))
 	}
+	if q.Outcome != "" {
+		// No index: the outcome is read from the jsonb copy of the
+		// records the other filters leave.
+		filters.WriteString(` AND r.doc -> 'outputs' ->> 'outcome' = ` + arg(string(q.Outcome)))
+	}
 	if q.TraceID != "" {
 		filters.WriteString(` AND r.trace_id = ` + arg(q.TraceID))
 	}

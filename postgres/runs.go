@@ -75,3 +75,26 @@ func (s *Store) RunEvents(ctx context.Context, tenantID, runID string) ([]ledger
 	}
 	return out, nil
 }
+
+// RunIDs returns a tenant's run ids after a run id; see ledger.Store.
+// Every run has its start event at seq 1, and the key (tenant_id, run_id,
+// seq) serves the order.
+func (s *Store) RunIDs(ctx context.Context, tenantID, after string, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT run_id FROM run_events WHERE tenant_id = $1 AND run_id > $2 AND seq = 1 ORDER BY run_id LIMIT $3`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: run ids: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("postgres: run ids: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: run ids: %w", err)
+	}
+	return ids, nil
+}

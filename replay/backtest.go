@@ -76,23 +76,9 @@ type BacktestReport struct {
 	Transitions []*Transition `json:"transitions"`
 }
 
-// Transition is one kind of change: the recorded outcome From and the
-// candidate's To.
-type Transition struct {
-	From     string   `json:"from"`
-	To       string   `json:"to"`
-	Count    int      `json:"count"`
-	Examples []string `json:"examples"`
-	// RulesFired counts the checks (bundle:rule) that fired at the
-	// strongest effect of the candidate's decisions; RulesCleared those
-	// that fired in the recorded decisions and no longer fire. Both are
-	// kept for changed outcomes only.
-	RulesFired   map[string]int `json:"rules_fired,omitempty"`
-	RulesCleared map[string]int `json:"rules_cleared,omitempty"`
-	// Errors holds why records could not be decided under the candidate
-	// (To is "error"), up to Examples of them.
-	Errors []string `json:"errors,omitempty"`
-}
+// Transition counts records per recorded outcome (From) and the
+// candidate's To; see writ.OutcomeTransition.
+type Transition = writ.OutcomeTransition
 
 // sortTransitions puts changed transitions first, then the most
 // frequent, then by outcome names.
@@ -110,9 +96,6 @@ func sortTransitions(ts []*Transition) {
 		return strings.Compare(a.From+" "+a.To, b.From+" "+b.To)
 	})
 }
-
-// Changed reports whether the transition changes the outcome.
-func (t *Transition) Changed() bool { return t.From != t.To }
 
 // OutcomeError is the To of records the candidate cannot decide (a
 // decision key or tool it does not define, say).

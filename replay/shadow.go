@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
@@ -15,32 +14,26 @@ type ShadowStore interface {
 	Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error)
 }
 
-// ShadowReport compares what shadow packs decided with what was enforced,
-// over a tenant's window: counts per enforced outcome → shadow outcome,
-// with examples and, for changed outcomes, the rules responsible.
-type ShadowReport struct {
-	TenantID    string     `json:"tenant_id"`
-	PackHash    string     `json:"pack_hash,omitempty"`
-	DecisionKey string     `json:"decision_key,omitempty"`
-	From        *time.Time `json:"from,omitempty"`
-	To          *time.Time `json:"to,omitempty"`
-	// Packs are the shadow packs seen (name@version and hash).
-	Packs []ShadowPack `json:"packs"`
-	// Decisions is how many shadow decisions the window holds; Changed how
-	// many of them differ from the enforced outcome.
-	Decisions int `json:"decisions"`
-	Changed   int `json:"changed"`
-	// Transitions count decisions per enforced outcome (From) → shadow
-	// outcome (To), changed ones first, then by count.
-	Transitions []*Transition `json:"transitions"`
+// ShadowReport and ShadowPack are the report writ.ShadowReports answers.
+type (
+	ShadowReport = writ.ShadowReport
+	ShadowPack   = writ.ShadowPack
+)
+
+// ShadowReport builds the shadow report of q from the Replayer's store,
+// which must keep shadow decisions (writ.ShadowReports).
+func (r *Replayer) ShadowReport(ctx context.Context, q writ.ShadowQuery) (*ShadowReport, error) {
+	st, ok := r.store.(ShadowStore)
+	if !ok {
+		return nil, writ.Errorf(writ.ENOTFOUND, "this store keeps no shadow decisions")
+	}
+	if q.TenantID == "" {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "a shadow report needs a tenant", Details: []writ.Detail{{Field: "tenant_id", Message: "required"}}}
+	}
+	return Shadow(ctx, st, ledger.ShadowQuery{TenantID: q.TenantID, PackHash: q.PackHash, DecisionKey: q.DecisionKey, From: q.From, To: q.To}, q.Examples)
 }
 
-// ShadowPack names one shadow pack of a report.
-type ShadowPack struct {
-	Pack      string `json:"pack"`
-	PackHash  string `json:"pack_hash"`
-	Decisions int    `json:"decisions"`
-}
+var _ writ.ShadowReports = (*Replayer)(nil)
 
 // Shadow builds the shadow report of q (q.Limit and q.Cursor are managed
 // here). Changed decisions read their enforced record to name the rules

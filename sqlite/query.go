@@ -85,6 +85,13 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 		sb.WriteString(` AND r.status = ?`)
 		args = append(args, string(q.Status))
 	}
+	if q.Outcome != "" {
+		// No index: the outcome is read from the sealed bytes of the
+		// records the other filters leave (raw is a BLOB, which
+		// json_extract would take for JSONB, hence the cast).
+		sb.WriteString(` AND json_extract(CAST(r.raw AS TEXT), '$.outputs.outcome') = ?`)
+		args = append(args, string(q.Outcome))
+	}
 	if q.TraceID != "" {
 		sb.WriteString(` AND r.trace_id = ?`)
 		args = append(args, q.TraceID)

@@ -69,3 +69,26 @@ func (s *Store) RunEvents(ctx context.Context, tenantID, runID string) ([]ledger
 	}
 	return out, nil
 }
+
+// RunIDs returns a tenant's run ids after a run id; see ledger.Store.
+// Every run has its start event at seq 1, and the key (tenant_id, run_id,
+// seq) serves the order.
+func (s *Store) RunIDs(ctx context.Context, tenantID, after string, limit int) ([]string, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT run_id FROM run_events WHERE tenant_id = ? AND run_id > ? AND seq = 1 ORDER BY run_id LIMIT ?`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: run ids: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: run ids: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: run ids: %w", err)
+	}
+	return ids, nil
+}

@@ -107,6 +107,22 @@ func NewMetrics(g Gauges) *Metrics {
 	m.reg.MustRegister(m.checks, m.checkDuration, m.failClosed, m.approvals, m.runs, m.verdicts,
 		m.batchSize, m.commitLatency, m.commitErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every known value of a bounded label is exported at 0 from the
+	// start: a rate or an alert sees the series before its first event,
+	// and a dashboard finds each of its queries in the first scrape.
+	for cause := range failClosedCauses {
+		m.failClosed.WithLabelValues(cause)
+	}
+	m.failClosed.WithLabelValues(causeOther)
+	for _, d := range []string{writ.ApprovalApproved, writ.ApprovalDenied} {
+		m.approvals.WithLabelValues(d)
+	}
+	for _, s := range writ.RunStatuses {
+		m.runs.WithLabelValues(s)
+	}
+	for _, v := range []string{writ.VerdictAccepted, writ.VerdictAcceptedWithWarnings, writ.VerdictRetry, writ.VerdictAborted, writ.VerdictEscalated} {
+		m.verdicts.WithLabelValues(v)
+	}
 	if g.QueueDepth != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "writ_ledger_queue_depth",
 			Help: "Entries waiting for a group commit."}, func() float64 { return float64(g.QueueDepth()) }))

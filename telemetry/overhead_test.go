@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -65,26 +66,37 @@ func BenchmarkCheckOverhead(b *testing.B) {
 }
 
 // benchChecks sends b.N checks from 32 concurrent clients and reports
-// checks/s. Each check has its own idempotency key, so each is decided
-// and recorded.
+// checks/s. Each check has its own idempotency key and its own customer,
+// so each is decided and recorded: with one customer, the refund pack's
+// velocity rule (3 refunds per customer a day) would deny the fourth, and
+// every later check would be answered from the blocked action's first
+// answer, neither decided nor appended. A check answered anything but a
+// fresh allow fails the benchmark.
 func benchChecks(b *testing.B, url string, hc *http.Client) {
 	body := example(b, "refund-allow")
+	if !bytes.Contains(body, []byte(`"customer:cus_77"`)) {
+		b.Fatal("the refund-allow example no longer names customer:cus_77")
+	}
 	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 	var seq atomic.Int64
 	b.SetParallelism(16)
+	b.ReportAllocs()
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			req := bytes.Replace(body, []byte(`"ik_2x9k4j7m1q8w0p3z"`), []byte(`"ik_`+strconv.FormatInt(seq.Add(1), 36)+`"`), 1)
+			n := strconv.FormatInt(seq.Add(1), 36)
+			req := bytes.Replace(body, []byte(`"ik_2x9k4j7m1q8w0p3z"`), []byte(`"ik_`+n+`"`), 1)
+			req = bytes.Replace(req, []byte(`"customer:cus_77"`), []byte(`"customer:cus_`+n+`"`), 1)
 			resp, err := hc.Post(url+"/v1/check", "application/json", bytes.NewReader(req))
 			if err != nil {
 				b.Error(err)
 				return
 			}
+			answer, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				b.Errorf("check answered %d", resp.StatusCode)
+			if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(answer, []byte(`"outcome":"allow"`)) || bytes.Contains(answer, []byte(`"repeated"`)) {
+				b.Errorf("check answered %d %.300s, want a fresh allow", resp.StatusCode, answer)
 				return
 			}
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -24,9 +26,31 @@ import (
 // ScopeName is the instrumentation scope of writ's spans.
 const ScopeName = "github.com/writhq/writ"
 
-// tracer is resolved through the global provider at each use, so the
-// provider SetupTracing installs (or a test's) is the one used.
-func tracer() trace.Tracer { return otel.Tracer(ScopeName) }
+// tracer returns writ's tracer from the global provider, so the provider
+// SetupTracing installs (or a test's) is the one used. The tracer is kept
+// for as long as the global provider stays the same: the SDK provider
+// looks a tracer up under a lock, which every span would otherwise pay.
+func tracer() trace.Tracer {
+	tp := otel.GetTracerProvider()
+	if c := cachedTracer.Load(); c != nil && c.tp == tp {
+		return c.tracer
+	}
+	t := tp.Tracer(ScopeName)
+	// Only a provider of a comparable type can be recognised again (an
+	// interface comparison of another type is false, never a panic).
+	if tp != nil && reflect.TypeOf(tp).Comparable() {
+		cachedTracer.Store(&providerTracer{tp: tp, tracer: t})
+	}
+	return t
+}
+
+// providerTracer is a tracer and the provider it came from.
+type providerTracer struct {
+	tp     trace.TracerProvider
+	tracer trace.Tracer
+}
+
+var cachedTracer atomic.Pointer[providerTracer]
 
 // TracerProvider returns the provider writ's spans go through: the one
 // SetupTracing installed, or a no-op.

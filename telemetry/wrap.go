@@ -27,18 +27,24 @@ func (s *service) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Rece
 		s.m.ObserveCheck(rc, err, time.Since(start))
 	}
 	if span.IsRecording() {
+		// One SetAttributes call with the attributes in an array on the
+		// stack: the span grows its attribute slice once.
+		var attrs [7]attribute.KeyValue
+		n := 0
 		if req != nil {
-			span.SetAttributes(attribute.String("writ.tenant_id", req.TenantID))
+			attrs[n] = attribute.String("writ.tenant_id", req.TenantID)
+			n++
 		}
 		if rc != nil {
-			span.SetAttributes(
-				attribute.String("writ.decision_id", rc.DecisionID),
-				attribute.String("writ.record_id", rc.Metadata.RecordID),
-				attribute.String("writ.decision_key", rc.Metadata.DecisionKey),
-				attribute.String("writ.outcome", string(rc.Outcome)),
-				attribute.Bool("writ.safe_to_execute", rc.SafeToExecute && err == nil),
-				attribute.Bool("writ.fail_closed", rc.Metadata.FailClosed))
+			attrs[n] = attribute.String("writ.decision_id", rc.DecisionID)
+			attrs[n+1] = attribute.String("writ.record_id", rc.Metadata.RecordID)
+			attrs[n+2] = attribute.String("writ.decision_key", rc.Metadata.DecisionKey)
+			attrs[n+3] = attribute.String("writ.outcome", string(rc.Outcome))
+			attrs[n+4] = attribute.Bool("writ.safe_to_execute", rc.SafeToExecute && err == nil)
+			attrs[n+5] = attribute.Bool("writ.fail_closed", rc.Metadata.FailClosed)
+			n += 6
 		}
+		span.SetAttributes(attrs[:n]...)
 	}
 	endSpan(span, err)
 	return rc, err
@@ -137,4 +143,72 @@ func (a *approvals) DecideApproval(ctx context.Context, req *writ.DecideApproval
 	}
 	endSpan(span, err)
 	return ar, err
+}
+
+// Lifecycle wraps l: an execution report, a resume, a decision's story
+// and the decisions in flight are writ.decision.report,
+// writ.decision.resume, writ.decision.story and writ.decision.in_flight
+// spans, each with the tenant and decision it is about.
+func Lifecycle(l writ.Lifecycle) writ.Lifecycle { return &lifecycle{inner: l} }
+
+type lifecycle struct{ inner writ.Lifecycle }
+
+func (l *lifecycle) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (*writ.ExecutionAck, error) {
+	ctx, span := tracer().Start(ctx, "writ.decision.report")
+	ack, err := l.inner.ReportExecution(ctx, r)
+	if span.IsRecording() {
+		if r != nil {
+			span.SetAttributes(attribute.String("writ.tenant_id", r.TenantID), attribute.String("writ.decision_id", r.DecisionID),
+				attribute.String("writ.execution", string(r.Status)))
+		}
+		if ack != nil {
+			span.SetAttributes(attribute.String("writ.record_id", ack.RecordID), attribute.String("writ.status", string(ack.Status)),
+				attribute.Bool("writ.repeated", ack.Repeated != ""))
+		}
+	}
+	endSpan(span, err)
+	return ack, err
+}
+
+func (l *lifecycle) Resume(ctx context.Context, r *writ.ResumeRequest) (*writ.Receipt, error) {
+	ctx, span := tracer().Start(ctx, "writ.decision.resume")
+	rc, err := l.inner.Resume(ctx, r)
+	if span.IsRecording() {
+		if r != nil {
+			span.SetAttributes(attribute.String("writ.tenant_id", r.TenantID), attribute.String("writ.decision_id", r.DecisionID),
+				attribute.Int64("writ.wait_ms", r.Wait.Milliseconds()))
+		}
+		if rc != nil {
+			span.SetAttributes(attribute.String("writ.record_id", rc.Metadata.RecordID), attribute.String("writ.outcome", string(rc.Outcome)),
+				attribute.Bool("writ.safe_to_execute", rc.SafeToExecute && err == nil), attribute.String("writ.repeated", rc.Metadata.Repeated))
+		}
+	}
+	endSpan(span, err)
+	return rc, err
+}
+
+func (l *lifecycle) Decision(ctx context.Context, tenantID, decisionID string) (*writ.DecisionStory, error) {
+	ctx, span := tracer().Start(ctx, "writ.decision.story")
+	story, err := l.inner.Decision(ctx, tenantID, decisionID)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("writ.tenant_id", tenantID), attribute.String("writ.decision_id", decisionID))
+		if story != nil {
+			span.SetAttributes(attribute.Int("writ.records", len(story.Records)))
+		}
+	}
+	endSpan(span, err)
+	return story, err
+}
+
+func (l *lifecycle) InFlight(ctx context.Context, q writ.InFlightQuery) (*writ.InFlightPage, error) {
+	ctx, span := tracer().Start(ctx, "writ.decision.in_flight")
+	page, err := l.inner.InFlight(ctx, q)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("writ.tenant_id", q.TenantID))
+		if page != nil {
+			span.SetAttributes(attribute.Int("writ.decisions", len(page.Decisions)))
+		}
+	}
+	endSpan(span, err)
+	return page, err
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +78,7 @@ func TestServeObservability(t *testing.T) {
 	if d := scrape() - before; d != 1 {
 		t.Errorf("writ_checks_total moved by %v after one check, want 1", d)
 	}
+	dashboardQueriesExist(t, srv.url)
 	rec, err := c.Record(ctx, "acme", rc.Metadata.RecordID)
 	if err != nil {
 		t.Fatal(err)
@@ -119,4 +122,83 @@ func fmtMissing(want map[string]bool) []string {
 		}
 	}
 	return out
+}
+
+// dashboardQueriesExist checks docs/dashboards/writ.json against a real
+// scrape: every metric a panel queries is in it, and every writ_ metric
+// in it is on a panel. A tenant with records and a checkpoint is
+// scraped, so the per-tenant gauges are there.
+func dashboardQueriesExist(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/ledger/checkpoint?tenant_id=acme", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST /v1/ledger/checkpoint = %d", resp.StatusCode)
+	}
+	resp, err = http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../docs/dashboards/writ.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		UID    string `json:"uid"`
+		Panels []struct {
+			Type, Title string
+			Datasource  *struct{ UID string }
+			Targets     []struct{ Expr, RefID string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("docs/dashboards/writ.json: %v", err)
+	}
+	name := regexp.MustCompile(`\b(?:writ|go|process)_[a-z0-9_]+\b`)
+	queried := map[string]bool{}
+	panels := 0
+	for _, p := range dash.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		panels++
+		if len(p.Targets) == 0 || p.Datasource == nil || p.Datasource.UID != "${datasource}" {
+			t.Errorf("panel %q: no queries, or not on the dashboard's data source", p.Title)
+		}
+		for _, tg := range p.Targets {
+			found := name.FindAllString(tg.Expr, -1)
+			if len(found) == 0 {
+				t.Errorf("panel %q queries no metric: %s", p.Title, tg.Expr)
+			}
+			for _, m := range found {
+				fam := m
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if base, ok := strings.CutSuffix(m, suffix); ok && fams[base].GetType().String() == "HISTOGRAM" {
+						fam = base
+					}
+				}
+				queried[fam] = true
+				if _, ok := fams[fam]; !ok {
+					t.Errorf("panel %q queries %s, which a scrape of writ serve does not have", p.Title, m)
+				}
+			}
+		}
+	}
+	if panels < 10 {
+		t.Errorf("the dashboard has %d panels", panels)
+	}
+	for fam := range fams {
+		if strings.HasPrefix(fam, "writ_") && !queried[fam] {
+			t.Errorf("%s is scraped but on no panel of docs/dashboards/writ.json", fam)
+		}
+	}
 }

@@ -30,6 +30,7 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 	fs.StringVar(&q.TenantID, "tenant", "", "tenant (required)")
 	fs.StringVar(&q.DecisionKey, "decision-key", "", "only this decision key")
 	status := fs.String("status", "", "only this status (DECIDED, DEFERRED, REJECTED, ESCALATED, ...)")
+	outcome := fs.String("outcome", "", "only check records with this outcome (allow, allow_with_warning, replan_required, goal_fail_terminal)")
 	fs.StringVar(&q.SubjectID, "subject", "", "only records about this subject id")
 	fs.StringVar(&q.TraceID, "trace", "", "only this trace id")
 	from := fs.String("from", "", "records at or after this time (RFC 3339)")
@@ -47,6 +48,7 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 		return usagef("--limit must be 1..1000")
 	}
 	q.Status = writ.Status(*status)
+	q.Outcome = writ.Outcome(*outcome)
 	if err := parseWindow(*from, *to, &q.From, &q.To); err != nil {
 		return err
 	}

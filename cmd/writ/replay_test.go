@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/writhq/writ"
 	"github.com/writhq/writ/replay"
 )
 
@@ -50,6 +52,34 @@ func TestReplayCommand(t *testing.T) {
 		t.Fatalf("writ replay --all: exit %d\n%s%s", code, stdout, stderr)
 	}
 	list, _, _ := runLedgerCmd(t, "records", "list", "--data", data, "--tenant", "acme", "--json")
+	// --outcome keeps the records of that outcome, and only those.
+	outcomesSeen := 0
+	for _, outcome := range writ.Outcomes {
+		out, stderr, code := runLedgerCmd(t, "records", "list", "--data", data, "--tenant", "acme", "--json", "--outcome", string(outcome))
+		var want, got []string
+		for line := range strings.Lines(list) {
+			var r writ.Record
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Outputs["outcome"] == string(outcome) {
+				want = append(want, line)
+			}
+		}
+		got = slices.Collect(strings.Lines(out))
+		if len(want) > 0 {
+			outcomesSeen++
+		}
+		if code != 0 || !slices.Equal(got, want) {
+			t.Errorf("writ records list --outcome %s: exit %d, %d records, want %d%s", outcome, code, len(got), len(want), stderr)
+		}
+	}
+	if outcomesSeen < 2 {
+		t.Errorf("the refund examples recorded %d outcomes; --outcome is not exercised", outcomesSeen)
+	}
+	if out, stderr, code := runLedgerCmd(t, "records", "list", "--data", data, "--tenant", "acme", "--outcome", "permit"); code != 1 || out != "" || !strings.Contains(stderr, "outcome") {
+		t.Errorf("writ records list --outcome permit: exit %d, stdout %q, stderr %q; want exit 1 naming the outcome", code, out, stderr)
+	}
 	var first struct {
 		RecordID string `json:"record_id"`
 		TraceID  string `json:"trace_id"`

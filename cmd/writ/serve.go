@@ -155,6 +155,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	var svc writ.Service = eng
 	var workflows writ.Workflows = eng
 	var approvals writ.Approvals = eng
+	var lifecycle writ.Lifecycle = eng
 	var metricsHandler http.Handler
 	if obs.metrics != nil {
 		metricsHandler = obs.metrics.Handler()
@@ -164,18 +165,23 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		workflows = telemetry.Workflows(eng, obs.metrics)
 		approvals = telemetry.Approvals(eng, obs.metrics)
 	}
+	if obs.tracing {
+		lifecycle = telemetry.Lifecycle(eng)
+	}
 
 	p := pol.Pack
 	storeKind := "sqlite"
 	if *storeURL != "" {
 		storeKind = "postgres"
 	}
+	replayer := replay.New(st, replay.Options{})
 	api := httpapi.NewServer(svc, httpapi.Config{
 		Ledger:       eng,
 		Workflows:    workflows,
 		Approvals:    approvals,
-		Replays:      replay.New(st, replay.Options{}),
-		Lifecycle:    eng,
+		Replays:      replayer,
+		Shadows:      replayer,
+		Lifecycle:    lifecycle,
 		Authenticate: authenticate,
 		RateLimit:    httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 		Blobs:        st.Blob,

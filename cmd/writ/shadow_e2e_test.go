@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -46,6 +49,25 @@ func TestShadowPackOverHTTP(t *testing.T) {
 			allowed = rc.Metadata.RecordID
 		}
 	}
+	// The same report over the API (GET /v1/shadow/report), as the
+	// console reads it.
+	resp, err := http.Get(srv.url + "/v1/shadow/report?tenant_id=acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/shadow/report = %d %s", resp.StatusCode, apiBody)
+	}
+	resp, err = http.Get(srv.url + "/v1/shadow/report?tenant_id=acme&examples=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("GET /v1/shadow/report?examples=0 = %d %s, want a 400 problem", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 	srv.stop(t)
 
 	stdout, stderr, code := runLedgerCmd(t, "shadow", "report", "--data", data, "--tenant", "acme", "--json")
@@ -58,6 +80,13 @@ func TestShadowPackOverHTTP(t *testing.T) {
 	}
 	if rep.Decisions != 3 || rep.Changed != 1 || len(rep.Packs) != 1 || rep.Packs[0].Decisions != 3 {
 		t.Fatalf("report = %s", stdout)
+	}
+	var apiRep replay.ShadowReport
+	if err := json.Unmarshal(apiBody, &apiRep); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(apiRep, rep) {
+		t.Errorf("GET /v1/shadow/report = %s\nwant what writ shadow report --json says:\n%s", apiBody, stdout)
 	}
 	first := rep.Transitions[0]
 	if first.From != "allow" || first.To != "replan_required" || first.Count != 1 || first.Examples[0] != allowed ||

@@ -161,7 +161,7 @@ async function signOut() {
 function renderChrome() {
   const links = [];
   if (has('approver') || has('auditor')) links.push(['#/inbox', 'Approvals']);
-  if (has('auditor')) links.push(['#/records', 'Records'], ['#/runs', 'Runs'], ['#/ledger', 'Ledger']);
+  if (has('auditor')) links.push(['#/records', 'Records'], ['#/runs', 'Runs'], ['#/shadow', 'Shadow'], ['#/ledger', 'Ledger']);
   nav.replaceChildren(...links.map(([href, text]) => h('a', { href, 'data-nav': href }, text)));
   who.replaceChildren(...kids(session ? [
     h('span', {}, `${session.subject} · ${session.tenant_id} · ${session.roles.join(', ')}`),
@@ -320,6 +320,9 @@ async function approvalPage(id) {
 // ---- records ----
 
 const statuses = ['', 'DECIDED', 'DEFERRED', 'REJECTED', 'ESCALATED', 'IN_FLIGHT', 'CLOSED'];
+const outcomes = ['', 'allow', 'allow_with_warning', 'replan_required', 'goal_fail_terminal'];
+const select = (id, label, options, value) => [h('label', { for: id }, label),
+  h('select', { id, name: id }, options.map((o) => h('option', { value: o, selected: o === value }, o || 'any')))];
 
 function toRFC3339(local) { return local ? new Date(local).toISOString() : ''; }
 
@@ -333,8 +336,8 @@ async function recordsPage(params) {
     location.hash = `#/records?${q}`;
   } },
   h('div', {}, input('decision_key', 'Decision key')),
-  h('div', {}, h('label', { for: 'status' }, 'Status'), h('select', { id: 'status', name: 'status' }, statuses.map((s) => h('option', { value: s, selected: s === f.status }, s || 'any')))),
-  h('div', {}, input('outcome', 'Outcome (this page)')),
+  h('div', {}, select('status', 'Status', statuses, f.status)),
+  h('div', {}, select('outcome', 'Outcome', outcomes, f.outcome)),
   h('div', {}, input('subject_id', 'Subject')),
   h('div', {}, input('trace_id', 'Trace id')),
   h('div', {}, input('from', 'From', { type: 'datetime-local', step: 1 })),
@@ -344,10 +347,10 @@ async function recordsPage(params) {
   show(h('h1', {}, 'Records'), form, out);
   let page;
   try {
-    page = await api('GET', '/v1/records', { query: { decision_key: f.decision_key, status: f.status, subject_id: f.subject_id, trace_id: f.trace_id,
+    page = await api('GET', '/v1/records', { query: { decision_key: f.decision_key, status: f.status, outcome: f.outcome, subject_id: f.subject_id, trace_id: f.trace_id,
       from: toRFC3339(f.from), to: toRFC3339(f.to), cursor: f.cursor, limit: 50 } });
   } catch (e) { out.replaceChildren(errorBox(e)); return; }
-  const rows = page.records.filter((r) => !f.outcome || r.outputs?.outcome === f.outcome);
+  const rows = page.records;
   const next = new URLSearchParams(params);
   if (page.next_cursor) next.set('cursor', page.next_cursor);
   out.replaceChildren(...kids([
@@ -499,17 +502,66 @@ async function runReplay(path, query, out) {
 
 // ---- runs ----
 
-async function runsPage(id) {
-  const form = h('form', { class: 'filters card', onsubmit: (ev) => { ev.preventDefault(); location.hash = `#/runs/${encodeURIComponent(form.run.value.trim())}`; } },
-    h('div', {}, h('label', { for: 'run' }, 'Run id'), h('input', { id: 'run', name: 'run', value: id || '', required: true })),
+const runStatuses = ['', 'active', 'completed', 'aborted', 'escalated'];
+
+// runsPage lists the tenant's runs, by workflow and state, a page at a
+// time; runPage shows one.
+async function runsPage(params) {
+  const f = Object.fromEntries(['workflow_id', 'status', 'cursor'].map((k) => [k, params.get(k) || '']));
+  const form = h('form', { class: 'filters card', onsubmit: (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const k of ['workflow_id', 'status']) if (form[k].value) q.set(k, form[k].value);
+    location.hash = `#/runs?${q}`;
+  } },
+  h('div', {}, h('label', { for: 'workflow_id' }, 'Workflow'), h('input', { id: 'workflow_id', name: 'workflow_id', value: f.workflow_id })),
+  h('div', {}, select('status', 'State', runStatuses, f.status)),
+  h('div', {}, h('button', { type: 'submit', id: 'filter' }, 'Filter')));
+  const open = h('form', { class: 'filters card', onsubmit: (ev) => { ev.preventDefault(); location.hash = `#/runs/${encodeURIComponent(open.run.value.trim())}`; } },
+    h('div', {}, h('label', { for: 'run' }, 'Run id'), h('input', { id: 'run', name: 'run', required: true })),
     h('div', {}, h('button', { type: 'submit' }, 'Show')));
   const out = h('div', {});
-  show(h('h1', {}, 'Runs'), form, out);
-  if (!id) return;
+  show(h('h1', {}, 'Runs'), form, out, open);
+  let page;
+  try {
+    page = await api('GET', '/v1/runs', { query: { workflow_id: f.workflow_id, status: f.status, cursor: f.cursor, limit: 50 } });
+  } catch (e) { out.replaceChildren(errorBox(e)); return; }
+  const next = new URLSearchParams(params);
+  if (page.next_cursor) next.set('cursor', page.next_cursor);
+  out.replaceChildren(...kids([
+    page.runs.length ? table(['Run', 'Workflow', 'State', 'Step', 'Attempts', 'Started', 'Last event'], page.runs.map((r) => [{}, [
+      link(`#/runs/${encodeURIComponent(r.run_id)}`, r.run_id), `${r.workflow_id}@${r.workflow_version}`,
+      h('span', { class: 'badge' }, r.status), r.current_step || '', String(r.attempts), fmtTime(r.started_at), fmtTime(r.last_event_at)]]))
+      : h('p', { class: 'muted' }, page.next_cursor ? 'No runs match on this page: the next page looks further.' : 'No runs match.'),
+    h('p', { class: 'pager' }, f.cursor ? link('#/runs?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), 'First page') : null,
+      page.next_cursor ? [' ', link(`#/runs?${next}`, 'Next page →')] : null)]));
+}
+
+// stepsOf sums a run's history up per step: attempts, the last verdict
+// and what it left.
+function stepsOf(run) {
+  const steps = new Map();
+  for (const e of run.history) {
+    if (!e.step_id) continue;
+    const s = steps.get(e.step_id) || { step: e.step_id, attempts: 0, observed: 0, last: null };
+    if (e.kind === 'step_attempt') { s.attempts++; s.last = e.verdict; }
+    if (e.kind === 'call_observed') s.observed++;
+    steps.set(e.step_id, s);
+  }
+  return [...steps.values()];
+}
+
+async function runPage(id) {
+  const out = h('div', {});
+  show(h('h1', {}, `Run ${id}`), h('p', {}, link('#/runs', '← All runs')), out);
   let run;
   try { run = await api('GET', `/v1/runs/${encodeURIComponent(id)}`); } catch (e) { out.replaceChildren(errorBox(e)); return; }
   out.replaceChildren(h('section', { class: 'card' }, h('h2', {}, `${run.workflow_id}@${run.workflow_version} `, h('span', { class: 'badge' }, run.status)),
     dl([['Run', code(run.run_id)], ['Current step', run.current_step], ['Pack', `${run.pack} ${run.pack_hash}`], ['Started', fmtTime(run.started_at)]])),
+  h('section', { class: 'card' }, h('h2', {}, 'Steps'), table(['Step', 'Attempts', 'Calls observed', 'Last verdict', 'Retries left', 'Failed checks'], stepsOf(run).map((s) => [{}, [
+    code(s.step), String(s.attempts), String(s.observed), s.last ? s.last.state : '', s.last ? String(s.last.attempts_left) : '',
+    s.last ? (s.last.failed || []).map((c) => c.target).join(', ') : '']]))),
+  h('h2', {}, 'History'),
   h('ol', { class: 'timeline' }, run.history.map((e) => h('li', { class: 'card' },
     h('p', {}, h('strong', {}, e.kind), e.step_id ? [' · step ', code(e.step_id)] : null, e.tool ? [' · tool ', code(e.tool)] : null, ` · ${fmtTime(e.at)}`,
       e.record_id && has('auditor') ? [' · ', link(`#/records/${encodeURIComponent(e.record_id)}`, 'record')] : null),
@@ -518,6 +570,45 @@ async function runsPage(id) {
         ['Next step', e.verdict.next_step], ['Escalate to', e.verdict.escalate_to]]),
       h('ul', { class: 'steps' }, (e.verdict.checks || []).map((c) => h('li', { class: c.passed ? 'ok' : 'bad' }, c.passed ? '✓ ' : '✗ ', `${c.kind} `, code(c.target),
         c.reject_message ? `: ${c.reject_message}` : '', c.detail ? ` (${c.detail})` : '')))] : null))));
+}
+
+// ---- shadow report ----
+
+// shadowPage shows what the shadow pack (writ serve --shadow-pack)
+// decided against what was enforced: outcome transitions, changed first.
+async function shadowPage(params) {
+  const f = Object.fromEntries(['decision_key', 'pack_hash', 'from', 'to'].map((k) => [k, params.get(k) || '']));
+  const input = (id, label, attrs = {}) => [h('label', { for: id }, label), h('input', { id, name: id, value: f[id], ...attrs })];
+  const form = h('form', { class: 'filters card', onsubmit: (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const k of ['decision_key', 'pack_hash', 'from', 'to']) if (form[k].value) q.set(k, form[k].value);
+    location.hash = `#/shadow?${q}`;
+  } },
+  h('div', {}, input('decision_key', 'Decision key')),
+  h('div', {}, input('pack_hash', 'Shadow pack hash')),
+  h('div', {}, input('from', 'From', { type: 'datetime-local', step: 1 })),
+  h('div', {}, input('to', 'To', { type: 'datetime-local', step: 1 })),
+  h('div', {}, h('button', { type: 'submit', id: 'filter' }, 'Report')));
+  const out = h('div', {});
+  show(h('h1', {}, 'Shadow report'), h('p', { class: 'muted' }, 'What the shadow pack decided for each check, never enforced, against what was enforced.'), form, out);
+  let rep;
+  try {
+    rep = await api('GET', '/v1/shadow/report', { query: { decision_key: f.decision_key, pack_hash: f.pack_hash, from: toRFC3339(f.from), to: toRFC3339(f.to), examples: 5 } });
+  } catch (e) { out.replaceChildren(errorBox(e)); return; }
+  if (!rep.decisions) {
+    out.replaceChildren(h('p', { class: 'muted', id: 'shadow-summary' }, 'No shadow decisions in this window. Start writ serve with --shadow-pack DIR to decide every check under a candidate pack too.'));
+    return;
+  }
+  const rules = (m) => Object.entries(m || {}).map(([r, n]) => h('li', {}, code(r), ` × ${n}`));
+  out.replaceChildren(
+    h('section', { class: 'card' },
+      h('p', { class: rep.changed ? 'result warn' : 'result ok', id: 'shadow-summary' }, `${rep.decisions} shadow decisions, ${rep.changed} with another outcome than enforced`),
+      dl(rep.packs.map((p) => [`Shadow pack ${p.pack}`, h('span', {}, code(p.pack_hash), ` · ${p.decisions} decisions`)]))),
+    table(['Enforced', 'Shadow', 'Count', 'Rules that fired in the shadow', 'Rules that no longer fire', 'Examples'], rep.transitions.map((t) => [{ class: t.from !== t.to ? 'changed' : '' }, [
+      code(t.from), t.from !== t.to ? h('strong', {}, t.to) : code(t.to), String(t.count),
+      h('ul', {}, rules(t.rules_fired)), h('ul', {}, rules(t.rules_cleared)),
+      h('ul', {}, t.examples.map((id) => h('li', {}, link(`#/records/${encodeURIComponent(id)}`, id))))]])));
 }
 
 // ---- ledger health ----
@@ -612,7 +703,7 @@ async function route() {
     renderChrome();
   }
   if (!session || seg[0] === 'signin') { await signInPage(); return; }
-  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', ledger: '#/ledger' }[seg[0]];
+  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger' }[seg[0]];
   for (const a of nav.querySelectorAll('a')) {
     if (a.getAttribute('href') === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
@@ -621,7 +712,8 @@ async function route() {
       case 'approvals': if (seg[1]) { await approvalPage(seg[1]); break; } // falls through
       case 'inbox': await inboxPage(params); break;
       case 'records': if (seg[1]) await recordPage(seg[1]); else await recordsPage(params); break;
-      case 'runs': await runsPage(seg[1]); break;
+      case 'runs': if (seg[1]) await runPage(seg[1]); else await runsPage(params); break;
+      case 'shadow': await shadowPage(params); break;
       case 'ledger': await ledgerPage(); break;
       default: location.hash = has('approver') ? '#/inbox' : '#/records'; return;
     }

@@ -281,6 +281,14 @@ test('an auditor filters records, opens one and sees it verified in the browser;
   await signIn(page, keys.olga);
   await page.getByRole('heading', { name: 'Records' }).waitFor();
   await page.getByLabel('Decision key').fill('support.refund.execute');
+  // The outcome filter is the API's: every row of the page has it.
+  await page.getByLabel('Outcome').selectOption('replan_required');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await page.waitForURL(/outcome=replan_required/);
+  await page.locator('tbody tr').first().waitFor();
+  const shown = await page.locator('tbody tr td:nth-child(5)').allTextContents();
+  assert.ok(shown.length >= 1 && shown.every((o) => o === 'replan_required'), shown.join(','));
+  await page.getByLabel('Outcome').selectOption('');
   // The allowed retry is a permit awaiting its execution report.
   await page.getByLabel('Status').selectOption('IN_FLIGHT');
   await page.getByRole('button', { name: 'Filter' }).click();
@@ -368,6 +376,18 @@ test('an auditor reads a verification-contract run: steps, attempts, checks and 
     await signIn(page, auditor, srv.url);
     await page.getByRole('heading', { name: 'Records' }).waitFor();
     await page.getByRole('link', { name: 'Runs' }).click();
+    // The list: the run, its state and how far it got; filtered by state.
+    const row = page.locator('tbody tr', { hasText: 'run_button_142' });
+    await row.waitFor();
+    const cells = await row.locator('td').allTextContents();
+    assert.deepEqual(cells.slice(0, 5), ['run_button_142', 'ui.component.change@1.0.0', 'active', 'visual_check', '2'], cells.join(' | '));
+    await shot(page, 'runs');
+    await page.getByLabel('State').selectOption('completed');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.getByText('No runs match.').waitFor();
+    await page.getByLabel('State').selectOption('active');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await row.waitFor();
     await page.getByLabel('Run id').fill('run_button_142');
     await page.getByRole('button', { name: 'Show' }).click();
     await page.getByText('Visual verification was not executed.').waitFor();
@@ -379,7 +399,59 @@ test('an auditor reads a verification-contract run: steps, attempts, checks and 
     for (const want of ['ui.component.change', 'visual_check', '1 used, 2 left', 'open_simple_browser', 'The browser was not opened through writ.', retry.body.retry_prompt.slice(0, 40)]) {
       assert.ok(text.includes(want), `the run page shows ${want}`);
     }
+    // The steps at a glance: attempts, the last verdict, retries left.
+    const visual = await page.locator('tbody tr', { hasText: 'visual_check' }).locator('td').allTextContents();
+    assert.deepEqual(visual.slice(0, 5), ['visual_check', '1', '0', 'retry', '2'], visual.join(' | '));
     await shot(page, 'run');
+    await close(page);
+  } finally {
+    await stopServer(srv);
+  }
+});
+
+test('an auditor reads the shadow pack\'s outcome transitions', async () => {
+  // A candidate that lowers the approval threshold to 4,000 INR, served
+  // in shadow beside the example pack.
+  const cand = path.join(tmp, 'candidate');
+  execFileSync('cp', ['-r', path.join(repo, 'examples/refund'), cand]);
+  const rules = path.join(cand, 'policies/returns.yaml');
+  writeFileSync(rules, readFileSync(rules, 'utf8').replace('args.amount_inr > 10000', 'args.amount_inr > 4000').replace('version: 1.0.0', 'version: 1.1.0'));
+  const dir = path.join(tmp, 'shadow');
+  const agent = createKey('support-bot', 'agent', dir);
+  const auditor = createKey('olga', 'auditor', dir);
+  const proc = spawn(bin, ['serve', '--pack', 'examples/refund', '--shadow-pack', cand, '--data', dir, '--addr', '127.0.0.1:0', '--log-level', 'warn'],
+    { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d) => { out += d; const m = /listening on (http:\/\/\S+)/.exec(out); if (m) resolve(m[1]); });
+    proc.on('exit', (code) => reject(new Error(`writ serve --shadow-pack exited ${code}`)));
+  });
+  const srv = { proc, url };
+  try {
+    const small = request({ idempotency_key: 'ik_e2e_shadow_1', arguments: { amount_inr: 4200 } });
+    small.outputs = { ...small.outputs, refund_amount_inr: 4200 };
+    const allowed = await call('POST', '/v1/check', agent, small, url);
+    assert.equal(allowed.body.outcome, 'allow', JSON.stringify(allowed.body));
+    const asked = await call('POST', '/v1/check', agent, request({ idempotency_key: 'ik_e2e_shadow_2' }), url);
+    assert.equal(asked.body.outcome, 'replan_required', JSON.stringify(asked.body));
+
+    const page = await newPage();
+    await signIn(page, auditor, url);
+    await page.getByRole('link', { name: 'Shadow' }).click();
+    await page.locator('#shadow-summary').filter({ hasText: '2 shadow decisions, 1 with another outcome than enforced' }).waitFor();
+    const changed = await page.locator('tbody tr').first().locator('td').allTextContents();
+    assert.equal(changed[0], 'allow');
+    assert.equal(changed[1], 'replan_required');
+    assert.equal(changed[2], '1');
+    assert.match(changed[3], /R_HIGH_VALUE_REQUIRES_APPROVAL × 1/);
+    assert.equal(changed[5], allowed.body.metadata.record_id);
+    await shot(page, 'shadow');
+    // An example opens its enforced record.
+    await page.getByRole('link', { name: allowed.body.metadata.record_id }).click();
+    await page.locator('#receipt').getByText('allow · safe to execute').waitFor();
+    // Filtered to a decision key without shadow decisions: none.
+    await page.goto(`${url}/console/#/shadow?decision_key=no.such.key`);
+    await page.locator('#shadow-summary').filter({ hasText: 'No shadow decisions in this window' }).waitFor();
     await close(page);
   } finally {
     await stopServer(srv);

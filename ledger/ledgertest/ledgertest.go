@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -663,6 +664,17 @@ func queryFixture(t *testing.T, st ledger.Store) []*writ.Record {
 		for i, r := range recs {
 			r.DecisionKey = keys[i%len(keys)]
 			r.Status = statuses[i%len(statuses)]
+			// Every fifth record has no outcome, as approval decisions
+			// and execution reports have none.
+			outputs := maps.Clone(r.Outputs)
+			if outputs == nil {
+				outputs = map[string]any{}
+			}
+			delete(outputs, "outcome")
+			if i%5 < len(writ.Outcomes) {
+				outputs["outcome"] = string(writ.Outcomes[i%5])
+			}
+			r.Outputs = outputs
 			// Timestamps are not in chain order, so ordering by time
 			// instead of seq shows.
 			r.Timestamp = baseTime.Add(time.Duration((i*7)%count) * time.Minute)
@@ -690,6 +702,12 @@ func testRecordsQuery(t *testing.T, st ledger.Store) {
 			func(r *writ.Record) bool { return r.DecisionKey == "payments.payout" }},
 		{"status", writ.RecordQuery{Status: writ.StatusEscalated},
 			func(r *writ.Record) bool { return r.Status == writ.StatusEscalated }},
+		{"outcome", writ.RecordQuery{Outcome: writ.OutcomeReplanRequired},
+			func(r *writ.Record) bool { return r.Outputs["outcome"] == "replan_required" }},
+		{"outcome and key", writ.RecordQuery{Outcome: writ.OutcomeAllow, DecisionKey: "payments.refund"},
+			func(r *writ.Record) bool {
+				return r.Outputs["outcome"] == "allow" && r.DecisionKey == "payments.refund"
+			}},
 		{"shared subject", writ.RecordQuery{SubjectID: "customer:c-003"},
 			func(r *writ.Record) bool { return slices.Contains(r.SubjectIDs, "customer:c-003") }},
 		{"one record's subject", writ.RecordQuery{SubjectID: "order:o-00017"},
@@ -723,6 +741,9 @@ func testRecordsQuery(t *testing.T, st ledger.Store) {
 		if tc.name == "every filter" && len(want) != 1 {
 			t.Fatalf("fixture: %q matches %d records, want 1", tc.name, len(want))
 		}
+		if strings.HasPrefix(tc.name, "outcome") && (len(want) == 0 || len(want) == len(acme)) {
+			t.Fatalf("fixture: %q matches %d of %d records; the filter would prove nothing", tc.name, len(want), len(acme))
+		}
 		for _, limit := range []int{1000, 3} {
 			q := tc.q
 			q.TenantID = "acme"
@@ -732,6 +753,11 @@ func testRecordsQuery(t *testing.T, st ledger.Store) {
 				t.Errorf("%s: Records(%s) pages = %v, want %v", tc.name, fmtQuery(q), got, want)
 			}
 		}
+	}
+
+	bad := writ.RecordQuery{TenantID: "acme", Outcome: "permit"}
+	if _, err := st.Records(t.Context(), bad); writ.ErrorCode(err) != writ.EINVALID {
+		t.Errorf("Records(%s) = %v, want EINVALID", fmtQuery(bad), err)
 	}
 
 	q := writ.RecordQuery{TenantID: "umbrella", Limit: 10}
@@ -793,6 +819,7 @@ func fmtQuery(q writ.RecordQuery) string {
 	add("tenant", q.TenantID)
 	add("key", q.DecisionKey)
 	add("status", string(q.Status))
+	add("outcome", string(q.Outcome))
 	add("subject", q.SubjectID)
 	add("trace", q.TraceID)
 	if !q.From.IsZero() {

@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,5 +41,33 @@ func testRuns(t *testing.T, st ledger.Store) {
 	}
 	if _, err := st.RunEvents(ctx, "acme", "run_nope"); writ.ErrorCode(err) != writ.ENOTFOUND {
 		t.Errorf("RunEvents(unknown run) = %v, want ENOTFOUND", err)
+	}
+
+	// RunIDs: every run once (not once per event), by id, per tenant,
+	// after a run id, at most limit.
+	for _, id := range []string{"run_0", "run_b", "run_a"} {
+		if err := st.StartRun(ctx, &ledger.RunEvent{TenantID: "acme", RunID: id, Kind: ledger.RunStarted, At: at, Data: json.RawMessage(`{}`)}); err != nil {
+			t.Fatalf("StartRun(%s) = %v", id, err)
+		}
+	}
+	if err := st.StartRun(ctx, &ledger.RunEvent{TenantID: "globex", RunID: "run_9", Kind: ledger.RunStarted, At: at, Data: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		tenant, after string
+		limit         int
+		want          []string
+	}{
+		{"acme", "", 10, []string{"run_0", "run_1", "run_a", "run_b"}},
+		{"acme", "", 2, []string{"run_0", "run_1"}},
+		{"acme", "run_1", 10, []string{"run_a", "run_b"}},
+		{"acme", "run_b", 10, nil},
+		{"globex", "", 10, []string{"run_9"}},
+		{"umbrella", "", 10, nil},
+	} {
+		got, err := st.RunIDs(ctx, tt.tenant, tt.after, tt.limit)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("RunIDs(%s, after %q, %d) = %v, %v; want %v", tt.tenant, tt.after, tt.limit, got, err, tt.want)
+		}
 	}
 }
