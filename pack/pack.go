@@ -274,7 +274,11 @@ type Tool struct {
 	DecisionKey         string `yaml:"decision_key"`
 	ActionClass         string `yaml:"action_class"`
 	ApprovalModeCeiling string `yaml:"approval_mode_ceiling"`
-	Pos                 Pos    `yaml:"-"`
+	// DefinitionDigest pins the tool's MCP definition ("sha256:" and 64
+	// hex digits; see docs/mcp.md): a check that observed another
+	// definition is denied with reason tool_definition_changed.
+	DefinitionDigest string `yaml:"definition_digest"`
+	Pos              Pos    `yaml:"-"`
 }
 
 type manifest struct {
