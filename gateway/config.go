@@ -19,7 +19,7 @@ type Config struct {
 	// Tenant and Actor are whom the checks of a stdio session (and of an
 	// HTTP session in development mode) are made for. Over HTTP with API
 	// keys, the key's tenant and subject are used instead.
-	Tenant string      `yaml:"tenant"`
+	Tenant string       `yaml:"tenant"`
 	Actor  *ActorConfig `yaml:"actor"`
 	// Unlisted says what happens to an upstream tool the pack's tool
 	// manifest does not name: hide (the default) or refuse.

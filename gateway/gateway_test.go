@@ -521,3 +521,6 @@ func pinPack(t *testing.T, tool, digest string) string {
 	return dir
 }
 
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func writRecordQuery() writ.RecordQuery { return writ.RecordQuery{TenantID: tenant} }
