@@ -22,6 +22,10 @@ import (
 	"github.com/writhq/writ/telemetry"
 )
 
+// errDefinitionChanged: the upstream came back with another definition
+// of the tool between the check and the forward.
+var errDefinitionChanged = errors.New("tool definition changed")
+
 // resumePoll is how long a repeated call waits for the approval its
 // decision waits on: long enough to read it, not to block the agent.
 const resumePoll = time.Millisecond
@@ -153,6 +157,9 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 		rep.TenantID = c.TenantID
 	}
 	switch {
+	case errors.Is(err, errUpstreamDown) || errors.Is(err, errDefinitionChanged):
+		rep.Status = writ.ExecutionNotExecuted
+		rep.Error = &writ.ExecutionError{Code: "upstream_unavailable", Message: err.Error()}
 	case err != nil:
 		rep.Status = writ.ExecutionFailed
 		rep.Error = &writ.ExecutionError{Code: "upstream_error", Message: err.Error()}
@@ -176,6 +183,9 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 		// in-flight lists it) rather than the result being withheld.
 		g.log.Error("gateway: the execution report could not be recorded; the decision stays in flight", "decision_id", rc.DecisionID, "tool", r.name, "error", rerr)
 	}
+	if rep.Status == writ.ExecutionNotExecuted {
+		return refusal(r.name, fmt.Sprintf("writ allowed it (decision %s), but it could not be sent: %v. Nothing was executed; the call may be made again later.", rc.DecisionID, err))
+	}
 	if err != nil {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("writ allowed this call to %s (decision %s), but the tool server failed: %v. The failure is recorded; the call may or may not have taken effect.", r.name, rc.DecisionID, err)}}}
 	}
@@ -192,7 +202,7 @@ func (g *Gateway) send(ctx context.Context, r *route, req *mcp.CallToolRequest, 
 	}
 	if cur := g.route(r.name); cur == nil || cur.digest != r.digest {
 		// The upstream restarted with another definition since the check.
-		return nil, fmt.Errorf("the definition of %s changed while the call was being checked; not forwarded", r.name)
+		return nil, fmt.Errorf("%w: the definition of %s changed while the call was being checked", errDefinitionChanged, r.name)
 	}
 	params := &mcp.CallToolParams{Name: r.def.Name, Arguments: raw, Meta: upstreamMeta(req.Params.Meta)}
 	res, err := cs.CallTool(ctx, params)

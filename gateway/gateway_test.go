@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -524,3 +525,41 @@ func pinPack(t *testing.T, tool, digest string) string {
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func writRecordQuery() writ.RecordQuery { return writ.RecordQuery{TenantID: tenant} }
+
+// TestUpstreamCannotRestart: an upstream that died and cannot be started
+// again executes nothing: an allowed call is refused, reported
+// not_executed, and never sent anywhere.
+func TestUpstreamCannotRestart(t *testing.T) {
+	up := &files{}
+	eng, st, pol := newEngine(t, packDir())
+	var connects atomic.Int64
+	connect := func(ctx context.Context, u gateway.Upstream) (mcp.Transport, error) {
+		if connects.Add(1) > 1 {
+			return nil, errors.New("exec: no such file")
+		}
+		return up.connect(ctx, u)
+	}
+	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
+	gw, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: connect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Close)
+	f := &fixture{eng: eng, store: st, gw: gw, up: up}
+	cs := f.client(t, protocols[1])
+	call(t, cs, "fs.crash", map[string]any{"path": "/allowed/x"})
+	before := up.calls.Load()
+	res := call(t, cs, "fs.write_file", map[string]any{"path": "/allowed/y", "content": "x"})
+	if !res.IsError || !strings.Contains(text(res), "Nothing was executed") {
+		t.Fatalf("call to a dead upstream = %v %q, want refused, nothing executed", res.IsError, text(res))
+	}
+	if up.calls.Load() != before {
+		t.Error("the call reached an upstream")
+	}
+	ids := decisionsOf(t, eng, "files.write")
+	_, story := story(t, eng, ids[len(ids)-1])
+	if story.State.Execution != writ.ExecutionNotExecuted {
+		t.Errorf("execution = %q, want not_executed", story.State.Execution)
+	}
+	verifyLedger(t, f)
+}
