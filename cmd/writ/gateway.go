@@ -148,16 +148,16 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 			cleanup()
 			return nil, nil, err
 		}
-		addr := *f.listen
-		if addr == "" {
-			addr = *f.api
-		}
-		if addr == "" {
-			addr = "127.0.0.1:0" // stdio only: no listener to protect
-		}
-		if og.authenticate, err = m.authMode(ctx, st, addr, log); err != nil {
-			cleanup()
-			return nil, nil, err
+		// Over stdio alone nothing listens, so nothing is authenticated:
+		// the session is the configuration's tenant and actor.
+		for _, addr := range []string{*f.listen, *f.api} {
+			if addr == "" {
+				continue
+			}
+			if og.authenticate, err = m.authMode(ctx, st, addr, log); err != nil {
+				cleanup()
+				return nil, nil, err
+			}
 		}
 		ecfg := engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys}
 		if tracing {
