@@ -224,11 +224,24 @@ func upstreamMeta(m mcp.Meta) mcp.Meta {
 	}
 	out := mcp.Meta{}
 	for k, v := range m {
-		if !strings.HasPrefix(k, metaPrefix) {
+		if !strings.HasPrefix(k, metaPrefix) && !reservedMeta(k) {
 			out[k] = v
 		}
 	}
 	return out
+}
+
+// reservedMeta reports whether a _meta key is the protocol's own (its
+// prefix's second label is modelcontextprotocol or mcp, as in
+// io.modelcontextprotocol/protocolVersion): those describe the agent's
+// session with the gateway, not the gateway's with the upstream.
+func reservedMeta(k string) bool {
+	prefix, _, ok := strings.Cut(k, "/")
+	if !ok {
+		return false
+	}
+	labels := strings.Split(prefix, ".")
+	return len(labels) >= 2 && (labels[1] == "modelcontextprotocol" || labels[1] == "mcp")
 }
 
 // arguments decodes a call's arguments: a JSON object, or absent.
