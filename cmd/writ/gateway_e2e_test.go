@@ -35,6 +35,10 @@ func runTestUpstream() {
 	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Write a file."}, func(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "wrote " + a.Path}}}, nil, nil
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "The process dies mid-call."}, func(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		os.Exit(3)
+		return nil, nil, nil
+	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		os.Exit(1)
 	}
@@ -130,6 +134,16 @@ func TestGatewayOverHTTPWithKeys(t *testing.T) {
 	if err != nil || !res.IsError {
 		t.Fatalf("a write outside /allowed/ = %+v, %v; want blocked", res, err)
 	}
+	// The tool server's process dies mid-call: the call fails, and the
+	// next call starts it again.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.crash", Arguments: map[string]any{"path": "/allowed/c"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "the tool server failed") {
+		t.Fatalf("a call whose upstream dies = %+v, %v; want isError, the tool server failed", res, err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.write_file", Arguments: map[string]any{"path": "/allowed/d", "content": "x"}})
+	if err != nil || res.IsError {
+		t.Fatalf("the call after the crash = %+v, %v; want the upstream started again\n%s", res, err, stderr)
+	}
 	cs.Close()
 	stop()
 
@@ -144,7 +158,10 @@ func TestGatewayOverHTTPWithKeys(t *testing.T) {
 			Actor  struct {
 				ID string `json:"id"`
 			} `json:"actor"`
-			TenantID string `json:"tenant_id"`
+			TenantID  string `json:"tenant_id"`
+			Execution *struct {
+				Status string `json:"status"`
+			} `json:"execution"`
 		}
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatal(err)
@@ -152,14 +169,28 @@ func TestGatewayOverHTTPWithKeys(t *testing.T) {
 		if r.Actor.ID != "agent-7" || r.TenantID != "acme" {
 			t.Errorf("record of %s/%s, want the key's tenant acme and subject agent-7", r.TenantID, r.Actor.ID)
 		}
-		kinds = append(kinds, r.Status)
+		k := r.Status
+		if r.Status == "CLOSED" && r.Execution != nil {
+			k += ":" + r.Execution.Status
+		}
+		kinds = append(kinds, k)
 	}
-	if got := strings.Join(kinds, ","); got != "IN_FLIGHT,CLOSED,REJECTED" && got != "DECIDED,CLOSED,REJECTED" {
-		t.Errorf("records = %s, want the allowed check, its report, the rejected check", got)
+	if got, want := strings.Join(kinds, ","), "IN_FLIGHT,CLOSED:succeeded,REJECTED,IN_FLIGHT,CLOSED:failed,IN_FLIGHT,CLOSED:succeeded"; got != want {
+		t.Errorf("records = %s, want %s", got, want)
 	}
 	if out, err := exec.Command(writBinary, "ledger", "verify", "--data", data).CombinedOutput(); err != nil {
 		t.Errorf("writ ledger verify: %v\n%s", err, out)
 	}
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
