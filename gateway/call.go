@@ -73,6 +73,9 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 		Actor:                caller.Actor,
 		Workflow:             workflowOf(meta),
 	}
+	if id, ok := meta[MetaApprovalID].(string); ok && id != "" {
+		creq.ApprovalIDs = []string{id}
+	}
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		creq.TraceID = sc.TraceID().String()
 	}

@@ -34,6 +34,10 @@ const (
 	MetaNodeID     = "io.github.writhq/node_id"
 	MetaRunID      = "io.github.writhq/run_id"
 	MetaStepID     = "io.github.writhq/step_id"
+	// MetaApprovalID, in a tools/call request's _meta, presents an
+	// approval to redeem (the check's approval_ids), for an agent that
+	// kept the approval id of a blocked result.
+	MetaApprovalID = "io.github.writhq/approval_id"
 	// metaPrefix marks writ's keys; they are not forwarded upstream.
 	metaPrefix = "io.github.writhq/"
 )

@@ -563,3 +563,33 @@ func TestUpstreamCannotRestart(t *testing.T) {
 	}
 	verifyLedger(t, f)
 }
+
+// TestApprovalPresentedInMeta: an agent that kept the approval id of a
+// blocked result presents it in _meta; another gateway (after a restart,
+// say) redeems it.
+func TestApprovalPresentedInMeta(t *testing.T) {
+	f := newFixture(t, packDir(), &files{}, "")
+	args := map[string]any{"path": "/allowed/old.txt"}
+	rc := receipt(t, call(t, f.client(t, protocols[1]), "fs.delete_file", args))
+	approval := rc.Metadata.ApprovalIDs[0]
+	if _, err := f.eng.DecideApproval(context.Background(), &writ.DecideApprovalRequest{TenantID: tenant, ApprovalID: approval, Decision: writ.ApprovalApproved, Approver: "owner@acme", Reason: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	// A second gateway on the same engine: it does not remember the call.
+	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
+	p, err := pack.Load(packDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw2, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: f.eng, Tools: p.Tools, Transport: f.up.connect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw2.Close)
+	f2 := &fixture{eng: f.eng, store: f.store, gw: gw2, up: f.up}
+	res, err := f2.client(t, protocols[1]).CallTool(context.Background(), &mcp.CallToolParams{Name: "fs.delete_file", Arguments: args, Meta: mcp.Meta{gateway.MetaApprovalID: approval}})
+	if err != nil || res.IsError || text(res) != "deleted /allowed/old.txt" {
+		t.Fatalf("the call presenting approval %s = %v, %v", approval, text(res), err)
+	}
+	verifyLedger(t, f)
+}
