@@ -228,9 +228,11 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 		}
 	}
 	g.server.RemoveTools(gone...)
+	// Every route first, then the advertisements: an agent told the
+	// list changed finds every new definition in place.
+	maps.Copy(g.routes, fresh)
 	for _, name := range slices.Sorted(maps.Keys(fresh)) {
 		r := fresh[name]
-		g.routes[name] = r
 		if r.listed == nil && g.cfg.Unlisted != UnlistedRefuse {
 			g.server.RemoveTools(name)
 			continue
