@@ -472,6 +472,16 @@ func (d *differ) tools(old, new *pack.Pack) {
 			d.field(b.Pos, s, "action_class", a.ActionClass, b.ActionClass, "")
 			// A lower ceiling allows fewer approval modes.
 			d.field(b.Pos, s, "approval_mode_ceiling", a.ApprovalModeCeiling, b.ApprovalModeCeiling, modeDirection(b.ApprovalModeCeiling, a.ApprovalModeCeiling))
+			// Pinning a definition refuses every other; unpinning accepts
+			// any; a new pin accepts what was refused: review it.
+			pin := ""
+			switch {
+			case a.DefinitionDigest == "" && b.DefinitionDigest != "":
+				pin = Tightened
+			case a.DefinitionDigest != "" && b.DefinitionDigest == "":
+				pin = Loosened
+			}
+			d.field(b.Pos, s, "definition_digest", a.DefinitionDigest, b.DefinitionDigest, pin)
 		}
 	}
 }
