@@ -163,6 +163,10 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 	case errors.Is(err, errUpstreamDown) || errors.Is(err, errDefinitionChanged):
 		rep.Status = writ.ExecutionNotExecuted
 		rep.Error = &writ.ExecutionError{Code: "upstream_unavailable", Message: err.Error()}
+	case err != nil && ctx.Err() != nil:
+		// The agent gave up on the call; the upstream was told to stop.
+		rep.Status = writ.ExecutionFailed
+		rep.Error = &writ.ExecutionError{Code: "cancelled", Message: err.Error()}
 	case err != nil:
 		rep.Status = writ.ExecutionFailed
 		rep.Error = &writ.ExecutionError{Code: "upstream_error", Message: err.Error()}
@@ -213,7 +217,7 @@ func (g *Gateway) send(ctx context.Context, r *route, req *mcp.CallToolRequest, 
 		// An error the upstream answered leaves its session intact; any
 		// other (the connection broke, the process died) ends it.
 		var rpcErr *jsonrpc.Error
-		if !errors.As(err, &rpcErr) {
+		if ctx.Err() == nil && !errors.As(err, &rpcErr) {
 			r.up.drop(cs)
 		}
 		return nil, err

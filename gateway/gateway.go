@@ -242,8 +242,26 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 		if adv.InputSchema == nil {
 			adv.InputSchema = map[string]any{"type": "object"}
 		}
-		g.server.AddTool(&adv, g.handler(name))
+		if err := g.advertise(&adv); err != nil {
+			// An untrusted upstream's odd definition costs its tool, not
+			// the gateway.
+			g.log.Warn("gateway: an upstream tool cannot be offered; it is left out", "tool", name, "upstream", u.cfg.Name, "error", err)
+			g.server.RemoveTools(name)
+		}
 	}
+	return nil
+}
+
+// advertise adds t to the tools the agent sees. The SDK panics on a
+// definition it cannot serve (an input schema that is not an object, say):
+// that is an error here.
+func (g *Gateway) advertise(t *mcp.Tool) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	g.server.AddTool(t, g.handler(t.Name))
 	return nil
 }
 
