@@ -89,6 +89,9 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 		return refusal(name, "writ could not decide this call, so it was not forwarded: "+errorMessage(err)), nil
 	}
 	if !rc.SafeToExecute {
+		rc, _ = g.elicit(ctx, req, creq, rc)
+	}
+	if !rc.SafeToExecute {
 		span.SetStatus(codes.Error, "blocked")
 		return blocked(name, rc), nil
 	}

@@ -21,6 +21,11 @@ type Config struct {
 	// keys, the key's tenant and subject are used instead.
 	Tenant string       `yaml:"tenant"`
 	Actor  *ActorConfig `yaml:"actor"`
+	// User names the person at the agent's client in a stdio session.
+	// When set, the gateway may ask them, through MCP elicitation, to
+	// decide an approval at a gate that allows it (elicit: true); the
+	// decision is recorded as theirs.
+	User string `yaml:"user"`
 	// Unlisted says what happens to an upstream tool the pack's tool
 	// manifest does not name: hide (the default) or refuse.
 	Unlisted  Unlisted   `yaml:"unlisted"`

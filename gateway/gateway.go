@@ -57,7 +57,10 @@ type Options struct {
 	Writ   Writ
 	// Tools is the pinned pack's tool manifest, by tool name: which
 	// tools are listed (see Config.Unlisted).
-	Tools  map[string]*pack.Tool
+	Tools map[string]*pack.Tool
+	// Gates are the pinned pack's approval gates, by id: which allow
+	// elicitation.
+	Gates  map[string]*pack.Gate
 	Logger *slog.Logger
 	// Now reads the clock for execution reports (default time.Now).
 	Now func() time.Time

@@ -251,6 +251,9 @@ type Gate struct {
 	// Allowance is how many checks one approval at the gate may allow
 	// (default 1).
 	Allowance int `yaml:"allowance"`
+	// Elicit lets the MCP gateway ask the person at the agent's client to
+	// decide the gate's approvals (MCP elicitation; docs/mcp.md).
+	Elicit bool `yaml:"elicit"`
 
 	TTL time.Duration `yaml:"-"`
 	Pos Pos           `yaml:"-"`

@@ -178,7 +178,7 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 			}{telemetry.Service(eng, nil), eng}
 		}
 	}
-	gw, err := gateway.New(ctx, gateway.Options{Config: cfg, Writ: w, Tools: pol.Pack.Tools, Logger: log})
+	gw, err := gateway.New(ctx, gateway.Options{Config: cfg, Writ: w, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Logger: log})
 	if err != nil {
 		cleanup()
 		return nil, nil, err
