@@ -38,6 +38,10 @@ func TestLayering(t *testing.T) {
 		mod + "/httpapi/apitest": {"database/sql", mod + "/engine", mod + "/sqlite", mod + "/postgres"},
 		mod + "/postgres":        {"net/http", mod + "/httpapi", mod + "/engine", mod + "/sqlite"},
 
+		// The MCP gateway is an adapter over writ's interfaces: the
+		// engine or the HTTP client is handed to it, never imported.
+		mod + "/gateway": {mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", mod + "/console"},
+
 		// packtest runs tests in-process on a temporary SQLite ledger: no
 		// server, no network, no PostgreSQL.
 		mod + "/packtest": {"net/http", mod + "/httpapi", mod + "/postgres"},

@@ -24,6 +24,11 @@ type CheckRequest struct {
 	// ceiling when neither is set); above the tool's ceiling, the check is
 	// denied.
 	ApprovalMode ApprovalMode `json:"approval_mode,omitempty"`
+	// ToolDefinitionDigest is the digest of the tool's definition as the
+	// caller observed it (the MCP gateway sends it; see docs/mcp.md). When
+	// the tool manifest pins a digest for the tool, another digest is
+	// denied with reason tool_definition_changed.
+	ToolDefinitionDigest string `json:"tool_definition_digest,omitempty"`
 	// ToolCallID identifies the tool call being checked, when the caller
 	// has one; it becomes the record's tool_lineage entry for this call.
 	ToolCallID string `json:"tool_call_id,omitempty"`

@@ -251,6 +251,9 @@ type Gate struct {
 	// Allowance is how many checks one approval at the gate may allow
 	// (default 1).
 	Allowance int `yaml:"allowance"`
+	// Elicit lets the MCP gateway ask the person at the agent's client to
+	// decide the gate's approvals (MCP elicitation; docs/mcp.md).
+	Elicit bool `yaml:"elicit"`
 
 	TTL time.Duration `yaml:"-"`
 	Pos Pos           `yaml:"-"`
@@ -274,7 +277,11 @@ type Tool struct {
 	DecisionKey         string `yaml:"decision_key"`
 	ActionClass         string `yaml:"action_class"`
 	ApprovalModeCeiling string `yaml:"approval_mode_ceiling"`
-	Pos                 Pos    `yaml:"-"`
+	// DefinitionDigest pins the tool's MCP definition ("sha256:" and 64
+	// hex digits; see docs/mcp.md): a check that observed another
+	// definition is denied with reason tool_definition_changed.
+	DefinitionDigest string `yaml:"definition_digest"`
+	Pos              Pos    `yaml:"-"`
 }
 
 type manifest struct {

@@ -80,7 +80,12 @@ func validate(name string, doc *document) []writ.Detail {
 	if err != nil {
 		return []writ.Detail{{File: doc.path, Message: "internal: pack schemas do not compile: " + err.Error()}}
 	}
-	err = all[name].Validate(doc.value)
+	return validateWith(all[name], doc)
+}
+
+// validateWith checks doc against schema, one detail per leaf error.
+func validateWith(schema *jsonschema.Schema, doc *document) []writ.Detail {
+	err := schema.Validate(doc.value)
 	if err == nil {
 		return nil
 	}

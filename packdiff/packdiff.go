@@ -439,6 +439,8 @@ func (d *differ) controls(old, new *pack.Pack) {
 			d.field(b.Pos, s, "approval_mode", a.ApprovalMode, b.ApprovalMode, modeDirection(a.ApprovalMode, b.ApprovalMode))
 			d.field(b.Pos, s, "ttl", a.TTLText, b.TTLText, durationDirection(a.TTLText, b.TTLText))
 			d.field(b.Pos, s, "allowance", strconv.Itoa(max(a.Allowance, 1)), strconv.Itoa(max(b.Allowance, 1)), direction(float64(max(a.Allowance, 1)), float64(max(b.Allowance, 1)), true))
+			// Who may be asked changes, not how much is allowed: review it.
+			d.field(b.Pos, s, "elicit", strconv.FormatBool(a.Elicit), strconv.FormatBool(b.Elicit), "")
 			d.field(b.Pos, s, "target_hint", a.TargetHint, b.TargetHint, "")
 		}
 	}
@@ -472,6 +474,16 @@ func (d *differ) tools(old, new *pack.Pack) {
 			d.field(b.Pos, s, "action_class", a.ActionClass, b.ActionClass, "")
 			// A lower ceiling allows fewer approval modes.
 			d.field(b.Pos, s, "approval_mode_ceiling", a.ApprovalModeCeiling, b.ApprovalModeCeiling, modeDirection(b.ApprovalModeCeiling, a.ApprovalModeCeiling))
+			// Pinning a definition refuses every other; unpinning accepts
+			// any; a new pin accepts what was refused: review it.
+			pin := ""
+			switch {
+			case a.DefinitionDigest == "" && b.DefinitionDigest != "":
+				pin = Tightened
+			case a.DefinitionDigest != "" && b.DefinitionDigest == "":
+				pin = Loosened
+			}
+			d.field(b.Pos, s, "definition_digest", a.DefinitionDigest, b.DefinitionDigest, pin)
 		}
 	}
 }

@@ -54,6 +54,9 @@ func (p *Policy) Resolve(req *writ.CheckRequest) (*Resolved, error) {
 	if !ok {
 		return nil, invalid("decision_key", "decision key %q is not defined in pack %s", key, p.Pack.ID())
 	}
+	if d := req.ToolDefinitionDigest; d != "" && (req.Tool == "" || !validDigest(d)) {
+		return nil, invalid("tool_definition_digest", "tool_definition_digest %q must be \"sha256:\" and 64 lowercase hex digits, on a check that names its tool", d)
+	}
 	if req.ApprovalMode != "" && req.ApprovalMode.Rank() < 0 {
 		return nil, invalid("approval_mode", "unknown approval mode %q (want read_only, local_write, network, delegated or destructive)", req.ApprovalMode)
 	}
@@ -76,6 +79,19 @@ func (p *Policy) Resolve(req *writ.CheckRequest) (*Resolved, error) {
 	r.Controls = r.cands.controls
 	r.CompiledContextHash = r.cands.contextHash
 	return r, nil
+}
+
+func validDigest(s string) bool {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func invalid(field, format string, args ...any) error {
@@ -166,6 +182,7 @@ func (p *Policy) DecideWith(r *Resolved, req *writ.CheckRequest, now time.Time, 
 	v.history = h
 	d := &Decision{Applied: make([]Applied, 0, len(r.cands.checks)+len(r.index.evidence)+5)}
 	d.ceiling(r)
+	d.pinned(r, req)
 	for _, ch := range r.cands.checks {
 		if ch.bundleID == "controls" {
 			d.add(ch.apply(v))
@@ -246,6 +263,25 @@ func (d *Decision) ceiling(r *Resolved) {
 		a.Firing = &Firing{
 			Reason:       writ.Reason{Code: "approval_mode_above_ceiling", Message: fmt.Sprintf("Tool %s may act at most as %s; the check asked for %s.", r.Tool.Name, ceil, r.ApprovalMode)},
 			NextSteps:    []writ.Reason{{Code: "LOWER_APPROVAL_MODE", Message: fmt.Sprintf("Retry with an approval mode of %s or lower.", ceil)}},
+			MustNotRetry: true,
+		}
+	}
+	d.add(a)
+}
+
+// pinned denies a check whose observed tool definition is not the one
+// the tool manifest pins. A check that carries no observed definition
+// (one not made by the MCP gateway) is not compared.
+func (d *Decision) pinned(r *Resolved, req *writ.CheckRequest) {
+	if r.Tool == nil || r.Tool.DefinitionDigest == "" || req.ToolDefinitionDigest == "" {
+		return
+	}
+	a := Applied{ID: r.index.pins[r.Tool.Name]}
+	if req.ToolDefinitionDigest != r.Tool.DefinitionDigest {
+		a.Verdict = Deny
+		a.Firing = &Firing{
+			Reason:       writ.Reason{Code: "tool_definition_changed", Message: fmt.Sprintf("Tool %s's definition changed: the tool server now describes it as %s, but the pack pins %s. The tool may no longer do what was reviewed.", r.Tool.Name, req.ToolDefinitionDigest, r.Tool.DefinitionDigest)},
+			NextSteps:    []writ.Reason{{Code: "REVIEW_TOOL_DEFINITION", Message: "Do not call this tool until the pack's owner has reviewed its new definition and pinned its new digest in the tool manifest."}},
 			MustNotRetry: true,
 		}
 	}

@@ -39,6 +39,7 @@ type specIndex struct {
 	evidence       []*evidenceCheck
 	budgets        []*budgetCheck
 	ceilings       map[string]*CheckID // by tool
+	pins           map[string]*CheckID // by pinned tool
 	// byTool lists the candidate checks for each tool of the manifest
 	// that maps to this spec; noTool is used when the check names only
 	// the decision key.
@@ -115,7 +116,7 @@ func Compile(p *pack.Pack) (*Policy, error) {
 		}
 	}
 	for key, s := range p.Specs {
-		idx := &specIndex{spec: s, byTool: map[string]*candidates{}, ceilings: map[string]*CheckID{}}
+		idx := &specIndex{spec: s, byTool: map[string]*candidates{}, ceilings: map[string]*CheckID{}, pins: map[string]*CheckID{}}
 		var specChecks []*check
 		specChecks = append(specChecks, refuse...)
 		specChecks = append(specChecks, escalate...)
@@ -149,6 +150,9 @@ func Compile(p *pack.Pack) (*Policy, error) {
 		for name, t := range p.Tools {
 			if t.DecisionKey == key {
 				idx.ceilings[name] = newCheckID("tool_manifest", "approval_mode_ceiling", "pd:tool:"+name+":", Deny)
+				if t.DefinitionDigest != "" {
+					idx.pins[name] = newCheckID("tool_manifest", "definition_digest", "pd:tool:"+name+":", Deny)
+				}
 				cs := c.candidates(s, name, specChecks)
 				cs.contextHash = compiledContextHash(p, idx, t, cs)
 				idx.byTool[name] = cs
@@ -396,6 +400,10 @@ func compiledContextHash(p *pack.Pack, idx *specIndex, tool *pack.Tool, cs *cand
 	if tool != nil {
 		ctx["tool"], ctx["action_class"], ctx["approval_mode_ceiling"] = tool.Name, tool.ActionClass, tool.ApprovalModeCeiling
 		add(idx.ceilings[tool.Name])
+		if pin := idx.pins[tool.Name]; pin != nil {
+			ctx["definition_digest"] = tool.DefinitionDigest
+			add(pin)
+		}
 	}
 	for _, ch := range cs.checks {
 		if ch.bundleID == "controls" {

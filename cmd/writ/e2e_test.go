@@ -30,6 +30,7 @@ import (
 var writBinary string
 
 func TestMain(m *testing.M) {
+	runTestUpstream()
 	dir, err := os.MkdirTemp("", "writ-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -112,6 +112,7 @@ var commands = map[string]command{
 	"keys":      {"create, list and revoke the API keys of tenants", (*Main).keys},
 	"approvals": {"list, show, approve and deny approval requests on a server", (*Main).approvals},
 	"decisions": {"a decision's story, execution report and resume; decisions in flight (on a server)", (*Main).decisions},
+	"gateway":   {"an MCP gateway: every tools/call of an agent checked, recorded and reported", (*Main).gateway},
 	"shadow":    {"compare a shadow pack's decisions with the enforced ones", (*Main).shadow},
 	"replay":    {"re-run recorded decisions on their pinned inputs and compare", (*Main).replay},
 	"backtest":  {"decide recorded checks again under a candidate pack and count the changes", (*Main).backtest},

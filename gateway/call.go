@@ -1,0 +1,333 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/codes"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/record"
+	"github.com/writhq/writ/telemetry"
+)
+
+// errDefinitionChanged: the upstream came back with another definition
+// of the tool between the check and the forward.
+var errDefinitionChanged = errors.New("tool definition changed")
+
+// resumePoll is how long a repeated call waits for the approval its
+// decision waits on: long enough to read it, not to block the agent.
+const resumePoll = time.Millisecond
+
+// call is one tools/call: check, forward if allowed, report.
+func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	r := g.route(name)
+	if r == nil {
+		return nil, fmt.Errorf("unknown tool %q", name)
+	}
+	caller, err := g.caller(req)
+	if err != nil {
+		return refusal(name, err.Error()), nil
+	}
+	if r.listed == nil {
+		return refusal(name, fmt.Sprintf("tool %s is not in the pack's tool manifest, so writ refuses every call to it (the gateway's unlisted: refuse). Ask the pack's owner to add it to tools.yaml.", name)), nil
+	}
+	args, raw, err := arguments(req.Params.Arguments)
+	if err != nil {
+		return refusal(name, err.Error()), nil
+	}
+	if r.badSchem != nil {
+		return refusal(name, fmt.Sprintf("the upstream's input schema for %s does not compile (%v), so its arguments cannot be checked; the call was not forwarded", name, r.badSchem)), nil
+	}
+	if r.schema != nil {
+		if err := r.schema.Validate(decodeForSchema(raw)); err != nil {
+			return refusal(name, "the arguments do not match the tool's input schema, so the call was not checked or forwarded: "+schemaMessage(err)), nil
+		}
+	}
+
+	meta := map[string]any(req.Params.Meta)
+	ctx = telemetry.ContextFromMeta(ctx, meta)
+	callID := newCallID()
+	ctx, span := telemetry.StartToolCall(ctx, name, callID)
+	defer span.End()
+	ctx = context.WithValue(ctx, callerKey{}, caller)
+
+	creq := &writ.CheckRequest{
+		TenantID:             caller.TenantID,
+		Tool:                 name,
+		Arguments:            args,
+		ApprovalMode:         r.mode,
+		ToolCallID:           callID,
+		ToolDefinitionDigest: r.digest,
+		Actor:                caller.Actor,
+		Workflow:             workflowOf(meta),
+	}
+	if id, ok := meta[MetaApprovalID].(string); ok && id != "" {
+		creq.ApprovalIDs = []string{id}
+	}
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		creq.TraceID = sc.TraceID().String()
+	}
+	rc, err := g.decide(ctx, creq)
+	if err != nil {
+		span.SetStatus(codes.Error, "writ could not decide")
+		g.log.Error("gateway: writ could not decide a call; not forwarded", "tool", name, "error", err)
+		if rc != nil {
+			return blocked(name, rc), nil
+		}
+		return refusal(name, "writ could not decide this call, so it was not forwarded: "+errorMessage(err)), nil
+	}
+	if !rc.SafeToExecute {
+		rc, _ = g.elicit(ctx, req, creq, rc)
+	}
+	if !rc.SafeToExecute {
+		span.SetStatus(codes.Error, "blocked")
+		return blocked(name, rc), nil
+	}
+	return g.forward(ctx, r, req, raw, rc, callID), nil
+}
+
+// decide checks the call, or resumes the decision the same call is
+// waiting on (the same tenant, actor, tool and arguments), so that an
+// approval decided since is redeemed.
+func (g *Gateway) decide(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
+	key, err := waitKey(req)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	decision := g.waiting[key]
+	g.mu.Unlock()
+	var rc *writ.Receipt
+	if decision != "" {
+		rc, err = g.opts.Writ.Resume(ctx, &writ.ResumeRequest{TenantID: req.TenantID, DecisionID: decision, Request: req, Wait: resumePoll})
+		if c := writ.ErrorCode(err); c == writ.ECONFLICT || c == writ.ENOTFOUND || c == writ.EINVALID {
+			// The decision ended (denied, say): decide the call afresh.
+			rc, err = nil, nil
+			g.forget(key)
+		} else if err != nil {
+			return rc, err
+		}
+	}
+	if rc == nil {
+		if rc, err = g.opts.Writ.Check(ctx, req); err != nil {
+			return rc, err
+		}
+	}
+	switch {
+	case rc.SafeToExecute:
+		g.forget(key)
+	case rc.Disposition.Mode == writ.ModeHumanReview && !rc.HumanReviewTerminal && len(rc.Metadata.ApprovalIDs) > 0:
+		g.mu.Lock()
+		g.waiting[key] = rc.DecisionID
+		g.mu.Unlock()
+	default:
+		g.forget(key)
+	}
+	return rc, nil
+}
+
+func (g *Gateway) forget(key string) {
+	g.mu.Lock()
+	delete(g.waiting, key)
+	g.mu.Unlock()
+}
+
+func waitKey(req *writ.CheckRequest) (string, error) {
+	d, err := record.CanonicalDigest(req.Arguments)
+	if err != nil {
+		return "", &writ.Error{Code: writ.EINVALID, Message: "arguments: " + err.Error()}
+	}
+	return strings.Join([]string{req.TenantID, req.Actor.Type, req.Actor.ID, req.Tool, d}, "\x00"), nil
+}
+
+// forward sends an allowed call upstream, returns its result unchanged
+// and reports the execution under the decision.
+func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolRequest, raw json.RawMessage, rc *writ.Receipt, callID string) *mcp.CallToolResult {
+	started := g.now().UTC()
+	res, err := g.send(ctx, r, req, raw)
+	ended := g.now().UTC()
+	rep := &writ.ExecutionReport{DecisionID: rc.DecisionID, Status: writ.ExecutionSucceeded, ToolCallID: callID, StartedAt: &started, EndedAt: &ended}
+	if c, ok := CallerFrom(ctx); ok {
+		rep.TenantID = c.TenantID
+	}
+	switch {
+	case errors.Is(err, errUpstreamDown) || errors.Is(err, errDefinitionChanged):
+		rep.Status = writ.ExecutionNotExecuted
+		rep.Error = &writ.ExecutionError{Code: "upstream_unavailable", Message: err.Error()}
+	case err != nil && ctx.Err() != nil:
+		// The agent gave up on the call; the upstream was told to stop.
+		rep.Status = writ.ExecutionFailed
+		rep.Error = &writ.ExecutionError{Code: "cancelled", Message: err.Error()}
+	case err != nil:
+		rep.Status = writ.ExecutionFailed
+		rep.Error = &writ.ExecutionError{Code: "upstream_error", Message: err.Error()}
+	case res.IsError:
+		rep.Status = writ.ExecutionFailed
+		rep.Error = &writ.ExecutionError{Code: "tool_error", Message: firstText(res)}
+	}
+	if res != nil {
+		// The result is the tool's; the envelope is the session's. The
+		// upstream's server identity and result type belong to the
+		// gateway's session with it, and the gateway's own session with
+		// the agent sets its own (on the 2026-07-28 revision).
+		delete(res.Meta, mcp.MetaKeyServerInfo)
+		res = &mcp.CallToolResult{Meta: res.Meta, Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}
+		if d, derr := record.CanonicalDigest(res); derr == nil {
+			rep.ResultDigest = d
+		}
+	}
+	if _, rerr := g.opts.Writ.ReportExecution(context.WithoutCancel(ctx), rep); rerr != nil {
+		// The effect happened; the permit stays in flight (writ decisions
+		// in-flight lists it) rather than the result being withheld.
+		g.log.Error("gateway: the execution report could not be recorded; the decision stays in flight", "decision_id", rc.DecisionID, "tool", r.name, "error", rerr)
+	}
+	if rep.Status == writ.ExecutionNotExecuted {
+		return refusal(r.name, fmt.Sprintf("writ allowed it (decision %s), but it could not be sent: %v. Nothing was executed; the call may be made again later.", rc.DecisionID, err))
+	}
+	if err != nil {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("writ allowed this call to %s (decision %s), but the tool server failed: %v. The failure is recorded; the call may or may not have taken effect.", r.name, rc.DecisionID, err)}}}
+	}
+	return res
+}
+
+// send forwards one call on the upstream's session. A session that
+// breaks mid-call is dropped, so the next call starts the upstream
+// again; the broken call is not retried (it may have taken effect).
+func (g *Gateway) send(ctx context.Context, r *route, req *mcp.CallToolRequest, raw json.RawMessage) (*mcp.CallToolResult, error) {
+	cs, _, err := g.session(ctx, r.up)
+	if err != nil {
+		return nil, err
+	}
+	if cur := g.route(r.name); cur == nil || cur.digest != r.digest {
+		// The upstream restarted with another definition since the check.
+		return nil, fmt.Errorf("%w: the definition of %s changed while the call was being checked", errDefinitionChanged, r.name)
+	}
+	params := &mcp.CallToolParams{Name: r.def.Name, Arguments: raw, Meta: upstreamMeta(req.Params.Meta)}
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		// An error the upstream answered leaves its session intact; any
+		// other (the connection broke, the process died) ends it.
+		var rpcErr *jsonrpc.Error
+		if ctx.Err() == nil && !errors.As(err, &rpcErr) {
+			r.up.drop(cs)
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
+func upstreamMeta(m mcp.Meta) mcp.Meta {
+	if len(m) == 0 {
+		return nil
+	}
+	out := mcp.Meta{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, metaPrefix) && !reservedMeta(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// reservedMeta reports whether a _meta key is the protocol's own (its
+// prefix's second label is modelcontextprotocol or mcp, as in
+// io.modelcontextprotocol/protocolVersion): those describe the agent's
+// session with the gateway, not the gateway's with the upstream.
+func reservedMeta(k string) bool {
+	prefix, _, ok := strings.Cut(k, "/")
+	if !ok {
+		return false
+	}
+	labels := strings.Split(prefix, ".")
+	return len(labels) >= 2 && (labels[1] == "modelcontextprotocol" || labels[1] == "mcp")
+}
+
+// arguments decodes a call's arguments: a JSON object, or absent.
+func arguments(raw json.RawMessage) (map[string]any, json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, json.RawMessage("{}"), nil
+	}
+	var args map[string]any
+	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
+		return nil, nil, errors.New("the arguments must be a JSON object; the call was not checked or forwarded")
+	}
+	return args, raw, nil
+}
+
+func decodeForSchema(raw json.RawMessage) any {
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+var printer = message.NewPrinter(language.English)
+
+func schemaMessage(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var msgs []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			where := "/" + strings.Join(e.InstanceLocation, "/")
+			msgs = append(msgs, where+": "+e.ErrorKind.LocalizedString(printer))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(msgs, "; ")
+}
+
+func workflowOf(meta map[string]any) *writ.WorkflowRef {
+	str := func(k string) string { s, _ := meta[k].(string); return s }
+	w := &writ.WorkflowRef{WorkflowID: str(MetaWorkflowID), NodeID: str(MetaNodeID), RunID: str(MetaRunID), StepID: str(MetaStepID)}
+	if *w == (writ.WorkflowRef{}) {
+		return nil
+	}
+	return w
+}
+
+func newCallID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return "mcp_" + hex.EncodeToString(b)
+}
+
+func firstText(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			if len(t.Text) > 500 {
+				return t.Text[:500]
+			}
+			return t.Text
+		}
+	}
+	return "the tool returned isError"
+}
+
+func errorMessage(err error) string {
+	var we *writ.Error
+	if errors.As(err, &we) {
+		return we.Message
+	}
+	return err.Error()
+}

@@ -1,0 +1,366 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/pack"
+)
+
+// Version is the gateway's MCP implementation version.
+const Version = "1"
+
+// Keys of writ's entries in MCP _meta objects (docs/mcp.md, "_meta").
+const (
+	// MetaReceipt holds the receipt of a blocked call, in the result's
+	// _meta.
+	MetaReceipt = "io.github.writhq/receipt"
+	// MetaWorkflowID, MetaNodeID, MetaRunID and MetaStepID, in a
+	// tools/call request's _meta, place the call in a workflow run; a
+	// call made for a run's step counts as observed by writ.
+	MetaWorkflowID = "io.github.writhq/workflow_id"
+	MetaNodeID     = "io.github.writhq/node_id"
+	MetaRunID      = "io.github.writhq/run_id"
+	MetaStepID     = "io.github.writhq/step_id"
+	// MetaApprovalID, in a tools/call request's _meta, presents an
+	// approval to redeem (the check's approval_ids), for an agent that
+	// kept the approval id of a blocked result.
+	MetaApprovalID = "io.github.writhq/approval_id"
+	// metaPrefix marks writ's keys; they are not forwarded upstream.
+	metaPrefix = "io.github.writhq/"
+)
+
+// Writ is what the gateway needs of writ: checks, execution reports and
+// resumes of blocked decisions. The in-process engine and
+// httpapi.Client both satisfy it.
+type Writ interface {
+	Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error)
+	ReportExecution(ctx context.Context, r *writ.ExecutionReport) (*writ.ExecutionAck, error)
+	Resume(ctx context.Context, r *writ.ResumeRequest) (*writ.Receipt, error)
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Config *Config
+	Writ   Writ
+	// Tools is the pinned pack's tool manifest, by tool name: which
+	// tools are listed (see Config.Unlisted).
+	Tools map[string]*pack.Tool
+	// Gates are the pinned pack's approval gates, by id: which allow
+	// elicitation.
+	Gates  map[string]*pack.Gate
+	Logger *slog.Logger
+	// Now reads the clock for execution reports (default time.Now).
+	Now func() time.Time
+	// Transport, when set, reaches an upstream instead of its
+	// configuration (tests connect in-memory servers this way).
+	Transport func(ctx context.Context, u Upstream) (mcp.Transport, error)
+}
+
+// Gateway is one MCP server in front of the configured upstreams.
+type Gateway struct {
+	opts   Options
+	cfg    *Config
+	log    *slog.Logger
+	now    func() time.Time
+	server *mcp.Server
+	ups    []*upstream
+
+	mu     sync.Mutex
+	routes map[string]*route // by the name the agent sees
+	// waiting remembers blocked calls that wait on an approval, by
+	// waitKey, so the same call again resumes the decision.
+	waiting map[string]string
+}
+
+// route is one tool the agent sees, and where it goes.
+type route struct {
+	name     string // as the agent sees it (prefix + upstream name)
+	up       *upstream
+	def      *mcp.Tool // the upstream's definition
+	digest   string
+	schema   *jsonschema.Schema
+	badSchem error
+	listed   *pack.Tool // nil when the tool manifest does not name it
+	mode     writ.ApprovalMode
+}
+
+// New starts a gateway: it connects to every upstream and lists its
+// tools. An upstream that cannot be reached is an error: a gateway
+// starts complete or not at all.
+func New(ctx context.Context, o Options) (*Gateway, error) {
+	if o.Config == nil || o.Writ == nil {
+		return nil, errors.New("gateway: Config and Writ are required")
+	}
+	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, waiting: map[string]string{}}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "writ-gateway", Version: Version}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Instructions: "Every tool call passes through writ, which may block it. A blocked call returns isError with the reason, the safe next steps and writ's receipt; do not retry it unchanged unless it says an approval is pending.",
+	})
+	for _, uc := range o.Config.Upstreams {
+		u := &upstream{cfg: uc, changed: func(u *upstream) { g.relist(context.Background(), u) }}
+		if o.Transport != nil {
+			u.connect = func(ctx context.Context) (mcp.Transport, error) { return o.Transport(ctx, uc) }
+		} else {
+			u.connect = transport(uc)
+		}
+		g.ups = append(g.ups, u)
+	}
+	for _, u := range g.ups {
+		if _, _, err := g.session(ctx, u); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// Server is the MCP server the agent connects to (over stdio or
+// Streamable HTTP).
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// Close ends every upstream session (and stops stdio upstreams).
+func (g *Gateway) Close() {
+	for _, u := range g.ups {
+		u.close()
+	}
+}
+
+// Tool is one upstream tool as the gateway sees it (writ gateway tools).
+type Tool struct {
+	Name        string // as the agent sees it
+	Upstream    string
+	DecisionKey string // "" when the tool manifest does not name it
+	Digest      string
+	Pinned      string // the manifest's definition_digest, if any
+	Annotations *mcp.ToolAnnotations
+}
+
+// Tools lists every upstream tool, listed or not, sorted by name.
+func (g *Gateway) Tools() []Tool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Tool
+	for _, r := range g.routes {
+		t := Tool{Name: r.name, Upstream: r.up.cfg.Name, Digest: r.digest, Annotations: r.def.Annotations}
+		if r.listed != nil {
+			t.DecisionKey, t.Pinned = r.listed.DecisionKey, r.listed.DefinitionDigest
+		}
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// session returns u's live session, listing its tools again when the
+// session is new.
+func (g *Gateway) session(ctx context.Context, u *upstream) (*mcp.ClientSession, bool, error) {
+	cs, fresh, err := u.session(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if fresh {
+		if err := g.list(ctx, u, cs); err != nil {
+			u.drop(cs)
+			return nil, false, err
+		}
+	}
+	return cs, fresh, nil
+}
+
+// relist lists u's tools again after it said they changed.
+func (g *Gateway) relist(ctx context.Context, u *upstream) {
+	u.mu.Lock()
+	cs := u.cs
+	u.mu.Unlock()
+	if cs == nil {
+		return
+	}
+	if err := g.list(ctx, u, cs); err != nil {
+		g.log.Warn("gateway: listing tools again failed; dropping the upstream session", "upstream", u.cfg.Name, "error", err)
+		u.drop(cs)
+	}
+}
+
+// list replaces u's routes with its current tools and advertises them.
+func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) error {
+	tools, err := u.tools(ctx, cs)
+	if err != nil {
+		return err
+	}
+	fresh := map[string]*route{}
+	for _, t := range tools {
+		r, err := g.newRoute(u, t)
+		if err != nil {
+			return err
+		}
+		fresh[r.name] = r
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for name := range fresh {
+		if old, ok := g.routes[name]; ok && old.up != u {
+			return fmt.Errorf("tool %s of upstream %s clashes with upstream %s's; give one of them a prefix", name, u.cfg.Name, old.up.cfg.Name)
+		}
+	}
+	var gone []string
+	for name, r := range g.routes {
+		if r.up == u {
+			if _, ok := fresh[name]; !ok {
+				gone = append(gone, name)
+			}
+			delete(g.routes, name)
+		}
+	}
+	g.server.RemoveTools(gone...)
+	// Every route first, then the advertisements: an agent told the
+	// list changed finds every new definition in place.
+	maps.Copy(g.routes, fresh)
+	for _, name := range slices.Sorted(maps.Keys(fresh)) {
+		r := fresh[name]
+		if r.listed == nil && g.cfg.Unlisted != UnlistedRefuse {
+			g.server.RemoveTools(name)
+			continue
+		}
+		adv := *r.def
+		adv.Name = name
+		if adv.InputSchema == nil {
+			adv.InputSchema = map[string]any{"type": "object"}
+		}
+		if err := g.advertise(&adv); err != nil {
+			// An untrusted upstream's odd definition costs its tool, not
+			// the gateway.
+			g.log.Warn("gateway: an upstream tool cannot be offered; it is left out", "tool", name, "upstream", u.cfg.Name, "error", err)
+			g.server.RemoveTools(name)
+		}
+	}
+	return nil
+}
+
+// advertise adds t to the tools the agent sees. The SDK panics on a
+// definition it cannot serve (an input schema that is not an object, say):
+// that is an error here.
+func (g *Gateway) advertise(t *mcp.Tool) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	g.server.AddTool(t, g.handler(t.Name))
+	return nil
+}
+
+func (g *Gateway) newRoute(u *upstream, t *mcp.Tool) (*route, error) {
+	d, err := DefinitionDigest(t)
+	if err != nil {
+		return nil, err
+	}
+	r := &route{name: u.cfg.Prefix + t.Name, up: u, def: t, digest: d, listed: g.opts.Tools[u.cfg.Prefix+t.Name]}
+	r.schema, r.badSchem = compileSchema(t.InputSchema)
+	// Annotations are untrusted hints: they may ask for a riskier
+	// approval mode, never a safer one (the spec's mode stays the floor,
+	// and the tool's ceiling the limit).
+	if a := t.Annotations; a != nil && !a.ReadOnlyHint {
+		switch {
+		case a.DestructiveHint != nil && *a.DestructiveHint:
+			r.mode = writ.ModeDestructive
+		case a.OpenWorldHint != nil && *a.OpenWorldHint:
+			r.mode = writ.ModeNetwork
+		}
+	}
+	return r, nil
+}
+
+func compileSchema(s any) (*jsonschema.Schema, error) {
+	if s == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	const url = "https://writ.invalid/gateway/input.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+func (g *Gateway) route(name string) *route {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.routes[name]
+}
+
+func (g *Gateway) handler(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.call(ctx, name, req)
+	}
+}
+
+// Caller is whom one call is checked for.
+type Caller struct {
+	TenantID string
+	Actor    writ.Actor
+	// Token is the caller's bearer token over HTTP, if any (a Writ that
+	// is a remote server may present it).
+	Token string
+}
+
+type callerKey struct{}
+
+// CallerFrom returns the caller of the tools/call ctx serves, if any: a
+// Writ that reaches a remote server may use its token.
+func CallerFrom(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+// Token info Extra keys set by the HTTP front (see cmd/writ).
+const (
+	TokenTenant = "tenant_id"
+	TokenRaw    = "token"
+)
+
+func (g *Gateway) caller(req *mcp.CallToolRequest) (Caller, error) {
+	c := Caller{TenantID: g.cfg.Tenant, Actor: writ.Actor{Type: writ.ActorAgent, ID: "mcp-agent"}}
+	if a := g.cfg.Actor; a != nil {
+		c.Actor = writ.Actor{Type: a.Type, ID: a.ID, WorkloadIdentity: a.WorkloadIdentity, DelegatedUserID: a.DelegatedUserID}
+		if c.Actor.Type == "" {
+			c.Actor.Type = writ.ActorAgent
+		}
+	}
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		ti := req.Extra.TokenInfo
+		c.TenantID, _ = ti.Extra[TokenTenant].(string)
+		c.Token, _ = ti.Extra[TokenRaw].(string)
+		c.Actor = writ.Actor{Type: writ.ActorAgent, ID: ti.UserID}
+	}
+	if c.TenantID == "" {
+		return c, errors.New("the gateway has no tenant for this call: set tenant in the gateway configuration, or connect with an API key")
+	}
+	return c, nil
+}
