@@ -292,6 +292,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/shadow/report": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the shadow pack decided against what was enforced
+         * @description A server started with `writ serve --shadow-pack DIR` decides every
+         *     check a second time under the shadow pack and keeps that decision
+         *     beside the enforced record, never enforced. This report sums up
+         *     the tenant's shadow decisions in a window, as `writ shadow report`
+         *     does: how many there are, how many have another outcome than the
+         *     enforced one, and the transitions enforced outcome → shadow
+         *     outcome with their counts, example record ids and, for changed
+         *     outcomes, the rules that fired only in the shadow
+         *     (`rules_fired`) or only in the enforced decision
+         *     (`rules_cleared`). Changed transitions come first, then by count.
+         *     A tenant without shadow decisions gets a report of none. The
+         *     report reads every shadow decision of the window: narrow it with
+         *     `from`, `to`, `pack_hash` or `decision_key` on a large ledger.
+         */
+        get: operations["getShadowReport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs": {
         parameters: {
             query?: never;
@@ -299,7 +331,21 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List a tenant's runs, by run id
+         * @description A page of the tenant's verification-contract runs, each without
+         *     its history (get a run for its steps, attempts and checks), in run
+         *     id order. Run ids writ generates begin with the run's start time,
+         *     so generated runs come oldest first; ids chosen by the caller
+         *     sort as strings among them. `status` is each run's state now.
+         *     Filters combine with AND; an empty value does not filter.
+         *
+         *     A page examines at most ten runs per run it may return, so a
+         *     filter that matches few runs can answer a short page, even an
+         *     empty one, with a `next_cursor`: follow `next_cursor` until it is
+         *     absent. A server that runs no workflows answers 404.
+         */
+        get: operations["listRuns"];
         put?: never;
         /**
          * Start a run of a workflow
@@ -908,6 +954,8 @@ export interface components {
             arguments?: Record<string, unknown>;
             /** @description The approval mode to act under. The decision spec's approval mode is inherent, so the effective mode is the riskier of this and the spec's; a safer mode than the spec's is not honoured. Absent, the spec's mode applies, or the tool's ceiling when the spec sets none. An effective mode above the tool's ceiling is denied. */
             approval_mode?: components["schemas"]["ApprovalMode"];
+            /** @description The digest of the tool's definition as the caller observed it (the MCP gateway sends it; docs/mcp.md gives the digest byte for byte). Needs `tool`. When the tool manifest pins a `definition_digest` for the tool, another digest is denied with reason `tool_definition_changed`; a check without one is not compared. */
+            tool_definition_digest?: string;
             /** @description Identifies the tool call being checked, when the caller has one; it becomes the record's `tool_lineage` entry for this call. */
             tool_call_id?: string;
             /** @description An earlier record of the tenant that this decision corrects. Records are never edited; a correction is a new record naming the one it replaces. An unknown record is a 400. */
@@ -1544,6 +1592,53 @@ export interface components {
          * @enum {string}
          */
         ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_record" | "tamper_detected";
+        /** @description A tenant's shadow decisions against what was enforced. */
+        ShadowReport: {
+            tenant_id: string;
+            /** @description The shadow pack asked for */
+            pack_hash?: string;
+            /** @description The decision key asked for */
+            decision_key?: string;
+            /** Format: date-time */
+            from?: string;
+            /** Format: date-time */
+            to?: string;
+            /** @description The shadow packs seen in the window, with their decision counts. */
+            packs: components["schemas"]["ShadowPack"][];
+            /** @description Shadow decisions in the window. */
+            decisions: number;
+            /** @description Of them */
+            changed: number;
+            /** @description Enforced outcome → shadow outcome, changed ones first, then by count. */
+            transitions: components["schemas"]["OutcomeTransition"][];
+        };
+        ShadowPack: {
+            /** @description name@version */
+            pack: string;
+            pack_hash: string;
+            decisions: number;
+        };
+        /**
+         * @description How many decisions went from the outcome `from` (enforced) to `to`
+         *     (the shadow pack's), with example record ids (the enforced
+         *     records).
+         */
+        OutcomeTransition: {
+            from: string;
+            to: string;
+            count: number;
+            examples: string[];
+            /** @description For a changed outcome, the checks (bundle:rule) that fired at the shadow's strongest effect, with counts. */
+            rules_fired?: {
+                [key: string]: number;
+            };
+            /** @description For a changed outcome, the checks that fired in the enforced decision and not in the shadow's, with counts. */
+            rules_cleared?: {
+                [key: string]: number;
+            };
+            /** @description Why records could not be decided (a backtest's `to` of `error`); a shadow report has none. */
+            errors?: string[];
+        };
         /** @description The replay of every record of a trace, in chain order. */
         ReplayResults: {
             results: components["schemas"]["ReplayResult"][];
@@ -1653,6 +1748,35 @@ export interface components {
             started_at: string;
             /** @description The run's events, oldest first. */
             history: components["schemas"]["RunEvent"][];
+        };
+        /** @description One page of runs, in run id order. */
+        RunPage: {
+            runs: components["schemas"]["RunSummary"][];
+            /** @description Pass as `cursor` for the next page; absent on the last page. */
+            next_cursor?: string;
+        };
+        /** @description A run without its history. */
+        RunSummary: {
+            tenant_id: string;
+            run_id: string;
+            workflow_id: string;
+            workflow_version: string;
+            /** @description The pack the run started under, name@version. */
+            pack: string;
+            pack_hash: string;
+            /** @enum {string} */
+            status: "active" | "completed" | "aborted" | "escalated";
+            /** @description The step that takes the next attempt; absent once the run is no longer active. */
+            current_step?: string;
+            /** Format: date-time */
+            started_at: string;
+            /**
+             * Format: date-time
+             * @description The time of the run's latest event.
+             */
+            last_event_at: string;
+            /** @description Step attempts submitted, all steps together. */
+            attempts: number;
         };
         /**
          * @description One event of a run's history: `run_started`, `call_observed` (a
@@ -2274,6 +2398,15 @@ export interface operations {
                 decision_key?: string;
                 /** @description Only records with this status. */
                 status?: components["schemas"]["RecordStatus"];
+                /**
+                 * @description Only records whose `outputs.outcome` is this outcome. Check
+                 *     records carry an outcome; approval decisions and execution
+                 *     reports carry none, so this filter leaves them out. The
+                 *     outcome is not indexed: it is read from the records the other
+                 *     filters leave, so combine it with `decision_key`, `from` and
+                 *     `to` on a large ledger.
+                 */
+                outcome?: components["schemas"]["Outcome"];
                 /** @description Only records whose `subject_ids` contain this subject. */
                 subject_id?: string;
                 /** @description Only records of this W3C trace id. */
@@ -2619,6 +2752,102 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["ReplayNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getShadowReport: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+                /** @description Only the decisions of this shadow pack (`sha256:…`). */
+                pack_hash?: string;
+                /** @description Only the decisions of this decision key. */
+                decision_key?: string;
+                /** @description Only decisions at or after this instant (RFC 3339). */
+                from?: string;
+                /** @description Only decisions before this instant (RFC 3339); must be after `from`. */
+                to?: string;
+                /** @description The most example record ids per transition. */
+                examples?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShadowReport"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description A server that reports no shadow decisions (code `not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listRuns: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+                /** @description Only runs of this workflow. */
+                workflow_id?: string;
+                /** @description Only runs in this state now. */
+                status?: "active" | "completed" | "aborted" | "escalated";
+                /** @description The largest page to return. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of runs. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunPage"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["RunNotFound"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
