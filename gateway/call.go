@@ -188,11 +188,7 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 			rep.ResultDigest = d
 		}
 	}
-	if _, rerr := g.opts.Writ.ReportExecution(context.WithoutCancel(ctx), rep); rerr != nil {
-		// The effect happened; the permit stays in flight (writ decisions
-		// in-flight lists it) rather than the result being withheld.
-		g.log.Error("gateway: the execution report could not be recorded; the decision stays in flight", "decision_id", rc.DecisionID, "tool", r.name, "error", rerr)
-	}
+	g.report(context.WithoutCancel(ctx), rep, r.name)
 	if rep.Status == writ.ExecutionNotExecuted {
 		return refusal(r.name, fmt.Sprintf("writ allowed it (decision %s), but it could not be sent: %v. Nothing was executed; the call may be made again later.", rc.DecisionID, err))
 	}
@@ -331,3 +327,35 @@ func errorMessage(err error) string {
 	}
 	return err.Error()
 }
+
+// maxPendingReports bounds the execution reports being recorded in the
+// background at once; beyond it, a call waits for its own report.
+const maxPendingReports = 256
+
+// report records an execution report. The effect has happened and the
+// report permits nothing, so the agent does not wait for it: the report
+// is recorded in the background (Flush and Close wait for it), and the
+// call's result goes back at once. A report that cannot be recorded is
+// logged; its permit stays in flight (writ decisions in-flight lists it)
+// rather than the result being withheld.
+func (g *Gateway) report(ctx context.Context, rep *writ.ExecutionReport, tool string) {
+	record := func() {
+		if _, err := g.opts.Writ.ReportExecution(ctx, rep); err != nil {
+			g.log.Error("gateway: the execution report could not be recorded; the decision stays in flight", "decision_id", rep.DecisionID, "tool", tool, "error", err)
+		}
+	}
+	select {
+	case g.reportSlots <- struct{}{}:
+		g.reports.Add(1)
+		go func() {
+			defer func() { <-g.reportSlots; g.reports.Done() }()
+			record()
+		}()
+	default:
+		record()
+	}
+}
+
+// Flush waits until every execution report begun so far is recorded (or
+// has failed and been logged).
+func (g *Gateway) Flush() { g.reports.Wait() }

@@ -35,7 +35,7 @@ func TestElicitedApproval(t *testing.T) {
 			up := &files{}
 			eng, st, pol := newEngine(t, packDir())
 			cfg := &gateway.Config{Tenant: tenant, User: "owner@acme", Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
-			gw, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Transport: up.connect})
+			gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Transport: up.connect})
 			if err != nil {
 				t.Fatal(err)
 			}

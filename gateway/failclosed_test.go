@@ -41,7 +41,7 @@ func TestFailClosed(t *testing.T) {
 			up := &files{}
 			eng, st, pol := newEngine(t, packDir())
 			cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
-			gw, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: tc.w(eng), Tools: pol.Pack.Tools, Transport: up.connect})
+			gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: tc.w(eng), Tools: pol.Pack.Tools, Transport: up.connect})
 			if err != nil {
 				t.Fatal(err)
 			}

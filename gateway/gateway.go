@@ -83,6 +83,11 @@ type Gateway struct {
 	// waiting remembers blocked calls that wait on an approval, by
 	// waitKey, so the same call again resumes the decision.
 	waiting map[string]string
+
+	// reports are the execution reports being recorded in the
+	// background; reportSlots bounds them (see report).
+	reports     sync.WaitGroup
+	reportSlots chan struct{}
 }
 
 // route is one tool the agent sees, and where it goes.
@@ -104,7 +109,7 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	if o.Config == nil || o.Writ == nil {
 		return nil, errors.New("gateway: Config and Writ are required")
 	}
-	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, waiting: map[string]string{}}
+	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports)}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -137,8 +142,10 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 // Streamable HTTP).
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
-// Close ends every upstream session (and stops stdio upstreams).
+// Close waits for the execution reports under way (Flush), then ends
+// every upstream session (and stops stdio upstreams).
 func (g *Gateway) Close() {
+	g.Flush()
 	for _, u := range g.ups {
 		u.close()
 	}

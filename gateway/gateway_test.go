@@ -139,7 +139,7 @@ func newFixture(tb testing.TB, packDir string, up *files, unlisted gateway.Unlis
 	if unlisted == "" {
 		cfg.Unlisted = gateway.UnlistedHide
 	}
-	gw, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: up.connect})
+	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: up.connect})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -213,6 +213,7 @@ func receipt(tb testing.TB, res *mcp.CallToolResult) *writ.Receipt {
 // story returns the kinds of a decision's records, in chain order.
 func story(tb testing.TB, eng *engine.Engine, decisionID string) (kinds []string, st *writ.DecisionStory) {
 	tb.Helper()
+	flushGateways()
 	st, err := eng.Decision(context.Background(), tenant, decisionID)
 	if err != nil {
 		tb.Fatal(err)
@@ -227,6 +228,7 @@ func story(tb testing.TB, eng *engine.Engine, decisionID string) (kinds []string
 // decision key, oldest first.
 func decisionsOf(tb testing.TB, eng *engine.Engine, key string) []string {
 	tb.Helper()
+	flushGateways()
 	page, err := eng.Records(context.Background(), writ.RecordQuery{TenantID: tenant, DecisionKey: key, Limit: 1000})
 	if err != nil {
 		tb.Fatal(err)
@@ -261,6 +263,7 @@ func direct(tb testing.TB, protocol, tool string, args map[string]any) *mcp.Call
 
 func verifyLedger(tb testing.TB, f *fixture) {
 	tb.Helper()
+	flushGateways()
 	ctx := context.Background()
 	findings, err := ledger.VerifyStored(ctx, f.store, time.Now())
 	if err != nil || len(findings) != 0 {
@@ -548,7 +551,7 @@ func TestUpstreamCannotRestart(t *testing.T) {
 		return up.connect(ctx, u)
 	}
 	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
-	gw, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: connect})
+	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: connect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +592,7 @@ func TestApprovalPresentedInMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw2, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: f.eng, Tools: p.Tools, Transport: f.up.connect})
+	gw2, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: f.eng, Tools: p.Tools, Transport: f.up.connect})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -645,5 +648,32 @@ func TestRugPullMidSession(t *testing.T) {
 	}
 	if f.up.calls.Load() != before {
 		t.Error("the changed tool was called upstream")
+	}
+}
+
+var (
+	gatewaysMu sync.Mutex
+	gateways   []*gateway.Gateway
+)
+
+// newGateway is gateway.New, remembering the gateway so that the
+// helpers that read the ledger first wait for the execution reports it
+// records in the background (flushGateways).
+func newGateway(ctx context.Context, o gateway.Options) (*gateway.Gateway, error) {
+	gw, err := gateway.New(ctx, o)
+	if err == nil {
+		gatewaysMu.Lock()
+		gateways = append(gateways, gw)
+		gatewaysMu.Unlock()
+	}
+	return gw, err
+}
+
+// flushGateways waits for every test gateway's execution reports.
+func flushGateways() {
+	gatewaysMu.Lock()
+	defer gatewaysMu.Unlock()
+	for _, gw := range gateways {
+		gw.Flush()
 	}
 }

@@ -31,7 +31,7 @@ func TestHTTPUpstream(t *testing.T) {
 	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{
 		{Name: "files", Prefix: "fs.", HTTP: &gateway.HTTPServer{URL: srv.URL, Headers: map[string]string{"X-Api-Key": "upstream-secret"}}},
 	}}
-	gw, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools})
+	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools})
 	if err != nil {
 		t.Fatal(err)
 	}

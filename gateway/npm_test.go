@@ -40,7 +40,7 @@ func TestNPMServers(t *testing.T) {
 				{Name: "everything", Prefix: "ev.", Stdio: &gateway.StdioCommand{Command: "node", Args: []string{filepath.Join(mcpDir, "server-everything", "dist", "index.js"), "stdio"}}},
 			}}
 			eng, st, pol := newEngine(t, filepath.Join("e2e", "pack"))
-			gw, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools})
+			gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,7 +34,7 @@ func TestCallsObservedForARunStep(t *testing.T) {
 		return ct, nil
 	}
 	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "browser"}}}
-	gw, err := gateway.New(ctx, gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: browser})
+	gw, err := newGateway(ctx, gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: browser})
 	if err != nil {
 		t.Fatal(err)
 	}

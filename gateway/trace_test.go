@@ -35,7 +35,7 @@ func TestToolCallTrace(t *testing.T) {
 	}{telemetry.Service(eng, nil), eng}
 	up := &files{}
 	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
-	gw, err := gateway.New(context.Background(), gateway.Options{Config: cfg, Writ: w, Tools: pol.Pack.Tools, Transport: up.connect})
+	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: w, Tools: pol.Pack.Tools, Transport: up.connect})
 	if err != nil {
 		t.Fatal(err)
 	}
