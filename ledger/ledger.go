@@ -80,7 +80,12 @@ func NewSeal(keys KeySource) SealFunc {
 			}
 		}
 		s := record.Seal{Seq: prev.Seq + 1, PrevHash: prev.Hash}
+		// The signature as sealed: SealPresealed writes these values into
+		// raw as they are (it refuses any that would need escaping), so
+		// the record's audit block is set without reading raw back.
+		var signed *struct{ by, sig string }
 		if keys != nil {
+			signed = new(struct{ by, sig string })
 			signer, err := keys(e.Record.Timestamp)
 			if err != nil {
 				return nil, fmt.Errorf("no key to sign record %s: %w", e.Record.RecordID, err)
@@ -90,7 +95,8 @@ func NewSeal(keys KeySource) SealFunc {
 				if err != nil {
 					return "", "", err
 				}
-				return signer.KeyID(), base64.StdEncoding.EncodeToString(sig), nil
+				signed.by, signed.sig = signer.KeyID(), base64.StdEncoding.EncodeToString(sig)
+				return signed.by, signed.sig, nil
 			}
 		}
 		raw, hash, err := record.SealPresealed(body, s)
@@ -98,8 +104,8 @@ func NewSeal(keys KeySource) SealFunc {
 			return nil, err
 		}
 		e.Record.Audit = writ.Audit{Seq: s.Seq, PrevHash: s.PrevHash, RecordHash: hash}
-		if keys != nil {
-			_, e.Record.Audit, _ = record.SplitSeal(raw)
+		if signed != nil {
+			e.Record.Audit.SignedBy, e.Record.Audit.Signature = signed.by, signed.sig
 		}
 		return raw, nil
 	}

@@ -17,7 +17,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
-	"github.com/gowebpki/jcs"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/pack"
@@ -424,7 +424,8 @@ func compiledContextHash(p *pack.Pack, idx *specIndex, tool *pack.Tool, cs *cand
 	ctx["checks"] = checks
 	b, err := json.Marshal(ctx)
 	if err == nil {
-		b, err = jcs.Transform(b)
+		// RFC 8785, as record.Canonical (which policy, pure, does not import).
+		err = (*jsontext.Value)(&b).Canonicalize()
 	}
 	if err != nil {
 		panic("policy: compiled context does not encode: " + err.Error()) // only plain strings and lists

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"strconv"
 
-	"github.com/gowebpki/jcs"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/writhq/writ"
 )
@@ -18,7 +20,67 @@ func Canonical(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jcs.Transform(b)
+	return canonicalize(b)
+}
+
+// Canonicalize returns the RFC 8785 (JCS) form of the JSON text b.
+// Members are sorted by their names' UTF-16 code units, strings take their
+// shortest escaping, numbers the ECMAScript form of their IEEE 754 double,
+// and whitespace goes. Invalid UTF-8, duplicate member names and numbers
+// beyond the double range are errors.
+func Canonicalize(b []byte) ([]byte, error) {
+	return canonicalize(b)
+}
+
+// canonicalOpts are jsontext's RFC 8785 options (what Value.Canonicalize
+// sets).
+var canonicalOpts = []jsontext.Options{
+	jsontext.CanonicalizeRawInts(true),
+	jsontext.CanonicalizeRawFloats(true),
+	jsontext.ReorderRawObjects(true),
+}
+
+// maxDouble is the canonical form of the largest double, which jsontext
+// also gives a number beyond the double range (1e400).
+var maxDouble = []byte("1.7976931348623157e+308")
+
+// canonicalize works on the JSON text as it stands (go-json-experiment's
+// jsontext), without decoding it into Go values first; a differential
+// fuzz test (FuzzCanonicalizeMatchesJCS) holds it byte-equal to
+// gowebpki/jcs, the implementation writ used before.
+func canonicalize(b []byte) ([]byte, error) {
+	out, err := jsontext.AppendFormat(make([]byte, 0, len(b)), b, canonicalOpts...)
+	if err != nil {
+		return nil, err
+	}
+	// RFC 8785 section 3.2.2.3: a number a double cannot hold is an error,
+	// where jsontext rounds it to the largest double. Only then is the
+	// input scanned again.
+	if bytes.Contains(out, maxDouble) {
+		if err := checkDoubleRange(b); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// checkDoubleRange reports a number of the valid JSON text b that lies
+// beyond the double range.
+func checkDoubleRange(b []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.ReadToken()
+		if err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if tok.Kind() == '0' {
+			if _, err := strconv.ParseFloat(tok.String(), 64); err != nil {
+				return fmt.Errorf("number %s is not an IEEE 754 double (RFC 8785, 3.2.2.3)", tok.String())
+			}
+		}
+	}
 }
 
 // Digest returns "sha256:" and the lowercase hex SHA-256 of b.
@@ -68,7 +130,7 @@ func HashInput(raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jcs.Transform(b)
+	return canonicalize(b)
 }
 
 // Link is what a record says about its place in the chain.
@@ -108,8 +170,8 @@ func CheckHash(raw []byte) (Link, error) {
 
 // Equal reports whether two JSON documents have the same canonical form.
 func Equal(a, b []byte) bool {
-	ca, err1 := jcs.Transform(a)
-	cb, err2 := jcs.Transform(b)
+	ca, err1 := Canonicalize(a)
+	cb, err2 := Canonicalize(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
 }
 

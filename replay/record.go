@@ -348,9 +348,9 @@ func (rp *replaying) sealsToRecorded(presealed []byte) bool {
 	return err == nil && hash == rp.audit.RecordHash
 }
 
-// quickPreseal is record.Preseal by another RFC 8785 implementation,
-// jsontext.Value.Canonicalize, about four times faster than the one
-// record.Canonical uses (gowebpki/jcs), which is most of a replay's cost.
+// quickPreseal is record.Preseal; record.Canonical has used the same RFC
+// 8785 implementation (jsontext.Value.Canonicalize) since it replaced
+// gowebpki/jcs, so the second attempt in compare is now belt and braces.
 // It is used only to show equality: if its bytes seal to the recorded
 // record_hash, they are the stored bytes, so the rebuilt record has the
 // stored record's JSON value, whose canonical form under any RFC 8785

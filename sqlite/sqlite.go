@@ -112,11 +112,26 @@ func Open(dir string) (*Store, error) {
 	// The write transaction takes the write lock at BEGIN, so it cannot
 	// fail half-way with SQLITE_BUSY when it first writes.
 	w.Set("_txlock", "immediate")
-	w.Add("_pragma", "cache_size(-32768)")
-	// Large pages suit rows of a few KiB (a record and its receipt): fewer
-	// page splits, and fewer WAL frames, each one write, per commit. It
-	// takes effect only when the file is created.
-	w.Add("_pragma", "page_size(16384)")
+	// The page caches live outside Go's heap (modernc's C allocator) and
+	// were most of writ serve's memory: with 32 MiB here and 16 MiB for
+	// each reader, its RSS reached 350 MB within seconds of load, against
+	// a Go heap of 35 MB. The hot pages of an append are the right edges
+	// of the tables and indexes, which a few MiB hold; smaller caches
+	// measured no slower (docs/scale.md, "Memory").
+	w.Add("_pragma", "cache_size(-8192)")
+	// A commit writes every page it dirtied to the WAL, and the random
+	// keys of an index (trace ids) dirty one leaf page per record: 16 KiB
+	// pages wrote 89 KB a check, 4 KiB pages 43 KB, with no fewer checks a
+	// second and two fifths less RSS (docs/scale.md, "Memory"). A record
+	// and its receipt (about 3.5 KB) still fit in one page. It takes
+	// effect only when the file is created: older databases keep their
+	// 16 KiB pages.
+	w.Add("_pragma", "page_size(4096)")
+	// A checkpoint every 4000 pages keeps the WAL's bound where 16 KiB
+	// pages had it (16 MiB): the right-edge index pages every commit
+	// rewrites are copied into the database once per checkpoint, so fewer
+	// checkpoints write less (39 KB a check instead of 42 KB).
+	w.Add("_pragma", "wal_autocheckpoint(4000)")
 	// Statement journals (a statement that may abort half-way, as any
 	// insert guarded by a trigger can) go to temporary storage; on disk
 	// that is a write per page, in memory it is free.
@@ -142,7 +157,7 @@ func Open(dir string) (*Store, error) {
 	r := url.Values{}
 	r.Set("_busy_timeout", strconv.FormatInt(busyTimeout.Milliseconds(), 10))
 	r.Set("_foreign_keys", "1")
-	r.Add("_pragma", "cache_size(-16384)")
+	r.Add("_pragma", "cache_size(-2048)")
 	r.Add("_pragma", "temp_store(MEMORY)")
 	r.Set("_query_only", "1")
 	s.read, err = sql.Open("sqlite", dsn(path, r))
