@@ -2,6 +2,8 @@ module github.com/writhq/writ
 
 go 1.26.0
 
+toolchain go1.26.11
+
 require (
 	github.com/go-json-experiment/json v0.0.0-20260820222146-c27c302e5fc3
 	github.com/gowebpki/jcs v1.0.2
