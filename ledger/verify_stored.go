@@ -38,6 +38,27 @@ type StoredSource interface {
 	// ScanBlobs returns up to limit blobs whose hash sorts after after,
 	// in hash order (byte-wise).
 	ScanBlobs(ctx context.Context, after string, limit int) ([]Blob, error)
+	// ScanApprovalIndex returns up to limit of the tenant's approval
+	// requests' index columns, approval id after after, in approval id
+	// order (byte-wise).
+	ScanApprovalIndex(ctx context.Context, tenantID, after string, limit int) ([]ApprovalIndex, error)
+}
+
+// ApprovalIndex is what a store keeps of an approval request in columns
+// of its own, beside the request's document: what lookups and the
+// redemption guard read (OpenApproval finds a request by gate, binding
+// digest and expiry; a redemption is refused beyond the allowance). Each
+// column must equal what the bound document says; VerifyStored compares
+// them.
+type ApprovalIndex struct {
+	ApprovalID    string
+	GateID        string
+	DecisionKey   string
+	BindingDigest string
+	Allowance     int
+	RecordID      string
+	CreatedNS     int64
+	ExpiresNS     int64
 }
 
 // storedScanSize is how many rows VerifyStored asks a store for at once.
@@ -273,13 +294,16 @@ func (v *storedVerifier) runEvents(ctx context.Context) error {
 // the digests of the records written with them.
 func (v *storedVerifier) approvals(ctx context.Context, now time.Time) error {
 	q := writ.ApprovalQuery{TenantID: v.tenant, Limit: 1000}
+	docs := map[string]*writ.ApprovalRequest{}
 	for {
 		page, err := v.src.Approvals(ctx, q, now)
 		if err != nil {
 			return fmt.Errorf("tenant %s: approvals: %w", v.tenant, err)
 		}
 		for i := range page.Approvals {
-			if err := v.approval(ctx, &page.Approvals[i]); err != nil {
+			a := &page.Approvals[i]
+			docs[a.ApprovalID] = a
+			if err := v.approval(ctx, a); err != nil {
 				return err
 			}
 		}
@@ -301,7 +325,49 @@ func (v *storedVerifier) approvals(ctx context.Context, now time.Time) error {
 		b := v.approvalEvents[id]
 		v.add(b.seq, id, FindingApprovalMismatch, "record %s binds an approval event (%s) that is not stored", id, b.digest)
 	}
-	return nil
+	return v.approvalIndex(ctx, docs)
+}
+
+// approvalIndex checks each approval request's index columns against its
+// document (which the asking record binds): an edited column would steer
+// lookups or the redemption guard while the document still verifies.
+func (v *storedVerifier) approvalIndex(ctx context.Context, docs map[string]*writ.ApprovalRequest) error {
+	for after := ""; ; {
+		page, err := v.src.ScanApprovalIndex(ctx, v.tenant, after, storedScanSize)
+		if err != nil {
+			return fmt.Errorf("tenant %s: approval index: %w", v.tenant, err)
+		}
+		for _, ix := range page {
+			a := docs[ix.ApprovalID]
+			if a == nil {
+				continue // not listed: the approvals scan did not read it
+			}
+			digest, err := BindingDigest(a.Binding)
+			if err != nil {
+				continue // the document's own finding says why
+			}
+			for _, c := range []struct {
+				column    string
+				got, want any
+			}{
+				{"gate_id", ix.GateID, a.GateID},
+				{"decision_key", ix.DecisionKey, a.Binding.DecisionKey},
+				{"binding_digest", ix.BindingDigest, digest},
+				{"allowance", ix.Allowance, a.Allowance},
+				{"record_id", ix.RecordID, a.RecordID},
+				{"created_ns", ix.CreatedNS, a.CreatedAt.UnixNano()},
+				{"expires_ns", ix.ExpiresNS, a.ExpiresAt.UnixNano()},
+			} {
+				if c.got != c.want {
+					v.add(0, a.RecordID, FindingApprovalMismatch, "approval %s: its %s column is %v, but its request says %v", a.ApprovalID, c.column, c.got, c.want)
+				}
+			}
+		}
+		if len(page) < storedScanSize {
+			return nil
+		}
+		after = page[len(page)-1].ApprovalID
+	}
 }
 
 func (v *storedVerifier) approval(ctx context.Context, a *writ.ApprovalRequest) error {

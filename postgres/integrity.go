@@ -70,3 +70,22 @@ func (s *Store) ScanBlobs(ctx context.Context, after string, limit int) ([]ledge
 	}
 	return out, nil
 }
+
+// ScanApprovalIndex returns the tenant's approval requests' index
+// columns in approval id order; see ledger.StoredSource.
+func (s *Store) ScanApprovalIndex(ctx context.Context, tenantID, after string, limit int) ([]ledger.ApprovalIndex, error) {
+	rows, err := s.pool.Query(ctx, `SELECT approval_id, gate_id, decision_key, binding_digest, allowance, record_id, created_ns, expires_ns
+		FROM approval_requests WHERE tenant_id = $1 AND approval_id COLLATE "C" > $2 ORDER BY approval_id COLLATE "C" LIMIT $3`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan approval index: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.ApprovalIndex, error) {
+		var ix ledger.ApprovalIndex
+		err := row.Scan(&ix.ApprovalID, &ix.GateID, &ix.DecisionKey, &ix.BindingDigest, &ix.Allowance, &ix.RecordID, &ix.CreatedNS, &ix.ExpiresNS)
+		return ix, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan approval index: %w", err)
+	}
+	return out, nil
+}

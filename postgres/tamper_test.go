@@ -66,6 +66,10 @@ func (tm tamperer) SetApprovalRequest(t *testing.T, tenant, approvalID string, d
 	tm.exec(t, `UPDATE approval_requests SET request = $1 WHERE tenant_id = $2 AND approval_id = $3`, doc, tenant, approvalID)
 }
 
+func (tm tamperer) SetApprovalColumn(t *testing.T, tenant, approvalID, column string, value any) {
+	tm.exec(t, `UPDATE approval_requests SET `+column+` = $1 WHERE tenant_id = $2 AND approval_id = $3`, value, tenant, approvalID)
+}
+
 // TestTamper: an edit to a receipt, a blob, a run event or an approval
 // request or event, made behind writ's back, is a named finding, and a
 // tampered receipt fails the check before it is answered again.

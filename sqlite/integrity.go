@@ -71,3 +71,23 @@ func (s *Store) ScanBlobs(ctx context.Context, after string, limit int) ([]ledge
 	}
 	return out, rows.Err()
 }
+
+// ScanApprovalIndex returns the tenant's approval requests' index
+// columns in approval id order; see ledger.StoredSource.
+func (s *Store) ScanApprovalIndex(ctx context.Context, tenantID, after string, limit int) ([]ledger.ApprovalIndex, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT approval_id, gate_id, decision_key, binding_digest, allowance, record_id, created_ns, expires_ns
+		FROM approval_requests WHERE tenant_id = ? AND approval_id > ? ORDER BY approval_id LIMIT ?`, tenantID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: scan approval index: %w", err)
+	}
+	defer rows.Close()
+	var out []ledger.ApprovalIndex
+	for rows.Next() {
+		var ix ledger.ApprovalIndex
+		if err := rows.Scan(&ix.ApprovalID, &ix.GateID, &ix.DecisionKey, &ix.BindingDigest, &ix.Allowance, &ix.RecordID, &ix.CreatedNS, &ix.ExpiresNS); err != nil {
+			return nil, fmt.Errorf("sqlite: scan approval index: %w", err)
+		}
+		out = append(out, ix)
+	}
+	return out, rows.Err()
+}

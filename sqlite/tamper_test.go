@@ -71,6 +71,10 @@ func (tm tamperer) SetApprovalRequest(t *testing.T, tenant, approvalID string, d
 	tm.exec(t, `UPDATE approval_requests SET request = ? WHERE tenant_id = ? AND approval_id = ?`, doc, tenant, approvalID)
 }
 
+func (tm tamperer) SetApprovalColumn(t *testing.T, tenant, approvalID, column string, value any) {
+	tm.exec(t, `UPDATE approval_requests SET `+column+` = ? WHERE tenant_id = ? AND approval_id = ?`, value, tenant, approvalID)
+}
+
 // TestTamper: an edit to a receipt, a blob, a run event or an approval
 // request or event, made behind writ's back, is a named finding, and a
 // tampered receipt fails the check before it is answered again.

@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,9 @@ type Tamperer interface {
 	// SetApprovalRequest replaces the stored document of an approval
 	// request (as ledger.ApprovalJSON encodes it).
 	SetApprovalRequest(t *testing.T, tenantID, approvalID string, doc []byte)
+	// SetApprovalColumn sets one index column of an approval request
+	// (allowance, expires_ns, binding_digest, …) to value.
+	SetApprovalColumn(t *testing.T, tenantID, approvalID, column string, value any)
 }
 
 // storedFixture is a ledger of one tenant whose records bind everything
@@ -199,6 +203,15 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 				t.Fatal(err)
 			}
 			tm.SetApprovalRequest(t, "acme", f.approval, doc)
+		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
+		{"ApprovalAllowanceColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.SetApprovalColumn(t, "acme", f.approval, "allowance", 100)
+		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
+		{"ApprovalExpiryColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.SetApprovalColumn(t, "acme", f.approval, "expires_ns", f.records[0].NewApprovals[0].Request.ExpiresAt.Add(24*time.Hour).UnixNano())
+		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
+		{"ApprovalBindingColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.SetApprovalColumn(t, "acme", f.approval, "binding_digest", "sha256:"+strings.Repeat("0", 64))
 		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
 	}
 	for _, tc := range cases {
