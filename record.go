@@ -86,6 +86,9 @@ type Bound struct {
 	// ApprovalEvent is the digest of the approval event appended with the
 	// record (a decision or a redemption).
 	ApprovalEvent string `json:"approval_event,omitempty"`
+	// Shadow is the digest of the shadow pack's decision of the same
+	// check, stored beside the record (writ serve --shadow-pack).
+	Shadow string `json:"shadow,omitempty"`
 }
 
 // PolicyDecision names one deterministic check that was applied: a rule of

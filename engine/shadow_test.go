@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
@@ -36,7 +37,8 @@ func candidatePack(t *testing.T) string {
 
 // TestShadowPack: every check is also decided under the shadow pack; its
 // decision is stored beside the record, and the receipt and record are
-// exactly what the enforcing pack alone would give.
+// exactly what the enforcing pack alone would give, but for the record's
+// bound.shadow digest of the shadow decision (and so its seal).
 func TestShadowPack(t *testing.T) {
 	ctx := context.Background()
 	cand := compile(t, candidatePack(t))
@@ -57,8 +59,21 @@ func TestShadowPack(t *testing.T) {
 		}
 		ra, _ := shadowed.eng.Record(ctx, "acme", a.Metadata.RecordID)
 		rb, _ := plain.eng.Record(ctx, "acme", b.Metadata.RecordID)
-		if string(ra.Raw) != string(rb.Raw) {
-			t.Errorf("%s: the shadow pack changed the record", name)
+		if ra.Record.Bound == nil || ra.Record.Bound.Shadow == "" || (rb.Record.Bound != nil && rb.Record.Bound.Shadow != "") {
+			t.Errorf("%s: bound.shadow = %+v with the shadow pack, %+v without; want it only with", name, ra.Record.Bound, rb.Record.Bound)
+		}
+		unsealed := func(r writ.Record) string {
+			r.Audit = writ.Audit{}
+			if r.Bound != nil {
+				bd := *r.Bound
+				bd.Shadow = ""
+				r.Bound = &bd
+			}
+			j, _ := json.Marshal(r)
+			return string(j)
+		}
+		if unsealed(ra.Record) != unsealed(rb.Record) {
+			t.Errorf("%s: the shadow pack changed the record beyond bound.shadow", name)
 		}
 	}
 	page, err := shadowed.store.ShadowDecisions(ctx, ledger.ShadowQuery{TenantID: "acme"})
@@ -95,4 +110,8 @@ func TestShadowPack(t *testing.T) {
 		t.Errorf("approval requests = %+v, want only the enforced high-value check's", ap.Approvals)
 	}
 	shadowed.verify(t)
+	// Each shadow decision is the one its record binds.
+	if fs, err := ledger.VerifyStored(ctx, shadowed.store, time.Now()); err != nil || len(fs) != 0 {
+		t.Errorf("VerifyStored = %+v, %v; want no findings", fs, err)
+	}
 }

@@ -21,6 +21,7 @@ const (
 	FindingReceiptMismatch  = "receipt_mismatch"   // a stored receipt that its record's bound.receipt does not match
 	FindingBlobMismatch     = "blob_mismatch"      // a blob whose bytes do not hash to its content address
 	FindingRunEventMismatch = "run_event_mismatch" // a run event that its record's bound digests do not bear out
+	FindingShadowMismatch   = "shadow_mismatch"    // a shadow decision that its record's bound.shadow does not match, or a bound one missing
 )
 
 // ErrReceiptMismatch is the error of a stored receipt that does not match
@@ -73,6 +74,39 @@ func ApprovalEventDigest(tenantID, approvalID string, ev *writ.ApprovalEvent, re
 		Reason: ev.Reason, RecordID: recordID, At: ev.At.UTC()})
 }
 
+// shadowView is the part of a shadow decision its digest covers: all of
+// it, its time in UTC and its lists never null.
+type shadowView struct {
+	TenantID        string                `json:"tenant_id"`
+	RecordID        string                `json:"record_id"`
+	DecisionKey     string                `json:"decision_key"`
+	At              time.Time             `json:"at"`
+	Pack            string                `json:"pack"`
+	PackHash        string                `json:"pack_hash"`
+	EnforcedOutcome writ.Outcome          `json:"enforced_outcome"`
+	Outcome         writ.Outcome          `json:"outcome"`
+	Status          writ.Status           `json:"status"`
+	PolicyDecisions []writ.PolicyDecision `json:"policy_decisions"`
+	Reasons         []writ.Reason         `json:"reasons"`
+}
+
+// ShadowDecisionDigest is the digest a record binds the shadow decision
+// stored beside it by: the SHA-256 of the RFC 8785 form of the decision's
+// tenant_id, record_id (the record's, recordID), decision_key, at (RFC
+// 3339, UTC), pack, pack_hash, enforced_outcome, outcome, status,
+// policy_decisions and reasons (empty lists as []).
+func ShadowDecisionDigest(d *ShadowDecision, recordID string) (string, error) {
+	v := shadowView{TenantID: d.TenantID, RecordID: recordID, DecisionKey: d.DecisionKey, At: d.At.UTC(), Pack: d.Pack, PackHash: d.PackHash,
+		EnforcedOutcome: d.EnforcedOutcome, Outcome: d.Outcome, Status: d.Status, PolicyDecisions: d.PolicyDecisions, Reasons: d.Reasons}
+	if v.PolicyDecisions == nil {
+		v.PolicyDecisions = []writ.PolicyDecision{}
+	}
+	if v.Reasons == nil {
+		v.Reasons = []writ.Reason{}
+	}
+	return record.CanonicalDigest(v)
+}
+
 // ApprovalRequestDigest is the digest a record binds an approval request
 // it created by: the SHA-256 of the RFC 8785 form of the request as
 // stored, without what is derived from its events (state, decision, uses,
@@ -115,6 +149,11 @@ func Bind(e *Entry, runStart *RunEvent) error {
 	if a := e.ApprovalEvent; a != nil {
 		if b.ApprovalEvent, err = ApprovalEventDigest(a.TenantID, a.ApprovalID, &a.Event, rec.RecordID); err != nil {
 			return fmt.Errorf("bind approval event: %w", err)
+		}
+	}
+	if s := e.Shadow; s != nil {
+		if b.Shadow, err = ShadowDecisionDigest(s, rec.RecordID); err != nil {
+			return fmt.Errorf("bind shadow decision: %w", err)
 		}
 	}
 	rec.Bound = b

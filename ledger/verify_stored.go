@@ -29,6 +29,7 @@ type StoredReceipt struct {
 // blobs. Both stores implement it.
 type StoredSource interface {
 	ApprovalSource
+	ShadowStore
 	// ScanReceipts returns up to limit of the tenant's records with seq >
 	// after, each with its receipt, in seq order.
 	ScanReceipts(ctx context.Context, tenantID string, after int64, limit int) ([]StoredReceipt, error)
@@ -88,7 +89,7 @@ func VerifyStored(ctx context.Context, src StoredSource, now time.Time) ([]Findi
 	}
 	out := []Finding{}
 	for _, t := range tenants {
-		sv := &storedVerifier{src: src, tenant: t, runs: map[string]*binding{}, requests: map[string][]*binding{}, approvalEvents: map[string]*binding{}}
+		sv := &storedVerifier{src: src, tenant: t, runs: map[string]*binding{}, requests: map[string][]*binding{}, approvalEvents: map[string]*binding{}, shadows: map[string]*binding{}}
 		if err := sv.receipts(ctx); err != nil {
 			return nil, err
 		}
@@ -96,6 +97,9 @@ func VerifyStored(ctx context.Context, src StoredSource, now time.Time) ([]Findi
 			return nil, err
 		}
 		if err := sv.approvals(ctx, now); err != nil {
+			return nil, err
+		}
+		if err := sv.shadowDecisions(ctx); err != nil {
 			return nil, err
 		}
 		out = append(out, sv.findings...)
@@ -115,6 +119,7 @@ type storedVerifier struct {
 	runs           map[string]*binding
 	requests       map[string][]*binding
 	approvalEvents map[string]*binding
+	shadows        map[string]*binding
 }
 
 func (v *storedVerifier) add(seq int64, recordID, kind, format string, args ...any) {
@@ -185,6 +190,9 @@ func (v *storedVerifier) receipts(ctx context.Context) error {
 			}
 			if bd.ApprovalEvent != "" {
 				v.approvalEvents[id] = &binding{seq: r.Seq, digest: bd.ApprovalEvent}
+			}
+			if bd.Shadow != "" {
+				v.shadows[id] = &binding{seq: r.Seq, digest: bd.Shadow}
 			}
 		}
 		if len(page) < storedScanSize {
@@ -427,6 +435,44 @@ func (v *storedVerifier) unboundApproval(ctx context.Context, recordID, where, w
 	}
 	if exists && !predates {
 		v.add(0, recordID, FindingApprovalMismatch, "%s names record %s, which binds no approval %s", where, recordID, what)
+	}
+	return nil
+}
+
+// shadowDecisions checks every shadow decision of the tenant against the
+// digest its record binds, and that no bound one is missing. A shadow
+// decision whose record binds none is not checked: records sealed before
+// writ bound shadow decisions bind none.
+func (v *storedVerifier) shadowDecisions(ctx context.Context) error {
+	q := ShadowQuery{TenantID: v.tenant, Limit: 1000}
+	for {
+		page, err := v.src.ShadowDecisions(ctx, q)
+		if err != nil {
+			return fmt.Errorf("tenant %s: shadow decisions: %w", v.tenant, err)
+		}
+		for i := range page.Decisions {
+			d := &page.Decisions[i]
+			b := v.shadows[d.RecordID]
+			if b == nil {
+				continue
+			}
+			got, err := ShadowDecisionDigest(d, d.RecordID)
+			switch {
+			case err != nil:
+				v.add(b.seq, d.RecordID, FindingShadowMismatch, "the shadow decision of record %s cannot be read: %v", d.RecordID, err)
+			case got != b.digest:
+				v.add(b.seq, d.RecordID, FindingShadowMismatch, "the shadow decision of record %s hashes to %s; the record binds %s", d.RecordID, got, b.digest)
+			}
+			b.seen = true
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		q.Cursor = page.NextCursor
+	}
+	for _, id := range unseen(v.shadows) {
+		b := v.shadows[id]
+		v.add(b.seq, id, FindingShadowMismatch, "record %s binds a shadow decision (%s) that is not stored", id, b.digest)
 	}
 	return nil
 }

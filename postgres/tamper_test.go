@@ -66,6 +66,10 @@ func (tm tamperer) SetApprovalRequest(t *testing.T, tenant, approvalID string, d
 	tm.exec(t, `UPDATE approval_requests SET request = $1 WHERE tenant_id = $2 AND approval_id = $3`, doc, tenant, approvalID)
 }
 
+func (tm tamperer) SetShadowOutcome(t *testing.T, tenant, recordID, outcome string) {
+	tm.exec(t, `UPDATE shadow_decisions SET outcome = $1 WHERE tenant_id = $2 AND record_id = $3`, outcome, tenant, recordID)
+}
+
 func (tm tamperer) SetApprovalColumn(t *testing.T, tenant, approvalID, column string, value any) {
 	tm.exec(t, `UPDATE approval_requests SET `+column+` = $1 WHERE tenant_id = $2 AND approval_id = $3`, value, tenant, approvalID)
 }

@@ -71,6 +71,10 @@ func (tm tamperer) SetApprovalRequest(t *testing.T, tenant, approvalID string, d
 	tm.exec(t, `UPDATE approval_requests SET request = ? WHERE tenant_id = ? AND approval_id = ?`, doc, tenant, approvalID)
 }
 
+func (tm tamperer) SetShadowOutcome(t *testing.T, tenant, recordID, outcome string) {
+	tm.exec(t, `UPDATE shadow_decisions SET outcome = ? WHERE tenant_id = ? AND record_id = ?`, outcome, tenant, recordID)
+}
+
 func (tm tamperer) SetApprovalColumn(t *testing.T, tenant, approvalID, column string, value any) {
 	tm.exec(t, `UPDATE approval_requests SET `+column+` = ? WHERE tenant_id = ? AND approval_id = ?`, value, tenant, approvalID)
 }

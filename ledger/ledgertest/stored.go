@@ -29,6 +29,9 @@ type Tamperer interface {
 	// SetApprovalRequest replaces the stored document of an approval
 	// request (as ledger.ApprovalJSON encodes it).
 	SetApprovalRequest(t *testing.T, tenantID, approvalID string, doc []byte)
+	// SetShadowOutcome replaces the outcome of the shadow decision stored
+	// beside a record.
+	SetShadowOutcome(t *testing.T, tenantID, recordID, outcome string)
 	// SetApprovalColumn sets one index column of an approval request
 	// (allowance, expires_ns, binding_digest, …) to value.
 	SetApprovalColumn(t *testing.T, tenantID, approvalID, column string, value any)
@@ -71,6 +74,10 @@ func newStoredFixture(t *testing.T, st ledger.Store) *storedFixture {
 	es := entries(recs...)
 	es[0].Blobs = []ledger.Blob{f.blob}
 	es[0].NewApprovals = []ledger.NewApproval{NewApproval(recs[0], f.approval, "GATE_FINANCE", NewBinding(recs[0].DecisionKey, 1), at, 1)}
+	es[1].Shadow = &ledger.ShadowDecision{TenantID: "acme", RecordID: recs[1].RecordID, DecisionKey: recs[1].DecisionKey, At: recs[1].Timestamp,
+		Pack: "candidate@2", PackHash: "sha256:" + strings.Repeat("c", 64), EnforcedOutcome: writ.OutcomeAllow, Outcome: writ.OutcomeGoalFailTerminal,
+		Status: writ.StatusRejected, PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pd:R_NEW:deny", BundleID: "refunds@2", RuleIDs: []string{"R_NEW"}, Verdict: "deny"}},
+		Reasons: []writ.Reason{{Code: "new_rule", Message: "the candidate pack denies it"}}}
 	for i, e := range es[1:3] {
 		e.RunEvent = &ledger.RunEvent{TenantID: "acme", RunID: f.run, Kind: ledger.StepAttempt, StepID: "s1", At: at.Add(time.Duration(i+1) * time.Second),
 			Data: json.RawMessage(`{"verdict":{"state":"retry"}}`)}
@@ -204,6 +211,9 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 			}
 			tm.SetApprovalRequest(t, "acme", f.approval, doc)
 		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
+		{"ShadowDecision", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.SetShadowOutcome(t, "acme", f.records[1].Record.RecordID, string(writ.OutcomeAllow))
+		}, ledger.FindingShadowMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }},
 		{"ApprovalAllowanceColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetApprovalColumn(t, "acme", f.approval, "allowance", 100)
 		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
