@@ -40,7 +40,8 @@ func spanTraceID(ctx context.Context) string {
 // most Config.CommitTimeout for the commit. A commit that outlives the
 // deadline is not cancelled (cancelling a PostgreSQL commit that waits on
 // a synchronous standby would let it return as if replicated): it may
-// still land, and the caller, told errCommitTimeout, fails closed.
+// still land, and the caller, told errCommitTimeout, fails closed. An
+// entry still queued when the deadline passes is dropped by the appender.
 func (e *Engine) appendTraced(ctx context.Context, entry *ledger.Entry) error {
 	ctx, span := e.tracer.Start(ctx, "writ.ledger.append")
 	defer span.End()

@@ -72,8 +72,10 @@ type Appender struct {
 type pending struct {
 	entry *Entry
 	err   chan error
-	// ctx and queued are kept only when the appender is observed.
-	ctx    context.Context
+	// ctx is the context of the Append: an entry whose context is done
+	// before its batch goes to the store is dropped.
+	ctx context.Context
+	// queued is kept only when the appender is observed.
 	queued time.Time
 }
 
@@ -100,13 +102,17 @@ func NewAppender(store Store, cfg AppenderConfig) *Appender {
 }
 
 // Append seals and durably appends e, waiting for the commit. On success
-// e.Raw is set, or e.Prior or e.Refused when the store skipped the entry. An error means the entry may or may not be
-// durable (a context cancelled mid-commit) but never that a caller may act
-// on it: callers fail closed on any error.
+// e.Raw is set, or e.Prior or e.Refused when the store skipped the entry.
+// An error means the entry may or may not be durable but never that a
+// caller may act on it: callers fail closed on any error. If ctx is done
+// before e's batch goes to the store (a commit timeout, a client gone),
+// e is dropped: it is not written, so no record exists that its caller
+// was told did not happen. If ctx is done while the batch is committing,
+// the commit goes on and e may still land.
 func (a *Appender) Append(ctx context.Context, e *Entry) error {
-	p := &pending{entry: e, err: make(chan error, 1)}
+	p := &pending{entry: e, err: make(chan error, 1), ctx: ctx}
 	if a.cfg.Observe != nil {
-		p.ctx, p.queued = ctx, time.Now()
+		p.queued = time.Now()
 	}
 	a.mu.RLock()
 	if a.closed {
@@ -183,6 +189,25 @@ func (a *Appender) loop() {
 			default:
 				break drain
 			}
+		}
+		// Drop the entries whose callers have given up (they were
+		// answered with their context's error): committing them would
+		// make records their callers were told did not happen. From here
+		// on the batch is committed whatever its callers do.
+		kept := batch[:0]
+		for _, p := range batch {
+			if err := p.ctx.Err(); err != nil {
+				p.err <- err
+				continue
+			}
+			kept = append(kept, p)
+		}
+		if dropped := len(batch) - len(kept); dropped > 0 {
+			a.cfg.Logger.Warn("ledger entries dropped before their commit: their callers had given up", "entries", dropped)
+		}
+		batch = kept
+		if len(batch) == 0 {
+			continue
 		}
 		entries = entries[:0]
 		for _, p := range batch {

@@ -3,6 +3,8 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,12 +19,22 @@ import (
 type gateStore struct {
 	ledger.Store
 	release chan struct{}
+	// started, when set, is sent the record IDs of each batch as it
+	// reaches the store, before the store waits for release.
+	started chan []string
 	mu      sync.Mutex
 	batches []int
 	fail    error
 }
 
 func (g *gateStore) Append(ctx context.Context, entries []*ledger.Entry, seal ledger.SealFunc) error {
+	if g.started != nil {
+		ids := make([]string, len(entries))
+		for i, e := range entries {
+			ids[i] = e.Record.RecordID
+		}
+		g.started <- ids
+	}
 	<-g.release
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -122,5 +134,75 @@ func TestAppenderReportsCommitFailureToEveryCaller(t *testing.T) {
 	}
 	if writ.ErrorMessage(err) != "the decision record could not be committed" {
 		t.Errorf("the store's error leaked to the caller: %q", writ.ErrorMessage(err))
+	}
+}
+
+// TestAppenderDropsAbandonedEntries: an entry whose caller gave up (its
+// context is done) before its batch reaches the store is not written, so
+// no record exists that its caller was told did not happen; an entry whose
+// caller gives up while its batch is in the store stays in that batch.
+func TestAppenderDropsAbandonedEntries(t *testing.T) {
+	g := &gateStore{release: make(chan struct{}), started: make(chan []string, 8)}
+	a := ledger.NewAppender(g, ledger.AppenderConfig{MaxBatch: 64})
+	defer a.Close()
+	start := func(ctx context.Context, e *ledger.Entry) chan error {
+		c := make(chan error, 1)
+		go func() { c <- a.Append(ctx, e) }()
+		return c
+	}
+	queued := func(n int) {
+		for a.QueueDepth() != n {
+			runtime.Gosched()
+		}
+	}
+
+	// 1 holds the store while 2 (given up) and 3 queue behind it.
+	first, second, third := entry(1), entry(2), entry(3)
+	r1 := start(context.Background(), first)
+	if got := <-g.started; !slices.Equal(got, []string{first.Record.RecordID}) {
+		t.Fatalf("first batch = %v", got)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	r2 := start(ctx2, second)
+	queued(1)
+	cancel2()
+	if err := <-r2; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned Append = %v, want context.Canceled", err)
+	}
+	r3 := start(context.Background(), third)
+	queued(2)
+	g.release <- struct{}{}
+	if err := <-r1; err != nil {
+		t.Fatalf("first Append = %v", err)
+	}
+	if got := <-g.started; !slices.Equal(got, []string{third.Record.RecordID}) {
+		t.Errorf("second batch = %v, want only %s: the abandoned entry went to the store", got, third.Record.RecordID)
+	}
+	g.release <- struct{}{}
+	if err := <-r3; err != nil {
+		t.Fatalf("third Append = %v", err)
+	}
+	if second.Raw != nil {
+		t.Errorf("the abandoned entry was sealed")
+	}
+
+	// 4's caller gives up while its batch is in the store: it is committed.
+	fourth := entry(4)
+	ctx4, cancel4 := context.WithCancel(context.Background())
+	r4 := start(ctx4, fourth)
+	if got := <-g.started; !slices.Equal(got, []string{fourth.Record.RecordID}) {
+		t.Fatalf("fourth batch = %v", got)
+	}
+	cancel4()
+	if err := <-r4; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Append given up mid-commit = %v, want context.Canceled", err)
+	}
+	g.release <- struct{}{}
+	a.Close()
+	if fourth.Raw == nil {
+		t.Errorf("an entry given up on mid-commit was taken out of its batch")
+	}
+	if !slices.Equal(g.batches, []int{1, 1, 1}) {
+		t.Errorf("batches = %v, want [1 1 1]", g.batches)
 	}
 }

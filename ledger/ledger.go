@@ -18,6 +18,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
@@ -35,12 +38,92 @@ type Head struct {
 }
 
 // SealFunc seals the record of e as the record following prev: it sets
-// e.Record.Audit and returns the exact bytes the store must keep. It runs
-// inside the store's transaction, one entry at a time, so it must be
-// cheap: the canonicalization is done beforehand (Entry.Presealed), and
-// the only I/O it may do is what signing needs (a key source that notices
-// a rotated key ring, a KMS).
+// e.Record.Audit and returns the exact bytes the store must keep. Its
+// record_hash is the chain's (record.PresealedHash of the record at
+// prev.Seq+1 after prev.Hash); only the signature is its own. It runs
+// inside the store's transaction, so it must be cheap: the
+// canonicalization is done beforehand (Entry.Presealed), and the only I/O
+// it may do is what signing needs (a key source that notices a rotated
+// key ring, a KMS). SealBatch calls it for several entries of a batch at
+// once, so it must be safe for concurrent use.
 type SealFunc func(prev Head, e *Entry) (raw []byte, err error)
+
+// SealBatch seals entries[i], for each i of todo in order, as the next
+// record of its tenant's chain, starting from heads (keyed by tenant),
+// which it moves to the new heads. The chain is computed first, in order
+// (each record_hash covers the hash before it; record.PresealedHash);
+// the seals, whose Ed25519 signatures are most of their cost and are not
+// part of the chain, then run in parallel on up to GOMAXPROCS
+// goroutines. Each seal must give the record_hash the chain computed,
+// else the batch fails. raws[i] is entry i's sealed bytes (nil for an
+// entry not in todo). On an error, heads is left in an unspecified state:
+// the store discards the batch.
+func SealBatch(seal SealFunc, heads map[string]Head, entries []*Entry, todo []int) (raws [][]byte, err error) {
+	raws = make([][]byte, len(entries))
+	if len(todo) == 0 {
+		return raws, nil
+	}
+	prevs := make([]Head, len(entries))
+	hashes := make([]string, len(entries))
+	for _, i := range todo {
+		e := entries[i]
+		if e.Presealed == nil {
+			if e.Presealed, err = record.Preseal(e.Record); err != nil {
+				return nil, fmt.Errorf("canonicalize record %s: %w", e.Record.RecordID, err)
+			}
+		}
+		prev := heads[e.Record.TenantID]
+		if prev.Seq == 0 {
+			prev.Hash = writ.GenesisHash
+		}
+		hash, err := record.PresealedHash(e.Presealed, prev.Seq+1, prev.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("hash record %s: %w", e.Record.RecordID, err)
+		}
+		prevs[i], hashes[i] = heads[e.Record.TenantID], hash
+		heads[e.Record.TenantID] = Head{Seq: prev.Seq + 1, Hash: hash}
+	}
+	errs := make([]error, len(entries))
+	sealOne := func(i int) {
+		e := entries[i]
+		raw, err := seal(prevs[i], e)
+		if err == nil {
+			// The seal must follow the chain computed above; one that
+			// does not would fork it.
+			if a := e.Record.Audit; a.Seq != prevs[i].Seq+1 || a.RecordHash != hashes[i] {
+				err = fmt.Errorf("the SealFunc sealed record %s at seq %d with hash %q, not as the chain's record %d (%s)", e.Record.RecordID, a.Seq, a.RecordHash, prevs[i].Seq+1, hashes[i])
+			}
+		}
+		raws[i], errs[i] = raw, err
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(todo))
+	if workers <= 1 {
+		for _, i := range todo {
+			sealOne(i)
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for {
+					k := int(next.Add(1)) - 1
+					if k >= len(todo) {
+						return
+					}
+					sealOne(todo[k])
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for _, i := range todo {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("seal record %s: %w", entries[i].Record.RecordID, errs[i])
+		}
+	}
+	return raws, nil
+}
 
 // RecordSigner signs record hashes (a key of the signing key ring, or a
 // KMS behind it).

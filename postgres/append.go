@@ -303,25 +303,19 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		}
 	}
 
-	// Seal each record on its tenant's head and gather the rows.
+	// Seal the records on their tenants' heads (the chain in order, the
+	// signatures in parallel) and gather the rows.
+	raws, err := ledger.SealBatch(seal, heads, entries, todo)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	var w rows
 	blocksSeen := map[blockKey]bool{}
 	blobsSeen := map[string]bool{}
 	for _, i := range todo {
 		e := entries[i]
 		rec := e.Record
-		head := heads[rec.TenantID]
-		raw, err := seal(head, e)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: seal record %s: %w", rec.RecordID, err)
-		}
-		// The head the next record links to is what the seal says; a
-		// SealFunc that does not follow the head would fork the chain.
-		a := rec.Audit
-		if a.Seq != head.Seq+1 || a.RecordHash == "" {
-			return nil, fmt.Errorf("postgres: the SealFunc sealed record %s at seq %d with hash %q after head %d", rec.RecordID, a.Seq, a.RecordHash, head.Seq)
-		}
-		heads[rec.TenantID] = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
+		raw, a := raws[i], rec.Audit
 		out.raws[i] = raw
 
 		first, hashes, err := ledger.TreeHashes(a.Seq, raw, s.treeReader(ctx, tx, rec.TenantID, known[rec.TenantID]))

@@ -38,22 +38,11 @@ type Seal struct {
 // SealPresealed seals a presealed record (see Preseal): it returns the
 // bytes to store and the record hash.
 func SealPresealed(presealed []byte, s Seal) (sealed []byte, hash string, err error) {
-	i := bytes.Index(presealed, unsealedAudit)
-	if i < 0 {
-		return nil, "", fmt.Errorf("record was not presealed")
+	head, tail, hash, err := hashPresealed(presealed, s.Seq, s.PrevHash)
+	if err != nil {
+		return nil, "", err
 	}
-	if !safeJSONString(s.PrevHash) {
-		return nil, "", fmt.Errorf("prev_hash %q is not a digest", s.PrevHash)
-	}
-	head, tail := presealed[:i], presealed[i+len(unsealedAudit):]
 	seq := strconv.FormatInt(s.Seq, 10)
-	input := make([]byte, 0, len(presealed)+64)
-	input = append(input, head...)
-	input = append(input, `"audit":{"prev_hash":"`+s.PrevHash+`","seq":`+seq+`}`...)
-	input = append(input, tail...)
-	sum := sha256.Sum256(input)
-	hash = "sha256:" + hex.EncodeToString(sum[:])
-
 	audit := `"audit":{"prev_hash":"` + s.PrevHash + `","record_hash":"` + hash + `","seq":` + seq
 	if s.Sign != nil {
 		kid, sig, err := s.Sign(hash)
@@ -71,6 +60,33 @@ func SealPresealed(presealed []byte, s Seal) (sealed []byte, hash string, err er
 	sealed = append(sealed, audit...)
 	sealed = append(sealed, tail...)
 	return sealed, hash, nil
+}
+
+// PresealedHash returns the record_hash SealPresealed gives a presealed
+// record sealed at seq after prevHash, without sealing it: a store
+// computes a batch's chain with it and then signs the records in parallel.
+func PresealedHash(presealed []byte, seq int64, prevHash string) (string, error) {
+	_, _, hash, err := hashPresealed(presealed, seq, prevHash)
+	return hash, err
+}
+
+// hashPresealed splits a presealed record around its audit block and
+// returns the record hash of sealing it at seq after prevHash.
+func hashPresealed(presealed []byte, seq int64, prevHash string) (head, tail []byte, hash string, err error) {
+	i := bytes.Index(presealed, unsealedAudit)
+	if i < 0 {
+		return nil, nil, "", fmt.Errorf("record was not presealed")
+	}
+	if !safeJSONString(prevHash) {
+		return nil, nil, "", fmt.Errorf("prev_hash %q is not a digest", prevHash)
+	}
+	head, tail = presealed[:i], presealed[i+len(unsealedAudit):]
+	input := make([]byte, 0, len(presealed)+64)
+	input = append(input, head...)
+	input = append(input, `"audit":{"prev_hash":"`+prevHash+`","seq":`+strconv.FormatInt(seq, 10)+`}`...)
+	input = append(input, tail...)
+	sum := sha256.Sum256(input)
+	return head, tail, "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // safeJSONString reports whether s can be written between JSON quotes as

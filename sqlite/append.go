@@ -217,24 +217,17 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		todo = append(todo, i)
 	}
 
-	raws := make([][]byte, len(entries))
+	// Seal the batch: its chain in order, the signatures in parallel.
+	raws, err := ledger.SealBatch(seal, heads, entries, todo)
+	if err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
 	// Tree hashes written earlier in this transaction, by tenant: the
 	// hashes of a record depend on those of the records before it.
 	written := make(map[string]map[int64]tlog.Hash)
 	for _, i := range todo {
 		rec := entries[i].Record
-		head := heads[rec.TenantID]
-		raw, err := seal(head, entries[i])
-		if err != nil {
-			return fmt.Errorf("sqlite: seal record %s: %w", rec.RecordID, err)
-		}
-		// The head the next record links to is what the seal says; a
-		// SealFunc that does not follow the head would fork the chain.
-		a := rec.Audit
-		if a.Seq != head.Seq+1 || a.RecordHash == "" {
-			return fmt.Errorf("sqlite: the SealFunc sealed record %s at seq %d with hash %q after head %d", rec.RecordID, a.Seq, a.RecordHash, head.Seq)
-		}
-		heads[rec.TenantID] = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
+		a, raw := rec.Audit, raws[i]
 		if err := st.insert(ctx, entries[i], raw); err != nil {
 			return err
 		}
@@ -247,7 +240,6 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		if err := st.addTreeHashes(ctx, rec.TenantID, a.Seq, raw, written[rec.TenantID]); err != nil {
 			return err
 		}
-		raws[i] = raw
 	}
 	for t, h := range heads {
 		if _, err := st.move.ExecContext(ctx, t, h.Seq, h.Hash); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
+	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
 	"github.com/writhq/writ/record"
@@ -640,6 +641,24 @@ func BenchmarkAppend(b *testing.B) {
 	for _, size := range []int{1, 16, 128} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			benchmarkAppend(b, ledger.Seal, size)
+		})
+	}
+}
+
+// BenchmarkAppendSigned is BenchmarkAppend with records signed by an
+// Ed25519 key, as writ serve seals them.
+func BenchmarkAppendSigned(b *testing.B) {
+	ring, err := keyring.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := ring.Generate(bytes.NewReader(bytes.Repeat([]byte{7}, 64)), time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), "bench"); err != nil {
+		b.Fatal(err)
+	}
+	seal := ledger.NewSeal(func(at time.Time) (ledger.Signer, error) { return ring.Signer(at) })
+	for _, size := range []int{1, 16, 128} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			benchmarkAppend(b, seal, size)
 		})
 	}
 }

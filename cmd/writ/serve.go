@@ -43,7 +43,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	readTimeout := fs.Duration("read-timeout", 30*time.Second, "close a connection whose whole request (headers and body) takes longer than this to arrive")
 	writeTimeout := fs.Duration("write-timeout", 30*time.Second, "give up on a response not written this long after its request was read")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "close a keep-alive connection idle this long")
-	commitTimeout := fs.Duration("commit-timeout", 10*time.Second, "answer a check fail-closed (commit_timeout) when its record's commit has not returned this long after it was queued; the commit is not cancelled and may still land (0: wait as long as the client does)")
+	commitTimeout := fs.Duration("commit-timeout", 10*time.Second, "answer a check fail-closed (commit_timeout) when its record's commit has not returned this long after it was queued; a record still queued then is dropped; a commit already under way is not cancelled and may still land (0: wait as long as the client does)")
 	maxConns := fs.Int("max-conns", 4096, "connections open at once; more wait to be accepted (0: no limit)")
 	rateLimit := fs.Float64("rate-limit", 0, "requests a second each API key (each client IP without authentication) may send; more are answered 429 (0: no limit)")
 	rateBurst := fs.Int("rate-burst", 0, "requests a key may send at once after being idle (default: the rate limit, at least 1)")
