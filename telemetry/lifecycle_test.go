@@ -38,7 +38,7 @@ func TestLifecycleSpans(t *testing.T) {
 	wrap := func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) }
 	eng, _ := serveRefund(t, tp, telemetry.TraceCommit, wrap, func(s *httpapi.Server) http.Handler { return s })
 	api := httpapi.NewServer(wrap(eng), httpapi.Config{Lifecycle: telemetry.Lifecycle(eng)})
-	srv := httptest.NewServer(telemetry.HTTPHandler(api, api.Route))
+	srv := httptest.NewServer(telemetry.HTTPHandler(api))
 	t.Cleanup(srv.Close)
 
 	permit := post(t, srv, example(t, "refund-allow"), "")

@@ -112,7 +112,7 @@ func TestCheckSpanTree(t *testing.T) {
 	})
 	eng, srv := serveRefund(t, tp, telemetry.TraceCommit,
 		func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) },
-		func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s, s.Route) })
+		func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) })
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	for _, tt := range []struct {

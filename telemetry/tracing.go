@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"reflect"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -88,10 +91,41 @@ func SetupTracing(ctx context.Context, version string) (shutdown func(context.Co
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := NewTracerProvider(exp, os.Getenv, sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return tp.Shutdown, nil
+}
+
+// Batch span processor settings for a server, used unless the matching
+// OTEL_BSP_* variable is set: a check makes six spans, so at a thousand
+// checks a second the SDK's defaults (a queue of 2048, batches of 512)
+// drop spans after a third of a second of a stalled collector and export
+// a dozen small batches a second.
+const (
+	bspMaxQueueSize       = 8192
+	bspMaxExportBatchSize = 2048
+	bspExportTimeout      = 10 * time.Second
+)
+
+// NewTracerProvider returns a tracer provider exporting to exp through a
+// batch span processor tuned for a server (queue 8192 spans, batches of
+// 2048, export timeout 10s), each setting left to its OTEL_BSP_*
+// variable when getenv has it (OTEL_BSP_MAX_QUEUE_SIZE,
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_EXPORT_TIMEOUT;
+// OTEL_BSP_SCHEDULE_DELAY keeps the SDK's default of 5s), with opts.
+func NewTracerProvider(exp sdktrace.SpanExporter, getenv func(string) string, opts ...sdktrace.TracerProviderOption) *sdktrace.TracerProvider {
+	var bsp []sdktrace.BatchSpanProcessorOption
+	if getenv("OTEL_BSP_MAX_QUEUE_SIZE") == "" {
+		bsp = append(bsp, sdktrace.WithMaxQueueSize(bspMaxQueueSize))
+	}
+	if getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") == "" {
+		bsp = append(bsp, sdktrace.WithMaxExportBatchSize(bspMaxExportBatchSize))
+	}
+	if getenv("OTEL_BSP_EXPORT_TIMEOUT") == "" {
+		bsp = append(bsp, sdktrace.WithExportTimeout(bspExportTimeout))
+	}
+	return sdktrace.NewTracerProvider(append([]sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp, bsp...)}, opts...)...)
 }
 
 // TraceCommit is the ledger appender's commit hook for traces: under each
@@ -131,16 +165,20 @@ func endSpan(span trace.Span, err error) {
 var probes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
 // HTTPHandler wraps h in OpenTelemetry's HTTP middleware: a server span
-// per request, named by its route (route returns the route pattern, such
-// as "POST /v1/check", or "" for none), continuing the request's W3C
-// traceparent. Health, readiness and metrics requests are not traced.
-func HTTPHandler(h http.Handler, route func(*http.Request) string) http.Handler {
+// per request, continuing the request's W3C traceparent, named by the
+// route pattern h's ServeMux matched (such as "POST /v1/check"; the
+// middleware renames the span once h has routed the request), or by the
+// method for a request no route matched. Health, readiness and metrics
+// requests are not traced. The middleware's own HTTP metrics go to a
+// no-op meter: writ's metrics are Prometheus's (see Metrics).
+func HTTPHandler(h http.Handler) http.Handler {
 	return otelhttp.NewHandler(h, "writ",
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-			if rt := route(r); rt != "" {
-				return rt
+			if r.Pattern != "" {
+				return r.Pattern
 			}
 			return r.Method
 		}),
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 		otelhttp.WithFilter(func(r *http.Request) bool { return !probes[r.URL.Path] }))
 }

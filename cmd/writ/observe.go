@@ -160,4 +160,4 @@ func readiness(st ledger.Store, keys ledger.KeySource, pol *policy.Policy) func(
 
 // tracedHandler wraps the server in OpenTelemetry's HTTP middleware (see
 // telemetry.HTTPHandler).
-func tracedHandler(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s, s.Route) }
+func tracedHandler(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) }
