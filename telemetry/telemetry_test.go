@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -187,6 +188,95 @@ func TestCheckSpanTree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckBodyTraceJoins: a check whose body sets trace_id, sent
+// without a traceparent header, has its HTTP span in a trace of its own
+// (the middleware starts one before the body is read), but writ.check
+// continues the body's trace under a remote parent with the HTTP span's
+// id, and links to the HTTP span: writ.check, the decide, append, queue
+// wait and commit spans are in the body's trace, which the record
+// carries.
+func TestCheckBodyTraceJoins(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetTextMapPropagator(prevProp)
+		tp.Shutdown(context.Background())
+	})
+	eng, srv := serveRefund(t, tp, telemetry.TraceCommit,
+		func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) },
+		func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) })
+
+	const bodyTrace = "0af7651916cd43dd8448eb211c80319c"
+	var req map[string]any
+	if err := json.Unmarshal(example(t, "refund-allow"), &req); err != nil {
+		t.Fatal(err)
+	}
+	req["trace_id"] = bodyTrace
+	body, _ := json.Marshal(req)
+	rc := post(t, srv, body, "")
+	if rc.Metadata.TraceID != bodyTrace {
+		t.Fatalf("receipt trace_id = %s, want the body's %s", rc.Metadata.TraceID, bodyTrace)
+	}
+	inBody := []string{"writ.check", "writ.decide", "writ.ledger.append", "writ.ledger.queue_wait", "writ.ledger.commit"}
+	// The queue wait and commit spans are made on the commit loop once
+	// the caller is answered: wait for them.
+	var spans tracetest.SpanStubs
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		spans = exp.GetSpans()
+		if len(spans) >= len(inBody)+1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	byName := map[string]tracetest.SpanStub{}
+	for _, s := range spans {
+		byName[s.Name] = s
+	}
+	server, ok := byName["POST /v1/check"]
+	if !ok || len(spans) != len(inBody)+1 {
+		t.Fatalf("spans %v, want the server span and %v", spans.Snapshots(), inBody)
+	}
+	if server.SpanContext.TraceID().String() == bodyTrace || server.Parent.IsValid() {
+		t.Errorf("server span in trace %s with parent %v: want a root of a trace of its own", server.SpanContext.TraceID(), server.Parent)
+	}
+	for _, name := range inBody {
+		if s, ok := byName[name]; !ok || s.SpanContext.TraceID().String() != bodyTrace {
+			t.Errorf("span %s (present %v) is in trace %s, want the body's %s", name, ok, s.SpanContext.TraceID(), bodyTrace)
+		}
+	}
+	check := byName["writ.check"]
+	if check.Parent.TraceID().String() != bodyTrace || check.Parent.SpanID() != server.SpanContext.SpanID() || !check.Parent.IsRemote() {
+		t.Errorf("writ.check parent %s/%s remote %v: want the body's trace with the server span's id %s, remote", check.Parent.TraceID(), check.Parent.SpanID(), check.Parent.IsRemote(), server.SpanContext.SpanID())
+	}
+	if len(check.Links) != 1 || !check.Links[0].SpanContext.Equal(server.SpanContext) || linkKind(check.Links[0].Attributes) != "request_span" {
+		t.Errorf("writ.check links %+v: want one, request_span, to the server span %s/%s", check.Links, server.SpanContext.TraceID(), server.SpanContext.SpanID())
+	}
+	if decide := byName["writ.decide"]; decide.Parent.SpanID() != check.SpanContext.SpanID() {
+		t.Errorf("writ.decide parent %s, want writ.check %s", decide.Parent.SpanID(), check.SpanContext.SpanID())
+	}
+	rec, err := eng.Record(context.Background(), "acme", rc.Metadata.RecordID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Record.TraceID != bodyTrace {
+		t.Errorf("record trace_id = %s, want the body's %s", rec.Record.TraceID, bodyTrace)
+	}
+}
+
+// linkKind is the writ.link attribute of a link.
+func linkKind(attrs []attribute.KeyValue) string {
+	for _, kv := range attrs {
+		if kv.Key == "writ.link" {
+			return kv.Value.AsString()
+		}
+	}
+	return ""
 }
 
 // TestMetricsMoveWithChecks scrapes the metrics in the Prometheus text
