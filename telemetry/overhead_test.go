@@ -58,7 +58,9 @@ func BenchmarkCheckOverhead(b *testing.B) {
 		}()
 		var eng *engine.Engine
 		m := telemetry.NewMetrics(telemetry.Gauges{QueueDepth: func() int { return eng.QueueDepth() }})
-		eng, srv := serveRefund(b, tp, func(c ledger.Commit) { m.ObserveCommit(c); telemetry.TraceCommit(c) },
+		commits := telemetry.NewCommitTracer(1024)
+		defer commits.Close()
+		eng, srv := serveRefund(b, tp, func(c ledger.Commit) { m.ObserveCommit(c); commits.Observe(c) },
 			func(e *engine.Engine) writ.Service { return telemetry.Service(e, m) },
 			func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) })
 		benchChecks(b, srv.URL, srv.Client())

@@ -363,3 +363,54 @@ func TestMetricsMoveWithChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitTracer: the commit tracer makes, off the commit loop, the
+// spans TraceCommit makes: under each record's append span a queue wait
+// (from its queueing to the commit's start) and a commit (the
+// transaction, with the batch size). Close makes the spans of the
+// commits handed over; a commit observed after Close is dropped and
+// counted.
+func TestCommitTracer(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prevTP := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		tp.Shutdown(context.Background())
+	})
+	ct := telemetry.NewCommitTracer(8)
+	at := time.Date(2026, 5, 9, 9, 31, 42, 0, time.UTC)
+	var appends []trace.Span
+	c := ledger.Commit{Start: at.Add(3 * time.Millisecond), End: at.Add(5 * time.Millisecond)}
+	for i := range 2 {
+		ctx, span := tp.Tracer("test").Start(context.Background(), "writ.ledger.append")
+		appends = append(appends, span)
+		c.Waits = append(c.Waits, ledger.Wait{Ctx: ctx, Queued: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	ct.Observe(c)
+	ct.Close()
+	ct.Observe(c)
+	if got := ct.Dropped(); got != 2 {
+		t.Errorf("Dropped() = %d after a commit of 2 observed after Close, want 2", got)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 4 {
+		t.Fatalf("spans %v, want a queue wait and a commit for each of 2 records", spans.Snapshots())
+	}
+	for i, s := range spans {
+		parent := appends[i/2].SpanContext()
+		wantName, wantStart, wantEnd := "writ.ledger.queue_wait", c.Waits[i/2].Queued, c.Start
+		if i%2 == 1 {
+			wantName, wantStart, wantEnd = "writ.ledger.commit", c.Start, c.End
+		}
+		if s.Name != wantName || s.Parent.SpanID() != parent.SpanID() || s.SpanContext.TraceID() != parent.TraceID() ||
+			!s.StartTime.Equal(wantStart) || !s.EndTime.Equal(wantEnd) {
+			t.Errorf("span %d: %s under %s from %s to %s; want %s under %s from %s to %s", i, s.Name, s.Parent.SpanID(), s.StartTime, s.EndTime,
+				wantName, parent.SpanID(), wantStart, wantEnd)
+		}
+		if i%2 == 1 && (len(s.Attributes) != 1 || s.Attributes[0].Key != "writ.ledger.batch_size" || s.Attributes[0].Value.AsInt64() != 2) {
+			t.Errorf("commit span attributes %v, want writ.ledger.batch_size 2", s.Attributes)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -148,6 +149,69 @@ func TraceCommit(c ledger.Commit) {
 		}
 		commit.End(trace.WithTimestamp(c.End))
 	}
+}
+
+// CommitTracer makes the spans of TraceCommit off the appender's commit
+// loop: the loop hands each commit over and goes on to the next batch,
+// and a goroutine makes the queue wait and commit spans (two per record,
+// timed by the commit's own timestamps, so they are the same spans
+// TraceCommit makes in place). A check makes its two commit spans while
+// the loop waits for nothing; a batch of 30 records is 60 spans the loop
+// would otherwise start and end before its next commit. When the
+// hand-over queue is full (the goroutine is behind by the queue's length
+// in commits), a commit's spans are dropped, as the batch span processor
+// drops spans its queue has no room for: the commit loop never waits on
+// tracing.
+type CommitTracer struct {
+	mu      sync.RWMutex // held to send on commits, and to close it
+	closed  bool
+	commits chan ledger.Commit
+	done    chan struct{}
+	dropped atomic.Int64
+}
+
+// NewCommitTracer starts a CommitTracer with room for queue commits
+// handed over and not yet traced.
+func NewCommitTracer(queue int) *CommitTracer {
+	t := &CommitTracer{commits: make(chan ledger.Commit, queue), done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		for c := range t.commits {
+			TraceCommit(c)
+		}
+	}()
+	return t
+}
+
+// Observe is the appender's commit hook: it hands c over, or drops its
+// spans when the queue is full or the tracer is closed.
+func (t *CommitTracer) Observe(c ledger.Commit) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if !t.closed {
+		select {
+		case t.commits <- c:
+			return
+		default:
+		}
+	}
+	t.dropped.Add(int64(len(c.Waits)))
+}
+
+// Dropped returns how many records' commit spans were dropped.
+func (t *CommitTracer) Dropped() int64 { return t.dropped.Load() }
+
+// Close makes the spans of the commits handed over and stops; the spans
+// of commits observed after it are dropped. Call it once the appender is
+// closed, before the tracer provider is shut down.
+func (t *CommitTracer) Close() {
+	t.mu.Lock()
+	if !t.closed {
+		t.closed = true
+		close(t.commits)
+	}
+	t.mu.Unlock()
+	<-t.done
 }
 
 // endSpan records err on span (its writ error code, never its text, which

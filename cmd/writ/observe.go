@@ -23,6 +23,19 @@ import (
 type observability struct {
 	metrics *telemetry.Metrics // nil with --metrics=false
 	tracing bool
+	commits *telemetry.CommitTracer // set by observeCommits when tracing
+}
+
+// commitTraceQueue is how many commits the commit tracer holds before it
+// drops their spans.
+const commitTraceQueue = 1024
+
+// close makes the commit spans still queued; call it once the engine is
+// closed, before tracing stops.
+func (o *observability) close() {
+	if o.commits != nil {
+		o.commits.Close()
+	}
 }
 
 // startTracing sets up traces when the OTEL_* environment asks for them;
@@ -46,15 +59,19 @@ func (m *Main) startTracing(ctx context.Context, log *slog.Logger) (enabled bool
 }
 
 // observeCommits returns the appender hook of o, or nil when nothing
-// observes commits.
+// observes commits. With tracing, the commit spans are made off the
+// commit loop (telemetry.CommitTracer).
 func (o *observability) observeCommits() func(ledger.Commit) {
+	if o.tracing && o.commits == nil {
+		o.commits = telemetry.NewCommitTracer(commitTraceQueue)
+	}
 	switch {
 	case o.metrics != nil && o.tracing:
-		return func(c ledger.Commit) { o.metrics.ObserveCommit(c); telemetry.TraceCommit(c) }
+		return func(c ledger.Commit) { o.metrics.ObserveCommit(c); o.commits.Observe(c) }
 	case o.metrics != nil:
 		return o.metrics.ObserveCommit
 	case o.tracing:
-		return telemetry.TraceCommit
+		return o.commits.Observe
 	}
 	return nil
 }
