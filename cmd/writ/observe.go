@@ -30,11 +30,15 @@ type observability struct {
 // drops their spans.
 const commitTraceQueue = 1024
 
-// close makes the commit spans still queued; call it once the engine is
-// closed, before tracing stops.
-func (o *observability) close() {
+// close makes the commit spans still queued, and logs how many records'
+// commit spans were dropped; call it once the engine is closed, before
+// tracing stops.
+func (o *observability) close(log *slog.Logger) {
 	if o.commits != nil {
 		o.commits.Close()
+		if n := o.commits.Dropped(); n > 0 {
+			log.Warn("commit spans dropped: the commit tracer's queue was full", "records", n)
+		}
 	}
 }
 
