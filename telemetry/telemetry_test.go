@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -412,5 +414,54 @@ func TestCommitTracer(t *testing.T) {
 		if i%2 == 1 && (len(s.Attributes) != 1 || s.Attributes[0].Key != "writ.ledger.batch_size" || s.Attributes[0].Value.AsInt64() != 2) {
 			t.Errorf("commit span attributes %v, want writ.ledger.batch_size 2", s.Attributes)
 		}
+	}
+}
+
+// batchSizes is a span exporter that records the size of each batch.
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (b *batchSizes) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sizes = append(b.sizes, len(spans))
+	return nil
+}
+
+func (b *batchSizes) Shutdown(context.Context) error { return nil }
+
+// TestNewTracerProviderBatches: the batch span processor exports batches
+// of up to 2048 spans (the SDK's default is 512), unless
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE says otherwise.
+func TestNewTracerProviderBatches(t *testing.T) {
+	for _, tt := range []struct {
+		name, env string
+		want      []int
+	}{
+		{"writ's default", "", []int{600}},
+		{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "250", []int{250, 250, 100}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.env != "" {
+				t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", tt.env)
+			}
+			exp := &batchSizes{}
+			tp := telemetry.NewTracerProvider(exp, os.Getenv)
+			for range 600 {
+				_, span := tp.Tracer("test").Start(context.Background(), "s")
+				span.End()
+			}
+			if err := tp.ForceFlush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			tp.Shutdown(context.Background())
+			exp.mu.Lock()
+			defer exp.mu.Unlock()
+			if fmt.Sprint(exp.sizes) != fmt.Sprint(tt.want) {
+				t.Errorf("batches %v, want %v", exp.sizes, tt.want)
+			}
+		})
 	}
 }
