@@ -158,7 +158,11 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	if prior, err := e.store.Report(ctx, r.TenantID, r.DecisionID); err != nil {
 		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision's execution report could not be looked up; retry", Err: err}
 	} else if prior != nil {
-		return e.repeatedReport(ctx, r.TenantID, prior, digest)
+		ack, err := e.repeatedReport(ctx, r.TenantID, prior, digest)
+		if ack != nil {
+			linkDecisionTrace(ctx, ack.TraceID, r.DecisionID)
+		}
+		return ack, err
 	}
 	recs, err := e.store.DecisionRecords(ctx, r.TenantID, r.DecisionID)
 	if err != nil {
@@ -178,6 +182,7 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 		// The report joins the permit's trace: one decision, one story.
 		rq.TraceID = target.TraceID
 	}
+	linkDecisionTrace(ctx, rq.TraceID, r.DecisionID)
 	rec, envelope, err := e.executionRecord(&rq, target, now)
 	if err != nil {
 		return nil, err

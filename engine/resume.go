@@ -171,8 +171,12 @@ func (e *Engine) Resume(ctx context.Context, r *writ.ResumeRequest) (*writ.Recei
 	}
 
 	target, rc, err := e.resumable(ctx, r.TenantID, r.DecisionID)
-	if err != nil || rc.SafeToExecute {
-		return rc, err
+	if err != nil {
+		return nil, err
+	}
+	linkDecisionTrace(ctx, target.TraceID, r.DecisionID)
+	if rc.SafeToExecute {
+		return rc, nil
 	}
 	// The same action: the same decision key and the same arguments.
 	res, err := e.policy.Resolve(&req)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -34,6 +35,29 @@ func spanTraceID(ctx context.Context) string {
 		return sc.TraceID().String()
 	}
 	return ""
+}
+
+// linkDecisionTrace links the span in ctx (writ.decision.report or
+// writ.decision.resume, under a traced server) to the trace traceID, the
+// trace of the decision the report or resume is about, when that is
+// another trace: a report's record joins the decision's trace, and a
+// resumed check the decision's, while the request's spans are in the
+// request's own trace. A record keeps its trace id but no span id, so the
+// link names the trace with a zero span id; its attributes say what it
+// points at (writ.link "decision_trace", writ.decision_id).
+func linkDecisionTrace(ctx context.Context, traceID, decisionID string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	tid, err := trace.TraceIDFromHex(traceID)
+	if err != nil || tid == span.SpanContext().TraceID() {
+		return
+	}
+	span.AddLink(trace.Link{
+		SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid}),
+		Attributes:  []attribute.KeyValue{attribute.String("writ.link", "decision_trace"), attribute.String("writ.decision_id", decisionID)},
+	})
 }
 
 // appendTraced appends entry under a writ.ledger.append span, waiting at

@@ -38,7 +38,7 @@ func TestLifecycleSpans(t *testing.T) {
 	wrap := func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) }
 	eng, _ := serveRefund(t, tp, telemetry.TraceCommit, wrap, func(s *httpapi.Server) http.Handler { return s })
 	api := httpapi.NewServer(wrap(eng), httpapi.Config{Lifecycle: telemetry.Lifecycle(eng)})
-	srv := httptest.NewServer(telemetry.HTTPHandler(api, api.Route))
+	srv := httptest.NewServer(telemetry.HTTPHandler(api))
 	t.Cleanup(srv.Close)
 
 	permit := post(t, srv, example(t, "refund-allow"), "")
@@ -48,18 +48,26 @@ func TestLifecycleSpans(t *testing.T) {
 		t.Fatalf("the examples decided %s and %s", permit.Outcome, blocked.Outcome)
 	}
 
+	if permit.Metadata.TraceID == "" || blocked.Metadata.TraceID == "" {
+		t.Fatal("a receipt has no trace id")
+	}
 	for i, tt := range []struct {
 		method, path, body string
 		route, span        string
 		decisionID         string
 		attrs              map[string]string
+		link               string // the trace the span links to, if any
 	}{
-		{"GET", "/v1/decisions/in_flight?tenant_id=acme", "", "GET /v1/decisions/in_flight", "writ.decision.in_flight", "", nil},
-		{"GET", "/v1/decisions/" + permit.DecisionID + "?tenant_id=acme", "", "GET /v1/decisions/{id}", "writ.decision.story", permit.DecisionID, nil},
+		{"GET", "/v1/decisions/in_flight?tenant_id=acme", "", "GET /v1/decisions/in_flight", "writ.decision.in_flight", "", nil, ""},
+		{"GET", "/v1/decisions/" + permit.DecisionID + "?tenant_id=acme", "", "GET /v1/decisions/{id}", "writ.decision.story", permit.DecisionID, nil, ""},
 		{"POST", "/v1/decisions/" + permit.DecisionID + "/execution", `{"tenant_id":"acme","status":"succeeded"}`, "POST /v1/decisions/{id}/execution", "writ.decision.report", permit.DecisionID,
-			map[string]string{"writ.execution": "succeeded", "writ.status": "CLOSED"}},
+			map[string]string{"writ.execution": "succeeded", "writ.status": "CLOSED"}, permit.Metadata.TraceID},
+		// The same report again: answered with the first acknowledgement,
+		// linked the same.
+		{"POST", "/v1/decisions/" + permit.DecisionID + "/execution", `{"tenant_id":"acme","status":"succeeded"}`, "POST /v1/decisions/{id}/execution", "writ.decision.report", permit.DecisionID,
+			map[string]string{"writ.repeated": "true"}, permit.Metadata.TraceID},
 		{"POST", "/v1/decisions/" + blocked.DecisionID + "/resume", `{"tenant_id":"acme","wait":"10ms","request":` + string(blockedBody) + `}`, "POST /v1/decisions/{id}/resume", "writ.decision.resume", blocked.DecisionID,
-			map[string]string{"writ.repeated": writ.RepeatedStillWaiting, "writ.outcome": string(blocked.Outcome)}},
+			map[string]string{"writ.repeated": writ.RepeatedStillWaiting, "writ.outcome": string(blocked.Outcome)}, blocked.Metadata.TraceID},
 	} {
 		t.Run(tt.span, func(t *testing.T) {
 			exp.Reset()
@@ -109,6 +117,19 @@ func TestLifecycleSpans(t *testing.T) {
 			for k, v := range want {
 				if got[k] != v {
 					t.Errorf("%s: attribute %s = %q, want %q (all: %v)", tt.span, k, got[k], v, got)
+				}
+			}
+			// A report's record, and a resumed check, are in the decision's
+			// trace: the span, in the request's, links to it.
+			switch {
+			case tt.link == "" && len(inner.Links) != 0:
+				t.Errorf("%s: links %+v, want none", tt.span, inner.Links)
+			case tt.link != "":
+				if tt.link == traceID {
+					t.Fatalf("the decision's trace %s is the request's", tt.link)
+				}
+				if len(inner.Links) != 1 || inner.Links[0].SpanContext.TraceID().String() != tt.link || linkKind(inner.Links[0].Attributes) != "decision_trace" {
+					t.Errorf("%s: links %+v, want one, decision_trace, to the decision's trace %s", tt.span, inner.Links, tt.link)
 				}
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -14,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
@@ -44,7 +44,7 @@ func BenchmarkCheckOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+		tp := telemetry.NewTracerProvider(exp, os.Getenv)
 		prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
 		otel.SetTracerProvider(tp)
 		otel.SetTextMapPropagator(propagation.TraceContext{})
@@ -58,9 +58,11 @@ func BenchmarkCheckOverhead(b *testing.B) {
 		}()
 		var eng *engine.Engine
 		m := telemetry.NewMetrics(telemetry.Gauges{QueueDepth: func() int { return eng.QueueDepth() }})
-		eng, srv := serveRefund(b, tp, func(c ledger.Commit) { m.ObserveCommit(c); telemetry.TraceCommit(c) },
+		commits := telemetry.NewCommitTracer(1024)
+		defer commits.Close()
+		eng, srv := serveRefund(b, tp, func(c ledger.Commit) { m.ObserveCommit(c); commits.Observe(c) },
 			func(e *engine.Engine) writ.Service { return telemetry.Service(e, m) },
-			func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s, s.Route) })
+			func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) })
 		benchChecks(b, srv.URL, srv.Client())
 	})
 }

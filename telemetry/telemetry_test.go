@@ -4,18 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -112,7 +115,7 @@ func TestCheckSpanTree(t *testing.T) {
 	})
 	eng, srv := serveRefund(t, tp, telemetry.TraceCommit,
 		func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) },
-		func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s, s.Route) })
+		func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) })
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	for _, tt := range []struct {
@@ -187,6 +190,95 @@ func TestCheckSpanTree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckBodyTraceJoins: a check whose body sets trace_id, sent
+// without a traceparent header, has its HTTP span in a trace of its own
+// (the middleware starts one before the body is read), but writ.check
+// continues the body's trace under a remote parent with the HTTP span's
+// id, and links to the HTTP span: writ.check, the decide, append, queue
+// wait and commit spans are in the body's trace, which the record
+// carries.
+func TestCheckBodyTraceJoins(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetTextMapPropagator(prevProp)
+		tp.Shutdown(context.Background())
+	})
+	eng, srv := serveRefund(t, tp, telemetry.TraceCommit,
+		func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) },
+		func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) })
+
+	const bodyTrace = "0af7651916cd43dd8448eb211c80319c"
+	var req map[string]any
+	if err := json.Unmarshal(example(t, "refund-allow"), &req); err != nil {
+		t.Fatal(err)
+	}
+	req["trace_id"] = bodyTrace
+	body, _ := json.Marshal(req)
+	rc := post(t, srv, body, "")
+	if rc.Metadata.TraceID != bodyTrace {
+		t.Fatalf("receipt trace_id = %s, want the body's %s", rc.Metadata.TraceID, bodyTrace)
+	}
+	inBody := []string{"writ.check", "writ.decide", "writ.ledger.append", "writ.ledger.queue_wait", "writ.ledger.commit"}
+	// The queue wait and commit spans are made on the commit loop once
+	// the caller is answered: wait for them.
+	var spans tracetest.SpanStubs
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		spans = exp.GetSpans()
+		if len(spans) >= len(inBody)+1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	byName := map[string]tracetest.SpanStub{}
+	for _, s := range spans {
+		byName[s.Name] = s
+	}
+	server, ok := byName["POST /v1/check"]
+	if !ok || len(spans) != len(inBody)+1 {
+		t.Fatalf("spans %v, want the server span and %v", spans.Snapshots(), inBody)
+	}
+	if server.SpanContext.TraceID().String() == bodyTrace || server.Parent.IsValid() {
+		t.Errorf("server span in trace %s with parent %v: want a root of a trace of its own", server.SpanContext.TraceID(), server.Parent)
+	}
+	for _, name := range inBody {
+		if s, ok := byName[name]; !ok || s.SpanContext.TraceID().String() != bodyTrace {
+			t.Errorf("span %s (present %v) is in trace %s, want the body's %s", name, ok, s.SpanContext.TraceID(), bodyTrace)
+		}
+	}
+	check := byName["writ.check"]
+	if check.Parent.TraceID().String() != bodyTrace || check.Parent.SpanID() != server.SpanContext.SpanID() || !check.Parent.IsRemote() {
+		t.Errorf("writ.check parent %s/%s remote %v: want the body's trace with the server span's id %s, remote", check.Parent.TraceID(), check.Parent.SpanID(), check.Parent.IsRemote(), server.SpanContext.SpanID())
+	}
+	if len(check.Links) != 1 || !check.Links[0].SpanContext.Equal(server.SpanContext) || linkKind(check.Links[0].Attributes) != "request_span" {
+		t.Errorf("writ.check links %+v: want one, request_span, to the server span %s/%s", check.Links, server.SpanContext.TraceID(), server.SpanContext.SpanID())
+	}
+	if decide := byName["writ.decide"]; decide.Parent.SpanID() != check.SpanContext.SpanID() {
+		t.Errorf("writ.decide parent %s, want writ.check %s", decide.Parent.SpanID(), check.SpanContext.SpanID())
+	}
+	rec, err := eng.Record(context.Background(), "acme", rc.Metadata.RecordID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Record.TraceID != bodyTrace {
+		t.Errorf("record trace_id = %s, want the body's %s", rec.Record.TraceID, bodyTrace)
+	}
+}
+
+// linkKind is the writ.link attribute of a link.
+func linkKind(attrs []attribute.KeyValue) string {
+	for _, kv := range attrs {
+		if kv.Key == "writ.link" {
+			return kv.Value.AsString()
+		}
+	}
+	return ""
 }
 
 // TestMetricsMoveWithChecks scrapes the metrics in the Prometheus text
@@ -271,5 +363,105 @@ func TestMetricsMoveWithChecks(t *testing.T) {
 		if strings.HasPrefix(series, "writ_checks_total") && !strings.Contains(series, "decision_key="+key) {
 			t.Errorf("unexpected series %s", series)
 		}
+	}
+}
+
+// TestCommitTracer: the commit tracer makes, off the commit loop, the
+// spans TraceCommit makes: under each record's append span a queue wait
+// (from its queueing to the commit's start) and a commit (the
+// transaction, with the batch size). Close makes the spans of the
+// commits handed over; a commit observed after Close is dropped and
+// counted.
+func TestCommitTracer(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prevTP := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		tp.Shutdown(context.Background())
+	})
+	ct := telemetry.NewCommitTracer(8)
+	at := time.Date(2026, 5, 9, 9, 31, 42, 0, time.UTC)
+	var appends []trace.Span
+	c := ledger.Commit{Start: at.Add(3 * time.Millisecond), End: at.Add(5 * time.Millisecond)}
+	for i := range 2 {
+		ctx, span := tp.Tracer("test").Start(context.Background(), "writ.ledger.append")
+		appends = append(appends, span)
+		c.Waits = append(c.Waits, ledger.Wait{Ctx: ctx, Queued: at.Add(time.Duration(i) * time.Millisecond)})
+	}
+	ct.Observe(c)
+	ct.Close()
+	ct.Observe(c)
+	if got := ct.Dropped(); got != 2 {
+		t.Errorf("Dropped() = %d after a commit of 2 observed after Close, want 2", got)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 4 {
+		t.Fatalf("spans %v, want a queue wait and a commit for each of 2 records", spans.Snapshots())
+	}
+	for i, s := range spans {
+		parent := appends[i/2].SpanContext()
+		wantName, wantStart, wantEnd := "writ.ledger.queue_wait", c.Waits[i/2].Queued, c.Start
+		if i%2 == 1 {
+			wantName, wantStart, wantEnd = "writ.ledger.commit", c.Start, c.End
+		}
+		if s.Name != wantName || s.Parent.SpanID() != parent.SpanID() || s.SpanContext.TraceID() != parent.TraceID() ||
+			!s.StartTime.Equal(wantStart) || !s.EndTime.Equal(wantEnd) {
+			t.Errorf("span %d: %s under %s from %s to %s; want %s under %s from %s to %s", i, s.Name, s.Parent.SpanID(), s.StartTime, s.EndTime,
+				wantName, parent.SpanID(), wantStart, wantEnd)
+		}
+		if i%2 == 1 && (len(s.Attributes) != 1 || s.Attributes[0].Key != "writ.ledger.batch_size" || s.Attributes[0].Value.AsInt64() != 2) {
+			t.Errorf("commit span attributes %v, want writ.ledger.batch_size 2", s.Attributes)
+		}
+	}
+}
+
+// batchSizes is a span exporter that records the size of each batch.
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (b *batchSizes) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sizes = append(b.sizes, len(spans))
+	return nil
+}
+
+func (b *batchSizes) Shutdown(context.Context) error { return nil }
+
+// TestNewTracerProviderBatches: the batch span processor exports batches
+// of up to 2048 spans (the SDK's default is 512), unless
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE says otherwise.
+func TestNewTracerProviderBatches(t *testing.T) {
+	for _, tt := range []struct {
+		name, env string
+		want      []int
+	}{
+		{"writ's default", "", []int{600}},
+		{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "250", []int{250, 250, 100}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.env != "" {
+				t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", tt.env)
+			}
+			exp := &batchSizes{}
+			tp := telemetry.NewTracerProvider(exp, os.Getenv)
+			for range 600 {
+				_, span := tp.Tracer("test").Start(context.Background(), "s")
+				span.End()
+			}
+			if err := tp.ForceFlush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			tp.Shutdown(context.Background())
+			exp.mu.Lock()
+			defer exp.mu.Unlock()
+			if fmt.Sprint(exp.sizes) != fmt.Sprint(tt.want) {
+				t.Errorf("batches %v, want %v", exp.sizes, tt.want)
+			}
+		})
 	}
 }

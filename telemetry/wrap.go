@@ -21,7 +21,7 @@ type service struct {
 
 func (s *service) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
 	start := time.Now()
-	ctx, span := tracer().Start(ctx, "writ.check", trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := startCheck(ctx, req)
 	rc, err := s.Service.Check(ctx, req)
 	if s.m != nil {
 		s.m.ObserveCheck(rc, err, time.Since(start))
@@ -48,6 +48,30 @@ func (s *service) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Rece
 	}
 	endSpan(span, err)
 	return rc, err
+}
+
+// startCheck starts the writ.check span of req under ctx. A check whose
+// request carries a trace id other than the trace of the span in ctx (its
+// body set trace_id and no traceparent header came with it, so the HTTP
+// span began a trace of its own) would have its record in the body's
+// trace and its spans in the HTTP span's: so writ.check continues the
+// body's trace instead, under a remote parent with the body's trace id
+// and the span id (and flags) of the span in ctx, and links to that span.
+// Its children, and the records the check seals, are then in the body's
+// trace. Without a span in ctx there is no span id to continue with, and
+// writ.check starts as the SDK starts a root span.
+func startCheck(ctx context.Context, req *writ.CheckRequest) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+	if req != nil && req.TraceID != "" {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			if tid, err := trace.TraceIDFromHex(req.TraceID); err == nil && tid != sc.TraceID() {
+				ctx = trace.ContextWithRemoteSpanContext(ctx, sc.WithTraceID(tid))
+				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc,
+					Attributes: []attribute.KeyValue{attribute.String("writ.link", "request_span")}}))
+			}
+		}
+	}
+	return tracer().Start(ctx, "writ.check", opts...)
 }
 
 // Workflows wraps w: starting a run and submitting an attempt are

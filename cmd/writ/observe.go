@@ -23,6 +23,23 @@ import (
 type observability struct {
 	metrics *telemetry.Metrics // nil with --metrics=false
 	tracing bool
+	commits *telemetry.CommitTracer // set by observeCommits when tracing
+}
+
+// commitTraceQueue is how many commits the commit tracer holds before it
+// drops their spans.
+const commitTraceQueue = 1024
+
+// close makes the commit spans still queued, and logs how many records'
+// commit spans were dropped; call it once the engine is closed, before
+// tracing stops.
+func (o *observability) close(log *slog.Logger) {
+	if o.commits != nil {
+		o.commits.Close()
+		if n := o.commits.Dropped(); n > 0 {
+			log.Warn("commit spans dropped: the commit tracer's queue was full", "records", n)
+		}
+	}
 }
 
 // startTracing sets up traces when the OTEL_* environment asks for them;
@@ -46,15 +63,19 @@ func (m *Main) startTracing(ctx context.Context, log *slog.Logger) (enabled bool
 }
 
 // observeCommits returns the appender hook of o, or nil when nothing
-// observes commits.
+// observes commits. With tracing, the commit spans are made off the
+// commit loop (telemetry.CommitTracer).
 func (o *observability) observeCommits() func(ledger.Commit) {
+	if o.tracing && o.commits == nil {
+		o.commits = telemetry.NewCommitTracer(commitTraceQueue)
+	}
 	switch {
 	case o.metrics != nil && o.tracing:
-		return func(c ledger.Commit) { o.metrics.ObserveCommit(c); telemetry.TraceCommit(c) }
+		return func(c ledger.Commit) { o.metrics.ObserveCommit(c); o.commits.Observe(c) }
 	case o.metrics != nil:
 		return o.metrics.ObserveCommit
 	case o.tracing:
-		return telemetry.TraceCommit
+		return o.commits.Observe
 	}
 	return nil
 }
@@ -160,4 +181,4 @@ func readiness(st ledger.Store, keys ledger.KeySource, pol *policy.Policy) func(
 
 // tracedHandler wraps the server in OpenTelemetry's HTTP middleware (see
 // telemetry.HTTPHandler).
-func tracedHandler(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s, s.Route) }
+func tracedHandler(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) }

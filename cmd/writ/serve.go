@@ -144,6 +144,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		obs.metrics = newMetrics(func() *engine.Engine { return eng }, st, ring)
 	}
 	cfg.Appender.Observe = obs.observeCommits()
+	defer obs.close(log) // after the engine's Close, before stopTracing
 	if obs.tracing {
 		cfg.TracerProvider = telemetry.TracerProvider()
 	}
