@@ -227,7 +227,9 @@ func (g *Gateway) send(ctx context.Context, r *route, req *mcp.CallToolRequest, 
 		return nil, fmt.Errorf("%w: the definition of %s changed while the call was being checked", errDefinitionChanged, r.name)
 	}
 	params := &mcp.CallToolParams{Name: r.def.Name, Arguments: raw, Meta: upstreamMeta(req.Params.Meta)}
-	res, err := cs.CallTool(ctx, params)
+	r.up.begin(req)
+	defer r.up.end(req)
+	res, err := cs.CallTool(context.WithValue(ctx, agentCallKey{}, req), params)
 	if err != nil {
 		// An error the upstream answered leaves its session intact; any
 		// other (the connection broke, the process died) ends it.

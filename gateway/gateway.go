@@ -129,6 +129,7 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	})
 	for _, uc := range o.Config.Upstreams {
 		u := &upstream{cfg: uc, changed: func(u *upstream) { g.relist(context.Background(), u) }}
+		u.elicit, u.sample = g.relayElicit(u), g.relaySample(u)
 		if o.Transport != nil {
 			u.connect = func(ctx context.Context) (mcp.Transport, error) { return o.Transport(ctx, uc) }
 		} else {
