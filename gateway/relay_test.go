@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -117,4 +119,50 @@ func TestRelayedRequests(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNPMRelay: the real @modelcontextprotocol/server-everything asks
+// its client (the gateway) a question mid-call; the gateway relays it to
+// a 2025-11-25 agent session and the answer back. Skips without
+// WRIT_MCP_NODE_MODULES, like TestNPMServers.
+func TestNPMRelay(t *testing.T) {
+	mods := os.Getenv("WRIT_MCP_NODE_MODULES")
+	if mods == "" {
+		t.Skip("WRIT_MCP_NODE_MODULES is not set (npm ci in gateway/e2e, then point it at node_modules)")
+	}
+	ctx := context.Background()
+	server := filepath.Join(mods, "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{
+		{Name: "everything", Prefix: "ev.", Stdio: &gateway.StdioCommand{Command: "node", Args: []string{server, "stdio"}}},
+	}}
+	eng, st, pol := newEngine(t, filepath.Join("e2e", "pack"))
+	gw, err := newGateway(ctx, gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Close)
+	ct, sst := mcp.NewInMemoryTransports()
+	ss, err := gw.Server().Connect(ctx, sst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	asked := 0
+	opts := &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked++
+		if !strings.Contains(req.Params.Message, `The tool server "everything" asks`) {
+			t.Errorf("relayed message %q does not say which tool server asks", req.Params.Message)
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada Lovelace"}}, nil
+	}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "desktop", Version: "1"}, opts).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: protocols[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	res := call(t, cs, "ev.trigger-elicitation-request", map[string]any{})
+	if res.IsError || asked != 1 || !strings.Contains(text(res), "Name: Ada Lovelace") {
+		t.Errorf("trigger-elicitation-request = %q (asked %d), want the relayed answer", text(res), asked)
+	}
+	verifyLedger(t, &fixture{eng: eng, store: st, gw: gw, up: &files{}})
 }
