@@ -79,6 +79,15 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		creq.TraceID = sc.TraceID().String()
 	}
+	// A 2026-07-28 retry after an input-required result: the answer is
+	// recorded first, so that the decision below redeems it.
+	retried := req.Params.RequestState != ""
+	if retried {
+		if err := g.answered(ctx, req, creq); err != nil {
+			span.SetStatus(codes.Error, "requestState refused")
+			return refusal(name, errorMessage(err)+"; nothing was decided or forwarded. Make the call again without it."), nil
+		}
+	}
 	rc, err := g.decide(ctx, creq)
 	if err != nil {
 		span.SetStatus(codes.Error, "writ could not decide")
@@ -88,7 +97,14 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 		}
 		return refusal(name, "writ could not decide this call, so it was not forwarded: "+errorMessage(err)), nil
 	}
-	if !rc.SafeToExecute {
+	switch {
+	case rc.SafeToExecute || retried:
+		// A retry is not asked again: a declined question stays declined.
+	case req.ProtocolVersion() >= revisionInputRequired:
+		if ir := g.inputRequired(req, creq, rc); ir != nil {
+			return ir, nil
+		}
+	default:
 		rc, _ = g.elicit(ctx, req, creq, rc)
 	}
 	if !rc.SafeToExecute {
@@ -211,7 +227,9 @@ func (g *Gateway) send(ctx context.Context, r *route, req *mcp.CallToolRequest, 
 		return nil, fmt.Errorf("%w: the definition of %s changed while the call was being checked", errDefinitionChanged, r.name)
 	}
 	params := &mcp.CallToolParams{Name: r.def.Name, Arguments: raw, Meta: upstreamMeta(req.Params.Meta)}
-	res, err := cs.CallTool(ctx, params)
+	r.up.begin(req)
+	defer r.up.end(req)
+	res, err := cs.CallTool(context.WithValue(ctx, agentCallKey{}, req), params)
 	if err != nil {
 		// An error the upstream answered leaves its session intact; any
 		// other (the connection broke, the process died) ends it.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +89,11 @@ type Gateway struct {
 	// background; reportSlots bounds them (see report).
 	reports     sync.WaitGroup
 	reportSlots chan struct{}
+
+	// stateKey signs the requestStates of input-required results;
+	// spent holds the nonces of states answered, until they expire.
+	stateKey []byte
+	spent    map[string]int64
 }
 
 // route is one tool the agent sees, and where it goes.
@@ -109,7 +115,8 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	if o.Config == nil || o.Writ == nil {
 		return nil, errors.New("gateway: Config and Writ are required")
 	}
-	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports)}
+	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports), stateKey: make([]byte, 32), spent: map[string]int64{}}
+	rand.Read(g.stateKey)
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -122,6 +129,7 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	})
 	for _, uc := range o.Config.Upstreams {
 		u := &upstream{cfg: uc, changed: func(u *upstream) { g.relist(context.Background(), u) }}
+		u.elicit, u.sample = g.relayElicit(u), g.relaySample(u)
 		if o.Transport != nil {
 			u.connect = func(ctx context.Context) (mcp.Transport, error) { return o.Transport(ctx, uc) }
 		} else {

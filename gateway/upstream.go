@@ -24,8 +24,15 @@ type upstream struct {
 	// changed is called when the upstream says its tool list changed.
 	changed func(u *upstream)
 
+	// elicit and sample, when set, answer the upstream's own requests
+	// (relay.go).
+	elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	sample func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error)
+
 	mu sync.Mutex
 	cs *mcp.ClientSession
+	// inflight counts the agent's calls in progress on the upstream.
+	inflight map[*mcp.CallToolRequest]int
 }
 
 // errUpstreamDown is returned when an upstream cannot be reached.
@@ -44,7 +51,9 @@ func (u *upstream) session(ctx context.Context) (cs *mcp.ClientSession, fresh bo
 		return nil, false, fmt.Errorf("%w: %s: %v", errUpstreamDown, u.cfg.Name, err)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "writ-gateway", Version: Version}, &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{},
+		Capabilities:         &mcp.ClientCapabilities{},
+		ElicitationHandler:   u.elicit,
+		CreateMessageHandler: u.sample,
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			if u.changed != nil {
 				go u.changed(u)

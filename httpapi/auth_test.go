@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -75,6 +76,7 @@ var routeSamples = map[string]struct{ target, body string }{
 	"POST /v1/approvals/{id}/approve":          {"/v1/approvals/apr_1/approve", `{"reason":"Invoice checked."}`},
 	"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"reason":"The invoice does not match."}`},
 	"GET /healthz":                             {"/healthz", ""},
+	"GET /v1/whoami":                           {"/v1/whoami", ""},
 	"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
 	"GET /v1/decisions/{id}":                   {"/v1/decisions/dec_1", ""},
 	"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?expired_by=now", ""},
@@ -151,6 +153,15 @@ func TestRolesPerRoute(t *testing.T) {
 				}
 				if name == "GET /metrics" {
 					continue // server-wide: reaches no service, names no tenant
+				}
+				if name == "GET /v1/whoami" {
+					// Reaches no service: it answers with the key itself.
+					want := testKeys[key]
+					var id Identity
+					if err := json.Unmarshal(rec.Body.Bytes(), &id); err != nil || id.Auth != AuthAPIKeys || id.KeyID != want.KeyID || id.TenantID != want.TenantID || id.Subject != want.Subject || !slices.Equal(id.Roles, want.Roles) {
+						t.Errorf("%s as %s = %s (%v), want the key's %+v", name, role, rec.Body, err, want)
+					}
+					continue
 				}
 				want := testKeys[key]
 				if got := fake.seen(); len(got) != 1 || got[0] == nil || got[0].KeyID != want.KeyID {
@@ -232,6 +243,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"POST /v1/approvals/{id}/approve":          {"/v1/approvals/apr_1/approve", `{"tenant_id":"acme","approver":"maria","reason":"ok"}`},
 		"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"tenant_id":"acme","approver":"maria","reason":"no"}`},
 		"GET /healthz":                             {"/healthz", ""},
+		"GET /v1/whoami":                           {"/v1/whoami", ""},
 		"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
 		"GET /v1/decisions/{id}":                   {"/v1/decisions/dec_1?tenant_id=acme", ""},
 		"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?tenant_id=acme", ""},

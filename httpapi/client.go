@@ -78,6 +78,17 @@ func NewClient(baseURL string, opts ...ClientOption) *Client {
 // traceparent header. When the server answers with a fail-closed receipt
 // (503 with a receipt body), Check returns that receipt together with an
 // EUNAVAILABLE error, as the in-process service does.
+// WhoAmI returns the identity of the client's API key (GET /v1/whoami):
+// its tenant, key id, subject and roles, or Auth "disabled" when the
+// server is in development mode.
+func (c *Client) WhoAmI(ctx context.Context) (*Identity, error) {
+	var id Identity
+	if err := c.getJSON(ctx, "/v1/whoami", nil, "whoami", &id); err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
 func (c *Client) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
 	body, err := json.Marshal(req)
 	if err != nil {

@@ -333,6 +333,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Problem":                    reflect.TypeFor[problem](),
 	"ProblemDetail":              reflect.TypeFor[writ.Detail](),
 	"Health":                     reflect.TypeFor[HealthReport](),
+	"Identity":                   reflect.TypeFor[Identity](),
 	"Checkpoint":                 reflect.TypeFor[writ.Checkpoint](),
 	"InclusionProof":             reflect.TypeFor[writ.InclusionProof](),
 	"ConsistencyProof":           reflect.TypeFor[writ.ConsistencyProof](),

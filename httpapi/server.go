@@ -235,6 +235,7 @@ var routes = []route{
 	{http.MethodPost, pathAuthZENEvaluation, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluation},
 	{http.MethodPost, pathAuthZENEvaluations, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluations},
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
+	{http.MethodGet, "/v1/whoami", writ.Roles, (*Server).handleWhoAmI},
 	{http.MethodGet, "/healthz", nil, (*Server).handleHealth},
 	{http.MethodGet, "/readyz", nil, (*Server).handleReady},
 	{http.MethodGet, "/metrics", []writ.Role{writ.RoleAdmin}, (*Server).handleMetrics},
@@ -522,6 +523,30 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, status, report)
+}
+
+// Identity is the answer of GET /v1/whoami: the API key the request
+// presented, as the server authenticated it.
+type Identity struct {
+	// Auth is AuthAPIKeys, or AuthDisabled in development mode (and then
+	// nothing else is set).
+	Auth     string      `json:"auth"`
+	TenantID string      `json:"tenant_id,omitempty"`
+	KeyID    string      `json:"key_id,omitempty"`
+	Subject  string      `json:"subject,omitempty"`
+	Roles    []writ.Role `json:"roles,omitempty"`
+}
+
+// handleWhoAmI serves GET /v1/whoami: whose key the request presented
+// (a gateway in front of the server learns its callers' tenant and
+// subject this way). Any role may ask.
+func (s *Server) handleWhoAmI(w http.ResponseWriter, r *http.Request) {
+	id := Identity{Auth: AuthDisabled}
+	if p := writ.PrincipalFrom(r.Context()); p != nil {
+		id = Identity{Auth: AuthAPIKeys, TenantID: p.TenantID, KeyID: p.KeyID, Subject: p.Subject, Roles: p.Roles}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	s.writeJSON(w, r, http.StatusOK, id)
 }
 
 // handleReady serves GET /readyz: whether the server can take checks

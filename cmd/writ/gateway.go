@@ -42,7 +42,7 @@ func (m *Main) gatewayFlagSet(name, usage string) (*flag.FlagSet, gatewayFlags) 
 		store:      fs.String("store", "", storeUsage),
 		keys:       fs.String("keys", "", "signing key ring directory (default DATA/keys); WRIT_SIGNING_KEY overrides it"),
 		bindingKey: fs.String("binding-key", "", "file holding the secret that keys argument bindings (default: DATA/binding.key)"),
-		server:     fs.String("server", "", "decide on this writ server (URL; the API key comes from $WRIT_API_KEY) instead of in process"),
+		server:     fs.String("server", "", "decide on this writ server (URL) instead of in process: with --listen, each caller's own API key; over stdio, $WRIT_API_KEY"),
 		tenant:     fs.String("tenant", "", "tenant of the checks of stdio and development-mode sessions (default: the configuration's tenant)"),
 		listen:     fs.String("listen", "", "serve MCP over Streamable HTTP at this address (path /mcp) instead of stdio; API keys are bearer tokens"),
 		api:        fs.String("api", "", "in process: also serve the writ HTTP API and console at this address, so approvers can decide (see docs/mcp.md)"),
@@ -95,6 +95,9 @@ type openedGateway struct {
 	keys ledger.KeySource
 	// authenticate is nil in development mode.
 	authenticate func(context.Context, string) (*writ.Principal, error)
+	// remote: the callers' keys are forwarded to the writ server
+	// (--server with --listen, on a server that has API keys).
+	remote bool
 }
 
 func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway, func(), error) {
@@ -132,7 +135,26 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 	}
 	var w gateway.Writ
 	if *f.server != "" {
-		w = m.client(serverFlags{server: f.server, tenant: f.tenant})
+		rw := newRemoteWrit(*f.server, m.client(serverFlags{server: f.server, tenant: f.tenant}))
+		w = rw
+		if *f.listen != "" {
+			// A server with API keys authenticates each caller of the
+			// gateway with its own key; one in development mode
+			// authenticates no one, and the sessions are the
+			// configuration's (loopback only, see serveGateway).
+			who, err := httpapi.NewClient(rw.base).WhoAmI(ctx)
+			switch {
+			case err == nil && who.Auth == httpapi.AuthDisabled:
+			case writ.ErrorCode(err) == writ.EUNAUTHENTICATED:
+				og.authenticate, og.remote = rw.authenticate, true
+			case err == nil:
+				err = fmt.Errorf("unexpected identity %+v", who)
+				fallthrough
+			default:
+				cleanup()
+				return nil, nil, fmt.Errorf("the writ server %s cannot say how it authenticates (GET /v1/whoami): %v", rw.base, err)
+			}
+		}
 	} else {
 		st, err := openStore(*f.data, *f.store)
 		if err != nil {
@@ -198,8 +220,8 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 
 // serveGateway serves MCP over Streamable HTTP at /mcp.
 func (m *Main) serveGateway(ctx context.Context, g *openedGateway, f gatewayFlags) error {
-	if g.eng == nil && !loopback(*f.listen) {
-		return usagef("with --server, --listen serves only a loopback address: the gateway's sessions all use its own API key")
+	if g.eng == nil && g.authenticate == nil && !loopback(*f.listen) {
+		return usagef("with --server on a writ server in development mode, --listen serves only a loopback address: it authenticates no one")
 	}
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.gw.Server() }, &mcp.StreamableHTTPOptions{MaxRequestBodyBytes: *f.maxMessage, Logger: g.log})
 	if g.authenticate != nil {
@@ -211,7 +233,11 @@ func (m *Main) serveGateway(ctx context.Context, g *openedGateway, f gatewayFlag
 			if !p.Has(writ.RoleAgent) {
 				return nil, fmt.Errorf("%w: the key of %s lacks the agent role", mcpauth.ErrInvalidToken, p.Subject)
 			}
-			return &mcpauth.TokenInfo{UserID: p.Subject, Extra: map[string]any{gateway.TokenTenant: p.TenantID}}, nil
+			ti := &mcpauth.TokenInfo{UserID: p.Subject, Extra: map[string]any{gateway.TokenTenant: p.TenantID}}
+			if g.remote {
+				ti.Extra[gateway.TokenRaw] = token // decided with the caller's own key
+			}
+			return ti, nil
 		}
 		h = mcpauth.RequireBearerToken(verify, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	}

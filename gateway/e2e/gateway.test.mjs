@@ -72,7 +72,7 @@ function text(result) {
 test('the gateway advertises only the tools the pack lists', async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ['ev.echo', 'ev.get-sum', 'fs.list_allowed_directories', 'fs.read_text_file', 'fs.write_file']);
+  assert.deepEqual(names, ['ev.echo', 'ev.get-sum', 'ev.trigger-elicitation-request', 'fs.list_allowed_directories', 'fs.read_text_file', 'fs.write_file']);
 });
 
 test('a read is allowed and returned unchanged', async () => {

@@ -746,6 +746,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The API key this request presents
+         * @description Whose key the request presented, as the server authenticated it:
+         *     its tenant, key id, subject and roles (`auth: api_keys`). Any
+         *     role may ask; the answer reads nothing but the key. In
+         *     development mode the server authenticates no one and answers
+         *     `{"auth":"disabled"}`. `writ gateway --server URL --listen ADDR`
+         *     learns each caller's tenant and subject this way.
+         */
+        get: operations["whoAmI"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1952,6 +1977,22 @@ export interface components {
             line?: number;
             /** @description What is wrong. */
             message: string;
+        };
+        /** @description The API key a request presented (GET /v1/whoami). */
+        Identity: {
+            /**
+             * @description `api_keys` when the server authenticated the key; `disabled` in development mode, and then nothing else is set.
+             * @enum {string}
+             */
+            auth: "api_keys" | "disabled";
+            /** @description The key's tenant. */
+            tenant_id?: string;
+            /** @description The key's id. */
+            key_id?: string;
+            /** @description Who holds the key. */
+            subject?: string;
+            /** @description The key's roles. */
+            roles?: ("agent" | "approver" | "auditor" | "admin")[];
         };
         /** @description Readiness report. */
         Health: {
@@ -3564,6 +3605,30 @@ export interface operations {
                     "application/json": components["schemas"]["AuthZENMetadata"];
                 };
             };
+        };
+    };
+    whoAmI: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key's identity. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Identity"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     health: {
