@@ -1467,6 +1467,8 @@ export interface components {
             approval_requests?: string[];
             /** @description Digest of the approval event appended with the record. */
             approval_event?: string;
+            /** @description Digest of the shadow pack's decision of the same check, stored beside the record (writ serve --shadow-pack). */
+            shadow?: string;
         };
         /**
          * @description The seal. `seq` is the record's 1-based position in its tenant's
