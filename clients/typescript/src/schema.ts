@@ -1180,7 +1180,7 @@ export interface components {
         Routing: {
             /** @enum {string} */
             direction: "downstream" | "local" | "upstream" | "human" | "stop";
-            /** @description The next node */
+            /** @description The next node, reviewer or upstream stage. */
             target_hint?: string;
             return_to_node?: string;
             workflow_id?: string;
@@ -1622,9 +1622,9 @@ export interface components {
         /** @description A tenant's shadow decisions against what was enforced. */
         ShadowReport: {
             tenant_id: string;
-            /** @description The shadow pack asked for */
+            /** @description The shadow pack asked for, if any. */
             pack_hash?: string;
-            /** @description The decision key asked for */
+            /** @description The decision key asked for, if any. */
             decision_key?: string;
             /** Format: date-time */
             from?: string;
@@ -1634,7 +1634,7 @@ export interface components {
             packs: components["schemas"]["ShadowPack"][];
             /** @description Shadow decisions in the window. */
             decisions: number;
-            /** @description Of them */
+            /** @description Of them, those with another outcome than enforced. */
             changed: number;
             /** @description Enforced outcome → shadow outcome, changed ones first, then by count. */
             transitions: components["schemas"]["OutcomeTransition"][];
@@ -1769,7 +1769,7 @@ export interface components {
             status: "active" | "completed" | "aborted" | "escalated";
             /** @description The step that takes the next attempt; absent once the run is no longer active. */
             current_step?: string;
-            /** @description The run's context values */
+            /** @description The run's context values, redacted. */
             context: Record<string, unknown>;
             /** Format: date-time */
             started_at: string;
@@ -1818,7 +1818,7 @@ export interface components {
             step_id?: string;
             /** Format: date-time */
             at: string;
-            /** @description The decision record of the event */
+            /** @description The decision record of the event, if any. */
             record_id?: string;
             tool?: string;
             verdict?: components["schemas"]["StepVerdict"];
@@ -1844,14 +1844,14 @@ export interface components {
             gate_id: string;
             /** @description An escalation (`human_review_terminal`); the automated path ended, and no check can redeem it. */
             terminal: boolean;
-            /** @description Who is expected to decide */
+            /** @description Who is expected to decide, such as `finance_approvers`. */
             target_hint?: string;
             approval_mode_effective: components["schemas"]["ApprovalMode"];
             binding: components["schemas"]["ApprovalBinding"];
             /** @description The decision record of the check that asked. */
             record_id: string;
             decision_id: string;
-            /** @description The check's stored (redacted) request envelope */
+            /** @description The check's stored (redacted) request envelope, which the approver reviews. */
             replay_packet_id: string;
             trace_id: string;
             subject_ids: string[];
