@@ -66,50 +66,8 @@ func TestGatewayOverHTTPWithKeys(t *testing.T) {
 	data := t.TempDir()
 	token, _ := keyFor(t, data, "acme", "agent-7", "agent")
 	approverToken, _ := keyFor(t, data, "acme", "ann", "approver")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(t.TempDir(), "gateway.yaml")
-	cfgText := "upstreams:\n  - name: files\n    prefix: fs.\n    stdio:\n      command: " + strconvQuote(self) + "\n      env: {" + upstreamEnv + ": \"1\"}\n"
-	if err := os.WriteFile(config, []byte(cfgText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(writBinary, "gateway", "--config", config, "--pack", filepath.Join("..", "..", "gateway", "testdata", "pack"), "--data", data, "--listen", "127.0.0.1:0", "--log-level", "warn")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &lockedWriter{w: &strings.Builder{}}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	var url string
-	sc := bufio.NewScanner(out)
-	re := regexp.MustCompile(`listening on (http://\S+)`)
-	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			url = m[1]
-			break
-		}
-	}
-	go io.Copy(io.Discard, out)
-	go func() { done <- cmd.Wait() }()
-	if url == "" {
-		<-done
-		t.Fatalf("writ gateway did not start: %s", stderr)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cmd.Process.Signal(os.Interrupt)
-			<-done
-		}
-	}
-	t.Cleanup(stop)
+	g := startGateway(t, nil, "--config", testUpstreamConfig(t), "--pack", filepath.Join("..", "..", "gateway", "testdata", "pack"), "--data", data, "--listen", "127.0.0.1:0")
+	url, stderr, stop := g.url, g.stderr, g.stop
 
 	ctx := context.Background()
 	connect := func(tok string) (*mcp.ClientSession, error) {
@@ -206,3 +164,72 @@ func textOf(res *mcp.CallToolResult) string {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// testUpstreamConfig writes a gateway configuration whose one upstream,
+// "files" under the prefix "fs.", is this test binary started as a stdio
+// tool server (runTestUpstream).
+func testUpstreamConfig(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "gateway.yaml")
+	cfgText := "upstreams:\n  - name: files\n    prefix: fs.\n    stdio:\n      command: " + strconvQuote(self) + "\n      env: {" + upstreamEnv + ": \"1\"}\n"
+	if err := os.WriteFile(config, []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return config
+}
+
+// gatewayProcess is a running writ gateway --listen.
+type gatewayProcess struct {
+	url    string // the MCP endpoint it printed
+	stderr *lockedWriter
+	stop   func() // interrupts it and waits for it to exit; once
+}
+
+// startGateway runs writ gateway with args (which must include --listen)
+// and extra environment variables, and waits until it says where it
+// listens. It is stopped when the test ends.
+func startGateway(t *testing.T, env []string, args ...string) *gatewayProcess {
+	t.Helper()
+	cmd := exec.Command(writBinary, append([]string{"gateway", "--log-level", "warn"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatewayProcess{stderr: &lockedWriter{w: &strings.Builder{}}}
+	cmd.Stderr = g.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	sc := bufio.NewScanner(out)
+	re := regexp.MustCompile(`listening on (http://\S+)`)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			g.url = m[1]
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	go func() { done <- cmd.Wait() }()
+	if g.url == "" {
+		<-done
+		t.Fatalf("writ gateway did not start: %s", g.stderr)
+	}
+	stopped := false
+	g.stop = func() {
+		if !stopped {
+			stopped = true
+			cmd.Process.Signal(os.Interrupt)
+			<-done
+		}
+	}
+	t.Cleanup(g.stop)
+	return g
+}

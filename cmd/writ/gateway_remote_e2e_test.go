@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -34,52 +30,10 @@ func TestGatewayRemoteForwardsCallersKeys(t *testing.T) {
 	pack := filepath.Join("..", "..", "gateway", "testdata", "pack")
 	srv := startServer(t, data, pack)
 
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(t.TempDir(), "gateway.yaml")
-	cfgText := "upstreams:\n  - name: files\n    prefix: fs.\n    stdio:\n      command: " + strconvQuote(self) + "\n      env: {" + upstreamEnv + ": \"1\"}\n"
-	if err := os.WriteFile(config, []byte(cfgText), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	// Every interface: remote mode is not held to loopback.
-	cmd := exec.Command(writBinary, "gateway", "--config", config, "--pack", pack, "--server", srv.url, "--listen", "0.0.0.0:0", "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "WRIT_API_KEY="+own)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &lockedWriter{w: &strings.Builder{}}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	var addr string
-	sc := bufio.NewScanner(out)
-	re := regexp.MustCompile(`listening on http://(\S+)/mcp`)
-	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			addr = m[1]
-			break
-		}
-	}
-	go io.Copy(io.Discard, out)
-	go func() { done <- cmd.Wait() }()
-	if addr == "" {
-		<-done
-		t.Fatalf("writ gateway did not start: %s", stderr)
-	}
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cmd.Process.Signal(os.Interrupt)
-			<-done
-		}
-	}
-	t.Cleanup(stop)
+	gp := startGateway(t, []string{"WRIT_API_KEY=" + own}, "--config", testUpstreamConfig(t), "--pack", pack, "--server", srv.url, "--listen", "0.0.0.0:0")
+	stderr, stop := gp.stderr, gp.stop
+	addr := strings.TrimSuffix(strings.TrimPrefix(gp.url, "http://"), "/mcp")
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
