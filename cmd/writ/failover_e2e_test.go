@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -138,28 +137,8 @@ func TestPostgresRestartAndFailover(t *testing.T) {
 	data := t.TempDir()
 	srv := startServerArgs(t, "--data", data, "--store", store, "--pack", "../../examples/wf-2302")
 	l := newFaultLoad(t, srv.url, "failover")
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					l.check(t)
-				}
-			}
-		})
-	}
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}()
+	stopLoad := l.loop(t, 4)
+	defer stopLoad()
 	l.recovered(t)
 	// 1. The primary crashes and restarts under load.
 	primary.pgctl(t, "-m", "immediate", "restart")
@@ -176,8 +155,7 @@ func TestPostgresRestartAndFailover(t *testing.T) {
 	for range 50 {
 		l.recovered(t)
 	}
-	close(stop)
-	wg.Wait()
+	stopLoad()
 	l.nothingLost(t, srv, "--data", data, "--store", standby.dsn())
 }
 

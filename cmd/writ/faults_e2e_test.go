@@ -75,6 +75,30 @@ func (l *faultLoad) check(t *testing.T) bool {
 	return false
 }
 
+// loop sends checks from n goroutines until the returned stop is called;
+// stop waits for them and may be called more than once.
+func (l *faultLoad) loop(t *testing.T, n int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					l.check(t)
+				}
+			}
+		})
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+}
+
 // recovered sends checks until one is acknowledged, for at most 30 s.
 func (l *faultLoad) recovered(t *testing.T) {
 	t.Helper()
@@ -194,20 +218,7 @@ func TestFaultPostgresDropsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					l.check(t)
-				}
-			}
-		})
-	}
+	stopLoad := l.loop(t, 4)
 	killed := 0
 	for range 5 {
 		l.recovered(t) // load is flowing before each cut
@@ -221,8 +232,7 @@ func TestFaultPostgresDropsConnections(t *testing.T) {
 		killed += n
 	}
 	l.recovered(t)
-	close(stop)
-	wg.Wait()
+	stopLoad()
 	if killed == 0 {
 		t.Fatal("no connection of writ's was terminated")
 	}
@@ -323,32 +333,17 @@ func TestFaultStalledDisk(t *testing.T) {
 	}
 	t.Cleanup(thaw)
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					l.check(t)
-				}
-			}
-		})
-	}
+	stopLoad := l.loop(t, 4)
 	l.recovered(t) // load is flowing
 	if out, err := exec.Command("fsfreeze", "--freeze", mnt).CombinedOutput(); err != nil {
-		close(stop)
-		wg.Wait()
+		stopLoad()
 		thawed.Store(true)
 		t.Skipf("cannot freeze the file system: %v %s", err, out)
 	}
 	time.Sleep(3 * time.Second)
 	thaw()
 	l.recovered(t)
-	close(stop)
-	wg.Wait()
+	stopLoad()
 	l.mu.Lock()
 	timedOut := 0
 	for _, rc := range l.failed {
