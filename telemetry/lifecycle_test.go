@@ -9,9 +9,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/writhq/writ"
@@ -25,16 +22,7 @@ import (
 // traceparent and has the route's writ.decision.* span under it, naming
 // the tenant and the decision.
 func TestLifecycleSpans(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prevTP)
-		otel.SetTextMapPropagator(prevProp)
-		tp.Shutdown(t.Context())
-	})
+	exp, tp := globalMemoryTracing(t)
 	wrap := func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) }
 	eng, _ := serveRefund(t, tp, telemetry.TraceCommit, wrap, func(s *httpapi.Server) http.Handler { return s })
 	api := httpapi.NewServer(wrap(eng), httpapi.Config{Lifecycle: telemetry.Lifecycle(eng)})

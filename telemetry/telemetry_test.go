@@ -103,16 +103,7 @@ func post(t *testing.T, srv *httptest.Server, body []byte, traceparent string) *
 // trace's. A check without a traceparent starts a trace, and its record
 // carries that trace's id.
 func TestCheckSpanTree(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prevTP)
-		otel.SetTextMapPropagator(prevProp)
-		tp.Shutdown(context.Background())
-	})
+	exp, tp := globalMemoryTracing(t)
 	eng, srv := serveRefund(t, tp, telemetry.TraceCommit,
 		func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) },
 		func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) })
@@ -200,16 +191,7 @@ func TestCheckSpanTree(t *testing.T) {
 // wait and commit spans are in the body's trace, which the record
 // carries.
 func TestCheckBodyTraceJoins(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prevTP)
-		otel.SetTextMapPropagator(prevProp)
-		tp.Shutdown(context.Background())
-	})
+	exp, tp := globalMemoryTracing(t)
 	eng, srv := serveRefund(t, tp, telemetry.TraceCommit,
 		func(e *engine.Engine) writ.Service { return telemetry.Service(e, nil) },
 		func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) })
@@ -464,4 +446,21 @@ func TestNewTracerProviderBatches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// globalMemoryTracing installs a tracer provider that records into an
+// in-memory exporter, and the W3C propagator, as the global ones for the
+// test (restored when it ends), as writ serve does with tracing on.
+func globalMemoryTracing(t *testing.T) (*tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetTextMapPropagator(prevProp)
+		tp.Shutdown(context.Background())
+	})
+	return exp, tp
 }
