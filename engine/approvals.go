@@ -242,7 +242,7 @@ func (e *Engine) DecideApproval(ctx context.Context, req *writ.DecideApprovalReq
 	}
 	receipt, _ := json.Marshal(map[string]any{"approval_id": a.ApprovalID, "decision": rq.Decision, "approver": rq.Approver, "record_id": rec.RecordID})
 	entry := &ledger.Entry{Record: rec, Receipt: receipt,
-		Blobs:         []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}},
+		Envelope:      envelope,
 		ApprovalEvent: &ledger.ApprovalEvent{TenantID: rq.TenantID, ApprovalID: a.ApprovalID, Event: writ.ApprovalEvent{Kind: kind, Actor: rq.Approver, Reason: e.redactor.String(rq.Reason), At: now}}}
 	if err := ledger.Bind(entry, nil); err != nil {
 		return nil, err

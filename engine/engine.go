@@ -406,7 +406,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		rc, err := e.failClosed(rq, r, "the decision record breaks a validation rule ("+strings.Join(broken, "; ")+")", errRecordInvalid)
 		return rc, "", err
 	}
-	entry := &ledger.Entry{Record: rec, Receipt: rcJSON, Blobs: []ledger.Blob{{Hash: envHash, Kind: "envelope", Data: envelope}}, NewApprovals: newApprovals}
+	entry := &ledger.Entry{Record: rec, Receipt: rcJSON, Envelope: envelope, NewApprovals: newApprovals}
 	if req.IdempotencyKey != "" && (rc.SafeToExecute || !rc.ResumeContract.RetryThisNode) {
 		// Only an answer that settles the action claims the key: a
 		// receipt that asks to retry this node leaves the retry to be

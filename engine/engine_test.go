@@ -252,7 +252,7 @@ func TestRedactionBeforeStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	envelope, err := h.store.Blob(ctx, rec.Record.Replay.ReplayPacketID)
+	envelope, err := h.store.Envelope(ctx, "acme", rec.Record.Audit.Seq, rec.Record.Replay.ReplayPacketID)
 	if err != nil {
 		t.Fatalf("the request envelope is not stored: %v", err)
 	}

@@ -200,8 +200,8 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 		return nil, err
 	}
 	entry := &ledger.Entry{Record: rec, Receipt: ackJSON,
-		Blobs:  []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}},
-		Report: &ledger.ReportClaim{DecisionID: rec.DecisionID, ReportDigest: digest}}
+		Envelope: envelope,
+		Report:   &ledger.ReportClaim{DecisionID: rec.DecisionID, ReportDigest: digest}}
 	var runStart *ledger.RunEvent
 	if rq.Status == writ.ExecutionSucceeded {
 		if entry.RunEvent, runStart, err = e.executedEvent(ctx, target, rec, now); err != nil {
@@ -359,7 +359,7 @@ func (e *Engine) executionRecord(rq *writ.ExecutionReport, target *writ.Record, 
 // checkRequestOf decodes the stored (redacted) request envelope of a check
 // record.
 func (e *Engine) checkRequestOf(ctx context.Context, rec *writ.Record) (*writ.CheckRequest, error) {
-	raw, err := e.store.Blob(ctx, rec.Replay.ReplayPacketID)
+	raw, err := e.store.Envelope(ctx, rec.TenantID, rec.Audit.Seq, rec.Replay.ReplayPacketID)
 	if err != nil {
 		return nil, fmt.Errorf("the request envelope of record %s: %w", rec.RecordID, err)
 	}

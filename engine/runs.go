@@ -313,7 +313,7 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 	}
 	receipt, _ := json.Marshal(verdict)
 	entry := &ledger.Entry{Record: rec, Receipt: receipt,
-		Blobs:    []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}},
+		Envelope: envelope,
 		RunEvent: &ledger.RunEvent{TenantID: req.TenantID, RunID: req.RunID, Kind: ledger.StepAttempt, StepID: req.StepID, At: now, Data: data}}
 	if err := ledger.Bind(entry, st.start); err != nil {
 		return nil, err

@@ -110,7 +110,7 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
 	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Authenticate: testKeys.authenticate,
-		Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
+		Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys})
 }
 
 // TestRolesPerRoute proves the route table on every route: a key holding
@@ -261,7 +261,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 			t.Fatalf("no development mode sample of %s %s; add one", rt.method, rt.path)
 		}
 		fake := fullService()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Blobs: fake.Blob, VerifierKeys: fake.VerifierKeys})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")
 		rec := serve(s, req)

@@ -12,9 +12,9 @@ import (
 	"github.com/writhq/writ/keyring"
 )
 
-// errNoBlobs answers GET /v1/records/{id}/envelope on a server without a
-// blob source.
-var errNoBlobs = writ.Errorf(writ.ENOTFOUND, "this server serves no request envelopes")
+// errNoEnvelopes answers GET /v1/records/{id}/envelope on a server
+// without an envelope source.
+var errNoEnvelopes = writ.Errorf(writ.ENOTFOUND, "this server serves no request envelopes")
 
 // errNoKeys answers GET /v1/ledger/keys on a server without a key ring.
 var errNoKeys = writ.Errorf(writ.ENOTFOUND, "this server publishes no verifier keys")
@@ -26,8 +26,8 @@ var errNoKeys = writ.Errorf(writ.ENOTFOUND, "this server publishes no verifier k
 // looked up within the tenant first, so another tenant's envelope is not
 // found, whatever its content address.
 func (s *Server) handleEnvelope(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Blobs == nil {
-		s.writeError(w, r, errNoBlobs)
+	if s.cfg.Envelopes == nil {
+		s.writeError(w, r, errNoEnvelopes)
 		return
 	}
 	tenantID, err := queryTenant(r)
@@ -45,8 +45,8 @@ func (s *Server) handleEnvelope(w http.ResponseWriter, r *http.Request) {
 }
 
 // envelope reads the envelope of the tenant's record, and checks that
-// its bytes hash to the address the record names: a blob that does not
-// is never served as the record's.
+// its bytes hash to the address the record names: bytes that do not are
+// never served as the record's.
 func (s *Server) envelope(ctx context.Context, tenantID, recordID string) ([]byte, error) {
 	rec, err := s.svc.Record(ctx, tenantID, recordID)
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *Server) envelope(ctx context.Context, tenantID, recordID string) ([]byt
 	if hash == "" {
 		return nil, writ.Errorf(writ.ENOTFOUND, "record %s pins no request envelope", recordID)
 	}
-	body, err := s.cfg.Blobs(ctx, hash)
+	body, err := s.cfg.Envelopes(ctx, tenantID, rec.Record.Audit.Seq, hash)
 	if err != nil {
 		return nil, err
 	}

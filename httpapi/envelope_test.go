@@ -28,7 +28,7 @@ func TestEnvelope(t *testing.T) {
 			fake := fullService()
 			want := env(fake)
 			tt.change(fake)
-			s, _ := newTestServer(fake, Config{Blobs: fake.Blob})
+			s, _ := newTestServer(fake, Config{Envelopes: fake.Envelope})
 			req := newRequest(http.MethodGet, "/v1/records/r1/envelope?tenant_id=acme", "")
 			rec := serve(s, req)
 			if tt.status != 200 {

@@ -130,8 +130,8 @@ func (f *fakeService) Record(ctx context.Context, tenantID, recordID string) (*w
 	return f.record, f.err
 }
 
-// Blob serves Config.Blobs.
-func (f *fakeService) Blob(ctx context.Context, hash string) ([]byte, error) {
+// Envelope serves Config.Envelopes: the fixture's envelopes by hash.
+func (f *fakeService) Envelope(ctx context.Context, tenantID string, seq int64, hash string) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if b, ok := f.blobs[hash]; ok {

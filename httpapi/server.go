@@ -91,10 +91,11 @@ type Config struct {
 	// tenant. Nil means development mode: no one is authenticated, every
 	// caller may act for every tenant, and /healthz says so.
 	Authenticate func(ctx context.Context, token string) (*writ.Principal, error)
-	// Blobs returns a stored blob by its content address ("sha256:…"),
-	// or ENOTFOUND. It serves GET /v1/records/{id}/envelope. Nil means
-	// that route answers 404.
-	Blobs func(ctx context.Context, hash string) ([]byte, error)
+	// Envelopes returns the request envelope stored with the tenant's
+	// record seq whose content address ("sha256:…") is hash, or
+	// ENOTFOUND (ledger.Store.Envelope). It serves GET
+	// /v1/records/{id}/envelope. Nil means that route answers 404.
+	Envelopes func(ctx context.Context, tenantID string, seq int64, hash string) ([]byte, error)
 	// VerifierKeys returns the public keys that sign the tenant's records
 	// and checkpoints, retired and revoked ones included. It serves GET
 	// /v1/ledger/keys. Nil means that route answers 404.

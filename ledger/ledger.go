@@ -255,6 +255,14 @@ type Entry struct {
 	Presealed []byte
 	// Receipt is the JSON receipt answered for this record.
 	Receipt []byte
+	// Envelope, when set, is the request envelope the record pins:
+	// record.Digest(Envelope) is Record.Replay.ReplayPacketID. It is
+	// stored with the record, keyed by the record's place in its chain,
+	// and read back with Store.Envelope. Unlike a blob it has no
+	// content-addressed index: a check's envelope is new bytes every
+	// time, and a random key in an index costs a page of its own at every
+	// commit.
+	Envelope []byte
 	// Blobs are stored content-addressed (insert if absent).
 	Blobs []Blob
 	// Idempotency, when set, is claimed in the same transaction.
@@ -352,6 +360,12 @@ type Store interface {
 	PutBlobs(ctx context.Context, blobs []Blob) error
 	// Blob returns a blob by hash, or ENOTFOUND.
 	Blob(ctx context.Context, hash string) ([]byte, error)
+	// Envelope returns the request envelope appended with the tenant's
+	// record seq (Entry.Envelope) if its content address is hash, else
+	// the blob hash (records appended before envelopes were kept with
+	// their records stored them as blobs), else ENOTFOUND. The bytes are
+	// as stored: callers that trust them check their digest.
+	Envelope(ctx context.Context, tenantID string, seq int64, hash string) ([]byte, error)
 	// Head returns a tenant's chain head (the zero Head for an empty chain).
 	Head(ctx context.Context, tenantID string) (Head, error)
 	// Tenants lists the tenants that have records.

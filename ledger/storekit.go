@@ -56,6 +56,11 @@ func ValidateEntry(i int, e *Entry) error {
 	case e.RunEvent != nil && (e.RunEvent.TenantID == "" || e.RunEvent.RunID == "" || e.RunEvent.Kind == ""):
 		return bad("a run event needs a tenant, a run id and a kind")
 	}
+	if e.Envelope != nil {
+		if got := record.Digest(e.Envelope); got != e.Record.Replay.ReplayPacketID {
+			return bad("the envelope hashes to %s; the record pins %q", got, e.Record.Replay.ReplayPacketID)
+		}
+	}
 	for _, a := range e.NewApprovals {
 		if err := checkNewApproval(e.Record.TenantID, a); err != nil {
 			return bad("%s", err)

@@ -17,11 +17,17 @@ import (
 	"github.com/writhq/writ/record"
 )
 
-// StoredReceipt is a record as sealed with the receipt stored beside it.
+// StoredReceipt is a record as sealed with the receipt and the request
+// envelope stored beside it. EnvelopeHash is the content address stored
+// with the envelope; both are empty when the record has no envelope of its
+// own (Entry.Envelope), as records appended before envelopes were kept
+// with their records do not.
 type StoredReceipt struct {
-	Seq     int64
-	Record  json.RawMessage
-	Receipt []byte
+	Seq          int64
+	Record       json.RawMessage
+	Receipt      []byte
+	EnvelopeHash string
+	Envelope     []byte
 }
 
 // StoredSource is what VerifyStored reads: a store's records with their
@@ -31,7 +37,7 @@ type StoredSource interface {
 	ApprovalSource
 	ShadowStore
 	// ScanReceipts returns up to limit of the tenant's records with seq >
-	// after, each with its receipt, in seq order.
+	// after, each with its receipt and envelope, in seq order.
 	ScanReceipts(ctx context.Context, tenantID string, after int64, limit int) ([]StoredReceipt, error)
 	// ScanRunEvents returns up to limit of the tenant's run events after
 	// the event (afterRun, afterSeq), in (run_id, seq) order.
@@ -76,7 +82,8 @@ type binding struct {
 // VerifyStored checks what the store keeps beside the records against
 // the digests the sealed records bind (writ.Record.Bound): each stored
 // receipt, each run event (its content, its run's start, its order, no
-// event missing or added), each approval request and event, and each
+// event missing or added), each approval request and event, each envelope
+// stored with its record against the address the record pins, and each
 // blob against its content address. It reports one finding per problem:
 // receipt_mismatch, run_event_mismatch, approval_mismatch,
 // blob_mismatch. Records sealed before writ bound these carry no
@@ -126,38 +133,54 @@ func (v *storedVerifier) add(seq int64, recordID, kind, format string, args ...a
 	v.findings = append(v.findings, Finding{TenantID: v.tenant, Seq: seq, RecordID: recordID, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 }
 
-// boundOf reads what VerifyStored needs of a record, its record_id and
-// bound members, skipping the others without decoding them: most of a
-// record is members VerifyStored does not need.
-func boundOf(raw []byte) (recordID string, b *writ.Bound, err error) {
+// storedOf is what VerifyStored needs of a record.
+type storedOf struct {
+	recordID string
+	packet   string // replay.replay_packet_id: the envelope's address
+	bound    *writ.Bound
+}
+
+// readStored reads a record's record_id, replay packet id and bound
+// members, skipping the others without decoding them: most of a record
+// is members VerifyStored does not need.
+func readStored(raw []byte) (storedOf, error) {
+	var out storedOf
 	dec := jsontext.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return "", nil, fmt.Errorf("not a JSON object")
+		return out, fmt.Errorf("not a JSON object")
 	}
 	for dec.PeekKind() != '}' {
 		name, err := dec.ReadToken()
 		if err != nil {
-			return "", nil, err
+			return out, err
 		}
 		switch name.String() {
 		case "record_id":
 			v, err := dec.ReadToken()
 			if err != nil {
-				return "", nil, err
+				return out, err
 			}
-			recordID = v.String()
+			out.recordID = v.String()
+		case "replay":
+			var r struct {
+				ReplayPacketID string `json:"replay_packet_id"`
+			}
+			if err := jsonv2.UnmarshalDecode(dec, &r); err != nil {
+				return out, err
+			}
+			out.packet = r.ReplayPacketID
 		case "bound":
-			b = new(writ.Bound)
-			if err := jsonv2.UnmarshalDecode(dec, b); err != nil {
-				return "", nil, err
+			out.bound = new(writ.Bound)
+			if err := jsonv2.UnmarshalDecode(dec, out.bound); err != nil {
+				return out, err
 			}
 		default:
 			if err := dec.SkipValue(); err != nil {
-				return "", nil, err
+				return out, err
 			}
 		}
 	}
-	return recordID, b, nil
+	return out, nil
 }
 
 // receipts checks every stored receipt and collects the other digests
@@ -171,10 +194,23 @@ func (v *storedVerifier) receipts(ctx context.Context) error {
 		}
 		for _, r := range page {
 			after = max(after+1, r.Seq)
-			id, bd, err := boundOf(r.Record)
-			if err != nil || bd == nil {
-				// Verify reports a record it cannot read; a record
-				// without bound digests predates them.
+			so, err := readStored(r.Record)
+			if err != nil {
+				// Verify reports a record it cannot read.
+				continue
+			}
+			id, bd := so.recordID, so.bound
+			if r.Envelope != nil {
+				// The envelope's row names its own address: it must be
+				// the one the record pins, and the bytes must hash to it.
+				if r.EnvelopeHash != so.packet {
+					v.add(r.Seq, id, FindingBlobMismatch, "the envelope stored with the record is %s; the record pins %s", r.EnvelopeHash, so.packet)
+				} else if got := record.Digest(r.Envelope); got != r.EnvelopeHash {
+					v.add(r.Seq, id, FindingBlobMismatch, "the envelope stored with the record hashes to %s, not to its address %s", got, r.EnvelopeHash)
+				}
+			}
+			if bd == nil {
+				// A record without bound digests predates them.
 				continue
 			}
 			if bd.Receipt != "" {

@@ -350,6 +350,12 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 				w.blockRecord = append(w.blockRecord, rec.RecordID)
 			}
 		}
+		if e.Envelope != nil {
+			w.envTenant = append(w.envTenant, rec.TenantID)
+			w.envSeq = append(w.envSeq, a.Seq)
+			w.envHash = append(w.envHash, rec.Replay.ReplayPacketID)
+			w.envData = append(w.envData, e.Envelope)
+		}
 		for _, bl := range e.Blobs {
 			if !blobsSeen[bl.Hash] {
 				blobsSeen[bl.Hash] = true
@@ -552,6 +558,10 @@ type rows struct {
 	blobHash, blobKind []string
 	blobData           [][]byte
 
+	envTenant, envHash []string
+	envSeq             []int64
+	envData            [][]byte
+
 	hashTenant []string
 	hashIdx    []int64
 	hashVal    [][]byte
@@ -746,6 +756,11 @@ func (w *rows) batch() *pgx.Batch {
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
 			ON CONFLICT DO NOTHING`,
 			w.blockTenant, w.blockKey, w.blockArgs, w.blockPack, w.blockRecord)
+	}
+	if len(w.envSeq) > 0 {
+		b.Queue(`INSERT INTO envelopes (tenant_id, seq, hash, data)
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[])`,
+			w.envTenant, w.envSeq, w.envHash, w.envData)
 	}
 	if len(w.blobHash) > 0 {
 		b.Queue(`INSERT INTO blobs (hash, kind, data)

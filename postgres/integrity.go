@@ -12,18 +12,25 @@ import (
 
 var _ ledger.StoredSource = (*Store)(nil)
 
-// ScanReceipts returns the tenant's records with their receipts; see
+// ScanReceipts returns the tenant's records with their receipts and
+// envelopes; see
 // ledger.StoredSource.
 func (s *Store) ScanReceipts(ctx context.Context, tenantID string, after int64, limit int) ([]ledger.StoredReceipt, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, raw, receipt FROM records WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, tenantID, after, limit)
+	rows, err := s.pool.Query(ctx, `SELECT r.seq, r.raw, r.receipt, e.hash, e.data FROM records r
+		LEFT JOIN envelopes e ON e.tenant_id = r.tenant_id AND e.seq = r.seq
+		WHERE r.tenant_id = $1 AND r.seq > $2 ORDER BY r.seq LIMIT $3`, tenantID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: scan receipts: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.StoredReceipt, error) {
 		var r ledger.StoredReceipt
 		var raw []byte
-		err := row.Scan(&r.Seq, &raw, &r.Receipt)
+		var envHash *string
+		err := row.Scan(&r.Seq, &raw, &r.Receipt, &envHash, &r.Envelope)
 		r.Record = raw
+		if envHash != nil {
+			r.EnvelopeHash = *envHash
+		}
 		return r, err
 	})
 	if err != nil {

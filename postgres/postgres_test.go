@@ -22,6 +22,7 @@ import (
 	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/record"
 )
 
 // testDSN returns the database the tests use (WRIT_TEST_POSTGRES), or skips.
@@ -298,6 +299,8 @@ func TestAppendOnly(t *testing.T) {
 	es[0].Idempotency = &ledger.IdempotencyClaim{Key: "k", ArgsDigest: "sha256:" + strings.Repeat("1", 64)}
 	es[0].Block = &ledger.BlockKey{DecisionKey: "payments.refund", ArgsDigest: "a", PackHash: "p"}
 	es[0].Blobs = []ledger.Blob{ledgertest.NewBlob("envelope", []byte(`{"x":1}`))}
+	es[1].Envelope = []byte(`{"x":2}`)
+	es[1].Record.Replay.ReplayPacketID = record.Digest(es[1].Envelope)
 	if err := st.StartRun(ctx, &ledger.RunEvent{TenantID: "acme", RunID: "r", Kind: ledger.RunStarted, At: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -342,6 +345,9 @@ func TestAppendOnly(t *testing.T) {
 		`UPDATE blobs SET kind = 'x'`,
 		`DELETE FROM blobs`,
 		`TRUNCATE blobs`,
+		`UPDATE envelopes SET data = data`,
+		`DELETE FROM envelopes`,
+		`TRUNCATE envelopes`,
 		`UPDATE tree_hashes SET hash = hash`,
 		`DELETE FROM tree_hashes`,
 		`UPDATE checkpoints SET note = note`,

@@ -175,6 +175,19 @@ func (s *Store) Blob(ctx context.Context, hash string) ([]byte, error) {
 	return data, nil
 }
 
+// Envelope returns the request envelope appended with a record; see
+// ledger.Store.
+func (s *Store) Envelope(ctx context.Context, tenantID string, seq int64, hash string) ([]byte, error) {
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT data FROM envelopes WHERE tenant_id = $1 AND seq = $2 AND hash = $3`, tenantID, seq, hash).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.Blob(ctx, hash)
+	} else if err != nil {
+		return nil, fmt.Errorf("postgres: read envelope: %w", err)
+	}
+	return data, nil
+}
+
 // Head returns a tenant's durable chain head.
 func (s *Store) Head(ctx context.Context, tenantID string) (ledger.Head, error) {
 	var h ledger.Head

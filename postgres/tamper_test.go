@@ -50,6 +50,10 @@ func (tm tamperer) SetBlob(t *testing.T, hash string, data []byte) {
 	tm.exec(t, `UPDATE blobs SET data = $1 WHERE hash = $2`, data, hash)
 }
 
+func (tm tamperer) SetEnvelope(t *testing.T, tenant string, seq int64, hash string, data []byte) {
+	tm.exec(t, `UPDATE envelopes SET hash = $1, data = $2 WHERE tenant_id = $3 AND seq = $4`, hash, data, tenant, seq)
+}
+
 func (tm tamperer) SetRunEventData(t *testing.T, tenant, runID string, seq int64, data []byte) {
 	tm.exec(t, `UPDATE run_events SET data = $1 WHERE tenant_id = $2 AND run_id = $3 AND seq = $4`, data, tenant, runID, seq)
 }

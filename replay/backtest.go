@@ -237,7 +237,7 @@ func (bt *backtest) decide(ctx context.Context, sr *writ.StoredRecord) (decided,
 		return out, nil
 	}
 	id := rec.Replay.ReplayPacketID
-	env, err := bt.st.Blob(ctx, id)
+	env, err := bt.st.Envelope(ctx, rec.TenantID, rec.Audit.Seq, id)
 	switch {
 	case writ.ErrorCode(err) == writ.ENOTFOUND:
 		return tamper("the request envelope %s the record names is not stored", id)

@@ -118,7 +118,7 @@ func TestBacktestReadsVerifiedHistoryOnly(t *testing.T) {
 	mustExec(t, rawDB(t, h.dir, "records_no_update"), `UPDATE records SET raw = ? WHERE record_id = ?`,
 		bytes.Replace(rec.Raw, []byte(`"refund_amount_inr":6000`), []byte(`"refund_amount_inr":6001`), 1), ids[1])
 	rec, _ = h.store.Record(ctx, "acme", ids[2])
-	flipBlob(t, rawDB(t, h.dir, "blobs_no_update"), rec.Record.Replay.ReplayPacketID, `"amount_inr":7500`, `"amount_inr":7501`)
+	flipEnvelope(t, rawDB(t, h.dir, "envelopes_no_update"), rec.Record.Replay.ReplayPacketID, `"amount_inr":7500`, `"amount_inr":7501`)
 	// A record that is no longer JSON at all cannot even be placed in
 	// the window; verification names it.
 	rec, _ = h.store.Record(ctx, "acme", ids[0])

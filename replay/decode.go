@@ -25,6 +25,11 @@ type recordHead struct {
 	Replay struct {
 		ReplayPacketID string `json:"replay_packet_id"`
 	} `json:"replay"`
+	// Audit.Seq is the record's place in its chain, where its envelope
+	// is stored.
+	Audit struct {
+		Seq int64 `json:"seq"`
+	} `json:"audit"`
 	History []writ.HistoryValue `json:"history"`
 	// Bound is carried over to the rebuilt record: it pins what the store
 	// keeps beside the record, not the decision.

@@ -123,7 +123,7 @@ func (rp *replaying) envelope(ctx context.Context) ([]byte, bool, error) {
 		rp.tamper("replay.replay_packet_id", "", "the record names no request envelope")
 		return nil, false, nil
 	}
-	b, err := rp.r.store.Blob(ctx, id)
+	b, err := rp.r.store.Envelope(ctx, rp.head.TenantID, rp.head.Audit.Seq, id)
 	switch {
 	case writ.ErrorCode(err) == writ.ENOTFOUND:
 		rp.tamper("replay.replay_packet_id", "envelope "+id, "the request envelope the record names is not stored")

@@ -55,6 +55,9 @@ import (
 type Store interface {
 	// Blob returns a content-addressed pinned input, or ENOTFOUND.
 	Blob(ctx context.Context, hash string) ([]byte, error)
+	// Envelope returns the request envelope stored with a record, or
+	// ENOTFOUND (ledger.Store.Envelope).
+	Envelope(ctx context.Context, tenantID string, seq int64, hash string) ([]byte, error)
 	// Record returns one record exactly as sealed, or ENOTFOUND.
 	Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error)
 	// Records lists records matching q in chain order.

@@ -283,17 +283,17 @@ func TestTamperDetected(t *testing.T) {
 	}{
 		{
 			name:     "a byte of the stored envelope",
-			triggers: []string{"blobs_no_update"},
+			triggers: []string{"envelopes_no_update"},
 			tamper: func(t *testing.T, h *harness, db *sql.DB, rec *writ.StoredRecord) {
-				flipBlob(t, db, rec.Record.Replay.ReplayPacketID, `"amount_inr":4200`, `"amount_inr":4201`)
+				flipEnvelope(t, db, rec.Record.Replay.ReplayPacketID, `"amount_inr":4200`, `"amount_inr":4201`)
 			},
 			wantPath: "replay.replay_packet_id",
 		},
 		{
 			name:     "the stored envelope deleted",
-			triggers: []string{"blobs_no_delete"},
+			triggers: []string{"envelopes_no_delete"},
 			tamper: func(t *testing.T, h *harness, db *sql.DB, rec *writ.StoredRecord) {
-				mustExec(t, db, `DELETE FROM blobs WHERE hash = ?`, rec.Record.Replay.ReplayPacketID)
+				mustExec(t, db, `DELETE FROM envelopes WHERE hash = ?`, rec.Record.Replay.ReplayPacketID)
 			},
 			wantPath: "replay.replay_packet_id",
 		},
@@ -422,6 +422,20 @@ func flipBlob(t *testing.T, db *sql.DB, hash, old, new string) {
 		t.Fatalf("blob %s does not hold %q", hash, old)
 	}
 	mustExec(t, db, `UPDATE blobs SET data = ? WHERE hash = ?`, []byte(strings.Replace(string(data), old, new, 1)), hash)
+}
+
+// flipEnvelope edits the envelope kept with a record, found by its
+// address.
+func flipEnvelope(t *testing.T, db *sql.DB, hash, old, new string) {
+	t.Helper()
+	var data []byte
+	if err := db.QueryRow(`SELECT data FROM envelopes WHERE hash = ?`, hash).Scan(&data); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("envelope %s does not hold %q", hash, old)
+	}
+	mustExec(t, db, `UPDATE envelopes SET data = ? WHERE hash = ?`, []byte(strings.Replace(string(data), old, new, 1)), hash)
 }
 
 func mustExec(t *testing.T, db *sql.DB, query string, args ...any) {

@@ -18,6 +18,7 @@ import (
 type writeStmts struct {
 	claim, head, treeRead, runSeq, approvalTally                        *sql.Stmt
 	record, subject, idempotency, block, blob, move, treeHash, runEvent *sql.Stmt
+	envelope                                                            *sql.Stmt
 	approval, approvalEvent, shadow                                     *sql.Stmt
 	reportClaim, report                                                 *sql.Stmt
 }
@@ -42,6 +43,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.block, `INSERT INTO blocks (tenant_id, decision_key, args_digest, pack_hash, record_id) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT DO NOTHING`},
 		{&w.blob, `INSERT INTO blobs (hash, kind, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&w.envelope, `INSERT INTO envelopes (tenant_id, seq, hash, data) VALUES (?, ?, ?, ?)`},
 		{&w.move, `INSERT INTO heads (tenant_id, seq, hash) VALUES (?, ?, ?)
 			ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`},
 		{&w.treeRead, `SELECT hash FROM tree_hashes WHERE tenant_id = ? AND idx = ?`},
@@ -71,7 +73,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 }
 
 func (w *writeStmts) close() {
-	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
+	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.envelope, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
 		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report} {
 		if st != nil {
 			st.Close()
@@ -260,7 +262,7 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 }
 
 // insert writes one sealed entry: its record and receipt, its subjects,
-// its idempotency claim, its block, its blobs, its run event, its
+// its idempotency claim, its block, its envelope and blobs, its run event, its
 // approval requests and event, and its shadow decision.
 func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) error {
 	rec := e.Record
@@ -294,6 +296,11 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 	if b := e.Block; b != nil {
 		if _, err := w.block.ExecContext(ctx, tenant, b.DecisionKey, b.ArgsDigest, b.PackHash, rec.RecordID); err != nil {
 			return fmt.Errorf("sqlite: block of record %s: %w", rec.RecordID, err)
+		}
+	}
+	if e.Envelope != nil {
+		if _, err := w.envelope.ExecContext(ctx, tenant, seq, rec.Replay.ReplayPacketID, e.Envelope); err != nil {
+			return fmt.Errorf("sqlite: envelope of record %s: %w", rec.RecordID, err)
 		}
 	}
 	for _, b := range e.Blobs {
@@ -427,6 +434,7 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		idempotency: tx.StmtContext(ctx, w.idempotency),
 		block:       tx.StmtContext(ctx, w.block),
 		blob:        tx.StmtContext(ctx, w.blob),
+		envelope:    tx.StmtContext(ctx, w.envelope),
 		move:        tx.StmtContext(ctx, w.move),
 		treeRead:    tx.StmtContext(ctx, w.treeRead),
 		treeHash:    tx.StmtContext(ctx, w.treeHash),

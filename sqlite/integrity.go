@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -10,10 +11,13 @@ import (
 
 var _ ledger.StoredSource = (*Store)(nil)
 
-// ScanReceipts returns the tenant's records with their receipts; see
+// ScanReceipts returns the tenant's records with their receipts and
+// envelopes; see
 // ledger.StoredSource.
 func (s *Store) ScanReceipts(ctx context.Context, tenantID string, after int64, limit int) ([]ledger.StoredReceipt, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT seq, raw, receipt FROM records WHERE tenant_id = ? AND seq > ? ORDER BY seq LIMIT ?`, tenantID, after, limit)
+	rows, err := s.read.QueryContext(ctx, `SELECT r.seq, r.raw, r.receipt, e.hash, e.data FROM records r
+		LEFT JOIN envelopes e ON e.tenant_id = r.tenant_id AND e.seq = r.seq
+		WHERE r.tenant_id = ? AND r.seq > ? ORDER BY r.seq LIMIT ?`, tenantID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: scan receipts: %w", err)
 	}
@@ -22,10 +26,11 @@ func (s *Store) ScanReceipts(ctx context.Context, tenantID string, after int64, 
 	for rows.Next() {
 		var r ledger.StoredReceipt
 		var raw []byte
-		if err := rows.Scan(&r.Seq, &raw, &r.Receipt); err != nil {
+		var envHash sql.NullString
+		if err := rows.Scan(&r.Seq, &raw, &r.Receipt, &envHash, &r.Envelope); err != nil {
 			return nil, fmt.Errorf("sqlite: scan receipts: %w", err)
 		}
-		r.Record = raw
+		r.Record, r.EnvelopeHash = raw, envHash.String
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -163,6 +163,19 @@ func (s *Store) Blob(ctx context.Context, hash string) ([]byte, error) {
 	return data, nil
 }
 
+// Envelope returns the request envelope appended with a record; see
+// ledger.Store.
+func (s *Store) Envelope(ctx context.Context, tenantID string, seq int64, hash string) ([]byte, error) {
+	var data []byte
+	err := s.read.QueryRowContext(ctx, `SELECT data FROM envelopes WHERE tenant_id = ? AND seq = ? AND hash = ?`, tenantID, seq, hash).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s.Blob(ctx, hash)
+	} else if err != nil {
+		return nil, fmt.Errorf("sqlite: read envelope: %w", err)
+	}
+	return data, nil
+}
+
 // Head returns a tenant's durable chain head.
 func (s *Store) Head(ctx context.Context, tenantID string) (ledger.Head, error) {
 	s.mu.Lock()

@@ -229,16 +229,20 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 }
 
 // appendOneOfEach appends a record of acme with a subject, an idempotency
-// claim, a block and a blob, and a second record after it.
+// claim, a block and a blob, and a second record after it, with an
+// envelope.
 func appendOneOfEach(t *testing.T, s *Store) (*ledger.Entry, ledger.BlockKey, ledger.Blob) {
 	t.Helper()
 	e := ledgertest.NewEntry(ledgertest.NewRecord("acme", 1))
 	e.Idempotency = &ledger.IdempotencyClaim{Key: "refund-o-00001", ArgsDigest: e.Record.Replay.ArgumentsDigest}
 	block := ledger.BlockKey{DecisionKey: e.Record.DecisionKey, ArgsDigest: e.Record.Replay.ArgumentsDigest, PackHash: e.Record.Lineage.PackHash}
 	e.Block = &block
-	blob := ledgertest.NewBlob("envelope", []byte(`{"tenant_id":"acme","tool":"refund"}`))
+	blob := ledgertest.NewBlob("pack_file", []byte(`{"tenant_id":"acme","tool":"refund"}`))
 	e.Blobs = []ledger.Blob{blob}
-	appendAll(t, s, e, ledgertest.NewEntry(ledgertest.NewRecord("acme", 2)))
+	e2 := ledgertest.NewEntry(ledgertest.NewRecord("acme", 2))
+	e2.Envelope = []byte(`{"tenant_id":"acme","tool":"refund","arguments":{}}`)
+	e2.Record.Replay.ReplayPacketID = record.Digest(e2.Envelope)
+	appendAll(t, s, e, e2)
 	return e, block, blob
 }
 
@@ -267,6 +271,9 @@ func TestAppendOnlyTriggers(t *testing.T) {
 		{`DELETE FROM blocks`, "append-only"},
 		{`UPDATE blobs SET data = x'00'`, "append-only"},
 		{`DELETE FROM blobs`, "append-only"},
+		{`UPDATE envelopes SET data = x'00'`, "append-only"},
+		{`DELETE FROM envelopes`, "append-only"},
+		{`INSERT OR REPLACE INTO envelopes SELECT * FROM envelopes`, "append-only"},
 		{`UPDATE heads SET seq = seq - 1`, "only moves forward"},
 		{`UPDATE heads SET hash = 'sha256:00'`, "only moves forward"},
 		{`UPDATE heads SET tenant_id = 'globex', seq = seq + 1`, "only moves forward"},

@@ -55,6 +55,10 @@ func (tm tamperer) SetBlob(t *testing.T, hash string, data []byte) {
 	tm.exec(t, `UPDATE blobs SET data = ? WHERE hash = ?`, data, hash)
 }
 
+func (tm tamperer) SetEnvelope(t *testing.T, tenant string, seq int64, hash string, data []byte) {
+	tm.exec(t, `UPDATE envelopes SET hash = ?, data = ? WHERE tenant_id = ? AND seq = ?`, hash, data, tenant, seq)
+}
+
 func (tm tamperer) SetRunEventData(t *testing.T, tenant, runID string, seq int64, data []byte) {
 	tm.exec(t, `UPDATE run_events SET data = ? WHERE tenant_id = ? AND run_id = ? AND seq = ?`, data, tenant, runID, seq)
 }

@@ -272,7 +272,7 @@ func (m *Main) serveAPI(g *openedGateway, addr, packID, packHash string) (func()
 		Replays:      replay.New(g.st, replay.Options{}),
 		Lifecycle:    g.eng,
 		Authenticate: g.authenticate,
-		Blobs:        g.st.Blob,
+		Envelopes:    g.st.Envelope,
 		VerifierKeys: func(context.Context, string) ([]keyring.Key, error) { return g.ring.Keys(), nil },
 		Logger:       g.log,
 		Health: func(context.Context) httpapi.HealthReport {

@@ -214,7 +214,7 @@ func (t *template) decideAll(rng *rand.Rand, at time.Time, n int) ([]*ledger.Ent
 				}
 				rec.History = pinned
 				e := &ledger.Entry{Record: rec, Receipt: generatedReceipt,
-					Blobs: []ledger.Blob{{Hash: record.Digest(envelope), Kind: "envelope", Data: envelope}}}
+					Envelope: envelope}
 				if err := ledger.Bind(e, nil); err != nil {
 					errs[i] = err
 					continue

@@ -185,7 +185,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Lifecycle:    lifecycle,
 		Authenticate: authenticate,
 		RateLimit:    httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
-		Blobs:        st.Blob,
+		Envelopes:    st.Envelope,
 		VerifierKeys: func(context.Context, string) ([]keyring.Key, error) { return ring.Keys(), nil },
 		MaxBodyBytes: *maxBody,
 		Logger:       log,

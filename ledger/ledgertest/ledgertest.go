@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"IdempotencyPerTenant", testIdempotencyPerTenant},
 		{"Blocks", testBlocks},
 		{"Blobs", testBlobs},
+		{"Envelopes", testEnvelopes},
 		{"RecordsQuery", testRecordsQuery},
 		{"RecordsLimits", testRecordsLimits},
 		{"RecordsInvalidCursor", testRecordsInvalidCursor},
@@ -651,6 +652,72 @@ func testBlobs(t *testing.T, st ledger.Store) {
 	missing := record.Digest([]byte("never stored"))
 	_, err := st.Blob(ctx, missing)
 	wantCode(t, fmt.Sprintf("Blob(%s)", missing), err, writ.ENOTFOUND)
+}
+
+func testEnvelopes(t *testing.T, st ledger.Store) {
+	ctx := t.Context()
+	withEnvelope := func(tenant string, n int, env string) *ledger.Entry {
+		rec := NewRecord(tenant, n)
+		rec.Replay.ReplayPacketID = record.Digest([]byte(env))
+		e := NewEntry(rec)
+		e.Envelope = []byte(env)
+		return e
+	}
+	a1 := withEnvelope("acme", 1, `{"tenant_id":"acme","tool":"refund","arguments":{"order_id":"o-00001"}}`)
+	// The same bytes again: each record keeps its own copy.
+	a2 := withEnvelope("acme", 2, `{"tenant_id":"acme","tool":"refund","arguments":{"order_id":"o-00001"}}`)
+	// Before envelopes were kept with records, they were blobs: the
+	// lookup by record finds those too.
+	legacy := NewBlob("envelope", []byte(`{"tenant_id":"acme","tool":"refund","arguments":{"order_id":"o-00003"}}`))
+	r3 := NewRecord("acme", 3)
+	r3.Replay.ReplayPacketID = legacy.Hash
+	a3 := NewEntry(r3)
+	a3.Blobs = []ledger.Blob{legacy}
+	g1 := withEnvelope("globex", 1, `{"tenant_id":"globex","tool":"refund"}`)
+	mustAppend(t, st, a1, a2, a3, g1)
+
+	for _, tc := range []struct {
+		tenant string
+		seq    int64
+		hash   string
+		want   []byte
+	}{
+		{"acme", 1, a1.Record.Replay.ReplayPacketID, a1.Envelope},
+		{"acme", 2, a2.Record.Replay.ReplayPacketID, a2.Envelope},
+		{"acme", 3, legacy.Hash, legacy.Data},
+		{"globex", 1, g1.Record.Replay.ReplayPacketID, g1.Envelope},
+	} {
+		got, err := st.Envelope(ctx, tc.tenant, tc.seq, tc.hash)
+		if err != nil || !bytes.Equal(got, tc.want) {
+			t.Errorf("Envelope(%s, %d, %s) = %q, %v; want %q, nil", tc.tenant, tc.seq, tc.hash, got, err, tc.want)
+		}
+	}
+	// An envelope is found only with its own record and its own address.
+	for _, tc := range []struct {
+		tenant string
+		seq    int64
+		hash   string
+	}{
+		{"globex", 1, a1.Record.Replay.ReplayPacketID}, // another tenant's record
+		{"acme", 4, a1.Record.Replay.ReplayPacketID},   // no such record
+		{"acme", 1, g1.Record.Replay.ReplayPacketID},   // another address
+	} {
+		_, err := st.Envelope(ctx, tc.tenant, tc.seq, tc.hash)
+		wantCode(t, fmt.Sprintf("Envelope(%s, %d, %s)", tc.tenant, tc.seq, tc.hash), err, writ.ENOTFOUND)
+	}
+	// Envelopes kept with records are not content-addressed blobs.
+	_, err := st.Blob(ctx, a1.Record.Replay.ReplayPacketID)
+	wantCode(t, "Blob(an envelope kept with its record)", err, writ.ENOTFOUND)
+
+	// An envelope that is not the one its record pins is refused, and
+	// nothing of the batch is written.
+	bad := withEnvelope("acme", 4, `{"tenant_id":"acme","tool":"refund"}`)
+	bad.Envelope = []byte(`{"tenant_id":"acme","tool":"payout"}`)
+	err = st.Append(ctx, []*ledger.Entry{withEnvelope("acme", 4, `{"x":1}`), bad}, ledger.Seal)
+	wantCode(t, "Append(an envelope its record does not pin)", err, writ.EINVALID)
+	if h, err := st.Head(ctx, "acme"); err != nil || h.Seq != 3 {
+		t.Errorf("Head(acme) after a refused batch = %+v, %v; want seq 3", h, err)
+	}
 }
 
 // queryFixture appends a varied set of records to acme (and a few to

@@ -9,6 +9,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/record"
 )
 
 // Tamperer edits what a store keeps beside its records behind writ's
@@ -20,6 +21,7 @@ type Tamperer interface {
 	SetReceipt(t *testing.T, tenantID, recordID string, receipt []byte)
 	// SetBlob replaces a blob's bytes, keeping its hash.
 	SetBlob(t *testing.T, hash string, data []byte)
+	SetEnvelope(t *testing.T, tenantID string, seq int64, hash string, data []byte)
 	// SetRunEventData replaces the data of a run event.
 	SetRunEventData(t *testing.T, tenantID, runID string, seq int64, data []byte)
 	// DeleteRunEvent deletes a run event.
@@ -45,6 +47,7 @@ type storedFixture struct {
 	run      string
 	approval string
 	blob     ledger.Blob
+	envelope *ledger.Entry // the entry whose envelope is kept with it
 	decision *ledger.Entry // the record of the approval decision
 }
 
@@ -71,8 +74,12 @@ func newStoredFixture(t *testing.T, st ledger.Store) *storedFixture {
 	}
 	recs := records("acme", 1, 5)
 	f.blob = NewBlob("envelope", []byte(`{"tenant_id":"acme","tool":"refund"}`))
+	envelope := []byte(`{"tenant_id":"acme","tool":"refund","arguments":{"order_id":"o-00002"}}`)
+	recs[1].Replay.ReplayPacketID = record.Digest(envelope)
 	es := entries(recs...)
 	es[0].Blobs = []ledger.Blob{f.blob}
+	es[1].Envelope = envelope
+	f.envelope = es[1]
 	es[0].NewApprovals = []ledger.NewApproval{NewApproval(recs[0], f.approval, "GATE_FINANCE", NewBinding(recs[0].DecisionKey, 1), at, 1)}
 	es[1].Shadow = &ledger.ShadowDecision{TenantID: "acme", RecordID: recs[1].RecordID, DecisionKey: recs[1].DecisionKey, At: recs[1].Timestamp,
 		Pack: "candidate@2", PackHash: "sha256:" + strings.Repeat("c", 64), EnforcedOutcome: writ.OutcomeAllow, Outcome: writ.OutcomeGoalFailTerminal,
@@ -190,6 +197,15 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 		{"Blob", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetBlob(t, f.blob.Hash, []byte(`{"tenant_id":"acme","tool":"wire_transfer"}`))
 		}, ledger.FindingBlobMismatch, func(*storedFixture) string { return "" }},
+		{"Envelope", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.SetEnvelope(t, "acme", 2, f.envelope.Record.Replay.ReplayPacketID, []byte(`{"tenant_id":"acme","tool":"wire_transfer"}`))
+		}, ledger.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }},
+		{"EnvelopeReaddressed", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			// New bytes under their own address: they hash right, but
+			// the record pins another.
+			forged := []byte(`{"tenant_id":"acme","tool":"wire_transfer"}`)
+			tm.SetEnvelope(t, "acme", 2, record.Digest(forged), forged)
+		}, ledger.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }},
 		{"RunEvent", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetRunEventData(t, "acme", f.run, 2, []byte(`{"verdict":{"state":"passed"}}`))
 		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }},
