@@ -239,7 +239,7 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		if written[rec.TenantID] == nil {
 			written[rec.TenantID] = make(map[int64]tlog.Hash)
 		}
-		if err := st.addTreeHashes(ctx, rec.TenantID, a.Seq, raw, written[rec.TenantID]); err != nil {
+		if err := st.addTreeHashes(ctx, rec.TenantID, a.Seq, raw, written[rec.TenantID], s.recent[rec.TenantID]); err != nil {
 			return err
 		}
 	}
@@ -254,6 +254,15 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 
 	for t, h := range heads {
 		s.heads[t] = h
+	}
+	for t, hs := range written {
+		if _, ok := s.recent[t]; !ok && len(s.recent) >= maxRecentTenants {
+			for other := range s.recent { // any one: a miss costs reads, not correctness
+				delete(s.recent, other)
+				break
+			}
+		}
+		s.recent[t] = recentTree(s.recent[t], hs, heads[t].Seq)
 	}
 	for i, e := range entries {
 		e.Raw, e.Prior, e.Refused = raws[i], priors[i], refused[i]
@@ -377,12 +386,17 @@ func (w *writeStmts) appendRunEvent(ctx context.Context, ev *ledger.RunEvent) er
 }
 
 // addTreeHashes stores the tree hashes of the record at seq; written
-// holds the tenant's hashes stored earlier in the same transaction.
-func (w *writeStmts) addTreeHashes(ctx context.Context, tenant string, seq int64, raw []byte, written map[int64]tlog.Hash) error {
+// holds the tenant's hashes stored earlier in the same transaction, and
+// recent those committed with its last records (see recentTree).
+func (w *writeStmts) addTreeHashes(ctx context.Context, tenant string, seq int64, raw []byte, written, recent map[int64]tlog.Hash) error {
 	read := tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
 		out := make([]tlog.Hash, len(indexes))
 		for k, idx := range indexes {
 			if h, ok := written[idx]; ok {
+				out[k] = h
+				continue
+			}
+			if h, ok := recent[idx]; ok {
 				out[k] = h
 				continue
 			}
@@ -406,6 +420,39 @@ func (w *writeStmts) addTreeHashes(ctx context.Context, tenant string, seq int64
 		written[idx] = h
 	}
 	return nil
+}
+
+// recentRecords is how many of a tenant's last records the store keeps
+// the tree hashes of. Appending record n reads the root of the subtree
+// left of it at each level its position completes; the one at level i was
+// stored about 2^i records earlier, so keeping 32 records' hashes answers
+// every read but those of levels 5 and up, one append in 32. At most
+// maxRecentTenants tenants' are kept (about 2 KB each).
+const (
+	recentRecords    = 32
+	maxRecentTenants = 1024
+)
+
+// recentTree adds the tree hashes a transaction committed to a tenant's
+// recent ones (both may be nil) and drops those stored before its last
+// recentRecords records, now that its head is at seq. Stored hashes never
+// change, so whatever is kept stays right; only committed ones are added.
+func recentTree(recent, committed map[int64]tlog.Hash, seq int64) map[int64]tlog.Hash {
+	if recent == nil {
+		recent = make(map[int64]tlog.Hash, 2*recentRecords+8)
+	}
+	for idx, h := range committed {
+		recent[idx] = h
+	}
+	if seq > recentRecords {
+		oldest := tlog.StoredHashIndex(0, seq-1-recentRecords)
+		for idx := range recent {
+			if idx < oldest {
+				delete(recent, idx)
+			}
+		}
+	}
+	return recent
 }
 
 // cachedHead returns a tenant's durable head, reading it once from the

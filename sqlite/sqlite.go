@@ -34,6 +34,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/writhq/writ/ledger"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -71,6 +73,10 @@ type Store struct {
 	mu     sync.Mutex
 	heads  map[string]ledger.Head
 	closed bool
+	// recent holds, by tenant, the tree hashes committed with the last
+	// recentRecords records (guarded by mu): the next appends read almost
+	// only those (see recentTree).
+	recent map[string]map[int64]tlog.Hash
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -98,7 +104,7 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: create database file: %w", err)
 	}
 
-	s := &Store{path: path, heads: make(map[string]ledger.Head)}
+	s := &Store{path: path, heads: make(map[string]ledger.Head), recent: make(map[string]map[int64]tlog.Hash)}
 	// The driver applies DSN parameters on every new connection, so a
 	// connection the pool replaces gets the same settings. The shorthand
 	// keys are validated by the driver, unlike free-form _pragma values.
