@@ -251,6 +251,7 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: commit append: %w", err)
 	}
+	s.ckpt.committed()
 
 	for t, h := range heads {
 		s.heads[t] = h

@@ -65,6 +65,8 @@ type Store struct {
 	upper upperCache
 	// hist are the history aggregates' statements (history.go).
 	hist histStmts
+	// ckpt checkpoints the WAL off the commit path (checkpoint.go).
+	ckpt *walCheckpointer
 
 	// mu serialises appends and guards heads. heads caches each tenant's
 	// durable chain head; it is only ever set from values that have been
@@ -133,13 +135,11 @@ func Open(dir string) (*Store, error) {
 	// effect only when the file is created: older databases keep their
 	// 16 KiB pages.
 	w.Add("_pragma", "page_size(4096)")
-	// The WAL is checkpointed at SQLite's default, every 1000 pages
-	// (4 MiB). The checkpoint runs inside the commit that crosses the
-	// bound, and every check waiting on the writer waits for it: at 4000
-	// pages (16 MiB) fewer checkpoints wrote 7% less, but the p99 under
-	// wrk -c16 doubled, from 11 to 23 ms, for the same checks a second
-	// (docs/benchmarks.md).
-	w.Add("_pragma", "wal_autocheckpoint(1000)")
+	// The WAL is checkpointed in the background (checkpoint.go), off the
+	// commit path; the writer's own automatic checkpoint, which runs
+	// inside the commit that crosses its bound while every check waiting
+	// on the writer waits, is only the backstop.
+	w.Add("_pragma", "wal_autocheckpoint("+strconv.Itoa(walBackstopPages)+")")
 	// Statement journals (a statement that may abort half-way, as any
 	// insert guarded by a trigger can) go to temporary storage; on disk
 	// that is a write per page, in memory it is free.
@@ -189,6 +189,10 @@ func Open(dir string) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	if s.ckpt, err = openCheckpointer(path); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -214,7 +218,11 @@ func (s *Store) Close() error {
 		st.Close()
 	}
 	s.hashMu.Unlock()
-	return errors.Join(s.read.Close(), s.write.Close())
+	var ckptErr error
+	if s.ckpt != nil {
+		ckptErr = s.ckpt.close()
+	}
+	return errors.Join(ckptErr, s.read.Close(), s.write.Close())
 }
 
 //go:embed migrations/*.sql

@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The WAL is checkpointed (its committed frames copied into the database
+// file) off the commit path. With SQLite's automatic checkpoint, the
+// commit that takes the WAL past its bound runs the checkpoint itself,
+// before it returns: every check of that batch, and every check queued
+// behind it, waits for a few thousand page writes and the database
+// file's fsync. Here a goroutine with a connection of its own runs a
+// PASSIVE checkpoint at most every walCheckpointEvery while commits
+// come in; PASSIVE waits for no reader or writer, so appends go on
+// beside it. The writer keeps SQLite's automatic checkpoint as a
+// backstop, at walBackstopPages: the WAL can only be restarted from its
+// beginning by a checkpoint that has caught up with every commit, which
+// under steady load the background one seldom does, and the backstop's
+// checkpoint then has little left to copy. Durability does not change: a
+// commit is synced before it returns (synchronous=FULL), and a checkpoint
+// copies only frames already durable, syncing the database file after.
+const (
+	walCheckpointEvery = 20 * time.Millisecond
+	walBackstopPages   = 4000
+)
+
+// walCheckpointer runs the background checkpoints.
+type walCheckpointer struct {
+	db   *sql.DB
+	kick chan struct{} // a commit happened (never blocks the writer)
+	stop chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
+	lastErr error // the last checkpoint's error, nil once one succeeds
+	runs    int64 // checkpoints run, for tests
+}
+
+// openCheckpointer opens the checkpoint connection on the database at path
+// and starts its goroutine.
+func openCheckpointer(path string) (*walCheckpointer, error) {
+	v := url.Values{}
+	v.Set("_busy_timeout", strconv.FormatInt(busyTimeout.Milliseconds(), 10))
+	v.Set("_synchronous", "FULL")
+	db, err := sql.Open("sqlite", dsn(path, v))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open checkpoint connection: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open checkpoint connection: %w", err)
+	}
+	c := &walCheckpointer{db: db, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go c.loop()
+	return c, nil
+}
+
+// committed tells the checkpointer that a transaction committed.
+func (c *walCheckpointer) committed() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *walCheckpointer) loop() {
+	defer close(c.done)
+	pause := time.NewTimer(walCheckpointEvery)
+	pause.Stop()
+	for {
+		select {
+		case <-c.stop:
+			pause.Stop()
+			return
+		case <-c.kick:
+		}
+		err := c.checkpoint()
+		c.mu.Lock()
+		c.lastErr = err
+		c.runs++
+		c.mu.Unlock()
+		// At most one checkpoint per walCheckpointEvery: each syncs the
+		// WAL and the database file, and the commits between two are
+		// copied by the next.
+		pause.Reset(walCheckpointEvery)
+		select {
+		case <-c.stop:
+			pause.Stop()
+			return
+		case <-pause.C:
+		}
+	}
+}
+
+// checkpoint runs one PASSIVE checkpoint. A failure (a full or read-only
+// disk) is kept for Err and the next commit tries again; the writer's
+// backstop bounds the WAL meanwhile.
+func (c *walCheckpointer) checkpoint() error {
+	var busy, log, copied int64
+	if err := c.db.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &copied); err != nil {
+		return fmt.Errorf("sqlite: WAL checkpoint: %w", err)
+	}
+	return nil
+}
+
+// Err returns the last background checkpoint's error.
+func (c *walCheckpointer) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
+}
+
+// close stops the goroutine and closes its connection.
+func (c *walCheckpointer) close() error {
+	close(c.stop)
+	<-c.done
+	return c.db.Close()
+}
