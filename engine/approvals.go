@@ -227,7 +227,7 @@ func (e *Engine) DecideApproval(ctx context.Context, req *writ.DecideApprovalReq
 		return nil, writ.Errorf(writ.EFORBIDDEN, "%s asked for approval %s and may not approve it; another approver must", rq.Approver, a.ApprovalID)
 	}
 	if rq.TraceID == "" {
-		rq.TraceID = e.newHex(16)
+		rq.TraceID = e.newTraceID(now)
 	}
 	rec, envelope, err := e.approvalRecord(&rq, a, now)
 	if err != nil {

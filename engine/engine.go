@@ -269,7 +269,7 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 		rq.TraceID = spanTraceID(ctx)
 	}
 	if rq.TraceID == "" {
-		rq.TraceID = e.newHex(16)
+		rq.TraceID = e.newTraceID(e.now())
 	}
 	envelope, err := record.Envelope(&rq, e.redactor)
 	if err != nil {

@@ -422,7 +422,7 @@ func (e *Engine) verdictRecord(req *writ.AttemptRequest, w *pack.Workflow, st *r
 	p := e.policy.Pack
 	rq := *req
 	if rq.TraceID == "" {
-		rq.TraceID = e.newHex(16)
+		rq.TraceID = e.newTraceID(now)
 	}
 	envelope, err := record.EnvelopeOf(&rq, e.redactor)
 	if err != nil {

@@ -147,6 +147,23 @@ func redactReceipt(red *record.Redactor, rc *writ.Receipt) {
 // newID returns prefix + a time-ordered, 128-bit id: 48 bits of Unix
 // milliseconds and 80 random bits, in lowercase Crockford base32.
 func (e *Engine) newID(prefix string, t time.Time) string {
+	return prefix + crockford(e.timeOrdered(t))
+}
+
+// newTraceID draws the trace id of a request that has none: 32 lowercase
+// hex digits of 48 bits of Unix milliseconds and 80 random bits, like the
+// ids. Ordered by time, the ids of one group commit land side by side in
+// the trace id index (one page written, not one page a record), and the
+// random rightmost bits keep them unique and fit for sampling by trace id
+// (W3C Trace Context asks that the rightmost 7 bytes be random).
+func (e *Engine) newTraceID(t time.Time) string {
+	b := e.timeOrdered(t)
+	return hex.EncodeToString(b[:])
+}
+
+// timeOrdered returns t's Unix milliseconds in 6 bytes, big-endian, and
+// 10 random bytes.
+func (e *Engine) timeOrdered(t time.Time) [16]byte {
 	var b [16]byte
 	ms := uint64(t.UnixMilli())
 	for i := 5; i >= 0; i-- {
@@ -156,7 +173,7 @@ func (e *Engine) newID(prefix string, t time.Time) string {
 	if _, err := e.random.Read(b[6:]); err != nil {
 		panic("engine: random source failed: " + err.Error())
 	}
-	return prefix + crockford(b)
+	return b
 }
 
 const crockfordAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
@@ -179,15 +196,6 @@ func crockford(b [16]byte) string {
 		}
 	}
 	return string(out[:j])
-}
-
-// newHex returns n random bytes in lowercase hex (a W3C trace id for n = 16).
-func (e *Engine) newHex(n int) string {
-	b := make([]byte, n)
-	if _, err := e.random.Read(b); err != nil {
-		panic("engine: random source failed: " + err.Error())
-	}
-	return hex.EncodeToString(b)
 }
 
 // hasNUL reports whether JSON text holds a string with U+0000, which no
