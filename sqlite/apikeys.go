@@ -26,6 +26,7 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) (err error) {
 	if err != nil {
 		return fmt.Errorf("sqlite: API key %s: %w", k.ID, err)
 	}
+	defer s.explain(&err)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin put API key: %w", err)
@@ -123,6 +124,7 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) (err 
 	if at.Before(ledger.MinTime) || at.After(ledger.MaxTime) {
 		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("revocation time %s is out of range", at)}
 	}
+	defer s.explain(&err)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin revoke API key: %w", err)

@@ -102,6 +102,7 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 	if s.closed {
 		return ledger.ErrClosed
 	}
+	defer s.explain(&err)
 	// heads holds the batch's heads; it reaches s.heads only after the
 	// commit.
 	heads := make(map[string]ledger.Head)
@@ -519,6 +520,7 @@ func (s *Store) PutBlobs(ctx context.Context, blobs []ledger.Blob) (err error) {
 	if err := ledger.CheckBlobs(blobs); err != nil {
 		return err
 	}
+	defer s.explain(&err)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin put blobs: %w", err)

@@ -19,6 +19,7 @@ func (s *Store) StartRun(ctx context.Context, ev *ledger.RunEvent) (err error) {
 	if s.closed {
 		return ledger.ErrClosed
 	}
+	defer s.explain(&err)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin run: %w", err)

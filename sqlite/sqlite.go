@@ -23,6 +23,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -37,7 +38,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ/ledger"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	sqlitedrv "modernc.org/sqlite" // also registers the "sqlite" driver, which the read pool uses
 )
 
 // FileName is the name of the database file inside the data directory.
@@ -144,10 +145,11 @@ func Open(dir string) (*Store, error) {
 	// insert guarded by a trigger can) go to temporary storage; on disk
 	// that is a write per page, in memory it is free.
 	w.Add("_pragma", "temp_store(MEMORY)")
-	s.write, err = sql.Open("sqlite", dsn(path, w))
+	wc, err := sqlitedrv.NewConnector(dsn(path, w))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}
+	s.write = sql.OpenDB(writeConnector{Connector: wc, path: path})
 	s.write.SetMaxOpenConns(1)
 	s.write.SetMaxIdleConns(1)
 	s.write.SetConnMaxLifetime(0)
@@ -194,6 +196,45 @@ func Open(dir string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// writeConnector opens the write connection, and refuses one that cannot
+// write. SQLite opens a database file that it cannot open for writing
+// read-only, without an error. database/sql replaces the write connection
+// when a statement on it was interrupted (a cancelled context); a
+// replacement opened while the data directory is read-only would stay
+// read-only after the file system is writable again, and every append
+// would fail until writ is restarted. (SQLite hands the new connection
+// the closed one's file descriptor while another connection of the
+// process holds the file, so this happens only when none does.) Refused,
+// the append fails closed, and the next one opens the file again.
+type writeConnector struct {
+	driver.Connector
+	path string
+}
+
+func (c writeConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ro, ok := conn.(interface{ IsReadOnly(string) (bool, error) })
+	if !ok {
+		conn.Close()
+		return nil, fmt.Errorf("sqlite: a %T cannot say whether it is read-only", conn)
+	}
+	readOnly, err := ro.IsReadOnly("main")
+	if err == nil && readOnly {
+		err = fmt.Errorf("%s could not be opened for writing (SQLite opened it read-only)", c.path)
+		if cause := writeRefusal(c.path + "-wal"); cause != nil {
+			err = fmt.Errorf("%w: %w", err, cause)
+		}
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // dsn builds a file: URI, which keeps a path with '?' or '#' in it intact.

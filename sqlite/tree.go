@@ -132,7 +132,7 @@ func (s *Store) hashesStmt(n int) (*sql.Stmt, error) {
 }
 
 // PutCheckpoint stores a signed checkpoint; see ledger.Store.
-func (s *Store) PutCheckpoint(ctx context.Context, cp *ledger.Checkpoint) error {
+func (s *Store) PutCheckpoint(ctx context.Context, cp *ledger.Checkpoint) (err error) {
 	if cp == nil || cp.TenantID == "" || cp.Size < 1 || len(cp.Note) == 0 {
 		return &writ.Error{Code: writ.EINVALID, Message: "a checkpoint needs a tenant, a positive size and a signed note"}
 	}
@@ -141,8 +141,9 @@ func (s *Store) PutCheckpoint(ctx context.Context, cp *ledger.Checkpoint) error 
 	if s.closed {
 		return ledger.ErrClosed
 	}
+	defer s.explain(&err)
 	var root, note []byte
-	err := s.write.QueryRowContext(ctx, `SELECT root, note FROM checkpoints WHERE tenant_id = ? AND size = ?`, cp.TenantID, cp.Size).Scan(&root, &note)
+	err = s.write.QueryRowContext(ctx, `SELECT root, note FROM checkpoints WHERE tenant_id = ? AND size = ?`, cp.TenantID, cp.Size).Scan(&root, &note)
 	switch {
 	case err == nil:
 		if bytes.Equal(root, cp.Root[:]) && bytes.Equal(note, cp.Note) {

@@ -19,11 +19,11 @@ import (
 )
 
 // The fault tests run the real server while its storage fails under it:
-// the data disk fills up, the data disk stalls (a very slow fsync),
-// PostgreSQL drops its connections. In each: no answer permits execution without a
-// durable record (every 200 names a record that is there afterwards),
-// errors say what is wrong, and writ recovers by itself, without a
-// restart, when the fault clears.
+// the data disk fills up, the data disk stalls (a very slow fsync), the
+// data directory turns read-only, PostgreSQL drops its connections. In
+// each: no answer permits execution without a durable record (every 200
+// names a record that is there afterwards), errors say what is wrong, and
+// writ recovers by itself, without a restart, when the fault clears.
 
 // faultLoad sends unique checks and remembers what was acknowledged.
 type faultLoad struct {
@@ -108,6 +108,23 @@ func (l *faultLoad) recovered(t *testing.T) {
 		}
 	}
 	t.Fatalf("writ did not recover within 30 s of the fault clearing; last errors %v", l.lastErrors())
+}
+
+// acknowledged waits until n checks in all have been acknowledged, for
+// at most 30 s, while the load runs.
+func (l *faultLoad) acknowledged(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		l.mu.Lock()
+		got := len(l.acked)
+		l.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d checks acknowledged after 30 s; last errors %v", got, n, l.lastErrors())
+		}
+	}
 }
 
 func (l *faultLoad) lastErrors() []string {
@@ -362,5 +379,58 @@ func TestFaultStalledDisk(t *testing.T) {
 		t.Errorf("the server's log does not say commits timed out:\n%s", log)
 	}
 	t.Logf("%d checks failed closed with commit_timeout during the stall", timedOut)
+	l.nothingLost(t, srv, "--data", data)
+}
+
+// TestFaultReadOnlyDisk: the data directory turns read-only under load
+// from four clients for 3 s, then writable again. It is a FUSE
+// passthrough whose switch makes every change answer EROFS
+// (fusefault_test.go): the kernel cannot remount a busy file system
+// read-only. While it is read-only, checks fail closed, none is
+// acknowledged, and the log says the file system is read-only; once it
+// is writable again, writ takes checks without a restart and goes on
+// under the same load; nothing acknowledged is lost.
+func TestFaultReadOnlyDisk(t *testing.T) {
+	mnt, readOnly := readOnlySwitch(t)
+	data := filepath.Join(mnt, "data")
+	srv := startServerArgs(t, "--data", data, "--pack", "../../examples/wf-2302", "--commit-timeout", "1s")
+	l := newFaultLoad(t, srv.url, "ro")
+	l.recovered(t) // SQLite works on the mount at all
+	stopLoad := l.loop(t, 4)
+	defer stopLoad()
+	l.acknowledged(t, 100) // load is flowing
+
+	counts := func() (acked, failed int) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.acked), len(l.failed)
+	}
+	_, failedBefore := counts()
+	readOnly.Store(true)
+	// A check whose commit returned just before the switch may still be
+	// answered after it: count only from a second in.
+	time.Sleep(time.Second)
+	ackedFrom, _ := counts()
+	time.Sleep(2 * time.Second)
+	ackedTo, failedTo := counts()
+	readOnly.Store(false)
+	l.recovered(t)
+	l.acknowledged(t, ackedTo+100) // and goes on
+	stopLoad()
+
+	if ackedTo != ackedFrom {
+		t.Errorf("%d checks were acknowledged while the data directory was read-only", ackedTo-ackedFrom)
+	}
+	failedClosed := failedTo - failedBefore
+	if failedClosed == 0 {
+		t.Errorf("no check failed closed while the data directory was read-only")
+	}
+	if len(l.errs) > 0 {
+		t.Errorf("errors other than fail-closed receipts around the fault: %v", l.errs)
+	}
+	if log := srv.stderr.String(); !strings.Contains(log, "read-only file system") {
+		t.Errorf("the server's log does not say the data directory is on a read-only file system:\n%s", log)
+	}
+	t.Logf("%d checks failed closed while the data directory was read-only", failedClosed)
 	l.nothingLost(t, srv, "--data", data)
 }
