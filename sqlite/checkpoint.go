@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	sqlitedrv "modernc.org/sqlite"
 )
 
 // The WAL is checkpointed (its committed frames copied into the database
@@ -37,6 +39,9 @@ type walCheckpointer struct {
 	stop chan struct{}
 	done chan struct{}
 
+	closeOnce sync.Once
+	closeErr  error
+
 	mu      sync.Mutex
 	lastErr error // the last checkpoint's error, nil once one succeeds
 	runs    int64 // checkpoints run, for tests
@@ -48,10 +53,13 @@ func openCheckpointer(path string) (*walCheckpointer, error) {
 	v := url.Values{}
 	v.Set("_busy_timeout", strconv.FormatInt(busyTimeout.Milliseconds(), 10))
 	v.Set("_synchronous", "FULL")
-	db, err := sql.Open("sqlite", dsn(path, v))
+	// Opened like the write connection (writeConnector), so that one opened
+	// while the disk refuses writes is replaced, not kept read-only.
+	conn, err := sqlitedrv.NewConnector(dsn(path, v))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open checkpoint connection: %w", err)
 	}
+	db := sql.OpenDB(writeConnector{Connector: conn, path: path})
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
@@ -120,9 +128,13 @@ func (c *walCheckpointer) Err() error {
 	return c.lastErr
 }
 
-// close stops the goroutine and closes its connection.
+// close stops the goroutine and closes its connection; again, it does
+// nothing.
 func (c *walCheckpointer) close() error {
-	close(c.stop)
-	<-c.done
-	return c.db.Close()
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		<-c.done
+		c.closeErr = c.db.Close()
+	})
+	return c.closeErr
 }

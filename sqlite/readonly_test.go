@@ -32,9 +32,12 @@ func TestWriterReplacedWhileReadOnly(t *testing.T) {
 
 	// While another connection of the process holds the file, SQLite
 	// gives a new connection the descriptor a closed one left behind,
-	// opened for writing. The read pool is closed so that none does, as
-	// when its connections were discarded too.
+	// opened for writing. The read pool and the checkpoint connection
+	// are closed so that none does, as when they were discarded too.
 	if err := s.read.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ckpt.close(); err != nil {
 		t.Fatal(err)
 	}
 	// An immutable file cannot be opened for writing, even by root:
