@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -283,14 +284,18 @@ func reservedMeta(k string) bool {
 	return len(labels) >= 2 && (labels[1] == "modelcontextprotocol" || labels[1] == "mcp")
 }
 
-// arguments decodes a call's arguments: a JSON object, or absent.
+// arguments decodes a call's arguments: a JSON object, or absent. Its
+// bytes are what is forwarded, so they must mean to the upstream what
+// they mean to the check, whatever JSON parser the upstream uses: a
+// member name twice in an object (read as its last value here, perhaps
+// its first there) and invalid UTF-8 (read as U+FFFD here) are refused.
 func arguments(raw json.RawMessage) (map[string]any, json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{}, json.RawMessage("{}"), nil
 	}
 	var args map[string]any
-	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
-		return nil, nil, errors.New("the arguments must be a JSON object; the call was not checked or forwarded")
+	if err := jsonv2.Unmarshal(raw, &args); err != nil || args == nil {
+		return nil, nil, errors.New("the arguments must be a JSON object, with no member name twice in an object and only valid UTF-8; the call was not checked or forwarded")
 	}
 	return args, raw, nil
 }
