@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -40,42 +41,16 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 	if err != nil {
 		return refusal(name, err.Error()), nil
 	}
-	if r.listed == nil {
-		return refusal(name, fmt.Sprintf("tool %s is not in the pack's tool manifest, so writ refuses every call to it (the gateway's unlisted: refuse). Ask the pack's owner to add it to tools.yaml.", name)), nil
-	}
-	args, raw, err := arguments(req.Params.Arguments)
+	callID := newCallID()
+	creq, raw, err := checkRequest(r, caller, req.Params, callID)
 	if err != nil {
 		return refusal(name, err.Error()), nil
 	}
-	if r.badSchem != nil {
-		return refusal(name, fmt.Sprintf("the upstream's input schema for %s does not compile (%v), so its arguments cannot be checked; the call was not forwarded", name, r.badSchem)), nil
-	}
-	if r.schema != nil {
-		if err := r.schema.Validate(decodeForSchema(raw)); err != nil {
-			return refusal(name, "the arguments do not match the tool's input schema, so the call was not checked or forwarded: "+schemaMessage(err)), nil
-		}
-	}
 
-	meta := map[string]any(req.Params.Meta)
-	ctx = telemetry.ContextFromMeta(ctx, meta)
-	callID := newCallID()
+	ctx = telemetry.ContextFromMeta(ctx, req.Params.Meta)
 	ctx, span := telemetry.StartToolCall(ctx, name, callID)
 	defer span.End()
 	ctx = context.WithValue(ctx, callerKey{}, caller)
-
-	creq := &writ.CheckRequest{
-		TenantID:             caller.TenantID,
-		Tool:                 name,
-		Arguments:            args,
-		ApprovalMode:         r.mode,
-		ToolCallID:           callID,
-		ToolDefinitionDigest: r.digest,
-		Actor:                caller.Actor,
-		Workflow:             workflowOf(meta),
-	}
-	if id, ok := meta[MetaApprovalID].(string); ok && id != "" {
-		creq.ApprovalIDs = []string{id}
-	}
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		creq.TraceID = sc.TraceID().String()
 	}
@@ -112,6 +87,47 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 		return blocked(name, rc), nil
 	}
 	return g.forward(ctx, r, req, raw, rc, callID), nil
+}
+
+// checkRequest turns a tools/call of r, made by caller, into the check
+// request writ decides (docs/mcp.md, "What a call becomes"), and returns
+// the arguments to forward if it is allowed: the bytes the agent sent.
+// The tool must be in the tool manifest and the arguments a JSON object
+// valid against its input schema; the workflow and an approval to redeem
+// come from _meta. The trace id is set by call, from the call's span. A
+// call that cannot be checked is refused: the error says why, for the
+// agent, and there is no request.
+func checkRequest(r *route, caller Caller, p *mcp.CallToolParamsRaw, callID string) (*writ.CheckRequest, json.RawMessage, error) {
+	if r.listed == nil {
+		return nil, nil, fmt.Errorf("tool %s is not in the pack's tool manifest, so writ refuses every call to it (the gateway's unlisted: refuse). Ask the pack's owner to add it to tools.yaml.", r.name)
+	}
+	args, raw, err := arguments(p.Arguments)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.badSchem != nil {
+		return nil, nil, fmt.Errorf("the upstream's input schema for %s does not compile (%v), so its arguments cannot be checked; the call was not forwarded", r.name, r.badSchem)
+	}
+	if r.schema != nil {
+		if err := r.schema.Validate(decodeForSchema(raw)); err != nil {
+			return nil, nil, errors.New("the arguments do not match the tool's input schema, so the call was not checked or forwarded: " + schemaMessage(err))
+		}
+	}
+	meta := map[string]any(p.Meta)
+	creq := &writ.CheckRequest{
+		TenantID:             caller.TenantID,
+		Tool:                 r.name,
+		Arguments:            args,
+		ApprovalMode:         r.mode,
+		ToolCallID:           callID,
+		ToolDefinitionDigest: r.digest,
+		Actor:                caller.Actor,
+		Workflow:             workflowOf(meta),
+	}
+	if id, ok := meta[MetaApprovalID].(string); ok && id != "" {
+		creq.ApprovalIDs = []string{id}
+	}
+	return creq, raw, nil
 }
 
 // decide checks the call, or resumes the decision the same call is
@@ -268,14 +284,18 @@ func reservedMeta(k string) bool {
 	return len(labels) >= 2 && (labels[1] == "modelcontextprotocol" || labels[1] == "mcp")
 }
 
-// arguments decodes a call's arguments: a JSON object, or absent.
+// arguments decodes a call's arguments: a JSON object, or absent. Its
+// bytes are what is forwarded, so they must mean to the upstream what
+// they mean to the check, whatever JSON parser the upstream uses: a
+// member name twice in an object (read as its last value here, perhaps
+// its first there) and invalid UTF-8 (read as U+FFFD here) are refused.
 func arguments(raw json.RawMessage) (map[string]any, json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return map[string]any{}, json.RawMessage("{}"), nil
 	}
 	var args map[string]any
-	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
-		return nil, nil, errors.New("the arguments must be a JSON object; the call was not checked or forwarded")
+	if err := jsonv2.Unmarshal(raw, &args); err != nil || args == nil {
+		return nil, nil, errors.New("the arguments must be a JSON object, with no member name twice in an object and only valid UTF-8; the call was not checked or forwarded")
 	}
 	return args, raw, nil
 }

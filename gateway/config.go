@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/pack"
@@ -121,16 +122,43 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	if c.Unlisted == "" {
 		c.Unlisted = UnlistedHide
 	}
-	seen := map[string]bool{}
+	lines := nameLines(data, len(c.Upstreams))
+	first := map[string]int{}
 	var ds []writ.Detail
-	for _, u := range c.Upstreams {
-		if seen[u.Name] {
-			ds = append(ds, writ.Detail{File: path, Message: fmt.Sprintf("upstream %q is defined twice", u.Name)})
+	for i, u := range c.Upstreams {
+		if at, ok := first[u.Name]; ok {
+			ds = append(ds, writ.Detail{File: path, Line: lines[i], Message: fmt.Sprintf("upstream %q is defined twice (first at line %d); upstream names are unique", u.Name, at)})
+			continue
 		}
-		seen[u.Name] = true
+		first[u.Name] = lines[i]
 	}
 	if len(ds) > 0 {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: ds[0].String(), Details: ds}
 	}
 	return &c, nil
+}
+
+// nameLines returns the line of each of the n upstreams' name in the
+// configuration file data, which ParseConfig decoded.
+func nameLines(data []byte, n int) []int {
+	lines := make([]int, n)
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
+		return lines
+	}
+	root := doc.Content[0]
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value != "upstreams" {
+			continue
+		}
+		ups := root.Content[i+1].Content
+		for j := 0; j < n && j < len(ups); j++ {
+			for k := 0; k+1 < len(ups[j].Content); k += 2 {
+				if ups[j].Content[k].Value == "name" {
+					lines[j] = ups[j].Content[k].Line
+				}
+			}
+		}
+	}
+	return lines
 }

@@ -18,7 +18,9 @@ func TestParseConfigErrorsHaveFileAndLine(t *testing.T) {
 		{"no upstreams", "tenant: acme\n", "gw.yaml:1:"},
 		{"bad url", "upstreams:\n  - {name: a, http: {url: 'ftp://h'}}\n", "gw.yaml:2: upstreams.0.http.url:"},
 		{"syntax", "upstreams: [\n", "gw.yaml:"},
-		{"twice", "upstreams:\n  - {name: a, stdio: {command: x}}\n  - {name: a, stdio: {command: y}}\n", "upstream \"a\" is defined twice"},
+		{"binary", "upstreams:\n  - {name: !!binary AAAA, stdio: {command: x}}\n", "gw.yaml:2: binary values (!!binary) are not supported"},
+		{"twice", "upstreams:\n  - {name: a, stdio: {command: x}}\n  - {name: a, stdio: {command: y}}\n", "gw.yaml:3: upstream \"a\" is defined twice (first at line 2); upstream names are unique"},
+		{"twice, block style", "upstreams:\n  - stdio: {command: x}\n    name: a\n  - name: b\n    http: {url: 'http://h/mcp'}\n  -\n    http: {url: 'http://h/mcp'}\n    name:\n      a\n", "gw.yaml:8: upstream \"a\" is defined twice (first at line 3); upstream names are unique"},
 	} {
 		_, err := gateway.ParseConfig("gw.yaml", []byte(tc.yaml))
 		var we *writ.Error

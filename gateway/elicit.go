@@ -198,7 +198,10 @@ func (g *Gateway) openState(creq *writ.CheckRequest, s string) (*requestState, e
 	bodyPart, sigPart, ok := strings.Cut(s, ".")
 	body, err1 := b64.DecodeString(bodyPart)
 	sig, err2 := b64.DecodeString(sigPart)
-	if !ok || err1 != nil || err2 != nil || !hmac.Equal(sig, g.mac(body)) {
+	// Only the text as sealed: decoding skips line breaks and spare bits,
+	// so another text may decode to the same bytes.
+	canonical := b64.EncodeToString(body) == bodyPart && b64.EncodeToString(sig) == sigPart
+	if !ok || err1 != nil || err2 != nil || !canonical || !hmac.Equal(sig, g.mac(body)) {
 		return nil, fmt.Errorf("%w: it was not issued by this gateway or was altered (a gateway that restarted no longer knows its earlier states)", errState)
 	}
 	var st requestState

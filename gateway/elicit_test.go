@@ -153,6 +153,12 @@ func TestInputRequiredState(t *testing.T) {
 		}
 		return "A" + s[1:]
 	}
+	// spare flips an unused low bit of the last character of the base64
+	// text of a 32-byte signature, which lenient decoding ignores.
+	spare := func(s string) string {
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+		return s[:len(s)-1] + string(alphabet[strings.IndexByte(alphabet, s[len(s)-1])^1])
+	}
 	retry := func(args map[string]any, state string) *mcp.CallToolResult {
 		t.Helper()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "fs.delete_file", Arguments: args, InputResponses: approve, RequestState: state})
@@ -179,6 +185,8 @@ func TestInputRequiredState(t *testing.T) {
 		{"altered state", flip(body) + "." + sig, args, "altered"},
 		{"forged signature", body + "." + flip(sig), args, "altered"},
 		{"not a state", "approve-please", args, "altered"},
+		{"line break in the state", body[:8] + "\n" + body[8:] + "." + sig, args, "altered"},
+		{"spare bits set", body + "." + spare(sig), args, "altered"},
 		{"another call", first.RequestState, map[string]any{"path": "/allowed/other.txt"}, "another call"},
 	} {
 		res := retry(tc.args, tc.state)

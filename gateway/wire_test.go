@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -104,5 +105,36 @@ func TestOversizedMessage(t *testing.T) {
 	page, err := f.eng.Records(context.Background(), writRecordQuery())
 	if err != nil || len(page.Records) != 0 {
 		t.Errorf("records after an oversized message = %d, %v; want none", len(page.Records), err)
+	}
+}
+
+// TestAmbiguousArguments: arguments whose bytes mean different things
+// to different JSON parsers (a member name twice, which the check would
+// read as its last value and an upstream may read as its first; invalid
+// UTF-8, which the check would read as U+FFFD) are refused: the bytes
+// forwarded are the arguments checked, so such a call is neither
+// checked nor forwarded.
+func TestAmbiguousArguments(t *testing.T) {
+	f := newFixture(t, packDir(), &files{}, "")
+	w := newWire(t, f, 0)
+	w.initialize(t)
+	for _, args := range []string{
+		`{"path":"/etc/passwd","path":"/allowed/a","content":"x"}`,
+		`{"path":"/allowed/a","content":"x","content":"y"}`,
+		"{\"path\":\"/allowed/\xff\",\"content\":\"x\"}",
+	} {
+		w.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fs.write_file","arguments":`+args+`}}`)
+		m := w.recv(t)
+		res, _ := m["result"].(map[string]any)
+		if res == nil || res["isError"] != true || !strings.Contains(fmt.Sprint(res["content"]), "the arguments must be a JSON object") {
+			t.Errorf("arguments %q: reply %v, want an isError result refusing them", args, m)
+		}
+	}
+	if n := f.up.calls.Load(); n != 0 {
+		t.Errorf("the upstream received %d calls, want 0", n)
+	}
+	page, err := f.eng.Records(context.Background(), writRecordQuery())
+	if err != nil || len(page.Records) != 0 {
+		t.Errorf("records after ambiguous arguments = %d, %v; want none", len(page.Records), err)
 	}
 }

@@ -101,6 +101,7 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"tool class mismatch", map[string]string{"tools.yaml": okTools + "    action_class: upload\n"}, "action class \"upload\""},
 		{"duplicate rule", map[string]string{"policies/p.yaml": okPolicy + strings.SplitN(okPolicy, "rules:\n", 2)[1]}, "rule \"R1\" is already defined"},
 		{"duplicate key", map[string]string{"specs/s.yaml": okSpec + "version: 2.0.0\n"}, "demo/specs/s.yaml:5: key \"version\" is defined twice"},
+		{"binary value", map[string]string{"specs/s.yaml": strings.Replace(okSpec, "demo.act", "!!binary ZGVtby5hY3Q=", 1)}, "demo/specs/s.yaml:1: binary values (!!binary) are not supported"},
 		{"missing file", map[string]string{"tools.yaml": ""}, "demo/tools.yaml: cannot read"},
 		{"glob matches nothing", map[string]string{"pack.yaml": strings.Replace(okManifest, "specs/*.yaml", "nothing/*.yaml", 1)}, "\"nothing/*.yaml\" matches no file"},
 		{"bad duration", map[string]string{"specs/s.yaml": okSpec + "required_evidence:\n  - kind: idv\n    max_age: 3 days\n"}, "demo/specs/s.yaml:7: required_evidence.0.max_age"},

@@ -105,6 +105,10 @@ func (d *document) convert(n *yaml.Node, ptr string) (any, error) {
 				return nil, problemAt(d.path, n.Line, "%s is not a JSON number", n.Value)
 			}
 			return json.Number(strconv.FormatFloat(f, 'f', -1, 64)), nil
+		case "!!binary":
+			// The schema would check the base64 text, and the file's
+			// value would be the bytes it encodes.
+			return nil, problemAt(d.path, n.Line, "binary values (!!binary) are not supported")
 		default:
 			return n.Value, nil
 		}
