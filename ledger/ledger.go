@@ -54,7 +54,7 @@ type SealFunc func(prev Head, e *Entry) (raw []byte, err error)
 // (each record_hash covers the hash before it; record.PresealedHash);
 // the seals, whose Ed25519 signatures are most of their cost and are not
 // part of the chain, then run in parallel on up to GOMAXPROCS
-// goroutines. Each seal must give the record_hash the chain computed,
+// goroutines, the caller's one of them. Each seal must give the record_hash the chain computed,
 // else the batch fails. raws[i] is entry i's sealed bytes (nil for an
 // entry not in todo). On an error, heads is left in an unspecified state:
 // the store discards the batch.
@@ -96,27 +96,26 @@ func SealBatch(seal SealFunc, heads map[string]Head, entries []*Entry, todo []in
 		}
 		raws[i], errs[i] = raw, err
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(todo))
-	if workers <= 1 {
-		for _, i := range todo {
-			sealOne(i)
+	// The caller (the store's single writer) seals too, beside
+	// GOMAXPROCS-1 helpers: on a busy machine a helper may wait its turn
+	// behind the request handlers, and the writer, which every check of
+	// the batch waits for, must not stand idle meanwhile.
+	var next atomic.Int64
+	work := func() {
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= len(todo) {
+				return
+			}
+			sealOne(todo[k])
 		}
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for {
-					k := int(next.Add(1)) - 1
-					if k >= len(todo) {
-						return
-					}
-					sealOne(todo[k])
-				}
-			})
-		}
-		wg.Wait()
 	}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(todo)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 	for _, i := range todo {
 		if errs[i] != nil {
 			return nil, fmt.Errorf("seal record %s: %w", entries[i].Record.RecordID, errs[i])
