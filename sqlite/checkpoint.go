@@ -44,7 +44,6 @@ type walCheckpointer struct {
 
 	mu      sync.Mutex
 	lastErr error // the last checkpoint's error, nil once one succeeds
-	runs    int64 // checkpoints run, for tests
 }
 
 // openCheckpointer opens the checkpoint connection on the database at path
@@ -95,7 +94,6 @@ func (c *walCheckpointer) loop() {
 		err := c.checkpoint()
 		c.mu.Lock()
 		c.lastErr = err
-		c.runs++
 		c.mu.Unlock()
 		// At most one checkpoint per walCheckpointEvery: each syncs the
 		// WAL and the database file, and the commits between two are
