@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"context"
 	"errors"
 
@@ -94,6 +96,10 @@ func notRecorded(what string, err error) error {
 	}
 	return &writ.Error{Code: writ.EUNAVAILABLE, Message: what + " could not be recorded; it did not count, retry it", Err: err}
 }
+
+// LastCommitFailure returns when the last group commit failed, and false
+// if it did not (for GET /readyz).
+func (e *Engine) LastCommitFailure() (time.Time, bool) { return e.appender.LastFailure() }
 
 // QueueDepth returns the number of records waiting for a group commit
 // (for the writ_ledger_queue_depth gauge).

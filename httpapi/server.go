@@ -120,7 +120,8 @@ type ReadyReport struct {
 
 // ReadyCheck is one readiness check.
 type ReadyCheck struct {
-	// Name says what was checked: "store", "signing_key" or "pack".
+	// Name says what was checked: "store", "commits", "signing_key" or
+	// "pack".
 	Name string `json:"name"`
 	// OK is whether it passed.
 	OK bool `json:"ok"`
@@ -551,7 +552,7 @@ func (s *Server) handleWhoAmI(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReady serves GET /readyz: whether the server can take checks
-// now (the store answers, a signing key is valid, the pack is loaded).
+// now (Config.Ready's checks).
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	report := ReadyReport{Status: HealthOK, Checks: []ReadyCheck{}}
 	if s.cfg.Ready != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/writhq/writ"
@@ -67,6 +68,10 @@ type Appender struct {
 	mu     sync.RWMutex
 	closed bool
 	done   chan struct{}
+
+	// failedAt is when the last group commit failed (Unix ns), 0 once
+	// one has committed since.
+	failedAt atomic.Int64
 }
 
 type pending struct {
@@ -142,6 +147,14 @@ func (a *Appender) Append(ctx context.Context, e *Entry) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// LastFailure returns when the last group commit failed, and false if it
+// did not (or none ran): until one commits, checks are likely to be
+// answered fail-closed.
+func (a *Appender) LastFailure() (time.Time, bool) {
+	ns := a.failedAt.Load()
+	return time.Unix(0, ns), ns != 0
 }
 
 // QueueDepth returns the number of entries waiting for a commit.
@@ -223,6 +236,11 @@ func (a *Appender) loop() {
 		var end time.Time
 		if a.cfg.Observe != nil {
 			end = time.Now()
+		}
+		if err != nil {
+			a.failedAt.Store(time.Now().UnixNano())
+		} else {
+			a.failedAt.Store(0)
 		}
 		if err != nil {
 			a.cfg.Logger.Error("ledger commit failed", "entries", len(entries), "err", err)

@@ -882,3 +882,17 @@ func scanClaims(claims map[claimKey]*ledger.Prior) func(pgx.Rows) error {
 		return rows.Err()
 	}
 }
+
+// ProbeWrite commits a write that changes nothing the ledger holds (the
+// write_probe row), as an append would: it tells whether the database
+// takes writes now, where a read cannot (a standby that was not
+// promoted, a database refusing writes). GET /readyz calls it after a
+// group commit failed.
+func (s *Store) ProbeWrite(ctx context.Context, now time.Time) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO write_probe (id, at_ns) VALUES (1, $1)
+		ON CONFLICT (id) DO UPDATE SET at_ns = excluded.at_ns`, now.UnixNano())
+	if err != nil {
+		return fmt.Errorf("postgres: write probe: %w", err)
+	}
+	return nil
+}

@@ -794,3 +794,25 @@ func mustRefuse(t *testing.T, st *Store, stmts []string) {
 		}
 	}
 }
+
+// TestProbeWrite: the write probe of GET /readyz commits, again and
+// again, into its one row.
+func TestProbeWrite(t *testing.T) {
+	testDSN(t)
+	t.Parallel()
+	st := openStore(t, testSchema(t))
+	defer st.Close()
+	at := time.Unix(1_800_000_000, 0)
+	for i := range 3 {
+		if err := st.ProbeWrite(t.Context(), at.Add(time.Duration(i))); err != nil {
+			t.Fatalf("ProbeWrite() = %v", err)
+		}
+	}
+	var rows, got int64
+	if err := st.pool.QueryRow(t.Context(), `SELECT count(*), max(at_ns) FROM write_probe`).Scan(&rows, &got); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || got != at.Add(2).UnixNano() {
+		t.Errorf("write_probe holds %d rows, the last at %d; want 1, at %d", rows, got, at.Add(2).UnixNano())
+	}
+}

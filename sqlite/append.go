@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -539,6 +540,37 @@ func (s *Store) PutBlobs(ctx context.Context, blobs []ledger.Blob) (err error) {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: commit put blobs: %w", err)
+	}
+	return nil
+}
+
+// ProbeWrite commits a write that changes nothing the ledger holds (the
+// write_probe row, 256 KiB: about a batch of checks), durably, as an
+// append would: it tells whether the store can commit now, where a read
+// cannot (a full disk, a read-only data directory). GET /readyz calls it
+// after a group commit failed.
+func (s *Store) ProbeWrite(ctx context.Context, now time.Time) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ledger.ErrClosed
+	}
+	defer s.explain(&err)
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin write probe: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO write_probe (id, at_ns, fill) VALUES (1, ?, randomblob(262144))
+		ON CONFLICT (id) DO UPDATE SET at_ns = excluded.at_ns, fill = excluded.fill`, now.UnixNano()); err != nil {
+		return fmt.Errorf("sqlite: write probe: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit write probe: %w", err)
 	}
 	return nil
 }

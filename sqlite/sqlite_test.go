@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -848,5 +849,28 @@ func TestVerifyAcrossPages(t *testing.T) {
 		if !slices.Equal(got, want) || rep.Records != n-1 {
 			t.Errorf("Verify(%d workers) = %v over %d records, want %v over %d", workers, got, rep.Records, want, n-1)
 		}
+	}
+}
+
+// TestProbeWrite: the write probe of GET /readyz commits, again and
+// again, into its one row, about a batch's size.
+func TestProbeWrite(t *testing.T) {
+	st := openTemp(t)
+	at := time.Unix(1_800_000_000, 0)
+	for i := range 3 {
+		if err := st.ProbeWrite(t.Context(), at.Add(time.Duration(i))); err != nil {
+			t.Fatalf("ProbeWrite() = %v", err)
+		}
+	}
+	var rows, got, size int64
+	if err := st.read.QueryRow(`SELECT count(*), max(at_ns), max(length(fill)) FROM write_probe`).Scan(&rows, &got, &size); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || got != at.Add(2).UnixNano() || size != 256<<10 {
+		t.Errorf("write_probe holds %d rows, the last at %d with %d bytes; want 1, at %d with %d", rows, got, size, at.Add(2).UnixNano(), 256<<10)
+	}
+	st.Close()
+	if err := st.ProbeWrite(t.Context(), at); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("ProbeWrite() on a closed store = %v, want ErrClosed", err)
 	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +112,52 @@ func (l *faultLoad) recovered(t *testing.T) {
 	t.Fatalf("writ did not recover within 30 s of the fault clearing; last errors %v", l.lastErrors())
 }
 
+// readyz answers GET /readyz: its status, and the checks that failed.
+func readyz(t *testing.T, url string) (int, []string) {
+	t.Helper()
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	defer resp.Body.Close()
+	var report httpapi.ReadyReport
+	if err := json.NewDecoder(resp.Body).Decode(&report); err != nil {
+		t.Fatalf("GET /readyz: %v", err)
+	}
+	var failed []string
+	for _, c := range report.Checks {
+		if !c.OK {
+			failed = append(failed, c.Name+": "+c.Error)
+		}
+	}
+	return resp.StatusCode, failed
+}
+
+// notReady checks that GET /readyz answers 503 and names the commits
+// check, while the store cannot commit.
+func notReady(t *testing.T, url string) {
+	t.Helper()
+	status, failed := readyz(t, url)
+	if status != http.StatusServiceUnavailable || len(failed) != 1 || !strings.HasPrefix(failed[0], "commits: ") {
+		t.Errorf("GET /readyz while the store cannot commit = %d, failed checks %q; want 503 and the commits check alone", status, failed)
+	}
+}
+
+// readyAgain waits, sending no check, until GET /readyz answers 200: the
+// server tells it can commit again by itself, without traffic.
+func readyAgain(t *testing.T, url string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status, failed := readyz(t, url)
+		if status == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /readyz = %d (%q) 30 s after the fault cleared, want 200", status, failed)
+		}
+	}
+}
+
 // acknowledged waits until n checks in all have been acknowledged, for
 // at most 30 s, while the load runs.
 func (l *faultLoad) acknowledged(t *testing.T, n int) {
@@ -207,7 +255,13 @@ func TestFaultDiskFull(t *testing.T) {
 	if log := srv.stderr.String(); !strings.Contains(log, "full") {
 		t.Errorf("the server's log does not say the disk is full:\n%s", log)
 	}
+	notReady(t, srv.url)
+	// Five seconds after the last failed commit, /readyz asks the store
+	// with a test write, which the full disk refuses too.
+	time.Sleep(6 * time.Second)
+	notReady(t, srv.url)
 	remount(t, mnt, "size=64m")
+	readyAgain(t, srv.url)
 	l.recovered(t)
 	for range 20 {
 		if !l.check(t) {
@@ -397,7 +451,7 @@ func TestFaultReadOnlyDisk(t *testing.T) {
 	l := newFaultLoad(t, srv.url, "ro")
 	l.recovered(t) // SQLite works on the mount at all
 	stopLoad := l.loop(t, 4)
-	defer stopLoad()
+	defer func() { stopLoad() }()
 	l.acknowledged(t, 100) // load is flowing
 
 	counts := func() (acked, failed int) {
@@ -413,7 +467,12 @@ func TestFaultReadOnlyDisk(t *testing.T) {
 	ackedFrom, _ := counts()
 	time.Sleep(2 * time.Second)
 	ackedTo, failedTo := counts()
+	notReady(t, srv.url)
+	// Readiness comes back with no check sent: the load resumes after.
+	stopLoad()
 	readOnly.Store(false)
+	readyAgain(t, srv.url)
+	stopLoad = l.loop(t, 4)
 	l.recovered(t)
 	l.acknowledged(t, ackedTo+100) // and goes on
 	stopLoad()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/writhq/writ"
@@ -153,8 +154,9 @@ func keyExpiry(ring *keyring.Ring, now time.Time) (time.Time, bool, error) {
 }
 
 // readiness returns the /readyz checks of a server: the store answers,
-// a signing key is valid now, the pack is loaded.
-func readiness(st ledger.Store, keys ledger.KeySource, pol *policy.Policy) func(context.Context) httpapi.ReadyReport {
+// it can commit (see commitHealth), a signing key is valid now, the pack
+// is loaded.
+func readiness(st ledger.Store, commits *commitHealth, keys ledger.KeySource, pol *policy.Policy) func(context.Context) httpapi.ReadyReport {
 	return func(ctx context.Context) httpapi.ReadyReport {
 		var checks []httpapi.ReadyCheck
 		add := func(name string, err error) {
@@ -168,6 +170,7 @@ func readiness(st ledger.Store, keys ledger.KeySource, pol *policy.Policy) func(
 		_, err := st.Tenants(sctx)
 		cancel()
 		add("store", err)
+		add("commits", commits.check(ctx))
 		_, err = keys(time.Now())
 		add("signing_key", err)
 		err = nil
@@ -177,6 +180,76 @@ func readiness(st ledger.Store, keys ledger.KeySource, pol *policy.Policy) func(
 		add("pack", err)
 		return httpapi.ReadyReport{Checks: checks}
 	}
+}
+
+// writeProber is a store that can commit a test write (sqlite and
+// postgres: the write_probe row).
+type writeProber interface {
+	ProbeWrite(ctx context.Context, now time.Time) error
+}
+
+// commitHealth is the "commits" check of /readyz. A store that cannot
+// commit (a full disk, a read-only data directory or standby) still
+// answers reads, so the "store" check passes while every check is
+// answered fail-closed. This one fails for commitQuiet after a group
+// commit failed; after that, until a commit succeeds, it passes only when
+// a test write commits (the store's write probe, at most once a second
+// however often /readyz is asked). So a load balancer takes the server out
+// of rotation while its commits fail, and puts it back once it can commit,
+// whether or not checks still reach it; while checks do reach it and
+// fail, it stays out.
+type commitHealth struct {
+	lastFailure func() (time.Time, bool)
+	probe       writeProber // nil when the store has none
+	log         *slog.Logger
+
+	mu     sync.Mutex
+	probed time.Time
+	err    error
+}
+
+// commitQuiet is how long after a failed group commit /readyz fails
+// without asking the store.
+const commitQuiet = 5 * time.Second
+
+// What /readyz says (to anyone: it needs no key); the server's log has the
+// store's own error, with paths.
+var (
+	errCommitFailed = errors.New("a group commit failed in the last 5 s: checks are answered fail-closed (the server's log says why)")
+	errCannotCommit = errors.New("the last group commit failed and a test write failed too: checks are answered fail-closed (the server's log says why)")
+)
+
+func newCommitHealth(lastFailure func() (time.Time, bool), st ledger.Store, log *slog.Logger) *commitHealth {
+	c := &commitHealth{lastFailure: lastFailure, log: log}
+	c.probe, _ = st.(writeProber)
+	return c
+}
+
+func (c *commitHealth) check(ctx context.Context) error {
+	at, failed := c.lastFailure()
+	now := time.Now()
+	switch {
+	case !failed:
+		return nil
+	case now.Sub(at) < commitQuiet:
+		return errCommitFailed
+	case c.probe == nil:
+		return errors.New("the last group commit failed: checks are answered fail-closed until one commits")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Sub(c.probed) < time.Second {
+		return c.err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := c.probe.ProbeWrite(pctx, now)
+	cancel()
+	c.probed, c.err = now, nil
+	if err != nil {
+		c.log.Warn("readiness: the store cannot commit", "err", err)
+		c.err = errCannotCommit
+	}
+	return c.err
 }
 
 // tracedHandler wraps the server in OpenTelemetry's HTTP middleware (see

@@ -39,8 +39,8 @@ func TestServeObservability(t *testing.T) {
 	var ready httpapi.ReadyReport
 	json.NewDecoder(resp.Body).Decode(&ready)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || ready.Status != "ok" || len(ready.Checks) != 3 {
-		t.Errorf("/readyz = %d %+v, want 200 with the store, signing key and pack checks passed", resp.StatusCode, ready)
+	if resp.StatusCode != 200 || ready.Status != "ok" || len(ready.Checks) != 4 {
+		t.Errorf("/readyz = %d %+v, want 200 with the store, commits, signing key and pack checks passed", resp.StatusCode, ready)
 	}
 
 	scrape := func() float64 {
