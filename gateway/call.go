@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -66,7 +67,14 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 	rc, err := g.decide(ctx, creq)
 	if err != nil {
 		span.SetStatus(codes.Error, "writ could not decide")
-		g.log.Error("gateway: writ could not decide a call; not forwarded", "tool", name, "error", err)
+		// A call writ refused as invalid is the agent's to fix, and it is
+		// told so; the rest (the store, writ unreachable) are the
+		// operator's.
+		level := slog.LevelError
+		if writ.ErrorCode(err) == writ.EINVALID {
+			level = slog.LevelWarn
+		}
+		g.log.Log(ctx, level, "gateway: writ could not decide a call; not forwarded", "tool", name, "error", err)
 		if rc != nil {
 			return blocked(name, rc), nil
 		}
@@ -181,7 +189,13 @@ func waitKey(req *writ.CheckRequest) (string, error) {
 	if err != nil {
 		return "", &writ.Error{Code: writ.EINVALID, Message: "arguments: " + err.Error()}
 	}
-	return strings.Join([]string{req.TenantID, req.Actor.Type, req.Actor.ID, req.Tool, d}, "\x00"), nil
+	// A JSON array, so that no value's characters can shift one field
+	// into the next.
+	key, err := json.Marshal([]string{req.TenantID, req.Actor.Type, req.Actor.ID, req.Tool, d})
+	if err != nil {
+		return "", err
+	}
+	return string(key), nil
 }
 
 // forward sends an allowed call upstream, returns its result unchanged

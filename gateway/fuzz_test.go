@@ -18,6 +18,9 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/writhq/writ"
@@ -25,6 +28,7 @@ import (
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/record"
+	"github.com/writhq/writ/telemetry"
 )
 
 // The gateway decodes four things it does not control: its
@@ -294,9 +298,18 @@ func FuzzCallCheckRequest(f *testing.F) {
 		`{"name":"fs.write_file","arguments":{"path":42}}`,
 		`{"name":"ask.confirm","arguments":[1]}`,
 		`{"name":"nope","arguments":{}}`,
+		`{"name":"ask.summarize","arguments":{},"_meta":{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00","tracestate":"rojo=00f067aa0ba902b7"}}`,
+		`{"name":"ask.summarize","arguments":{},"_meta":{"traceparent":"00-00000000000000000000000000000000-b7ad6b7169203331-01"}}`,
+		`{"name":"ask.summarize","arguments":{},"_meta":{"traceparent":"01-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01-extra"}}`,
+		`{"name":"ask.summarize","arguments":{},"_meta":{"traceparent":7}}`,
 	} {
 		f.Add([]byte(s))
 	}
+	// A traceparent in _meta is read as the server reads it with tracing
+	// on: W3C Trace Context.
+	prevProp := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	f.Cleanup(func() { otel.SetTextMapPropagator(prevProp) })
 	const callID = "mcp_000000000000000000000001"
 	f.Fuzz(func(t *testing.T, params []byte) {
 		var p mcp.CallToolParamsRaw
@@ -338,6 +351,17 @@ func FuzzCallCheckRequest(f *testing.F) {
 		}
 		if creq.Arguments == nil || want.ToolDefinitionDigest == "" || !reflect.DeepEqual(creq, want) {
 			t.Fatalf("check request = %+v, want %+v", creq, want)
+		}
+		// The trace id a traceparent carries becomes the check's (as
+		// Gateway.call sets it once the call's span starts under it): it
+		// must be the one the traceparent names, and the HTTP API must
+		// take it below.
+		if sc := trace.SpanContextFromContext(telemetry.ContextFromMeta(context.Background(), meta)); sc.IsValid() {
+			tp, _ := meta["traceparent"].(string)
+			if id := sc.TraceID().String(); len(tp) < 35 || tp[3:35] != id {
+				t.Fatalf("trace id %s read from the traceparent %q", id, tp)
+			}
+			creq.TraceID = sc.TraceID().String()
 		}
 		body, err := json.Marshal(creq)
 		if err != nil {
