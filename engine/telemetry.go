@@ -101,6 +101,14 @@ func notRecorded(what string, err error) error {
 // if it did not (for GET /readyz).
 func (e *Engine) LastCommitFailure() (time.Time, bool) { return e.appender.LastFailure() }
 
+// CommitUnderWay returns when the group commit under way began, and
+// false between commits (for GET /readyz).
+func (e *Engine) CommitUnderWay() (time.Time, bool) { return e.appender.Committing() }
+
+// CommitTimeout is Config.CommitTimeout: how long a check waits for its
+// record's commit before it is answered fail-closed (0: no limit).
+func (e *Engine) CommitTimeout() time.Duration { return e.commitTimeout }
+
 // QueueDepth returns the number of records waiting for a group commit
 // (for the writ_ledger_queue_depth gauge).
 func (e *Engine) QueueDepth() int { return e.appender.QueueDepth() }

@@ -70,8 +70,9 @@ type Appender struct {
 	done   chan struct{}
 
 	// failedAt is when the last group commit failed (Unix ns), 0 once
-	// one has committed since.
-	failedAt atomic.Int64
+	// one has committed since; committing is when the commit under way
+	// began (Unix ns), 0 between commits.
+	failedAt, committing atomic.Int64
 }
 
 type pending struct {
@@ -147,6 +148,13 @@ func (a *Appender) Append(ctx context.Context, e *Entry) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Committing returns when the group commit under way began, and false
+// between commits.
+func (a *Appender) Committing() (time.Time, bool) {
+	ns := a.committing.Load()
+	return time.Unix(0, ns), ns != 0
 }
 
 // LastFailure returns when the last group commit failed, and false if it
@@ -228,11 +236,10 @@ func (a *Appender) loop() {
 		}
 		// The commit is not tied to any one caller's context: a caller
 		// that gives up must not abort the others' transaction.
-		var start time.Time
-		if a.cfg.Observe != nil {
-			start = time.Now()
-		}
+		start := time.Now()
+		a.committing.Store(start.UnixNano())
 		err := a.store.Append(context.Background(), entries, a.cfg.Seal)
+		a.committing.Store(0)
 		var end time.Time
 		if a.cfg.Observe != nil {
 			end = time.Now()

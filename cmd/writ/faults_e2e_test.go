@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,7 +116,9 @@ func (l *faultLoad) recovered(t *testing.T) {
 // readyz answers GET /readyz: its status, and the checks that failed.
 func readyz(t *testing.T, url string) (int, []string) {
 	t.Helper()
-	resp, err := http.Get(url + "/readyz")
+	// /readyz must answer even while the disk hangs.
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url + "/readyz")
 	if err != nil {
 		t.Fatalf("GET /readyz: %v", err)
 	}
@@ -133,13 +136,14 @@ func readyz(t *testing.T, url string) (int, []string) {
 	return resp.StatusCode, failed
 }
 
-// notReady checks that GET /readyz answers 503 and names the commits
-// check, while the store cannot commit.
+// notReady checks that GET /readyz answers 503 and that the commits
+// check failed, while the store cannot commit.
 func notReady(t *testing.T, url string) {
 	t.Helper()
 	status, failed := readyz(t, url)
-	if status != http.StatusServiceUnavailable || len(failed) != 1 || !strings.HasPrefix(failed[0], "commits: ") {
-		t.Errorf("GET /readyz while the store cannot commit = %d, failed checks %q; want 503 and the commits check alone", status, failed)
+	t.Logf("GET /readyz during the fault: %d, failed checks %q", status, failed)
+	if status != http.StatusServiceUnavailable || !slices.ContainsFunc(failed, func(f string) bool { return strings.HasPrefix(f, "commits: ") }) {
+		t.Errorf("GET /readyz while the store cannot commit = %d, failed checks %q; want 503 and the commits check failed", status, failed)
 	}
 }
 
