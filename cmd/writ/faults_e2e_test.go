@@ -410,23 +410,38 @@ func TestFaultStalledDisk(t *testing.T) {
 
 	stopLoad := l.loop(t, 4)
 	l.recovered(t) // load is flowing
-	if out, err := exec.Command("fsfreeze", "--freeze", mnt).CombinedOutput(); err != nil {
-		stopLoad()
-		thawed.Store(true)
-		t.Skipf("cannot freeze the file system: %v %s", err, out)
-	}
-	time.Sleep(3 * time.Second)
-	thaw()
-	l.recovered(t)
-	stopLoad()
-	l.mu.Lock()
-	timedOut := 0
-	for _, rc := range l.failed {
-		if rc.Reasons[0].Code == "commit_timeout" {
-			timedOut++
+	countTimedOut := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		n := 0
+		for _, rc := range l.failed {
+			if rc.Reasons[0].Code == "commit_timeout" {
+				n++
+			}
 		}
+		return n
 	}
-	l.mu.Unlock()
+	// Freezing syncs the file system, so the next write of every reader
+	// to SQLite's shared memory blocks too: a freeze that finds no commit
+	// under way holds the checks in their reads, before any commit, and
+	// they are answered after the thaw. So freeze until one has caught a
+	// commit (at most five times).
+	for range 5 {
+		if out, err := exec.Command("fsfreeze", "--freeze", mnt).CombinedOutput(); err != nil {
+			stopLoad()
+			thawed.Store(true)
+			t.Skipf("cannot freeze the file system: %v %s", err, out)
+		}
+		time.Sleep(3 * time.Second)
+		thaw()
+		l.recovered(t)
+		if countTimedOut() > 0 {
+			break
+		}
+		thawed.Store(false)
+	}
+	stopLoad()
+	timedOut := countTimedOut()
 	if timedOut == 0 {
 		t.Errorf("no check failed closed with commit_timeout while the disk was frozen (%d failed closed)", len(l.failed))
 	}
