@@ -805,8 +805,9 @@ export interface paths {
          * Report readiness to take checks
          * @description 200 when every check passes, 503 otherwise; `checks` says which
          *     failed and why. `writ serve` checks that the store answers (`store`),
-         *     that a signing key is valid now (`signing_key`) and that the pack is
-         *     loaded (`pack`). Not subject to the in-flight limit, and served
+         *     that it can commit (`commits`: the last group commit succeeded, or
+         *     a test write commits), that a signing key is valid now
+         *     (`signing_key`) and that the pack is loaded (`pack`). Not subject to the in-flight limit, and served
          *     without a key. `/healthz` says the process is alive; this says it
          *     can take work (see docs/operations.md).
          */
@@ -873,7 +874,7 @@ export interface components {
             checks: components["schemas"]["ReadyCheck"][];
         };
         ReadyCheck: {
-            /** @description What was checked, such as `store`, `signing_key` or `pack`. */
+            /** @description What was checked, such as `store`, `commits`, `signing_key` or `pack`. */
             name: string;
             ok: boolean;
             /** @description Why the check failed. */
