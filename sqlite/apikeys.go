@@ -26,33 +26,22 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) (err error) {
 	if err != nil {
 		return fmt.Errorf("sqlite: API key %s: %w", k.ID, err)
 	}
-	defer s.explain(&err)
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin put API key: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
+	return s.writeTx(ctx, "put API key", func(tx *sql.Tx) error {
+		// The transaction holds the write lock from BEGIN, so nothing comes
+		// between the look and the insert.
+		var exists bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE key_id = ?)`, k.ID).Scan(&exists); err != nil {
+			return fmt.Errorf("sqlite: put API key: %w", err)
 		}
-	}()
-	// The transaction holds the write lock from BEGIN, so nothing comes
-	// between the look and the insert.
-	var exists bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE key_id = ?)`, k.ID).Scan(&exists); err != nil {
-		return fmt.Errorf("sqlite: put API key: %w", err)
-	}
-	if exists {
-		return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("API key %s already exists", k.ID)}
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns) VALUES (?, ?, ?, ?, ?, ?)`,
-		k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano()); err != nil {
-		return fmt.Errorf("sqlite: put API key: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit put API key: %w", err)
-	}
-	return nil
+		if exists {
+			return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("API key %s already exists", k.ID)}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns) VALUES (?, ?, ?, ?, ?, ?)`,
+			k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: put API key: %w", err)
+		}
+		return nil
+	})
 }
 
 // keyColumns selects a key and its revocation, as scanKey reads them.
@@ -124,28 +113,17 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) (err 
 	if at.Before(ledger.MinTime) || at.After(ledger.MaxTime) {
 		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("revocation time %s is out of range", at)}
 	}
-	defer s.explain(&err)
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin revoke API key: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
+	return s.writeTx(ctx, "revoke API key", func(tx *sql.Tx) error {
+		var exists bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE key_id = ?)`, id).Scan(&exists); err != nil {
+			return fmt.Errorf("sqlite: revoke API key: %w", err)
 		}
-	}()
-	var exists bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE key_id = ?)`, id).Scan(&exists); err != nil {
-		return fmt.Errorf("sqlite: revoke API key: %w", err)
-	}
-	if !exists {
-		return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", id)}
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO api_key_revocations (key_id, revoked_ns) VALUES (?, ?) ON CONFLICT DO NOTHING`, id, at.UnixNano()); err != nil {
-		return fmt.Errorf("sqlite: revoke API key: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit revoke API key: %w", err)
-	}
-	return nil
+		if !exists {
+			return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", id)}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO api_key_revocations (key_id, revoked_ns) VALUES (?, ?) ON CONFLICT DO NOTHING`, id, at.UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: revoke API key: %w", err)
+		}
+		return nil
+	})
 }

@@ -514,34 +514,23 @@ func (t *writeStmts) claimed(ctx context.Context, tenant, key string) (*ledger.P
 
 // PutBlobs stores blobs content-addressed (insert if absent) in one
 // durable transaction.
-func (s *Store) PutBlobs(ctx context.Context, blobs []ledger.Blob) (err error) {
+func (s *Store) PutBlobs(ctx context.Context, blobs []ledger.Blob) error {
 	if len(blobs) == 0 {
 		return nil
 	}
 	if err := ledger.CheckBlobs(blobs); err != nil {
 		return err
 	}
-	defer s.explain(&err)
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin put blobs: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
+	return s.writeTx(ctx, "put blobs", func(tx *sql.Tx) error {
+		st := tx.StmtContext(ctx, s.stmts.blob)
+		defer st.Close()
+		for _, b := range blobs {
+			if _, err := st.ExecContext(ctx, b.Hash, b.Kind, b.Data); err != nil {
+				return fmt.Errorf("sqlite: put blob %s: %w", b.Hash, err)
+			}
 		}
-	}()
-	st := tx.StmtContext(ctx, s.stmts.blob)
-	defer st.Close()
-	for _, b := range blobs {
-		if _, err := st.ExecContext(ctx, b.Hash, b.Kind, b.Data); err != nil {
-			return fmt.Errorf("sqlite: put blob %s: %w", b.Hash, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit put blobs: %w", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // ProbeWrite commits a write that changes nothing the ledger holds (the
@@ -549,28 +538,36 @@ func (s *Store) PutBlobs(ctx context.Context, blobs []ledger.Blob) (err error) {
 // append would: it tells whether the store can commit now, where a read
 // cannot (a full disk, a read-only data directory). GET /readyz calls it
 // after a group commit failed.
-func (s *Store) ProbeWrite(ctx context.Context, now time.Time) (err error) {
+func (s *Store) ProbeWrite(ctx context.Context, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ledger.ErrClosed
 	}
+	return s.writeTx(ctx, "write probe", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO write_probe (id, at_ns, fill) VALUES (1, ?, randomblob(262144))
+			ON CONFLICT (id) DO UPDATE SET at_ns = excluded.at_ns, fill = excluded.fill`, now.UnixNano()); err != nil {
+			return fmt.Errorf("sqlite: write probe: %w", err)
+		}
+		return nil
+	})
+}
+
+// writeTx runs fn in a transaction on the write connection and commits
+// it, or rolls it back if fn fails; what names the transaction in its
+// errors. A failed write is explained (see explain).
+func (s *Store) writeTx(ctx context.Context, what string, fn func(*sql.Tx) error) (err error) {
 	defer s.explain(&err)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin write probe: %w", err)
+		return fmt.Errorf("sqlite: begin %s: %w", what, err)
 	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO write_probe (id, at_ns, fill) VALUES (1, ?, randomblob(262144))
-		ON CONFLICT (id) DO UPDATE SET at_ns = excluded.at_ns, fill = excluded.fill`, now.UnixNano()); err != nil {
-		return fmt.Errorf("sqlite: write probe: %w", err)
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit write probe: %w", err)
+		return fmt.Errorf("sqlite: commit %s: %w", what, err)
 	}
 	return nil
 }

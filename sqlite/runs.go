@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // StartRun appends a run's first event; see ledger.Store.
-func (s *Store) StartRun(ctx context.Context, ev *ledger.RunEvent) (err error) {
+func (s *Store) StartRun(ctx context.Context, ev *ledger.RunEvent) error {
 	if ev == nil || ev.TenantID == "" || ev.RunID == "" || ev.Kind == "" {
 		return &writ.Error{Code: writ.EINVALID, Message: "a run event needs a tenant, a run id and a kind"}
 	}
@@ -19,29 +20,18 @@ func (s *Store) StartRun(ctx context.Context, ev *ledger.RunEvent) (err error) {
 	if s.closed {
 		return ledger.ErrClosed
 	}
-	defer s.explain(&err)
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin run: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
+	return s.writeTx(ctx, "run", func(tx *sql.Tx) error {
+		st := s.stmts.bind(ctx, tx)
+		defer st.close()
+		var last int64
+		if err := st.runSeq.QueryRowContext(ctx, ev.TenantID, ev.RunID).Scan(&last); err != nil {
+			return fmt.Errorf("sqlite: run %s: %w", ev.RunID, err)
 		}
-	}()
-	st := s.stmts.bind(ctx, tx)
-	defer st.close()
-	var last int64
-	if err := st.runSeq.QueryRowContext(ctx, ev.TenantID, ev.RunID).Scan(&last); err != nil {
-		return fmt.Errorf("sqlite: run %s: %w", ev.RunID, err)
-	}
-	if last > 0 {
-		return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("run %s already exists", ev.RunID)}
-	}
-	if err := st.appendRunEvent(ctx, ev); err != nil {
-		return err
-	}
-	return tx.Commit()
+		if last > 0 {
+			return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("run %s already exists", ev.RunID)}
+		}
+		return st.appendRunEvent(ctx, ev)
+	})
 }
 
 // RunEvents returns a run's events in seq order; see ledger.Store.

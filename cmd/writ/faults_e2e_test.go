@@ -262,8 +262,15 @@ func TestFaultDiskFull(t *testing.T) {
 	notReady(t, srv.url)
 	// Five seconds after the last failed commit, /readyz asks the store
 	// with a test write, which the full disk refuses too.
-	time.Sleep(6 * time.Second)
-	notReady(t, srv.url)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status, failed := readyz(t, srv.url)
+		if status == http.StatusServiceUnavailable && slices.Contains(failed, "commits: "+errCannotCommit.Error()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /readyz = %d %q 30 s after the disk filled, want 503 with the test write refused", status, failed)
+		}
+	}
 	remount(t, mnt, "size=64m")
 	readyAgain(t, srv.url)
 	l.recovered(t)

@@ -268,7 +268,7 @@ const (
 // What /readyz says (to anyone: it needs no key); the server's log has the
 // store's own error, with paths.
 var (
-	errCommitFailed = errors.New("a group commit failed in the last 5 s: checks are answered fail-closed (the server's log says why)")
+	errCommitFailed = fmt.Errorf("a group commit failed in the last %s: checks are answered fail-closed (the server's log says why)", commitQuiet)
 	errCannotCommit = errors.New("the last group commit failed and a test write failed too: checks are answered fail-closed (the server's log says why)")
 )
 
