@@ -14,6 +14,7 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -24,6 +25,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/writhq/writ"
@@ -39,6 +41,13 @@ type Key struct {
 	SecretHash string     `json:"-"`
 	CreatedAt  time.Time  `json:"created_at"`
 	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	// SignedBy is the id of the signing key that signed the key (a
+	// keyring key id, "name+hash"), SignedAt when, and Signature the
+	// Ed25519 signature of SignatureMessage. All three are empty for a
+	// key that is not signed.
+	SignedBy  string    `json:"signed_by,omitempty"`
+	SignedAt  time.Time `json:"signed_at,omitzero"`
+	Signature []byte    `json:"-"`
 }
 
 // Store keeps API keys. Both writ stores implement it.
@@ -53,6 +62,11 @@ type Store interface {
 	// RevokeAPIKey revokes a key from at on. Revoking a revoked key is a
 	// no-op; an unknown id is ENOTFOUND.
 	RevokeAPIKey(ctx context.Context, id string, at time.Time) error
+	// SignAPIKey stores the signature of a key stored without one (see
+	// Sign): k's SignedBy, SignedAt and Signature. An unknown id is
+	// ENOTFOUND; a key that is signed already is ECONFLICT. PutAPIKey
+	// stores the signature of a key that has one.
+	SignAPIKey(ctx context.Context, k *Key) error
 }
 
 // Prefix starts every token.
@@ -128,13 +142,50 @@ func hashSecret(secret string) string {
 // Errors of Authenticate. Both answer 401; neither says which keys exist.
 var (
 	ErrNoKey      = writ.Errorf(writ.EUNAUTHENTICATED, "this request needs an API key: send Authorization: Bearer writ_…")
-	ErrInvalidKey = writ.Errorf(writ.EUNAUTHENTICATED, "the API key is not valid (unknown, malformed or revoked)")
+	ErrInvalidKey = writ.Errorf(writ.EUNAUTHENTICATED, "the API key is not valid (unknown, malformed, revoked or not signed)")
 )
 
-// Authenticate returns the principal of token, checked against the store
-// at the clock reading now. Unknown, malformed and revoked keys all give
-// ErrInvalidKey; a store failure is returned as it is.
-func Authenticate(ctx context.Context, s Store, token string, now time.Time) (*writ.Principal, error) {
+// verifiedFor is how long an Authenticator trusts a key's signature
+// without checking it again, as long as the stored key is unchanged: a
+// signing key revoked with a time before the API key was signed takes
+// effect within it.
+const verifiedFor = time.Minute
+
+// Authenticator checks API keys against a store, accepting only keys
+// whose signature verifies under the ring. It remembers a verified key
+// for a minute, so the Ed25519 check is not paid on every request; any
+// change to the stored key (tenant, subject, roles, secret hash, times,
+// signature) is checked again at once. It is safe for concurrent use.
+type Authenticator struct {
+	store Store
+	keys  Verifier
+	// refused is told about a key whose token was right but whose stored
+	// row does not bear its signature out.
+	refused func(k *Key, err error)
+
+	mu       sync.Mutex
+	verified map[string]verifiedKey
+}
+
+type verifiedKey struct {
+	key   Key
+	until time.Time
+}
+
+// NewAuthenticator returns an Authenticator over store whose keys'
+// signatures are checked with keys. refused, if not nil, is called when a
+// request presents the right token for a stored key whose signature is
+// missing or does not verify: a row written or changed outside writ (the
+// server logs it); the request is refused with ErrInvalidKey all the same.
+func NewAuthenticator(store Store, keys Verifier, refused func(k *Key, err error)) *Authenticator {
+	return &Authenticator{store: store, keys: keys, refused: refused, verified: map[string]verifiedKey{}}
+}
+
+// Authenticate returns the principal of token at the clock reading now.
+// Unknown, malformed, revoked and unsigned keys, and keys whose signature
+// does not verify, all give ErrInvalidKey; a store failure is returned as
+// it is.
+func (a *Authenticator) Authenticate(ctx context.Context, token string, now time.Time) (*writ.Principal, error) {
 	if token == "" {
 		return nil, ErrNoKey
 	}
@@ -142,7 +193,7 @@ func Authenticate(ctx context.Context, s Store, token string, now time.Time) (*w
 	if err != nil {
 		return nil, ErrInvalidKey
 	}
-	k, err := s.APIKey(ctx, id)
+	k, err := a.store.APIKey(ctx, id)
 	if writ.ErrorCode(err) == writ.ENOTFOUND {
 		// Hash anyway, so an unknown key takes as long as a wrong secret.
 		_ = subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(hashSecret(id)))
@@ -157,5 +208,38 @@ func Authenticate(ctx context.Context, s Store, token string, now time.Time) (*w
 	if k.RevokedAt != nil && !now.Before(*k.RevokedAt) {
 		return nil, ErrInvalidKey
 	}
+	if !a.remembered(k, now) {
+		if err := Verify(k, a.keys); err != nil {
+			if a.refused != nil {
+				a.refused(k, err)
+			}
+			return nil, ErrInvalidKey
+		}
+		a.remember(k, now)
+	}
 	return &writ.Principal{TenantID: k.TenantID, KeyID: k.ID, Subject: k.Subject, Roles: slices.Clone(k.Roles)}, nil
+}
+
+// remembered reports whether k, exactly as stored now, was verified less
+// than verifiedFor ago.
+func (a *Authenticator) remembered(k *Key, now time.Time) bool {
+	a.mu.Lock()
+	v, ok := a.verified[k.ID]
+	a.mu.Unlock()
+	return ok && now.Before(v.until) && sameKey(&v.key, k)
+}
+
+func (a *Authenticator) remember(k *Key, now time.Time) {
+	v := verifiedKey{key: *k, until: now.Add(verifiedFor)}
+	v.key.Roles, v.key.Signature, v.key.RevokedAt = slices.Clone(k.Roles), slices.Clone(k.Signature), nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.verified[k.ID] = v
+}
+
+// sameKey reports whether a and b agree on everything a signature covers.
+func sameKey(a, b *Key) bool {
+	return a.ID == b.ID && a.TenantID == b.TenantID && a.Subject == b.Subject && slices.Equal(a.Roles, b.Roles) &&
+		a.SecretHash == b.SecretHash && a.CreatedAt.Equal(b.CreatedAt) && a.SignedBy == b.SignedBy &&
+		a.SignedAt.Equal(b.SignedAt) && bytes.Equal(a.Signature, b.Signature)
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
+	"github.com/writhq/writ/keyring"
+	"golang.org/x/mod/sumdb/note"
 )
 
 var t0 = time.Date(2026, time.May, 9, 9, 0, 0, 0, time.UTC)
@@ -152,6 +154,10 @@ func (m *memStore) APIKeys(ctx context.Context, tenantID string) ([]*auth.Key, e
 	return nil, errors.New("not used")
 }
 
+func (m *memStore) SignAPIKey(ctx context.Context, k *auth.Key) error {
+	return errors.New("not used")
+}
+
 func (m *memStore) RevokeAPIKey(ctx context.Context, id string, at time.Time) error {
 	k, ok := m.keys[id]
 	if !ok {
@@ -163,53 +169,101 @@ func (m *memStore) RevokeAPIKey(ctx context.Context, id string, at time.Time) er
 	return nil
 }
 
+// testRing returns a ring of one key valid from the Unix epoch, from a
+// fixed seed, and its signer at t0.
+func testRing(t *testing.T, seed byte) (*keyring.Ring, *keyring.Signer) {
+	t.Helper()
+	skey, _, err := note.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{seed}, 64)), "writ-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := keyring.FromEnv(skey, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ring.Signer(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ring, s
+}
+
 func TestAuthenticate(t *testing.T) {
 	ctx := t.Context()
 	store := &memStore{keys: map[string]*auth.Key{}}
-	newKey := func(subject string, roles ...writ.Role) (*auth.Key, string) {
+	ring, signer := testRing(t, 1)
+	_, otherSigner := testRing(t, 2)
+	newKey := func(subject string, sign bool, roles ...writ.Role) (*auth.Key, string) {
 		k, token, err := auth.NewKey("acme", subject, roles, t0, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if sign {
+			if err := auth.Sign(k, signer, t0); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := store.PutAPIKey(ctx, k); err != nil {
 			t.Fatal(err)
 		}
 		return k, token
 	}
-	alice, aliceToken := newKey("alice", writ.RoleApprover, writ.RoleAuditor)
-	bob, bobToken := newKey("bob", writ.RoleAgent)
+	alice, aliceToken := newKey("alice", true, writ.RoleApprover, writ.RoleAuditor)
+	bob, bobToken := newKey("bob", true, writ.RoleAgent)
 	now := t0.Add(time.Hour)
 	if err := store.RevokeAPIKey(ctx, bob.ID, now); err != nil { // revoked from now on
 		t.Fatal(err)
 	}
-	carol, carolToken := newKey("carol", writ.RoleAdmin)
+	carol, carolToken := newKey("carol", true, writ.RoleAdmin)
 	if err := store.RevokeAPIKey(ctx, carol.ID, now.Add(time.Nanosecond)); err != nil { // revoked from just after now
 		t.Fatal(err)
 	}
 	unknownToken := "writ_key_aaaqeayeaudaocajbifqydiob4_" + strings.Repeat("0", 64)
 	_, aliceSecret, _ := auth.ParseToken(aliceToken)
 	wrongSecret := strings.TrimSuffix(aliceToken, aliceSecret) + strings.Repeat("0", 64)
+	// What someone who can write the table but holds no signing key can
+	// do: add a key, change a key's roles, copy a signature, sign with a
+	// key of their own.
+	_, daveToken := newKey("dave", false, writ.RoleAdmin)
+	erin, erinToken := newKey("erin", true, writ.RoleAgent)
+	store.keys[erin.ID].Roles = []writ.Role{writ.RoleAgent, writ.RoleAdmin}
+	frank, frankToken := newKey("frank", false, writ.RoleAdmin)
+	store.keys[frank.ID].SignedBy, store.keys[frank.ID].SignedAt, store.keys[frank.ID].Signature = alice.SignedBy, alice.SignedAt, alice.Signature
+	grace, graceToken := newKey("grace", false, writ.RoleAdmin)
+	if err := auth.Sign(store.keys[grace.ID], otherSigner, t0); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name    string
 		token   string
 		want    *writ.Principal
 		wantErr error
+		refused bool // the refusal hook hears of it
 	}{
-		{"valid key", aliceToken, &writ.Principal{TenantID: "acme", KeyID: alice.ID, Subject: "alice", Roles: []writ.Role{writ.RoleApprover, writ.RoleAuditor}}, nil},
-		{"revoked later", carolToken, &writ.Principal{TenantID: "acme", KeyID: carol.ID, Subject: "carol", Roles: []writ.Role{writ.RoleAdmin}}, nil},
-		{"wrong secret", wrongSecret, nil, auth.ErrInvalidKey},
-		{"revoked at now", bobToken, nil, auth.ErrInvalidKey},
-		{"unknown key", unknownToken, nil, auth.ErrInvalidKey},
-		{"malformed", "writ_" + alice.ID + "_xyz", nil, auth.ErrInvalidKey},
-		{"not a writ key", "sk-1234", nil, auth.ErrInvalidKey},
-		{"no key", "", nil, auth.ErrNoKey},
+		{"valid key", aliceToken, &writ.Principal{TenantID: "acme", KeyID: alice.ID, Subject: "alice", Roles: []writ.Role{writ.RoleApprover, writ.RoleAuditor}}, nil, false},
+		{"revoked later", carolToken, &writ.Principal{TenantID: "acme", KeyID: carol.ID, Subject: "carol", Roles: []writ.Role{writ.RoleAdmin}}, nil, false},
+		{"wrong secret", wrongSecret, nil, auth.ErrInvalidKey, false},
+		{"revoked at now", bobToken, nil, auth.ErrInvalidKey, false},
+		{"unknown key", unknownToken, nil, auth.ErrInvalidKey, false},
+		{"malformed", "writ_" + alice.ID + "_xyz", nil, auth.ErrInvalidKey, false},
+		{"not a writ key", "sk-1234", nil, auth.ErrInvalidKey, false},
+		{"no key", "", nil, auth.ErrNoKey, false},
+		{"unsigned", daveToken, nil, auth.ErrInvalidKey, true},
+		{"roles changed after signing", erinToken, nil, auth.ErrInvalidKey, true},
+		{"another key's signature", frankToken, nil, auth.ErrInvalidKey, true},
+		{"signed by a key outside the ring", graceToken, nil, auth.ErrInvalidKey, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := auth.Authenticate(ctx, store, tc.token, now)
+			var refused []string
+			a := auth.NewAuthenticator(store, ring, func(k *auth.Key, err error) { refused = append(refused, k.ID) })
+			got, err := a.Authenticate(ctx, tc.token, now)
 			if err != tc.wantErr {
 				t.Fatalf("Authenticate(%s) = %v, want error %v", tc.name, err, tc.wantErr)
+			}
+			if (len(refused) > 0) != tc.refused {
+				t.Errorf("Authenticate(%s) told the refusal hook of %v, want a refusal: %v", tc.name, refused, tc.refused)
 			}
 			if tc.want == nil {
 				if got != nil {
@@ -233,7 +287,91 @@ func TestAuthenticate(t *testing.T) {
 	// invalid key.
 	down := errors.New("connection refused")
 	store.err = down
-	if got, err := auth.Authenticate(ctx, store, aliceToken, now); !errors.Is(err, down) || got != nil {
+	a := auth.NewAuthenticator(store, ring, nil)
+	if got, err := a.Authenticate(ctx, aliceToken, now); !errors.Is(err, down) || got != nil {
 		t.Errorf("Authenticate(store down) = %+v, %v; want the store's error", got, err)
+	}
+}
+
+// A verified key is remembered, but a change to its row is seen at the
+// next request, and the memory lapses.
+func TestAuthenticatorRemembers(t *testing.T) {
+	ctx := t.Context()
+	store := &memStore{keys: map[string]*auth.Key{}}
+	ring, signer := testRing(t, 1)
+	k, token, err := auth.NewKey("acme", "alice", []writ.Role{writ.RoleAgent}, t0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auth.Sign(k, signer, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutAPIKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	counting := &countingVerifier{v: ring}
+	a := auth.NewAuthenticator(store, counting, nil)
+	for i := range 3 {
+		if _, err := a.Authenticate(ctx, token, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatalf("Authenticate #%d = %v", i, err)
+		}
+	}
+	if counting.n != 1 {
+		t.Errorf("three requests within a minute verified the signature %d times, want 1", counting.n)
+	}
+	if _, err := a.Authenticate(ctx, token, t0.Add(2*time.Minute)); err != nil || counting.n != 2 {
+		t.Errorf("Authenticate two minutes later = %v after %d verifications, want nil after 2", err, counting.n)
+	}
+	for _, edit := range []struct {
+		name string
+		do   func(k *auth.Key)
+	}{
+		{"roles", func(k *auth.Key) { k.Roles = append(k.Roles, writ.RoleAdmin) }},
+		{"tenant", func(k *auth.Key) { k.TenantID = "globex" }},
+		{"subject", func(k *auth.Key) { k.Subject = "mallory" }},
+		{"created", func(k *auth.Key) { k.CreatedAt = k.CreatedAt.Add(time.Nanosecond) }},
+		{"signed at", func(k *auth.Key) { k.SignedAt = k.SignedAt.Add(time.Nanosecond) }},
+		{"signature", func(k *auth.Key) { k.Signature = bytes.Repeat([]byte{1}, 64) }},
+	} {
+		saved := *store.keys[k.ID]
+		saved.Roles = slices.Clone(saved.Roles)
+		edit.do(store.keys[k.ID])
+		if got, err := a.Authenticate(ctx, token, t0.Add(2*time.Minute+time.Second)); err != auth.ErrInvalidKey {
+			t.Errorf("Authenticate with the %s changed after the key was remembered = %+v, %v; want ErrInvalidKey", edit.name, got, err)
+		}
+		store.keys[k.ID] = &saved
+	}
+}
+
+type countingVerifier struct {
+	v auth.Verifier
+	n int
+}
+
+func (c *countingVerifier) VerifyRecordSignature(id string, msg, sig []byte, signedAt time.Time) error {
+	c.n++
+	return c.v.VerifyRecordSignature(id, msg, sig, signedAt)
+}
+
+// The message a key's signature covers, byte for byte (the example of
+// docs/ledger-format.md §3.5).
+func TestSignatureMessage(t *testing.T) {
+	k := &auth.Key{
+		ID: "key_aaaqeayeaudaocajbifqydiob4", TenantID: "acme", Subject: "alice@acme.example",
+		Roles:      []writ.Role{writ.RoleApprover, writ.RoleAuditor},
+		SecretHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		CreatedAt:  time.Date(2026, time.May, 9, 9, 0, 0, 123456789, time.UTC),
+		SignedBy:   "writ-2026-05-01T000000Z+1a2b3c4d",
+		SignedAt:   time.Date(2026, time.May, 9, 9, 0, 0, 123456789, time.UTC),
+	}
+	// The RFC 8785 document is
+	// {"created_at":"2026-05-09T09:00:00.123456789Z","key_id":"key_aaaqeayeaudaocajbifqydiob4","roles":["approver","auditor"],"secret_hash":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","signed_at":"2026-05-09T09:00:00.123456789Z","signed_by":"writ-2026-05-01T000000Z+1a2b3c4d","subject":"alice@acme.example","tenant_id":"acme"}
+	const want = "writ-api-key-signature-v1\n" + "93e00570f77f7c865b14e1209f8e0aea43d01fdbafb3f891647e720beb106951" + "\n"
+	got, err := k.SignatureMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("SignatureMessage() = %q, want %q", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/record"
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -547,4 +549,20 @@ func ReadShadows(rows Rows, limit int) (*ShadowPage, error) {
 		return nil, fmt.Errorf("read shadow decisions: %w", err)
 	}
 	return page, nil
+}
+
+// CheckKeySignature rejects an API key signature a store is asked to
+// keep that lacks a part: a signing key id, a signing time in range, an
+// Ed25519 signature (64 bytes). Whether it verifies is auth.Verify's
+// question, not the store's.
+func CheckKeySignature(k *auth.Key) error {
+	switch {
+	case k == nil || k.ID == "":
+		return &writ.Error{Code: writ.EINVALID, Message: "an API key signature needs the key's id"}
+	case k.SignedBy == "" || len(k.Signature) != ed25519.SignatureSize:
+		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("API key %s: a signature needs a signing key id and 64 bytes of Ed25519 signature", k.ID)}
+	case k.SignedAt.Before(MinTime) || k.SignedAt.After(MaxTime):
+		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("API key %s: signing time %s is out of range", k.ID, k.SignedAt)}
+	}
+	return nil
 }

@@ -25,9 +25,11 @@ type Finding struct {
 	Seq      int64  `json:"seq,omitempty"`
 	RecordID string `json:"record_id,omitempty"`
 	// TreeSize names the checkpoint a checkpoint finding is about.
-	TreeSize int64  `json:"tree_size,omitempty"`
-	Kind     string `json:"kind"`
-	Detail   string `json:"detail"`
+	TreeSize int64 `json:"tree_size,omitempty"`
+	// KeyID names the API key an API key finding is about.
+	KeyID  string `json:"key_id,omitempty"`
+	Kind   string `json:"kind"`
+	Detail string `json:"detail"`
 }
 
 // Finding kinds.

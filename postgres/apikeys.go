@@ -27,20 +27,55 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) error {
 	if err != nil {
 		return fmt.Errorf("postgres: API key %s: %w", k.ID, err)
 	}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (key_id) DO NOTHING`, k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano())
+	if k.SignedBy != "" || len(k.Signature) > 0 {
+		if err := ledger.CheckKeySignature(k); err != nil {
+			return err
+		}
+	}
+	// One statement: the key and, if it is signed, its signature.
+	var inserted bool
+	err = s.pool.QueryRow(ctx, `WITH k AS (
+			INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns) VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (key_id) DO NOTHING RETURNING key_id),
+		s AS (INSERT INTO api_key_signatures (key_id, signed_by, signed_ns, signature)
+			SELECT key_id, $7, $8, $9 FROM k WHERE $7::text <> '')
+		SELECT EXISTS (SELECT 1 FROM k)`,
+		k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano(), k.SignedBy, k.SignedAt.UnixNano(), k.Signature).Scan(&inserted)
 	if err != nil {
 		return fmt.Errorf("postgres: put API key: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !inserted {
 		return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("API key %s already exists", k.ID)}
 	}
 	return nil
 }
 
-// keyColumns selects a key and its revocation, as scanKeys reads them.
-const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, r.revoked_ns
-	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id`
+// SignAPIKey stores the signature of a key stored without one; see
+// auth.Store.
+func (s *Store) SignAPIKey(ctx context.Context, k *auth.Key) error {
+	if err := ledger.CheckKeySignature(k); err != nil {
+		return err
+	}
+	var exists, signed bool
+	err := s.pool.QueryRow(ctx, `WITH k AS (SELECT key_id FROM api_keys WHERE key_id = $1),
+		s AS (INSERT INTO api_key_signatures (key_id, signed_by, signed_ns, signature) SELECT key_id, $2, $3, $4 FROM k
+			ON CONFLICT (key_id) DO NOTHING RETURNING key_id)
+		SELECT EXISTS (SELECT 1 FROM k), EXISTS (SELECT 1 FROM s)`, k.ID, k.SignedBy, k.SignedAt.UnixNano(), k.Signature).Scan(&exists, &signed)
+	switch {
+	case err != nil:
+		return fmt.Errorf("postgres: sign API key: %w", err)
+	case !exists:
+		return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", k.ID)}
+	case !signed:
+		return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("API key %s is signed already", k.ID)}
+	}
+	return nil
+}
+
+// keyColumns selects a key, its revocation and its signature, as scanKeys reads them.
+const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, r.revoked_ns,
+		s.signed_by, s.signed_ns, s.signature
+	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id LEFT JOIN api_key_signatures s ON s.key_id = k.key_id`
 
 // APIKey returns an API key by id, revoked or not; see auth.Store.
 func (s *Store) APIKey(ctx context.Context, id string) (*auth.Key, error) {
@@ -81,8 +116,9 @@ func scanKeys(rows pgx.Rows) ([]*auth.Key, error) {
 		var k auth.Key
 		var roles string
 		var created int64
-		var revoked *int64
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &revoked); err != nil {
+		var revoked, signedNS *int64
+		var signedBy *string
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &revoked, &signedBy, &signedNS, &k.Signature); err != nil {
 			return nil, fmt.Errorf("postgres: read API keys: %w", err)
 		}
 		if err := json.Unmarshal([]byte(roles), &k.Roles); err != nil {
@@ -92,6 +128,9 @@ func scanKeys(rows pgx.Rows) ([]*auth.Key, error) {
 		if revoked != nil {
 			at := time.Unix(0, *revoked).UTC()
 			k.RevokedAt = &at
+		}
+		if signedBy != nil && signedNS != nil {
+			k.SignedBy, k.SignedAt = *signedBy, time.Unix(0, *signedNS).UTC()
 		}
 		keys = append(keys, &k)
 	}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -587,6 +588,7 @@ func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	key.SignedBy, key.SignedAt, key.Signature = "writ-test+0badc0de", t0, bytes.Repeat([]byte{7}, 64)
 	if err := st.PutAPIKey(ctx, key); err != nil {
 		t.Fatal(err)
 	}
@@ -611,6 +613,9 @@ func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
 		`UPDATE api_key_revocations SET revoked_ns = revoked_ns + 1`,
 		`DELETE FROM api_key_revocations`,
 		`TRUNCATE api_key_revocations`,
+		`UPDATE api_key_signatures SET signature = '\x00'::bytea`,
+		`DELETE FROM api_key_signatures`,
+		`TRUNCATE api_key_signatures`,
 	})
 	// A second decision is refused by the database too, whatever its seq.
 	_, err = st.pool.Exec(ctx, `INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns)

@@ -89,3 +89,22 @@ func TestTamper(t *testing.T) {
 		return openStore(t, dsn), tamperer{dsn}
 	})
 }
+
+func (tm tamperer) SetAPIKeyColumn(t *testing.T, keyID, column string, value any) {
+	tm.exec(t, `UPDATE api_keys SET `+column+` = $1 WHERE key_id = $2`, value, keyID)
+}
+
+func (tm tamperer) DeleteAPIKeySignature(t *testing.T, keyID string) {
+	tm.exec(t, `DELETE FROM api_key_signatures WHERE key_id = $1`, keyID)
+}
+
+// TestKeyTamper: an API key added, changed or stripped of its signature
+// behind writ's back is a named finding and opens nothing.
+func TestKeyTamper(t *testing.T) {
+	testDSN(t)
+	t.Parallel()
+	ledgertest.RunKeyTamper(t, func(t *testing.T) (ledger.Store, ledgertest.KeyTamperer) {
+		dsn := testSchema(t)
+		return openStore(t, dsn), tamperer{dsn}
+	})
+}

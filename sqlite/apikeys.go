@@ -22,6 +22,11 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) (err error) {
 	case k.CreatedAt.Before(ledger.MinTime) || k.CreatedAt.After(ledger.MaxTime):
 		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("API key %s: creation time %s is out of range", k.ID, k.CreatedAt)}
 	}
+	if k.SignedBy != "" || len(k.Signature) > 0 {
+		if err := ledger.CheckKeySignature(k); err != nil {
+			return err
+		}
+	}
 	roles, err := json.Marshal(k.Roles)
 	if err != nil {
 		return fmt.Errorf("sqlite: API key %s: %w", k.ID, err)
@@ -40,13 +45,47 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) (err error) {
 			k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano()); err != nil {
 			return fmt.Errorf("sqlite: put API key: %w", err)
 		}
-		return nil
+		if k.SignedBy == "" {
+			return nil
+		}
+		return insertKeySignature(ctx, tx, k)
 	})
 }
 
-// keyColumns selects a key and its revocation, as scanKey reads them.
-const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, r.revoked_ns
-	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id`
+// SignAPIKey stores the signature of a key stored without one; see
+// auth.Store.
+func (s *Store) SignAPIKey(ctx context.Context, k *auth.Key) error {
+	if err := ledger.CheckKeySignature(k); err != nil {
+		return err
+	}
+	return s.writeTx(ctx, "sign API key", func(tx *sql.Tx) error {
+		var exists, signed bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE key_id = ?), EXISTS (SELECT 1 FROM api_key_signatures WHERE key_id = ?)`,
+			k.ID, k.ID).Scan(&exists, &signed); err != nil {
+			return fmt.Errorf("sqlite: sign API key: %w", err)
+		}
+		switch {
+		case !exists:
+			return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", k.ID)}
+		case signed:
+			return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("API key %s is signed already", k.ID)}
+		}
+		return insertKeySignature(ctx, tx, k)
+	})
+}
+
+func insertKeySignature(ctx context.Context, tx *sql.Tx, k *auth.Key) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO api_key_signatures (key_id, signed_by, signed_ns, signature) VALUES (?, ?, ?, ?)`,
+		k.ID, k.SignedBy, k.SignedAt.UnixNano(), k.Signature); err != nil {
+		return fmt.Errorf("sqlite: store the signature of API key %s: %w", k.ID, err)
+	}
+	return nil
+}
+
+// keyColumns selects a key, its revocation and its signature, as scanKey reads them.
+const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, r.revoked_ns,
+		s.signed_by, s.signed_ns, s.signature
+	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id LEFT JOIN api_key_signatures s ON s.key_id = k.key_id`
 
 // APIKey returns an API key by id, revoked or not; see auth.Store.
 func (s *Store) APIKey(ctx context.Context, id string) (*auth.Key, error) {
@@ -87,8 +126,9 @@ func scanKeys(rows *sql.Rows) ([]*auth.Key, error) {
 		var k auth.Key
 		var roles string
 		var created int64
-		var revoked sql.NullInt64
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &revoked); err != nil {
+		var revoked, signedNS sql.NullInt64
+		var signedBy sql.NullString
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &revoked, &signedBy, &signedNS, &k.Signature); err != nil {
 			return nil, fmt.Errorf("sqlite: read API keys: %w", err)
 		}
 		if err := json.Unmarshal([]byte(roles), &k.Roles); err != nil {
@@ -98,6 +138,9 @@ func scanKeys(rows *sql.Rows) ([]*auth.Key, error) {
 		if revoked.Valid {
 			at := time.Unix(0, revoked.Int64).UTC()
 			k.RevokedAt = &at
+		}
+		if signedBy.Valid {
+			k.SignedBy, k.SignedAt = signedBy.String, time.Unix(0, signedNS.Int64).UTC()
 		}
 		keys = append(keys, &k)
 	}

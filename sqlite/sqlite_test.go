@@ -714,6 +714,7 @@ func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	key.SignedBy, key.SignedAt, key.Signature = "writ-test+0badc0de", t0, bytes.Repeat([]byte{7}, 64)
 	if err := s.PutAPIKey(ctx, key); err != nil {
 		t.Fatal(err)
 	}
@@ -741,6 +742,10 @@ func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
 		`INSERT OR REPLACE INTO api_keys SELECT * FROM api_keys`,
 		`UPDATE api_key_revocations SET revoked_ns = revoked_ns + 1`,
 		`DELETE FROM api_key_revocations`,
+		`UPDATE api_key_signatures SET signature = zeroblob(64)`,
+		`UPDATE api_key_signatures SET signed_by = 'mallory+00000000'`,
+		`DELETE FROM api_key_signatures`,
+		`INSERT OR REPLACE INTO api_key_signatures SELECT * FROM api_key_signatures`,
 	} {
 		_, err := s.write.ExecContext(ctx, stmt)
 		if err == nil || !strings.Contains(err.Error(), "append-only") {

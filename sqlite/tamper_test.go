@@ -92,3 +92,20 @@ func TestTamper(t *testing.T) {
 		return mustOpen(t, dir), tamperer{filepath.Join(dir, "writ.db")}
 	})
 }
+
+func (tm tamperer) SetAPIKeyColumn(t *testing.T, keyID, column string, value any) {
+	tm.exec(t, `UPDATE api_keys SET `+column+` = ? WHERE key_id = ?`, value, keyID)
+}
+
+func (tm tamperer) DeleteAPIKeySignature(t *testing.T, keyID string) {
+	tm.exec(t, `DELETE FROM api_key_signatures WHERE key_id = ?`, keyID)
+}
+
+// TestKeyTamper: an API key added, changed or stripped of its signature
+// behind writ's back is a named finding and opens nothing.
+func TestKeyTamper(t *testing.T) {
+	ledgertest.RunKeyTamper(t, func(t *testing.T) (ledger.Store, ledgertest.KeyTamperer) {
+		dir := t.TempDir()
+		return mustOpen(t, dir), tamperer{filepath.Join(dir, "writ.db")}
+	})
+}

@@ -91,7 +91,7 @@ type openedGateway struct {
 	// In process: the engine and its store, for --api and HTTP keys.
 	eng  *engine.Engine
 	st   ledger.Store
-	ring *keyring.Ring
+	ring ringView
 	keys ledger.KeySource
 	// authenticate is nil in development mode.
 	authenticate func(context.Context, string) (*writ.Principal, error)
@@ -176,7 +176,7 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 			if addr == "" {
 				continue
 			}
-			if og.authenticate, err = m.authMode(ctx, st, addr, log); err != nil {
+			if og.authenticate, err = m.authMode(ctx, st, ring, addr, log); err != nil {
 				cleanup()
 				return nil, nil, err
 			}

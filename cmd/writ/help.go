@@ -21,6 +21,7 @@ var groups = map[string][]subcommand{
 		{"create", "create an API key for a tenant (the secret is printed once)"},
 		{"list", "list API keys"},
 		{"revoke", "revoke an API key"},
+		{"sign", "sign API keys created before writ signed them"},
 	},
 	"approvals": {
 		{"list", "list a tenant's approval requests on a server"},

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -66,4 +69,65 @@ func TestTamperedReceiptIsNeverServed(t *testing.T) {
 	if code != exitFindings || !strings.Contains(stdout, "receipt_mismatch") || !strings.Contains(stdout, first.Metadata.RecordID) {
 		t.Errorf("writ ledger verify after the edit: exit %d, want %d naming receipt_mismatch on %s\n%s", code, exitFindings, first.Metadata.RecordID, stdout)
 	}
+}
+
+// TestTamperedAPIKeyOpensNothing: an API key's row changed behind writ's
+// back (its roles widened, triggers dropped) while the server runs is
+// refused at the next request, though the server had verified the key
+// before; the server's log names the key; a key added by hand with a
+// secret of one's own opens nothing; and writ ledger verify names both.
+func TestTamperedAPIKeyOpensNothing(t *testing.T) {
+	ctx := context.Background()
+	data := filepath.Join(t.TempDir(), "data")
+	token, id := keyFor(t, data, "acme", "refund-agent", "agent")
+	srv := startServer(t, data, "../../examples/refund")
+	c := clientFor(srv.url, token)
+	if _, err := c.Check(ctx, freshRefund(t, "refund-allow")); err != nil {
+		t.Fatalf("check with the signed key = %v", err)
+	}
+
+	db, err := sql.Open("sqlite", filepath.Join(data, "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const secret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	const forgedID = "key_mmmmmmmmmmmmmmmmmmmmmmmmmm"
+	for _, q := range []string{
+		`DROP TRIGGER api_keys_no_update`,
+		`UPDATE api_keys SET roles = '["agent","admin"]' WHERE key_id = '` + id + `'`,
+		// sha256(secret), a key of the attacker's own.
+		`INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns)
+			SELECT '` + forgedID + `', 'acme', 'mallory', '["admin"]', '` + sha256Hex(secret) + `', created_ns FROM api_keys WHERE key_id = '` + id + `'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for name, tok := range map[string]string{"the widened key": token, "the added key": "writ_" + forgedID + "_" + secret} {
+		_, err := clientFor(srv.url, tok).Check(ctx, freshRefund(t, "refund-allow"))
+		if writ.ErrorCode(err) != writ.EUNAUTHENTICATED {
+			t.Errorf("check with %s = %v, want 401 unauthenticated", name, err)
+		}
+	}
+	srv.stop(t)
+	for _, key := range []string{id, forgedID} {
+		if log := srv.stderr.String(); !strings.Contains(log, "refused a request with an API key") || !strings.Contains(log, key) {
+			t.Errorf("the server's log does not name the refused key %s:\n%s", key, log)
+		}
+	}
+
+	stdout, _, code := runLedgerCmd(t, "ledger", "verify", "--data", data)
+	if code != exitFindings || !strings.Contains(stdout, "api_key_mismatch\ttenant acme API key "+id) || !strings.Contains(stdout, "api_key_unsigned\ttenant acme API key "+forgedID) {
+		t.Errorf("writ ledger verify after the edits: exit %d, want %d naming api_key_mismatch on %s and api_key_unsigned on %s\n%s", code, exitFindings, id, forgedID, stdout)
+	}
+	list, _, _ := runLedgerCmd(t, "keys", "list", "--data", data)
+	if !regexp.MustCompile(id+`\s.*\sinvalid\n`).MatchString(list) || !regexp.MustCompile(forgedID+`\s.*\sunsigned\n`).MatchString(list) {
+		t.Errorf("writ keys list does not mark the widened key invalid and the added one unsigned:\n%s", list)
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

@@ -80,17 +80,48 @@ func (l *liveRing) Signer(at time.Time) (ledger.Signer, error) {
 	return s, nil
 }
 
-// Ring returns the ring as last loaded (public keys for verification).
-func (l *liveRing) Ring() *keyring.Ring {
+// current returns the ring, loaded again if ring.json changed.
+func (l *liveRing) current() (*keyring.Ring, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.ring
+	if l.currentStamp() != l.stamp {
+		if err := l.reload(); err != nil {
+			return l.ring, err
+		}
+	}
+	return l.ring, nil
+}
+
+// Keys returns the ring's public keys as they are now (a ringView). A
+// ring.json that cannot be read again leaves the keys last loaded.
+func (l *liveRing) Keys() []keyring.Key {
+	r, _ := l.current()
+	return r.Keys()
+}
+
+// VerifyRecordSignature verifies with the ring as it is now (a
+// ringView): a key rotated in since the server started verifies.
+func (l *liveRing) VerifyRecordSignature(id string, msg, sig []byte, signedAt time.Time) error {
+	r, err := l.current()
+	if err != nil {
+		return err
+	}
+	return r.VerifyRecordSignature(id, msg, sig, signedAt)
+}
+
+// ringView is the public side of a signing key ring: its keys, and
+// signatures checked against them. A *keyring.Ring is one; so is a
+// liveRing, which follows rotations.
+type ringView interface {
+	Keys() []keyring.Key
+	VerifyRecordSignature(id string, msg, sig []byte, signedAt time.Time) error
 }
 
 // openSigningKeys returns the key source for a server or an offline
-// check: WRIT_SIGNING_KEY (a note signer key) when set, else the ring in
-// dir, generating its first key when the ring is empty.
-func (m *Main) openSigningKeys(dir string, now time.Time, log *slog.Logger) (ledger.KeySource, *keyring.Ring, error) {
+// check, and the ring's public side: WRIT_SIGNING_KEY (a note signer key)
+// when set, else the ring in dir, generating its first key when the ring
+// is empty.
+func (m *Main) openSigningKeys(dir string, now time.Time, log *slog.Logger) (ledger.KeySource, ringView, error) {
 	if skey := m.Getenv("WRIT_SIGNING_KEY"); skey != "" {
 		r, err := keyring.FromEnv(skey, time.Unix(0, 0))
 		if err != nil {
@@ -119,7 +150,7 @@ func (m *Main) openSigningKeys(dir string, now time.Time, log *slog.Logger) (led
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.Signer, l.Ring(), nil
+	return l.Signer, l, nil
 }
 
 func (m *Main) ledgerKeys(ctx context.Context, args []string) error {

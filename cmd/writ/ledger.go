@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
@@ -113,7 +114,15 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		// digests their records bind; blobs against their addresses.
 		if ss, ok := st.(ledger.StoredSource); ok {
 			var fs []ledger.Finding
-			fs, companionsErr = ledger.VerifyStored(ctx, ss, start)
+			if fs, companionsErr = ledger.VerifyStored(ctx, ss, start); companionsErr != nil {
+				return
+			}
+			companions = append(companions, fs...)
+		}
+		// API keys against their signatures, by the same ring.
+		if ks, ok := st.(auth.Store); ok {
+			var fs []ledger.Finding
+			fs, companionsErr = ledger.VerifyAPIKeys(ctx, ks, opts.Keys)
 			companions = append(companions, fs...)
 		}
 	}()
@@ -168,6 +177,9 @@ func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) 
 		}
 		if f.TreeSize > 0 {
 			where += fmt.Sprintf(" checkpoint %d", f.TreeSize)
+		}
+		if f.KeyID != "" {
+			where += " API key " + f.KeyID
 		}
 		fmt.Fprintf(m.Stdout, "%s\t%s: %s\n", f.Kind, where, f.Detail)
 	}

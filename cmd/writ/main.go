@@ -109,7 +109,7 @@ var commands = map[string]command{
 	"bench":     {"measure durable checks per second over HTTP", (*Main).bench},
 	"crashloop": {"kill writ serve under load again and again; check nothing acknowledged is lost", (*Main).crashloop},
 	"run":       {"start a workflow run, submit step attempts, show a run", (*Main).run},
-	"keys":      {"create, list and revoke the API keys of tenants", (*Main).keys},
+	"keys":      {"create, list, revoke and sign the API keys of tenants", (*Main).keys},
 	"approvals": {"list, show, approve and deny approval requests on a server", (*Main).approvals},
 	"decisions": {"a decision's story, execution report and resume; decisions in flight (on a server)", (*Main).decisions},
 	"gateway":   {"an MCP gateway: every tools/call of an agent checked, recorded and reported", (*Main).gateway},

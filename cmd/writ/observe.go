@@ -84,7 +84,7 @@ func (o *observability) observeCommits() func(ledger.Commit) {
 // newMetrics returns the metrics of a server of the engine eng returns
 // (read at scrape time) over st, with the signing keys of ring (nil
 // without a ring).
-func newMetrics(eng func() *engine.Engine, st ledger.Store, ring *keyring.Ring) *telemetry.Metrics {
+func newMetrics(eng func() *engine.Engine, st ledger.Store, ring ringView) *telemetry.Metrics {
 	g := telemetry.Gauges{
 		QueueDepth: func() int { return eng().QueueDepth() },
 		Tenants: func(ctx context.Context) ([]telemetry.TenantGauges, error) {
@@ -136,7 +136,7 @@ func tenantGauges(ctx context.Context, eng *engine.Engine, st ledger.Store) ([]t
 
 // keyExpiry returns when the signing key valid at now stops being valid
 // (ok false for an open window), or an error when none is valid.
-func keyExpiry(ring *keyring.Ring, now time.Time) (time.Time, bool, error) {
+func keyExpiry(ring ringView, now time.Time) (time.Time, bool, error) {
 	var active *keyring.Key
 	keys := ring.Keys()
 	for i := range keys {

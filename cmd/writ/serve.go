@@ -104,7 +104,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	authenticate, err := m.authMode(ctx, st, *addr, log)
+	authenticate, err := m.authMode(ctx, st, ring, *addr, log)
 	if err != nil {
 		return err
 	}
@@ -236,10 +236,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 
 // authMode decides how the server authenticates callers. With API keys in
 // the store (revoked ones count: keys once issued mean the deployment
-// authenticates), every request needs one. Without any, the server runs
-// in development mode, unauthenticated, and only on a loopback address,
-// so the quick start works and nothing unauthenticated is ever exposed.
-func (m *Main) authMode(ctx context.Context, st ledger.Store, addr string, log *slog.Logger) (func(context.Context, string) (*writ.Principal, error), error) {
+// authenticates), every request needs one, and a key is accepted only if
+// its signature verifies under ring. Without any, the server runs in
+// development mode, unauthenticated, and only on a loopback address, so
+// the quick start works and nothing unauthenticated is ever exposed.
+func (m *Main) authMode(ctx context.Context, st ledger.Store, ring ringView, addr string, log *slog.Logger) (func(context.Context, string) (*writ.Principal, error), error) {
 	ks, ok := st.(auth.Store)
 	if !ok {
 		return nil, fmt.Errorf("this store keeps no API keys")
@@ -249,8 +250,25 @@ func (m *Main) authMode(ctx context.Context, st ledger.Store, addr string, log *
 		return nil, fmt.Errorf("read API keys: %w", err)
 	}
 	if len(keys) > 0 {
+		// Say at the start which keys will be refused, not only when
+		// one is presented.
+		for _, k := range keys {
+			if k.RevokedAt != nil {
+				continue
+			}
+			if err := auth.Verify(k, ring); errors.Is(err, auth.ErrUnsigned) {
+				log.Warn("API key is not signed, so it is refused: if its row is writ's, sign it with 'writ keys sign'",
+					"key", k.ID, "tenant", k.TenantID, "subject", k.Subject)
+			} else if err != nil {
+				log.Error("API key's signature does not verify, so it is refused: its row was changed outside writ", "key", k.ID, "tenant", k.TenantID, "error", err)
+			}
+		}
+		a := auth.NewAuthenticator(ks, ring, func(k *auth.Key, err error) {
+			log.Error("refused a request with an API key whose stored row its signature does not bear out (unsigned, or changed outside writ)",
+				"key", k.ID, "tenant", k.TenantID, "error", err)
+		})
 		return func(ctx context.Context, token string) (*writ.Principal, error) {
-			return auth.Authenticate(ctx, ks, token, time.Now())
+			return a.Authenticate(ctx, token, time.Now())
 		}, nil
 	}
 	if !loopback(addr) {

@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 	"time"
@@ -28,6 +29,9 @@ func testAPIKeys(t *testing.T, st ledger.Store) {
 		return k
 	}
 	alice := newKey("acme", "alice@acme.example", t0, writ.RoleApprover)
+	// The store keeps a key's signature as it is given; whether it
+	// verifies is auth.Verify's question.
+	alice.SignedBy, alice.SignedAt, alice.Signature = "writ-test+0badc0de", t0.Add(5), bytes.Repeat([]byte{0xa5}, 64)
 	bob := newKey("acme", "bob@acme.example", t0.Add(time.Second), writ.RoleAgent, writ.RoleAuditor)
 	carol := newKey("globex", "carol@globex.example", t0.Add(2*time.Second), writ.RoleAdmin)
 	// Stored out of order: listing is by creation time.
@@ -41,7 +45,8 @@ func testAPIKeys(t *testing.T, st ledger.Store) {
 		t.Helper()
 		if got == nil || got.ID != want.ID || got.TenantID != want.TenantID || got.Subject != want.Subject || !slices.Equal(got.Roles, want.Roles) ||
 			got.SecretHash != want.SecretHash || !got.CreatedAt.Equal(want.CreatedAt) || (got.RevokedAt == nil) != (want.RevokedAt == nil) ||
-			(got.RevokedAt != nil && !got.RevokedAt.Equal(*want.RevokedAt)) {
+			(got.RevokedAt != nil && !got.RevokedAt.Equal(*want.RevokedAt)) ||
+			got.SignedBy != want.SignedBy || !got.SignedAt.Equal(want.SignedAt) || !bytes.Equal(got.Signature, want.Signature) {
 			t.Errorf("%s = %+v, want %+v", call, got, want)
 		}
 	}
@@ -104,4 +109,36 @@ func testAPIKeys(t *testing.T, st ledger.Store) {
 	wantCode(t, "APIKey(key_nope)", err, writ.ENOTFOUND)
 	wantCode(t, "RevokeAPIKey(key_nope)", ks.RevokeAPIKey(ctx, "key_nope", t0), writ.ENOTFOUND)
 	list("", alice, &revoked, carol)
+
+	// A key stored without a signature is signed once.
+	signed := *carol
+	signed.SignedBy, signed.SignedAt, signed.Signature = "writ-test+0badc0de", t0.Add(time.Hour), bytes.Repeat([]byte{0x5a}, 64)
+	if err := ks.SignAPIKey(ctx, &signed); err != nil {
+		t.Fatalf("SignAPIKey(%s) = %v", carol.ID, err)
+	}
+	again := signed
+	again.Signature = bytes.Repeat([]byte{0x11}, 64)
+	wantCode(t, "SignAPIKey(a signed key)", ks.SignAPIKey(ctx, &again), writ.ECONFLICT)
+	aliceAgain := *alice
+	aliceAgain.Signature = bytes.Repeat([]byte{0x11}, 64)
+	wantCode(t, "SignAPIKey(alice, signed when stored)", ks.SignAPIKey(ctx, &aliceAgain), writ.ECONFLICT)
+	unknown := signed
+	unknown.ID = "key_nope"
+	wantCode(t, "SignAPIKey(key_nope)", ks.SignAPIKey(ctx, &unknown), writ.ENOTFOUND)
+	short := *bob
+	short.SignedBy, short.SignedAt, short.Signature = "writ-test+0badc0de", t0, []byte{1, 2, 3}
+	wantCode(t, "SignAPIKey(a 3-byte signature)", ks.SignAPIKey(ctx, &short), writ.EINVALID)
+	noSigner := *bob
+	noSigner.SignedAt, noSigner.Signature = t0, bytes.Repeat([]byte{1}, 64)
+	wantCode(t, "SignAPIKey(no signing key id)", ks.SignAPIKey(ctx, &noSigner), writ.EINVALID)
+	halfSigned, _, err := auth.NewKey("acme", "dave", []writ.Role{writ.RoleAgent}, t0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	halfSigned.Signature = bytes.Repeat([]byte{1}, 64)
+	wantCode(t, "PutAPIKey(a signature without its signing key)", ks.PutAPIKey(ctx, halfSigned), writ.EINVALID)
+	if _, err := ks.APIKey(ctx, halfSigned.ID); writ.ErrorCode(err) != writ.ENOTFOUND {
+		t.Errorf("APIKey(a key refused for its signature) = %v, want ENOTFOUND: nothing stored", err)
+	}
+	list("globex", &signed)
 }
