@@ -375,3 +375,50 @@ func TestSignatureMessage(t *testing.T) {
 		t.Errorf("SignatureMessage() = %q, want %q", got, want)
 	}
 }
+
+// BenchmarkAuthenticate is a request's authentication once its key is
+// remembered (the steady state) and when its signature is verified
+// (the first request of a key each minute).
+func BenchmarkAuthenticate(b *testing.B) {
+	ctx := b.Context()
+	store := &memStore{keys: map[string]*auth.Key{}}
+	skey, _, err := note.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{1}, 64)), "writ-test")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ring, err := keyring.FromEnv(skey, time.Unix(0, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	signer, err := ring.Signer(t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	k, token, err := auth.NewKey("acme", "alice", []writ.Role{writ.RoleAgent}, t0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := auth.Sign(k, signer, t0); err != nil {
+		b.Fatal(err)
+	}
+	if err := store.PutAPIKey(ctx, k); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("remembered", func(b *testing.B) {
+		a := auth.NewAuthenticator(store, ring, nil)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := a.Authenticate(ctx, token, t0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("verified", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := auth.NewAuthenticator(store, ring, nil).Authenticate(ctx, token, t0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
