@@ -257,7 +257,7 @@ func (m *Main) authMode(ctx context.Context, st ledger.Store, ring ringView, add
 				continue
 			}
 			if err := auth.Verify(k, ring); errors.Is(err, auth.ErrUnsigned) {
-				log.Warn("API key is not signed, so it is refused: if its row is writ's, sign it with 'writ keys sign'",
+				log.Warn("API key has no signature, so it is refused: if writ created it (before keys were signed), sign it with 'writ keys sign "+k.ID+"'",
 					"key", k.ID, "tenant", k.TenantID, "subject", k.Subject)
 			} else if err != nil {
 				log.Error("API key's signature does not verify, so it is refused: its row was changed outside writ", "key", k.ID, "tenant", k.TenantID, "error", err)
