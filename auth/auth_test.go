@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -421,4 +422,42 @@ func BenchmarkAuthenticate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// One Authenticator serves every request of a server at once.
+func TestAuthenticatorConcurrent(t *testing.T) {
+	ctx := t.Context()
+	store := &memStore{keys: map[string]*auth.Key{}}
+	ring, signer := testRing(t, 1)
+	var tokens []string
+	for _, subject := range []string{"alice", "bob", "carol"} {
+		k, token, err := auth.NewKey("acme", subject, []writ.Role{writ.RoleAgent}, t0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := auth.Sign(k, signer, t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.PutAPIKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, token)
+	}
+	a := auth.NewAuthenticator(store, ring, nil)
+	errs := make(chan error, 8*50)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				if _, err := a.Authenticate(ctx, tokens[(g+i)%len(tokens)], t0.Add(time.Duration(i)*time.Second)); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("Authenticate = %v", err)
+	}
 }
