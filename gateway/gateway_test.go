@@ -46,7 +46,10 @@ type pathArgs struct {
 	Content string `json:"content,omitempty"`
 }
 
-func (f *files) server() *mcp.Server {
+// server returns a fresh file server. kill, if not nil, breaks its
+// connection at once, as the death of a stdio server's process closes its
+// pipes; without it, the crash tool closes its session.
+func (f *files) server(kill func()) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
 	desc := f.description
 	if desc == "" {
@@ -70,7 +73,12 @@ func (f *files) server() *mcp.Server {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Dies mid-call."}, func(ctx context.Context, req *mcp.CallToolRequest, a pathArgs) (*mcp.CallToolResult, any, error) {
 		f.calls.Add(1)
-		go req.Session.Close() // the tool server dies before it answers
+		// The tool server dies before it answers.
+		if kill != nil {
+			kill()
+			return nil, nil, errors.New("the connection is closed: no answer goes out")
+		}
+		go req.Session.Close()
 		<-ctx.Done()
 		return nil, nil, ctx.Err()
 	})
@@ -85,14 +93,41 @@ func (f *files) server() *mcp.Server {
 // session, as a restarted stdio server would be.
 func (f *files) connect(ctx context.Context, u gateway.Upstream) (mcp.Transport, error) {
 	ct, st := mcp.NewInMemoryTransports()
-	s := f.server()
-	if _, err := s.Connect(ctx, st, nil); err != nil {
+	k := &killable{Transport: st}
+	s := f.server(k.kill)
+	if _, err := s.Connect(ctx, k, nil); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	f.last = s
 	f.mu.Unlock()
 	return ct, nil
+}
+
+// killable is a transport whose connection can be broken from the
+// server's side: closing the in-memory pipe makes the other end read EOF,
+// as a dead process's pipe does.
+type killable struct {
+	mcp.Transport
+	mu   sync.Mutex
+	conn mcp.Connection
+}
+
+func (k *killable) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := k.Transport.Connect(ctx)
+	k.mu.Lock()
+	k.conn = c
+	k.mu.Unlock()
+	return c, err
+}
+
+func (k *killable) kill() {
+	k.mu.Lock()
+	c := k.conn
+	k.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
 }
 
 type fixture struct {

@@ -17,7 +17,7 @@ import (
 func TestHTTPUpstream(t *testing.T) {
 	up := &files{}
 	var withKey, without atomic.Int64
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.server() }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.server(nil) }, nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Api-Key") == "upstream-secret" {
 			withKey.Add(1)
