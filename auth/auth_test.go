@@ -172,7 +172,7 @@ func (m *memStore) RevokeAPIKey(ctx context.Context, id string, at time.Time) er
 
 // testRing returns a ring of one key valid from the Unix epoch, from a
 // fixed seed, and its signer at t0.
-func testRing(t *testing.T, seed byte) (*keyring.Ring, *keyring.Signer) {
+func testRing(t testing.TB, seed byte) (*keyring.Ring, *keyring.Signer) {
 	t.Helper()
 	skey, _, err := note.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{seed}, 64)), "writ-test")
 	if err != nil {
@@ -187,6 +187,23 @@ func testRing(t *testing.T, seed byte) (*keyring.Ring, *keyring.Signer) {
 		t.Fatal(err)
 	}
 	return ring, s
+}
+
+// putSigned stores a new agent key of tenant acme for subject, signed by
+// signer at t0, and returns it with its token.
+func putSigned(t testing.TB, store auth.Store, signer auth.Signer, subject string) (*auth.Key, string) {
+	t.Helper()
+	k, token, err := auth.NewKey("acme", subject, []writ.Role{writ.RoleAgent}, t0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auth.Sign(k, signer, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutAPIKey(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	return k, token
 }
 
 func TestAuthenticate(t *testing.T) {
@@ -300,16 +317,7 @@ func TestAuthenticatorRemembers(t *testing.T) {
 	ctx := t.Context()
 	store := &memStore{keys: map[string]*auth.Key{}}
 	ring, signer := testRing(t, 1)
-	k, token, err := auth.NewKey("acme", "alice", []writ.Role{writ.RoleAgent}, t0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := auth.Sign(k, signer, t0); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.PutAPIKey(ctx, k); err != nil {
-		t.Fatal(err)
-	}
+	k, token := putSigned(t, store, signer, "alice")
 	counting := &countingVerifier{v: ring}
 	a := auth.NewAuthenticator(store, counting, nil)
 	for i := range 3 {
@@ -383,28 +391,8 @@ func TestSignatureMessage(t *testing.T) {
 func BenchmarkAuthenticate(b *testing.B) {
 	ctx := b.Context()
 	store := &memStore{keys: map[string]*auth.Key{}}
-	skey, _, err := note.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{1}, 64)), "writ-test")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ring, err := keyring.FromEnv(skey, time.Unix(0, 0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	signer, err := ring.Signer(t0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	k, token, err := auth.NewKey("acme", "alice", []writ.Role{writ.RoleAgent}, t0, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := auth.Sign(k, signer, t0); err != nil {
-		b.Fatal(err)
-	}
-	if err := store.PutAPIKey(ctx, k); err != nil {
-		b.Fatal(err)
-	}
+	ring, signer := testRing(b, 1)
+	_, token := putSigned(b, store, signer, "alice")
 	b.Run("remembered", func(b *testing.B) {
 		a := auth.NewAuthenticator(store, ring, nil)
 		b.ReportAllocs()
@@ -431,16 +419,7 @@ func TestAuthenticatorConcurrent(t *testing.T) {
 	ring, signer := testRing(t, 1)
 	var tokens []string
 	for _, subject := range []string{"alice", "bob", "carol"} {
-		k, token, err := auth.NewKey("acme", subject, []writ.Role{writ.RoleAgent}, t0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := auth.Sign(k, signer, t0); err != nil {
-			t.Fatal(err)
-		}
-		if err := store.PutAPIKey(ctx, k); err != nil {
-			t.Fatal(err)
-		}
+		_, token := putSigned(t, store, signer, subject)
 		tokens = append(tokens, token)
 	}
 	a := auth.NewAuthenticator(store, ring, nil)
