@@ -28,6 +28,10 @@ import (
 // of the tool between the check and the forward.
 var errDefinitionChanged = errors.New("tool definition changed")
 
+// errCallTimeout: the upstream did not answer a forwarded call within
+// its call_timeout.
+var errCallTimeout = errors.New("no answer in time")
+
 // resumePoll is how long a repeated call waits for the approval its
 // decision waits on: long enough to read it, not to block the agent.
 const resumePoll = time.Millisecond
@@ -212,6 +216,11 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 	case errors.Is(err, errUpstreamDown) || errors.Is(err, errDefinitionChanged):
 		rep.Status = writ.ExecutionNotExecuted
 		rep.Error = &writ.ExecutionError{Code: "upstream_unavailable", Message: err.Error()}
+	case errors.Is(err, errCallTimeout):
+		// The upstream was told to cancel; whether it had begun is not
+		// known.
+		rep.Status = writ.ExecutionFailed
+		rep.Error = &writ.ExecutionError{Code: "timeout", Message: err.Error()}
 	case err != nil && ctx.Err() != nil:
 		// The agent gave up on the call; the upstream was told to stop.
 		rep.Status = writ.ExecutionFailed
@@ -238,6 +247,9 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 	if rep.Status == writ.ExecutionNotExecuted {
 		return refusal(r.name, fmt.Sprintf("writ allowed it (decision %s), but it could not be sent: %v. Nothing was executed; the call may be made again later.", rc.DecisionID, err))
 	}
+	if errors.Is(err, errCallTimeout) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("writ allowed this call to %s (decision %s), but the tool server did not answer within %s, so the gateway told it to cancel the call. The timeout is recorded; the call may or may not have taken effect.", r.name, rc.DecisionID, r.up.cfg.callTimeout())}}}
+	}
 	if err != nil {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("writ allowed this call to %s (decision %s), but the tool server failed: %v. The failure is recorded; the call may or may not have taken effect.", r.name, rc.DecisionID, err)}}}
 	}
@@ -259,7 +271,14 @@ func (g *Gateway) send(ctx context.Context, r *route, req *mcp.CallToolRequest, 
 	params := &mcp.CallToolParams{Name: r.def.Name, Arguments: raw, Meta: upstreamMeta(req.Params.Meta)}
 	r.up.begin(req)
 	defer r.up.end(req)
-	res, err := cs.CallTool(context.WithValue(ctx, agentCallKey{}, req), params)
+	cctx, cancel := context.WithTimeout(ctx, r.up.cfg.callTimeout())
+	defer cancel()
+	res, err := cs.CallTool(context.WithValue(cctx, agentCallKey{}, req), params)
+	if err != nil && ctx.Err() == nil && cctx.Err() == context.DeadlineExceeded {
+		// The SDK told the upstream to cancel. Its session stays: the
+		// upstream may be slow on this call only.
+		return nil, fmt.Errorf("%w: upstream %s did not answer within %s (call_timeout)", errCallTimeout, r.up.cfg.Name, r.up.cfg.callTimeout())
+	}
 	if err != nil {
 		// An error the upstream answered leaves its session intact; any
 		// other (the connection broke, the process died) ends it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
@@ -62,6 +63,36 @@ type Upstream struct {
 	Prefix string        `yaml:"prefix"`
 	Stdio  *StdioCommand `yaml:"stdio"`
 	HTTP   *HTTPServer   `yaml:"http"`
+	// CallTimeout bounds one forwarded call, from the moment it is sent
+	// until the upstream answers, including any question the upstream
+	// asks the user meanwhile. When it passes, the upstream is told to
+	// cancel the call and the decision is reported failed (timeout).
+	// Zero: DefaultCallTimeout.
+	CallTimeout time.Duration `yaml:"call_timeout"`
+	// ConnectTimeout bounds starting a session with the upstream: the
+	// connection, MCP's handshake and the listing of its tools. Zero:
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+}
+
+// The time limits an upstream has when its configuration sets none.
+const (
+	DefaultCallTimeout    = 10 * time.Minute
+	DefaultConnectTimeout = time.Minute
+)
+
+func (u Upstream) callTimeout() time.Duration {
+	if u.CallTimeout > 0 {
+		return u.CallTimeout
+	}
+	return DefaultCallTimeout
+}
+
+func (u Upstream) connectTimeout() time.Duration {
+	if u.ConnectTimeout > 0 {
+		return u.ConnectTimeout
+	}
+	return DefaultConnectTimeout
 }
 
 // StdioCommand is a tool server the gateway starts and speaks to over
@@ -132,6 +163,7 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 		}
 		first[u.Name] = lines[i]
 	}
+	ds = append(ds, zeroTimeouts(path, data, lines)...)
 	if len(ds) > 0 {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: ds[0].String(), Details: ds}
 	}
@@ -161,4 +193,33 @@ func nameLines(data []byte, n int) []int {
 		}
 	}
 	return lines
+}
+
+// zeroTimeouts reports each time limit the configuration file data sets
+// to zero, which the schema's duration pattern lets through: a zero in
+// Config means the default, so a zero written out is refused rather
+// than read as "no limit" or as the default.
+func zeroTimeouts(path string, data []byte, lines []int) []writ.Detail {
+	var doc struct {
+		Upstreams []struct {
+			Name           string         `yaml:"name"`
+			CallTimeout    *time.Duration `yaml:"call_timeout"`
+			ConnectTimeout *time.Duration `yaml:"connect_timeout"`
+		} `yaml:"upstreams"`
+	}
+	if yaml.Unmarshal(data, &doc) != nil {
+		return nil
+	}
+	var ds []writ.Detail
+	for i, u := range doc.Upstreams {
+		for _, t := range []struct {
+			field string
+			d     *time.Duration
+		}{{"call_timeout", u.CallTimeout}, {"connect_timeout", u.ConnectTimeout}} {
+			if t.d != nil && *t.d <= 0 && i < len(lines) {
+				ds = append(ds, writ.Detail{File: path, Line: lines[i], Message: fmt.Sprintf("upstream %q: %s must be longer than zero", u.Name, t.field)})
+			}
+		}
+	}
+	return ds
 }

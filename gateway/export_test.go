@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -47,3 +48,8 @@ var (
 	ReservedMeta    = reservedMeta
 	DecodeForSchema = decodeForSchema
 )
+
+// CallTimeoutOf and ConnectTimeoutOf are the time limits the gateway
+// applies to u.
+func CallTimeoutOf(u Upstream) time.Duration    { return u.callTimeout() }
+func ConnectTimeoutOf(u Upstream) time.Duration { return u.connectTimeout() }

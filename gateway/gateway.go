@@ -193,8 +193,13 @@ func (g *Gateway) session(ctx context.Context, u *upstream) (*mcp.ClientSession,
 		return nil, false, err
 	}
 	if fresh {
-		if err := g.list(ctx, u, cs); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, u.cfg.connectTimeout())
+		defer cancel()
+		if err := g.list(lctx, u, cs); err != nil {
 			u.drop(cs)
+			if lctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+				err = fmt.Errorf("%w: %s: its tools were not listed within %s (connect_timeout)", errUpstreamDown, u.cfg.Name, u.cfg.connectTimeout())
+			}
 			return nil, false, err
 		}
 	}
@@ -209,6 +214,8 @@ func (g *Gateway) relist(ctx context.Context, u *upstream) {
 	if cs == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.connectTimeout())
+	defer cancel()
 	if err := g.list(ctx, u, cs); err != nil {
 		g.log.Warn("gateway: listing tools again failed; dropping the upstream session", "upstream", u.cfg.Name, "error", err)
 		u.drop(cs)

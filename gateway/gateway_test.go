@@ -35,6 +35,8 @@ const tenant = "acme"
 // forwarded.
 type files struct {
 	calls       atomic.Int64
+	cancelled   atomic.Int64 // calls to /hang/ paths whose context ended
+	sessions    atomic.Int64 // sessions started
 	description string // of read_file, to change its definition
 
 	mu   sync.Mutex
@@ -62,6 +64,13 @@ func (f *files) server(kill func()) *mcp.Server {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Write a file."}, func(ctx context.Context, req *mcp.CallToolRequest, a pathArgs) (*mcp.CallToolResult, any, error) {
 		f.calls.Add(1)
+		if strings.Contains(a.Path, "/hang/") {
+			// A tool that never answers: it waits until it is told to
+			// cancel.
+			<-ctx.Done()
+			f.cancelled.Add(1)
+			return nil, nil, ctx.Err()
+		}
 		if strings.Contains(a.Path, "/readonly/") {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "read-only file system"}}}, nil, nil
 		}
@@ -92,6 +101,7 @@ func (f *files) server(kill func()) *mcp.Server {
 // connect starts a fresh in-memory file server for each upstream
 // session, as a restarted stdio server would be.
 func (f *files) connect(ctx context.Context, u gateway.Upstream) (mcp.Transport, error) {
+	f.sessions.Add(1)
 	ct, st := mcp.NewInMemoryTransports()
 	k := &killable{Transport: st}
 	s := f.server(k.kill)

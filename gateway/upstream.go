@@ -60,9 +60,17 @@ func (u *upstream) session(ctx context.Context) (cs *mcp.ClientSession, fresh bo
 			}
 		},
 	})
-	// The session outlives the call that started it.
-	cs, err = c.Connect(context.WithoutCancel(ctx), t, nil)
+	// The session outlives the call that started it, so the call's
+	// cancellation does not end its handshake; the connect time limit
+	// does (the SDK then closes the session, which stops a stdio
+	// upstream's process).
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.cfg.connectTimeout())
+	defer cancel()
+	cs, err = c.Connect(hctx, t, nil)
 	if err != nil {
+		if hctx.Err() != nil {
+			err = fmt.Errorf("no answer to MCP's handshake within %s (connect_timeout)", u.cfg.connectTimeout())
+		}
 		return nil, false, fmt.Errorf("%w: %s: %v", errUpstreamDown, u.cfg.Name, err)
 	}
 	u.cs = cs
