@@ -37,7 +37,7 @@ type files struct {
 	calls       atomic.Int64
 	cancelled   atomic.Int64 // calls to /hang/ paths whose context ended
 	sessions    atomic.Int64 // sessions started
-	description string // of read_file, to change its definition
+	description string       // of read_file, to change its definition
 
 	mu   sync.Mutex
 	last *mcp.Server // the server of the latest session
