@@ -9,8 +9,9 @@
 // secret is 64 lowercase hex digits (32 random bytes). Stores keep the key
 // id, the tenant, the subject, the roles and the SHA-256 of the secret,
 // never the secret: a high-entropy secret needs no slow hash, and a
-// stolen table of hashes opens nothing. A key is revoked by appending a
-// revocation; keys are never updated or deleted.
+// stolen table of hashes opens nothing. A key may carry an expiry time,
+// which its signature covers. A key is revoked by appending a revocation;
+// keys are never updated or deleted.
 package auth
 
 import (
@@ -38,9 +39,15 @@ type Key struct {
 	Subject  string      `json:"subject"`
 	Roles    []writ.Role `json:"roles"`
 	// SecretHash is the hex SHA-256 of the token's secret.
-	SecretHash string     `json:"-"`
-	CreatedAt  time.Time  `json:"created_at"`
-	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	SecretHash string    `json:"-"`
+	CreatedAt  time.Time `json:"created_at"`
+	// ExpiresAt, when set, is when the key stops opening anything. It is
+	// part of what the key's signature covers, so it cannot be moved or
+	// removed without the signing key; a key that expires bounds how long
+	// a stolen token is worth something, whatever happens to its
+	// revocation.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 	// SignedBy is the id of the signing key that signed the key (a
 	// keyring key id, "name+hash"), SignedAt when, and Signature the
 	// Ed25519 signature of SignatureMessage. All three are empty for a
@@ -142,7 +149,7 @@ func hashSecret(secret string) string {
 // Errors of Authenticate. Both answer 401; neither says which keys exist.
 var (
 	ErrNoKey      = writ.Errorf(writ.EUNAUTHENTICATED, "this request needs an API key: send Authorization: Bearer writ_…")
-	ErrInvalidKey = writ.Errorf(writ.EUNAUTHENTICATED, "the API key is not valid (unknown, malformed, revoked or not signed)")
+	ErrInvalidKey = writ.Errorf(writ.EUNAUTHENTICATED, "the API key is not valid (unknown, malformed, revoked, expired or not signed)")
 )
 
 // verifiedFor is how long an Authenticator trusts a key's signature
@@ -182,8 +189,8 @@ func NewAuthenticator(store Store, keys Verifier, refused func(k *Key, err error
 }
 
 // Authenticate returns the principal of token at the clock reading now.
-// Unknown, malformed, revoked and unsigned keys, and keys whose signature
-// does not verify, all give ErrInvalidKey; a store failure is returned as
+// Unknown, malformed, revoked, expired and unsigned keys, and keys whose
+// signature does not verify, all give ErrInvalidKey; a store failure is returned as
 // it is.
 func (a *Authenticator) Authenticate(ctx context.Context, token string, now time.Time) (*writ.Principal, error) {
 	if token == "" {
@@ -205,7 +212,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string, now time
 	if subtle.ConstantTimeCompare([]byte(k.SecretHash), []byte(hashSecret(secret))) != 1 {
 		return nil, ErrInvalidKey
 	}
-	if k.RevokedAt != nil && !now.Before(*k.RevokedAt) {
+	if k.RevokedAt != nil && !now.Before(*k.RevokedAt) || k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
 		return nil, ErrInvalidKey
 	}
 	if !a.remembered(k, now) {
@@ -232,6 +239,10 @@ func (a *Authenticator) remembered(k *Key, now time.Time) bool {
 func (a *Authenticator) remember(k *Key, now time.Time) {
 	v := verifiedKey{key: *k, until: now.Add(verifiedFor)}
 	v.key.Roles, v.key.Signature, v.key.RevokedAt = slices.Clone(k.Roles), slices.Clone(k.Signature), nil
+	if k.ExpiresAt != nil {
+		at := *k.ExpiresAt
+		v.key.ExpiresAt = &at
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.verified[k.ID] = v
@@ -240,6 +251,10 @@ func (a *Authenticator) remember(k *Key, now time.Time) {
 // sameKey reports whether a and b agree on everything a signature covers.
 func sameKey(a, b *Key) bool {
 	return a.ID == b.ID && a.TenantID == b.TenantID && a.Subject == b.Subject && slices.Equal(a.Roles, b.Roles) &&
-		a.SecretHash == b.SecretHash && a.CreatedAt.Equal(b.CreatedAt) && a.SignedBy == b.SignedBy &&
-		a.SignedAt.Equal(b.SignedAt) && bytes.Equal(a.Signature, b.Signature)
+		a.SecretHash == b.SecretHash && a.CreatedAt.Equal(b.CreatedAt) && sameTime(a.ExpiresAt, b.ExpiresAt) &&
+		a.SignedBy == b.SignedBy && a.SignedAt.Equal(b.SignedAt) && bytes.Equal(a.Signature, b.Signature)
+}
+
+func sameTime(a, b *time.Time) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.Equal(*b)
 }

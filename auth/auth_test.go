@@ -251,6 +251,29 @@ func TestAuthenticate(t *testing.T) {
 	if err := auth.Sign(store.keys[grace.ID], otherSigner, t0); err != nil {
 		t.Fatal(err)
 	}
+	// Keys that expire: at now, just after now, and one whose expiry was
+	// moved later behind writ's back.
+	expiring := func(subject string, at time.Time) (*auth.Key, string) {
+		k, token, err := auth.NewKey("acme", subject, []writ.Role{writ.RoleAgent}, t0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.ExpiresAt = &at
+		if err := auth.Sign(k, signer, t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.PutAPIKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		return k, token
+	}
+	_, heidiToken := expiring("heidi", now)
+	ivan, ivanToken := expiring("ivan", now.Add(time.Nanosecond))
+	judy, judyToken := expiring("judy", now.Add(-time.Minute))
+	later := now.Add(24 * time.Hour)
+	store.keys[judy.ID].ExpiresAt = &later
+	kate, kateToken := expiring("kate", now.Add(-time.Minute))
+	store.keys[kate.ID].ExpiresAt = nil
 
 	tests := []struct {
 		name    string
@@ -271,6 +294,10 @@ func TestAuthenticate(t *testing.T) {
 		{"roles changed after signing", erinToken, nil, auth.ErrInvalidKey, true},
 		{"another key's signature", frankToken, nil, auth.ErrInvalidKey, true},
 		{"signed by a key outside the ring", graceToken, nil, auth.ErrInvalidKey, true},
+		{"expires at now", heidiToken, nil, auth.ErrInvalidKey, false},
+		{"expires later", ivanToken, &writ.Principal{TenantID: "acme", KeyID: ivan.ID, Subject: "ivan", Roles: []writ.Role{writ.RoleAgent}}, nil, false},
+		{"expiry moved after signing", judyToken, nil, auth.ErrInvalidKey, true},
+		{"expiry removed after signing", kateToken, nil, auth.ErrInvalidKey, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -382,6 +409,18 @@ func TestSignatureMessage(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Errorf("SignatureMessage() = %q, want %q", got, want)
+	}
+
+	// With an expiry, expires_at joins the document (the second example).
+	expires := time.Date(2026, time.August, 7, 9, 0, 0, 0, time.UTC)
+	k.ExpiresAt = &expires
+	// {"created_at":"2026-05-09T09:00:00.123456789Z","expires_at":"2026-08-07T09:00:00Z","key_id":…}
+	const wantExpiring = "writ-api-key-signature-v1\n" + "864d791d773f4558b988959ae5758334090415b0a00a3565e8eb608102ff8b5d" + "\n"
+	if got, err = k.SignatureMessage(); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != wantExpiring {
+		t.Errorf("SignatureMessage() with an expiry = %q, want %q", got, wantExpiring)
 	}
 }
 

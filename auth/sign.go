@@ -16,9 +16,10 @@ import (
 // add a key for themselves or change one: its tenant, subject, roles,
 // secret hash and creation time are covered by an Ed25519 signature of
 // the key ring (the key that signs records), checked when the key is
-// used and by `writ ledger verify`. A revocation is not signed: a forged
-// one only denies service, and a deleted one cannot be told from one
-// never made (docs/security.md).
+// used and by `writ ledger verify`; so is its expiry, when it has one. A
+// revocation is not signed: a forged one only denies service, and a
+// deleted one cannot be told from one never made, which a key's expiry
+// bounds (docs/security.md).
 
 // Signer signs a key's message: a *keyring.Signer.
 type Signer interface {
@@ -50,8 +51,11 @@ type keyDocument struct {
 	Roles      []writ.Role `json:"roles"`
 	SecretHash string      `json:"secret_hash"`
 	CreatedAt  string      `json:"created_at"`
-	SignedBy   string      `json:"signed_by"`
-	SignedAt   string      `json:"signed_at"`
+	// ExpiresAt is left out for a key without an expiry, so the
+	// signatures of such keys are those of writ before keys expired.
+	ExpiresAt string `json:"expires_at,omitempty"`
+	SignedBy  string `json:"signed_by"`
+	SignedAt  string `json:"signed_at"`
 }
 
 // SignatureMessage returns what k's signature covers:
@@ -59,18 +63,22 @@ type keyDocument struct {
 //	"writ-api-key-signature-v1\n" + hex(SHA-256(JCS(document))) + "\n"
 //
 // where the document holds the key's id, tenant, subject, roles, secret
-// hash, creation time, signing key id and signing time
-// (docs/ledger-format.md §3.5).
+// hash, creation time, expiry time (only when the key has one), signing
+// key id and signing time (docs/ledger-format.md §3.5).
 func (k *Key) SignatureMessage() ([]byte, error) {
 	roles := k.Roles
 	if roles == nil {
 		roles = []writ.Role{}
 	}
-	doc, err := record.Canonical(keyDocument{
+	d := keyDocument{
 		KeyID: k.ID, TenantID: k.TenantID, Subject: k.Subject, Roles: roles, SecretHash: k.SecretHash,
 		CreatedAt: k.CreatedAt.UTC().Format(time.RFC3339Nano),
 		SignedBy:  k.SignedBy, SignedAt: k.SignedAt.UTC().Format(time.RFC3339Nano),
-	})
+	}
+	if k.ExpiresAt != nil {
+		d.ExpiresAt = k.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	doc, err := record.Canonical(d)
 	if err != nil {
 		return nil, fmt.Errorf("API key %s: %w", k.ID, err)
 	}

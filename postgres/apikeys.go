@@ -22,6 +22,8 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) error {
 		return &writ.Error{Code: writ.EINVALID, Message: "an API key needs an id, a tenant and a secret hash"}
 	case k.CreatedAt.Before(ledger.MinTime) || k.CreatedAt.After(ledger.MaxTime):
 		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("API key %s: creation time %s is out of range", k.ID, k.CreatedAt)}
+	case k.ExpiresAt != nil && (!k.ExpiresAt.After(k.CreatedAt) || k.ExpiresAt.After(ledger.MaxTime)):
+		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("API key %s: expiry time %s is not after its creation time or is out of range", k.ID, k.ExpiresAt)}
 	}
 	roles, err := json.Marshal(k.Roles)
 	if err != nil {
@@ -35,12 +37,12 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) error {
 	// One statement: the key and, if it is signed, its signature.
 	var inserted bool
 	err = s.pool.QueryRow(ctx, `WITH k AS (
-			INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns) VALUES ($1, $2, $3, $4, $5, $6)
+			INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns, expires_ns) VALUES ($1, $2, $3, $4, $5, $6, $10)
 			ON CONFLICT (key_id) DO NOTHING RETURNING key_id),
 		s AS (INSERT INTO api_key_signatures (key_id, signed_by, signed_ns, signature)
 			SELECT key_id, $7, $8, $9 FROM k WHERE $7::text <> '')
 		SELECT EXISTS (SELECT 1 FROM k)`,
-		k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano(), k.SignedBy, k.SignedAt.UnixNano(), k.Signature).Scan(&inserted)
+		k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano(), k.SignedBy, k.SignedAt.UnixNano(), k.Signature, expiresNS(k)).Scan(&inserted)
 	if err != nil {
 		return fmt.Errorf("postgres: put API key: %w", err)
 	}
@@ -72,8 +74,8 @@ func (s *Store) SignAPIKey(ctx context.Context, k *auth.Key) error {
 	return nil
 }
 
-// keyColumns selects a key, its revocation and its signature, as scanKeys reads them.
-const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, r.revoked_ns,
+// keyColumns selects a key, its expiry, its revocation and its signature, as scanKeys reads them.
+const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, r.revoked_ns,
 		s.signed_by, s.signed_ns, s.signature
 	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id LEFT JOIN api_key_signatures s ON s.key_id = k.key_id`
 
@@ -116,15 +118,19 @@ func scanKeys(rows pgx.Rows) ([]*auth.Key, error) {
 		var k auth.Key
 		var roles string
 		var created int64
-		var revoked, signedNS *int64
+		var expires, revoked, signedNS *int64
 		var signedBy *string
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &revoked, &signedBy, &signedNS, &k.Signature); err != nil {
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &revoked, &signedBy, &signedNS, &k.Signature); err != nil {
 			return nil, fmt.Errorf("postgres: read API keys: %w", err)
 		}
 		if err := json.Unmarshal([]byte(roles), &k.Roles); err != nil {
 			return nil, fmt.Errorf("postgres: API key %s: roles: %w", k.ID, err)
 		}
 		k.CreatedAt = time.Unix(0, created).UTC()
+		if expires != nil {
+			at := time.Unix(0, *expires).UTC()
+			k.ExpiresAt = &at
+		}
 		if revoked != nil {
 			at := time.Unix(0, *revoked).UTC()
 			k.RevokedAt = &at
@@ -159,4 +165,13 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error
 		return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", id)}
 	}
 	return nil
+}
+
+// expiresNS is k's expiry as stored: nanoseconds, or NULL for none.
+func expiresNS(k *auth.Key) *int64 {
+	if k.ExpiresAt == nil {
+		return nil
+	}
+	ns := k.ExpiresAt.UnixNano()
+	return &ns
 }

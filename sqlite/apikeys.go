@@ -21,6 +21,8 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) (err error) {
 		return &writ.Error{Code: writ.EINVALID, Message: "an API key needs an id, a tenant and a secret hash"}
 	case k.CreatedAt.Before(ledger.MinTime) || k.CreatedAt.After(ledger.MaxTime):
 		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("API key %s: creation time %s is out of range", k.ID, k.CreatedAt)}
+	case k.ExpiresAt != nil && (!k.ExpiresAt.After(k.CreatedAt) || k.ExpiresAt.After(ledger.MaxTime)):
+		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("API key %s: expiry time %s is not after its creation time or is out of range", k.ID, k.ExpiresAt)}
 	}
 	if k.SignedBy != "" || len(k.Signature) > 0 {
 		if err := ledger.CheckKeySignature(k); err != nil {
@@ -41,8 +43,8 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) (err error) {
 		if exists {
 			return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("API key %s already exists", k.ID)}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns) VALUES (?, ?, ?, ?, ?, ?)`,
-			k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns, expires_ns) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano(), expiresNS(k)); err != nil {
 			return fmt.Errorf("sqlite: put API key: %w", err)
 		}
 		if k.SignedBy == "" {
@@ -82,8 +84,8 @@ func insertKeySignature(ctx context.Context, tx *sql.Tx, k *auth.Key) error {
 	return nil
 }
 
-// keyColumns selects a key, its revocation and its signature, as scanKey reads them.
-const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, r.revoked_ns,
+// keyColumns selects a key, its expiry, its revocation and its signature, as scanKey reads them.
+const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, r.revoked_ns,
 		s.signed_by, s.signed_ns, s.signature
 	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id LEFT JOIN api_key_signatures s ON s.key_id = k.key_id`
 
@@ -126,15 +128,19 @@ func scanKeys(rows *sql.Rows) ([]*auth.Key, error) {
 		var k auth.Key
 		var roles string
 		var created int64
-		var revoked, signedNS sql.NullInt64
+		var expires, revoked, signedNS sql.NullInt64
 		var signedBy sql.NullString
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &revoked, &signedBy, &signedNS, &k.Signature); err != nil {
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &revoked, &signedBy, &signedNS, &k.Signature); err != nil {
 			return nil, fmt.Errorf("sqlite: read API keys: %w", err)
 		}
 		if err := json.Unmarshal([]byte(roles), &k.Roles); err != nil {
 			return nil, fmt.Errorf("sqlite: API key %s: roles: %w", k.ID, err)
 		}
 		k.CreatedAt = time.Unix(0, created).UTC()
+		if expires.Valid {
+			at := time.Unix(0, expires.Int64).UTC()
+			k.ExpiresAt = &at
+		}
 		if revoked.Valid {
 			at := time.Unix(0, revoked.Int64).UTC()
 			k.RevokedAt = &at
@@ -169,4 +175,12 @@ func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) (err 
 		}
 		return nil
 	})
+}
+
+// expiresNS is k's expiry as stored: nanoseconds, or NULL for none.
+func expiresNS(k *auth.Key) sql.NullInt64 {
+	if k.ExpiresAt == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: k.ExpiresAt.UnixNano(), Valid: true}
 }

@@ -94,13 +94,14 @@ func openKeyStore(dir, url string, create bool) (auth.Store, func() error, error
 }
 
 func (m *Main) keysCreate(ctx context.Context, args []string) error {
-	fs := m.flags("keys create", "--tenant T --subject WHO --role ROLE[,ROLE] [--data DIR] [--store URL] [--keys DIR]")
+	fs := m.flags("keys create", "--tenant T --subject WHO --role ROLE[,ROLE] [--expires D|TIME] [--data DIR] [--store URL] [--keys DIR]")
 	data := fs.String("data", defaultDataDir, "data directory")
 	storeURL := fs.String("store", "", storeUsage)
 	keysDir := fs.String("keys", "", "signing key ring directory that signs the key (default DATA/keys); WRIT_SIGNING_KEY overrides it")
 	tenant := fs.String("tenant", "", "the tenant the key belongs to (required)")
 	subject := fs.String("subject", "", "who holds the key: a person or a service; it is the approver named in approvals (required)")
 	roles := fs.String("role", "", "comma-separated roles: agent, approver, auditor, admin (required)")
+	expires := fs.String("expires", "", "when the key stops opening anything: a duration from now (2160h) or an RFC 3339 time (2027-03-01T00:00:00Z); its signature covers it (default: the key does not expire)")
 	asJSON := fs.Bool("json", false, "print the key and its token as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -119,6 +120,13 @@ func (m *Main) keysCreate(ctx context.Context, args []string) error {
 	k, token, err := auth.NewKey(*tenant, *subject, rs, now, nil)
 	if err != nil {
 		return err
+	}
+	if *expires != "" {
+		at, err := expiryTime(*expires, now)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		k.ExpiresAt = &at
 	}
 	if *keysDir == "" {
 		*keysDir = defaultKeysDir(*data)
@@ -145,6 +153,9 @@ func (m *Main) keysCreate(ctx context.Context, args []string) error {
 		}{k, token})
 	}
 	fmt.Fprintf(m.Stdout, "key %s for tenant %s (%s), roles %s\n", k.ID, k.TenantID, k.Subject, joinRoles(k.Roles))
+	if k.ExpiresAt != nil {
+		fmt.Fprintf(m.Stdout, "expires %s\n", k.ExpiresAt.UTC().Format(time.RFC3339))
+	}
 	fmt.Fprintf(m.Stdout, "token (shown once; writ keeps only its hash):\n%s\n", token)
 	return nil
 }
@@ -188,13 +199,10 @@ func (m *Main) keysList(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTENANT\tSUBJECT\tROLES\tCREATED\tREVOKED\tSIGNATURE")
+	fmt.Fprintln(tw, "KEY\tTENANT\tSUBJECT\tROLES\tCREATED\tEXPIRES\tREVOKED\tSIGNATURE")
 	for _, k := range keys {
-		revoked := "-"
-		if k.RevokedAt != nil {
-			revoked = k.RevokedAt.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.TenantID, k.Subject, joinRoles(k.Roles), k.CreatedAt.UTC().Format(time.RFC3339), revoked, signatureStatus(k, ring))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.TenantID, k.Subject, joinRoles(k.Roles), k.CreatedAt.UTC().Format(time.RFC3339),
+			timeOrDash(k.ExpiresAt), timeOrDash(k.RevokedAt), signatureStatus(k, ring))
 	}
 	return tw.Flush()
 }
@@ -314,4 +322,30 @@ func joinRoles(rs []writ.Role) string {
 		s[i] = string(r)
 	}
 	return strings.Join(s, ",")
+}
+
+// expiryTime reads keys create's --expires: a positive Go duration from
+// now, or an RFC 3339 time after now.
+func expiryTime(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("--expires %s: the key would never open anything; give a positive duration", s)
+		}
+		return now.Add(d).UTC(), nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--expires %q is neither a duration (2160h) nor an RFC 3339 time (2027-03-01T00:00:00Z)", s)
+	}
+	if !at.After(now) {
+		return time.Time{}, fmt.Errorf("--expires %s is not in the future", s)
+	}
+	return at.UTC(), nil
+}
+
+func timeOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
 }

@@ -28,6 +28,9 @@ func TestKeysCommandsBadInput(t *testing.T) {
 		{"create without role", []string{"keys", "create", "--data", data, "--tenant", "acme", "--subject", "s"}, exitUsage, "needs --tenant, --subject and --role"},
 		{"unknown role", []string{"keys", "create", "--data", data, "--tenant", "acme", "--subject", "s", "--role", "agent,root"}, exitError, `unknown role "root"`},
 		{"stray argument", []string{"keys", "create", "--data", data, "--tenant", "acme", "--subject", "s", "--role", "agent", "extra"}, exitUsage, "takes no arguments"},
+		{"expires not a time", []string{"keys", "create", "--data", data, "--tenant", "acme", "--subject", "s", "--role", "agent", "--expires", "90d"}, exitUsage, `--expires "90d" is neither a duration (2160h) nor an RFC 3339 time`},
+		{"expires in the past", []string{"keys", "create", "--data", data, "--tenant", "acme", "--subject", "s", "--role", "agent", "--expires", "2020-01-01T00:00:00Z"}, exitUsage, "is not in the future"},
+		{"expires now", []string{"keys", "create", "--data", data, "--tenant", "acme", "--subject", "s", "--role", "agent", "--expires", "0s"}, exitUsage, "give a positive duration"},
 		{"revoke unknown", []string{"keys", "revoke", "--data", data, "key_aaaaaaaaaaaaaaaaaaaaaaaaaa"}, exitError, "not"},
 		{"revoke without id", []string{"keys", "revoke", "--data", data}, exitUsage, "exactly one KEY_ID"},
 		// A shared store's keys are signed with the servers' ring: an
@@ -130,5 +133,35 @@ func TestKeysSign(t *testing.T) {
 	}
 	if stdout, _, code = runLedgerCmd(t, "keys", "sign", "--data", data, "--all-unsigned"); code != exitOK || !strings.Contains(stdout, "no unsigned keys") {
 		t.Errorf("keys sign --all-unsigned again: exit %d, %q; want no unsigned keys", code, stdout)
+	}
+}
+
+// TestKeysCreateExpires: a key made with --expires carries its expiry,
+// signed, in the JSON, the text output and keys list.
+func TestKeysCreateExpires(t *testing.T) {
+	data := t.TempDir()
+	before := time.Now()
+	stdout, stderr, code := runLedgerCmd(t, "keys", "create", "--data", data, "--tenant", "acme", "--subject", "ci-bot", "--role", "agent", "--expires", "2160h", "--json")
+	var created struct {
+		ID        string     `json:"key_id"`
+		ExpiresAt *time.Time `json:"expires_at"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(stdout), &created) != nil || created.ExpiresAt == nil {
+		t.Fatalf("keys create --expires 2160h: exit %d, %q %q; want JSON with expires_at", code, stdout, stderr)
+	}
+	if lo, hi := before.Add(2160*time.Hour), time.Now().Add(2160*time.Hour); created.ExpiresAt.Before(lo.Truncate(time.Second)) || created.ExpiresAt.After(hi) {
+		t.Errorf("expires_at = %s, want 90 days after the command ran (%s to %s)", created.ExpiresAt, lo, hi)
+	}
+	stdout, _, code = runLedgerCmd(t, "keys", "create", "--data", data, "--tenant", "acme", "--subject", "contractor", "--role", "agent", "--expires", "2099-03-01T00:00:00Z")
+	if code != exitOK || !strings.Contains(stdout, "\nexpires 2099-03-01T00:00:00Z\n") {
+		t.Errorf("keys create --expires TIME: exit %d, stdout %q; want an expires line", code, stdout)
+	}
+	list, _, code := runLedgerCmd(t, "keys", "list", "--data", data)
+	if code != exitOK || !strings.Contains(list, "EXPIRES") || !regexp.MustCompile(`contractor\s+agent\s+\S+\s+2099-03-01T00:00:00Z\s+-\s+ok\n`).MatchString(list) ||
+		!regexp.MustCompile(created.ID+`.*\s`+created.ExpiresAt.UTC().Format(time.RFC3339)+`\s+-\s+ok\n`).MatchString(list) {
+		t.Errorf("keys list: exit %d, want both keys with their expiry, not revoked, signature ok:\n%s", code, list)
+	}
+	if stdout, _, code := runLedgerCmd(t, "ledger", "verify", "--data", data); code != exitOK {
+		t.Errorf("ledger verify: exit %d\n%s", code, stdout)
 	}
 }

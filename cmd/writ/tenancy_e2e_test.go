@@ -308,7 +308,7 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // TestRolesAndKeysOverHTTP: each role calling what it may not gets 403;
-// a missing, malformed or revoked key gets 401.
+// a missing, malformed, revoked or expired key gets 401.
 func TestRolesAndKeysOverHTTP(t *testing.T) {
 	w := newTenantWorld(t)
 	check := mustJSON(t, freshRefund(t, "refund-allow"))
@@ -358,6 +358,29 @@ func TestRolesAndKeysOverHTTP(t *testing.T) {
 	out, err := exec.Command(writBinary, "keys", "list", "--data", w.data, "--tenant", "acme").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), w.ids["acme/auditor"]) || strings.Contains(string(out), tok[len(tok)-64:]) {
 		t.Errorf("writ keys list = %v\n%s\nwant the revoked key listed and no secret shown", err, out)
+	}
+
+	// A key that expires opens until its expiry, then gets 401.
+	out, err = exec.Command(writBinary, "keys", "create", "--data", w.data, "--tenant", "acme", "--subject", "short_lived_auditor", "--role", "auditor", "--expires", "6s", "--json").Output()
+	var short struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	if err != nil || json.Unmarshal(out, &short) != nil || short.Token == "" {
+		t.Fatalf("writ keys create --expires 6s: %v\n%s", err, out)
+	}
+	if status, body := w.call(t, short.Token, "GET", "/v1/records", ""); status != http.StatusOK {
+		t.Fatalf("a key before its expiry = %d %s, want 200", status, body)
+	}
+	time.Sleep(time.Until(short.ExpiresAt))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status, body := w.call(t, short.Token, "GET", "/v1/records", "")
+		if status == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a key 10 s past its expiry = %d %s, want 401", status, body)
+		}
 	}
 }
 

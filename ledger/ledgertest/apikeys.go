@@ -34,6 +34,9 @@ func testAPIKeys(t *testing.T, st ledger.Store) {
 	alice.SignedBy, alice.SignedAt, alice.Signature = "writ-test+0badc0de", t0.Add(5), bytes.Repeat([]byte{0xa5}, 64)
 	bob := newKey("acme", "bob@acme.example", t0.Add(time.Second), writ.RoleAgent, writ.RoleAuditor)
 	carol := newKey("globex", "carol@globex.example", t0.Add(2*time.Second), writ.RoleAdmin)
+	// An expiry is kept to the nanosecond.
+	expires := t0.Add(90*24*time.Hour + 7)
+	carol.ExpiresAt = &expires
 	// Stored out of order: listing is by creation time.
 	for _, k := range []*auth.Key{bob, carol, alice} {
 		if err := ks.PutAPIKey(ctx, k); err != nil {
@@ -45,6 +48,7 @@ func testAPIKeys(t *testing.T, st ledger.Store) {
 		t.Helper()
 		if got == nil || got.ID != want.ID || got.TenantID != want.TenantID || got.Subject != want.Subject || !slices.Equal(got.Roles, want.Roles) ||
 			got.SecretHash != want.SecretHash || !got.CreatedAt.Equal(want.CreatedAt) || (got.RevokedAt == nil) != (want.RevokedAt == nil) ||
+			(got.ExpiresAt == nil) != (want.ExpiresAt == nil) || (got.ExpiresAt != nil && !got.ExpiresAt.Equal(*want.ExpiresAt)) ||
 			(got.RevokedAt != nil && !got.RevokedAt.Equal(*want.RevokedAt)) ||
 			got.SignedBy != want.SignedBy || !got.SignedAt.Equal(want.SignedAt) || !bytes.Equal(got.Signature, want.Signature) {
 			t.Errorf("%s = %+v, want %+v", call, got, want)
@@ -137,6 +141,17 @@ func testAPIKeys(t *testing.T, st ledger.Store) {
 	}
 	halfSigned.Signature = bytes.Repeat([]byte{1}, 64)
 	wantCode(t, "PutAPIKey(a signature without its signing key)", ks.PutAPIKey(ctx, halfSigned), writ.EINVALID)
+	for _, at := range []time.Time{t0, t0.Add(-time.Hour), ledger.MaxTime.Add(time.Hour)} {
+		early, _, err := auth.NewKey("acme", "erin", []writ.Role{writ.RoleAgent}, t0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		early.ExpiresAt = &at
+		wantCode(t, "PutAPIKey(expiring at "+at.String()+")", ks.PutAPIKey(ctx, early), writ.EINVALID)
+		if _, err := ks.APIKey(ctx, early.ID); writ.ErrorCode(err) != writ.ENOTFOUND {
+			t.Errorf("APIKey(%s) after a refused put = %v, want ENOTFOUND", early.ID, err)
+		}
+	}
 	if _, err := ks.APIKey(ctx, halfSigned.ID); writ.ErrorCode(err) != writ.ENOTFOUND {
 		t.Errorf("APIKey(a key refused for its signature) = %v, want ENOTFOUND: nothing stored", err)
 	}

@@ -80,6 +80,14 @@ func RunKeyTamper(t *testing.T, open func(t *testing.T) (ledger.Store, KeyTamper
 			tm.DeleteAPIKeySignature(t, f.alice.ID)
 			return f.alice.ID, f.token
 		}, ledger.FindingAPIKeyUnsigned},
+		{"ExpiryMovedLater", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
+			tm.SetAPIKeyColumn(t, f.alice.ID, "expires_ns", f.alice.ExpiresAt.Add(365*24*time.Hour).UnixNano())
+			return f.alice.ID, f.token
+		}, ledger.FindingAPIKeyMismatch},
+		{"ExpiryRemoved", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
+			tm.SetAPIKeyColumn(t, f.alice.ID, "expires_ns", nil)
+			return f.alice.ID, f.token
+		}, ledger.FindingAPIKeyMismatch},
 		{"KeyAdded", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
 			forged := &auth.Key{ID: "key_mmmmmmmmmmmmmmmmmmmmmmmmmm", TenantID: "acme", Subject: "mallory", Roles: []writ.Role{writ.RoleAdmin},
 				SecretHash: malloryHash, CreatedAt: t0}
@@ -114,6 +122,9 @@ func RunKeyTamper(t *testing.T, open func(t *testing.T) (ledger.Store, KeyTamper
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A key that expires in a day: its expiry is signed too.
+			expires := t0.Add(24 * time.Hour)
+			alice.ExpiresAt = &expires
 			if err := auth.Sign(alice, signer, t0); err != nil {
 				t.Fatal(err)
 			}
