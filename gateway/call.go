@@ -221,6 +221,7 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 		// known.
 		rep.Status = writ.ExecutionFailed
 		rep.Error = &writ.ExecutionError{Code: "timeout", Message: err.Error()}
+		g.log.WarnContext(ctx, "gateway: an upstream did not answer a call in time; it was told to cancel", "tool", r.name, "upstream", r.up.cfg.Name, "decision_id", rc.DecisionID, "call_timeout", r.up.cfg.callTimeout().String())
 	case err != nil && ctx.Err() != nil:
 		// The agent gave up on the call; the upstream was told to stop.
 		rep.Status = writ.ExecutionFailed

@@ -1,9 +1,12 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +23,8 @@ func TestUpstreamCallTimeout(t *testing.T) {
 	up := &files{}
 	eng, st, pol := newEngine(t, packDir())
 	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs.", CallTimeout: 200 * time.Millisecond}}}
-	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: up.connect})
+	logs := &lockedBuffer{}
+	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: up.connect, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +59,9 @@ func TestUpstreamCallTimeout(t *testing.T) {
 	}
 	if rec := string(story.Records[1].Record); !strings.Contains(rec, `"code":"timeout"`) {
 		t.Errorf("execution report = %s, want error code timeout", rec)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "did not answer a call in time") || !strings.Contains(l, "decision_id="+ids[0]) {
+		t.Errorf("log = %q, want a warning naming the decision", l)
 	}
 	// The session stays: the next call is answered without a restart.
 	res = call(t, cs, "fs.read_file", map[string]any{"path": "/allowed/x"})
@@ -177,4 +184,23 @@ func TestParseConfigTimeouts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a log destination that tests read while the gateway
+// writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
