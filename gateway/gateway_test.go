@@ -596,12 +596,7 @@ func TestUpstreamCannotRestart(t *testing.T) {
 		return up.connect(ctx, u)
 	}
 	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
-	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: connect})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Close)
-	f := &fixture{eng: eng, store: st, gw: gw, up: up}
+	f := startFixture(t, eng, st, pol, up, gateway.Options{Config: cfg, Transport: connect})
 	cs := f.client(t, protocols[1])
 	call(t, cs, "fs.crash", map[string]any{"path": "/allowed/x"})
 	before := up.calls.Load()
@@ -618,6 +613,19 @@ func TestUpstreamCannotRestart(t *testing.T) {
 		t.Errorf("execution = %q, want not_executed", story.State.Execution)
 	}
 	verifyLedger(t, f)
+}
+
+// startFixture starts a gateway with o on the engine eng (its store st,
+// its policy pol) for the upstream up; o's Writ and Tools are filled in.
+func startFixture(tb testing.TB, eng *engine.Engine, st *sqlite.Store, pol *policy.Policy, up *files, o gateway.Options) *fixture {
+	tb.Helper()
+	o.Writ, o.Tools = eng, pol.Pack.Tools
+	gw, err := newGateway(context.Background(), o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(gw.Close)
+	return &fixture{eng: eng, store: st, gw: gw, up: up}
 }
 
 // TestApprovalPresentedInMeta: an agent that kept the approval id of a

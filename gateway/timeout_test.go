@@ -24,12 +24,7 @@ func TestUpstreamCallTimeout(t *testing.T) {
 	eng, st, pol := newEngine(t, packDir())
 	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs.", CallTimeout: 200 * time.Millisecond}}}
 	logs := &lockedBuffer{}
-	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: up.connect, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Close)
-	f := &fixture{eng: eng, store: st, gw: gw, up: up}
+	f := startFixture(t, eng, st, pol, up, gateway.Options{Config: cfg, Transport: up.connect, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	cs := f.client(t, protocols[1])
 
 	// The agent's own limit, far beyond the upstream's: without a call
@@ -128,12 +123,7 @@ func TestUpstreamConnectTimeout(t *testing.T) {
 		started = true
 		return up.connect(ctx, u)
 	}
-	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Transport: connect})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Close)
-	f := &fixture{eng: eng, store: st, gw: gw, up: up}
+	f := startFixture(t, eng, st, pol, up, gateway.Options{Config: cfg, Transport: connect})
 	cs := f.client(t, protocols[1])
 	call(t, cs, "fs.crash", map[string]any{"path": "/allowed/x"})
 	for range 2 {
