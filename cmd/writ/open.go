@@ -33,6 +33,11 @@ func loadPolicy(dir string) (*policy.Policy, error) {
 // storeUsage documents the --store flag every command that opens a store has.
 const storeUsage = "PostgreSQL store URL (postgres://user@host:port/db); default: the embedded SQLite store in --data"
 
+// measureStore, when set, replaces the SQLite store with a measuring
+// instrument. Only a build with -tags writ_floor sets it (floor.go), for
+// bench/peers/run --floor; writ as built and shipped never does.
+var measureStore func(st *sqlite.Store, dir string) (ledger.Store, error)
+
 // openStore opens the ledger store: PostgreSQL when url is set, else the
 // SQLite store of the data directory.
 func openStore(dir, url string) (ledger.Store, error) {
@@ -46,6 +51,9 @@ func openStore(dir, url string) (ledger.Store, error) {
 	st, err := sqlite.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	if measureStore != nil {
+		return measureStore(st, dir)
 	}
 	return st, nil
 }
