@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -92,12 +93,35 @@ func FuzzHashInput(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// The hash input is canonical: canonicalizing it again changes nothing.
-		again, err := record.HashInput(append(append([]byte(`{"audit":{},"x":`), in...), '}'))
+		// The hash input is canonical and has no seal fields, so taking
+		// it again changes nothing,
+		again, err := record.HashInput(in)
 		if err != nil {
-			t.Fatalf("HashInput of canonical bytes failed: %v", err)
+			t.Fatalf("HashInput of its own output %s: %v", in, err)
 		}
-		_ = again
+		if !bytes.Equal(again, in) {
+			t.Fatalf("HashInput is not idempotent:\n%s\n%s", in, again)
+		}
+		// and nested as a member of a canonical record it stays as it is.
+		nested := append(append([]byte(`{"audit":{},"x":`), in...), '}')
+		out, err := record.HashInput(nested)
+		if err != nil {
+			t.Fatalf("HashInput of %s: %v", nested, err)
+		}
+		if !bytes.Equal(out, nested) {
+			t.Fatalf("canonical bytes changed:\n%s\n%s", nested, out)
+		}
+		var m struct {
+			Audit map[string]json.RawMessage `json:"audit"`
+		}
+		if err := json.Unmarshal(in, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"record_hash", "signed_by", "signature"} {
+			if _, ok := m.Audit[f]; ok {
+				t.Fatalf("the hash input keeps audit.%s: %s", f, in)
+			}
+		}
 	})
 }
 
