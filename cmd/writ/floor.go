@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -56,37 +57,28 @@ func (s *floorStore) Append(_ context.Context, entries []*ledger.Entry, seal led
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next := map[string]int64{} // each tenant's next seq in this batch
 	todo := make([]int, len(entries))
-	for i, e := range entries {
+	for i := range entries {
 		todo[i] = i
-		if _, ok := next[e.Record.TenantID]; !ok {
-			next[e.Record.TenantID] = s.heads[e.Record.TenantID].Seq + 1
-		}
 	}
-	// SealBatch advances s.heads; on error nothing below runs, and the
-	// heads are put back.
-	before := make(map[string]ledger.Head, len(next))
-	for t := range next {
-		before[t] = s.heads[t]
-	}
-	raws, err := ledger.SealBatch(seal, s.heads, entries, todo)
+	// The batch works on copies of the heads and trees, kept only once
+	// its log write is synced: a batch that fails leaves nothing behind
+	// but bytes in the log, which is never read.
+	heads := maps.Clone(s.heads)
+	raws, err := ledger.SealBatch(seal, heads, entries, todo)
 	if err != nil {
-		for t, h := range before {
-			s.heads[t] = h
-		}
 		return fmt.Errorf("seal: %w", err)
 	}
+	trees := map[string][]tlog.Hash{}
+	seqs := map[string]int64{}
 	s.buf = s.buf[:0]
-	grown := map[string]int{}
 	for i, e := range entries {
 		t := e.Record.TenantID
-		seq := next[t]
-		next[t]++
-		hashes := s.tree[t]
-		if _, ok := grown[t]; !ok {
-			grown[t] = len(hashes)
+		hashes, ok := trees[t]
+		if !ok {
+			hashes, seqs[t] = s.tree[t], s.heads[t].Seq
 		}
+		seqs[t]++
 		read := tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
 			out := make([]tlog.Hash, len(idx))
 			for k, x := range idx {
@@ -97,41 +89,30 @@ func (s *floorStore) Append(_ context.Context, entries []*ledger.Entry, seal led
 			}
 			return out, nil
 		})
-		first, add, err := ledger.TreeHashes(seq, raws[i], read)
+		first, add, err := ledger.TreeHashes(seqs[t], raws[i], read)
 		if err != nil || first != int64(len(hashes)) {
-			s.rollback(before, grown)
-			return fmt.Errorf("floor: tree hashes of seq %d: %v (first %d of %d)", seq, err, first, len(hashes))
+			return fmt.Errorf("floor: tree hashes of seq %d: %v (first %d of %d)", seqs[t], err, first, len(hashes))
 		}
-		s.tree[t] = append(hashes, add...)
+		trees[t] = append(hashes, add...)
 		for _, b := range [][]byte{raws[i], e.Receipt, e.Envelope} {
 			s.buf = binary.BigEndian.AppendUint32(s.buf, uint32(len(b)))
 			s.buf = append(s.buf, b...)
 		}
 	}
 	if _, err := s.log.Write(s.buf); err != nil {
-		s.rollback(before, grown)
 		return fmt.Errorf("floor: write: %w", err)
 	}
 	if err := s.log.Sync(); err != nil {
-		s.rollback(before, grown)
 		return fmt.Errorf("floor: fsync: %w", err)
+	}
+	s.heads = heads
+	for t, hashes := range trees {
+		s.tree[t] = hashes
 	}
 	for i, e := range entries {
 		e.Raw = raws[i]
 	}
 	return nil
-}
-
-// rollback puts the heads and trees back as they were before a batch that
-// failed. (A failed write may have left part of the batch in the log
-// file; the file is never read.)
-func (s *floorStore) rollback(heads map[string]ledger.Head, trees map[string]int) {
-	for t, h := range heads {
-		s.heads[t] = h
-	}
-	for t, n := range trees {
-		s.tree[t] = s.tree[t][:n]
-	}
 }
 
 func (s *floorStore) Priors(context.Context, string, string, ledger.BlockKey) (ledger.Priors, error) {

@@ -34,7 +34,7 @@ func TestFloorStoreSealsAsTheStoreDoes(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		return st, dir
 	}
-	real, _ := open()
+	sq, _ := open()
 	inner, dir := open()
 	st, err := measureStore(inner, dir)
 	if err != nil {
@@ -66,7 +66,7 @@ func TestFloorStoreSealsAsTheStoreDoes(t *testing.T) {
 		if err := floor.Append(ctx, mine, ledger.Seal); err != nil {
 			t.Fatal(err)
 		}
-		if err := real.Append(ctx, theirs, ledger.Seal); err != nil {
+		if err := sq.Append(ctx, theirs, ledger.Seal); err != nil {
 			t.Fatal(err)
 		}
 		for i := range mine {
@@ -81,7 +81,7 @@ func TestFloorStoreSealsAsTheStoreDoes(t *testing.T) {
 		for i := range idx {
 			idx[i] = int64(i)
 		}
-		stored, err := real.ReadHashes(ctx, tenant, idx)
+		stored, err := sq.ReadHashes(ctx, tenant, idx)
 		if err != nil {
 			t.Fatal(err)
 		}
