@@ -48,6 +48,12 @@ type Key struct {
 	// revocation.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// RevokedAfter, for a revoked key, is the seq of its tenant's chain
+	// head when the store took the revocation (0 before the tenant's
+	// first record): every checkpoint of a larger tree commits to the
+	// revocation (ledger.RevocationsLine). Stores set it; nil when the
+	// store holds none.
+	RevokedAfter *int64 `json:"-"`
 	// SignedBy is the id of the signing key that signed the key (a
 	// keyring key id, "name+hash"), SignedAt when, and Signature the
 	// Ed25519 signature of SignatureMessage. All three are empty for a

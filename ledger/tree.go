@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/auth"
 )
 
 // Each tenant's records are the leaves of an RFC 6962 Merkle tree, in seq
@@ -49,7 +51,9 @@ func HashReader(ctx context.Context, st Store, tenantID string) tlog.HashReader 
 //
 //	<origin>\n<size>\n<base64 root hash>\n
 //
-// followed by a blank line and note signature lines (C2SP signed-note).
+// then, when the tenant has revocations placed before that size, one
+// extension line committing to them (Revocations.Line), followed by a
+// blank line and note signature lines (C2SP signed-note).
 type Checkpoint struct {
 	TenantID string
 	Size     int64
@@ -69,11 +73,16 @@ func CheckpointText(origin string, size int64, root tlog.Hash) string {
 	return origin + "\n" + strconv.FormatInt(size, 10) + "\n" + base64.StdEncoding.EncodeToString(root[:]) + "\n"
 }
 
-// ParseCheckpointText reads the origin, size and root of a checkpoint body.
+// ParseCheckpointText reads the origin, size and root of a checkpoint
+// body. Extension lines after the root must each be non-empty and end in
+// LF (C2SP tlog-checkpoint); CheckpointRevocations reads writ's.
 func ParseCheckpointText(text string) (origin string, size int64, root tlog.Hash, err error) {
 	lines := strings.SplitN(text, "\n", 4)
 	if len(lines) < 4 {
 		return "", 0, root, errors.New("checkpoint: want origin, size and root hash lines")
+	}
+	if _, err := checkpointExtensions(text); err != nil {
+		return "", 0, root, err
 	}
 	origin = lines[0]
 	if origin == "" {
@@ -91,14 +100,44 @@ func ParseCheckpointText(text string) (origin string, size int64, root tlog.Hash
 	return origin, size, root, nil
 }
 
+// checkpointExtensions returns the extension lines of a checkpoint body,
+// those after its first three, without their LF.
+func checkpointExtensions(text string) ([]string, error) {
+	lines := strings.SplitN(text, "\n", 4)
+	if len(lines) < 4 {
+		return nil, errors.New("checkpoint: want origin, size and root hash lines")
+	}
+	if lines[3] == "" {
+		return nil, nil
+	}
+	if !strings.HasSuffix(lines[3], "\n") {
+		return nil, errors.New("checkpoint: the last extension line does not end in a newline")
+	}
+	ext := strings.Split(strings.TrimSuffix(lines[3], "\n"), "\n")
+	if slices.Contains(ext, "") {
+		return nil, errors.New("checkpoint: empty extension line")
+	}
+	return ext, nil
+}
+
 // SignCheckpoint computes the tenant's tree root at size from its stored
-// hashes and signs a checkpoint for it.
+// hashes and signs a checkpoint for it. When st keeps API keys (both writ
+// stores do), the checkpoint also commits to the tenant's revocations
+// placed before size (RevocationsBefore).
 func SignCheckpoint(ctx context.Context, st Store, signer note.Signer, ledgerName, tenantID string, size int64, now time.Time) (*Checkpoint, error) {
 	root, err := tlog.TreeHash(size, HashReader(ctx, st, tenantID))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: tree hash of %s at %d: %w", tenantID, size, err)
 	}
-	msg, err := note.Sign(&note.Note{Text: CheckpointText(Origin(ledgerName, tenantID), size, root)}, signer)
+	text := CheckpointText(Origin(ledgerName, tenantID), size, root)
+	if ks, ok := st.(auth.Store); ok {
+		keys, err := ks.APIKeys(ctx, tenantID)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: revocations of %s: %w", tenantID, err)
+		}
+		text += RevocationsBefore(keys, size).Line()
+	}
+	msg, err := note.Sign(&note.Note{Text: text}, signer)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: sign: %w", err)
 	}

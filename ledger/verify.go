@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/record"
 )
@@ -48,6 +52,8 @@ const (
 	FindingBadCheckpoint          = "bad_checkpoint_signature" // a checkpoint whose signature does not verify
 	FindingRuleViolation          = "rule_violation"           // a record breaks a validation rule (Detail names it)
 	FindingUncovered              = "uncovered_records"        // records that no valid signed checkpoint covers
+	FindingRevocationMismatch     = "revocation_mismatch"      // a checkpoint's revocations line differs from the stored revocations it commits to
+	FindingUncoveredRevocations   = "uncovered_revocations"    // API key revocations that no valid signed checkpoint commits to yet
 )
 
 // Source is what verification reads: a store, or an exported bundle.
@@ -138,11 +144,13 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 		return nil, err
 	}
 	rep := &Report{Tenants: len(tenants), Findings: []Finding{}}
+	verified := map[string]*tenantVerifier{}
 	for _, t := range tenants {
 		tv := &tenantVerifier{src: src, opts: opts, tenant: t}
 		if err := tv.run(ctx); err != nil {
 			return nil, err
 		}
+		verified[t] = tv
 		rep.Records += tv.n
 		rep.Checkpoints += tv.checkpoints
 		rep.Findings = append(rep.Findings, tv.findings...)
@@ -160,7 +168,78 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 			}
 		}
 	}
+	if rs, ok := src.(RevocationSource); ok {
+		if err := verifyRevocations(ctx, rs, verified, opts, rep); err != nil {
+			return nil, err
+		}
+	}
 	return rep, nil
+}
+
+// RevocationSource is a Source that keeps API keys (a store): Verify then
+// checks what each valid checkpoint states of the tenant's revocations
+// against the stored revocations placed before its size.
+type RevocationSource interface {
+	// APIKeys lists the API keys of a tenant, of every tenant for "".
+	APIKeys(ctx context.Context, tenantID string) ([]*auth.Key, error)
+}
+
+// verifyRevocations compares every valid checkpoint's revocations
+// (CheckpointRevocations) with RevocationsBefore its size over the
+// stored keys: a revocation deleted, moved later or earlier, or whose
+// time was changed, after a checkpoint committed to it, is a
+// revocation_mismatch. Revocations that no valid checkpoint commits to
+// yet (placed at or after the tenant's largest one; every revocation of
+// a tenant without records) are uncovered_revocations: a notice, or a
+// finding with RequireCheckpoints.
+func verifyRevocations(ctx context.Context, rs RevocationSource, verified map[string]*tenantVerifier, opts VerifyOptions, rep *Report) error {
+	keys, err := rs.APIKeys(ctx, "")
+	if err != nil {
+		return fmt.Errorf("verify revocations: %w", err)
+	}
+	byTenant := map[string][]*auth.Key{}
+	for _, k := range keys {
+		byTenant[k.TenantID] = append(byTenant[k.TenantID], k)
+	}
+	for _, t := range slices.Sorted(maps.Keys(byTenant)) {
+		ks := byTenant[t]
+		var covered int64
+		if tv := verified[t]; tv != nil {
+			for _, cp := range tv.valid {
+				f := Finding{TenantID: t, TreeSize: cp.size, Kind: FindingRevocationMismatch}
+				stated, err := CheckpointRevocations(cp.text)
+				if err != nil {
+					f.Detail = err.Error()
+					rep.Findings = append(rep.Findings, f)
+					continue
+				}
+				if stored := RevocationsBefore(ks, cp.size); stored != stated {
+					f.Detail = fmt.Sprintf("of the API key revocations before record %d, the checkpoint commits to %s; the store holds %s",
+						cp.size, stated, stored)
+					rep.Findings = append(rep.Findings, f)
+					continue
+				}
+				covered = max(covered, cp.size)
+			}
+		}
+		var ids []string
+		for _, k := range ks {
+			if k.RevokedAt != nil && (k.RevokedAfter == nil || *k.RevokedAfter >= covered) {
+				ids = append(ids, k.ID)
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		f := Finding{TenantID: t, Kind: FindingUncoveredRevocations,
+			Detail: fmt.Sprintf("no signed checkpoint commits yet to the revocation of %s (a checkpoint does once the tenant has a record after it)", strings.Join(ids, ", "))}
+		if opts.RequireCheckpoints {
+			rep.Findings = append(rep.Findings, f)
+		} else {
+			rep.Notices = append(rep.Notices, f)
+		}
+	}
+	return nil
 }
 
 type tenantVerifier struct {
@@ -174,6 +253,7 @@ type tenantVerifier struct {
 	prev        Head
 	checkpoints int
 	covered     int64         // the size of the largest checkpoint that verifies
+	valid       []validCheckpoint
 	stored      *storedHashes // the store's tree hashes, compared as the tree grows
 }
 
@@ -674,8 +754,15 @@ func (v *tenantVerifier) verifyCheckpoints(ctx context.Context) error {
 			continue
 		}
 		v.covered = max(v.covered, size)
+		v.valid = append(v.valid, validCheckpoint{size, text})
 	}
 	return nil
+}
+
+// validCheckpoint is a checkpoint that verified: its size and note text.
+type validCheckpoint struct {
+	size int64
+	text string
 }
 
 // noteText returns the text of a signed note without checking signatures.

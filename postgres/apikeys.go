@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -74,8 +75,8 @@ func (s *Store) SignAPIKey(ctx context.Context, k *auth.Key) error {
 	return nil
 }
 
-// keyColumns selects a key, its expiry, its revocation and its signature, as scanKeys reads them.
-const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, r.revoked_ns,
+// keyColumns selects a key, its expiry, its revocation (and where it stands in the chain) and its signature, as scanKeys reads them.
+const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, r.revoked_ns, r.head_seq,
 		s.signed_by, s.signed_ns, s.signature
 	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id LEFT JOIN api_key_signatures s ON s.key_id = k.key_id`
 
@@ -120,7 +121,7 @@ func scanKeys(rows pgx.Rows) ([]*auth.Key, error) {
 		var created int64
 		var expires, revoked, signedNS *int64
 		var signedBy *string
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &revoked, &signedBy, &signedNS, &k.Signature); err != nil {
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &revoked, &k.RevokedAfter, &signedBy, &signedNS, &k.Signature); err != nil {
 			return nil, fmt.Errorf("postgres: read API keys: %w", err)
 		}
 		if err := json.Unmarshal([]byte(roles), &k.Roles); err != nil {
@@ -147,24 +148,41 @@ func scanKeys(rows pgx.Rows) ([]*auth.Key, error) {
 }
 
 // RevokeAPIKey revokes an API key from at on; see auth.Store. The first
-// revocation stays: revoking again changes nothing.
+// revocation stays: revoking again changes nothing. The revocation is
+// placed after the tenant's chain head, read under a share lock on it:
+// appends lock the head for update, so none commits a record between the
+// read and the revocation's commit, and a checkpoint of a larger tree
+// always sees the revocation.
 func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) error {
 	if at.Before(ledger.MinTime) || at.After(ledger.MaxTime) {
 		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("revocation time %s is out of range", at)}
 	}
-	// One statement: the key's existence and the insert-if-absent of its
-	// revocation.
-	var exists bool
-	err := s.pool.QueryRow(ctx, `WITH k AS (SELECT key_id FROM api_keys WHERE key_id = $1),
-		r AS (INSERT INTO api_key_revocations (key_id, revoked_ns) SELECT key_id, $2 FROM k ON CONFLICT (key_id) DO NOTHING)
-		SELECT EXISTS (SELECT 1 FROM k)`, id, at.UnixNano()).Scan(&exists)
-	if err != nil {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var tenant string
+		err := tx.QueryRow(ctx, `SELECT tenant_id FROM api_keys WHERE key_id = $1`, id).Scan(&tenant)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", id)}
+		}
+		if err != nil {
+			return err
+		}
+		// A tenant with no record yet gets the head at seq 0 that its
+		// first append would create, so that there is a row to lock.
+		if _, err := tx.Exec(ctx, `INSERT INTO heads (tenant_id, seq, hash) VALUES ($1, 0, '') ON CONFLICT (tenant_id) DO NOTHING`, tenant); err != nil {
+			return err
+		}
+		var head int64
+		if err := tx.QueryRow(ctx, `SELECT seq FROM heads WHERE tenant_id = $1 FOR SHARE`, tenant).Scan(&head); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO api_key_revocations (key_id, revoked_ns, head_seq) VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING`, id, at.UnixNano(), head)
+		return err
+	})
+	var we *writ.Error
+	if err != nil && !errors.As(err, &we) {
 		return fmt.Errorf("postgres: revoke API key: %w", err)
 	}
-	if !exists {
-		return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", id)}
-	}
-	return nil
+	return err
 }
 
 // expiresNS is k's expiry as stored: nanoseconds, or NULL for none.

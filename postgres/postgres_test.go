@@ -821,3 +821,55 @@ func TestProbeWrite(t *testing.T) {
 		t.Errorf("write_probe holds %d rows, the last at %d; want 1, at %d", rows, got, at.Add(2).UnixNano())
 	}
 }
+
+// TestMigrationPlacesRevocations: revocations stored before schema
+// version 12 are placed at their tenant's chain head by the migration, so
+// that the next checkpoint of a larger tree commits to them.
+func TestMigrationPlacesRevocations(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	ctx := t.Context()
+	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) < 12 || ms[11].Version != 12 {
+		t.Fatalf("migration 12 is %+v", ms[11])
+	}
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A database at version 11: acme's head at 3, globex without records,
+	// a revoked key of each.
+	stmts := []string{`CREATE TABLE writ_migrations (version integer NOT NULL PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`}
+	for _, m := range ms[:11] {
+		stmts = append(stmts, m.SQL, fmt.Sprintf(`INSERT INTO writ_migrations (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
+	}
+	stmts = append(stmts,
+		`INSERT INTO heads (tenant_id, seq, hash) VALUES ('acme', 3, 'sha256:00')`,
+		`INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns) VALUES ('key_a', 'acme', 'a', '["agent"]', 'aa', 1), ('key_g', 'globex', 'g', '["agent"]', 'bb', 1)`,
+		`INSERT INTO api_key_revocations (key_id, revoked_ns) VALUES ('key_a', 5), ('key_g', 6)`)
+	for _, q := range stmts {
+		if _, err := c.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	c.Close(ctx)
+
+	s := openStore(t, dsn)
+	defer s.Close()
+	for id, want := range map[string]int64{"key_a": 3, "key_g": 0} {
+		k, err := s.APIKey(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.RevokedAfter == nil || *k.RevokedAfter != want || k.RevokedAt == nil {
+			t.Errorf("after migrating, key %s revoked at %v after %v, want after %d", id, k.RevokedAt, k.RevokedAfter, want)
+		}
+	}
+	// The append-only guard is back.
+	if _, err := s.pool.Exec(ctx, `UPDATE api_key_revocations SET head_seq = 9`); err == nil {
+		t.Errorf("UPDATE api_key_revocations after migrating = nil, want the append-only refusal")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,8 +85,8 @@ func insertKeySignature(ctx context.Context, tx *sql.Tx, k *auth.Key) error {
 	return nil
 }
 
-// keyColumns selects a key, its expiry, its revocation and its signature, as scanKey reads them.
-const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, r.revoked_ns,
+// keyColumns selects a key, its expiry, its revocation (and where it stands in the chain) and its signature, as scanKey reads them.
+const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, r.revoked_ns, r.head_seq,
 		s.signed_by, s.signed_ns, s.signature
 	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id LEFT JOIN api_key_signatures s ON s.key_id = k.key_id`
 
@@ -128,9 +129,9 @@ func scanKeys(rows *sql.Rows) ([]*auth.Key, error) {
 		var k auth.Key
 		var roles string
 		var created int64
-		var expires, revoked, signedNS sql.NullInt64
+		var expires, revoked, revokedAfter, signedNS sql.NullInt64
 		var signedBy sql.NullString
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &revoked, &signedBy, &signedNS, &k.Signature); err != nil {
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &revoked, &revokedAfter, &signedBy, &signedNS, &k.Signature); err != nil {
 			return nil, fmt.Errorf("sqlite: read API keys: %w", err)
 		}
 		if err := json.Unmarshal([]byte(roles), &k.Roles); err != nil {
@@ -145,6 +146,9 @@ func scanKeys(rows *sql.Rows) ([]*auth.Key, error) {
 			at := time.Unix(0, revoked.Int64).UTC()
 			k.RevokedAt = &at
 		}
+		if revokedAfter.Valid {
+			k.RevokedAfter = &revokedAfter.Int64
+		}
 		if signedBy.Valid {
 			k.SignedBy, k.SignedAt = signedBy.String, time.Unix(0, signedNS.Int64).UTC()
 		}
@@ -157,20 +161,25 @@ func scanKeys(rows *sql.Rows) ([]*auth.Key, error) {
 }
 
 // RevokeAPIKey revokes an API key from at on; see auth.Store. The first
-// revocation stays: revoking again changes nothing.
+// revocation stays: revoking again changes nothing. The revocation is
+// placed after the tenant's chain head: the write transaction holds the
+// database's write lock, so no record is appended meanwhile.
 func (s *Store) RevokeAPIKey(ctx context.Context, id string, at time.Time) (err error) {
 	if at.Before(ledger.MinTime) || at.After(ledger.MaxTime) {
 		return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("revocation time %s is out of range", at)}
 	}
 	return s.writeTx(ctx, "revoke API key", func(tx *sql.Tx) error {
-		var exists bool
-		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM api_keys WHERE key_id = ?)`, id).Scan(&exists); err != nil {
-			return fmt.Errorf("sqlite: revoke API key: %w", err)
-		}
-		if !exists {
+		var tenant string
+		var head int64
+		err := tx.QueryRowContext(ctx, `SELECT k.tenant_id, coalesce(h.seq, 0) FROM api_keys k LEFT JOIN heads h ON h.tenant_id = k.tenant_id WHERE k.key_id = ?`, id).
+			Scan(&tenant, &head)
+		if errors.Is(err, sql.ErrNoRows) {
 			return &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("API key %q not found", id)}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO api_key_revocations (key_id, revoked_ns) VALUES (?, ?) ON CONFLICT DO NOTHING`, id, at.UnixNano()); err != nil {
+		if err != nil {
+			return fmt.Errorf("sqlite: revoke API key: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO api_key_revocations (key_id, revoked_ns, head_seq) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, id, at.UnixNano(), head); err != nil {
 			return fmt.Errorf("sqlite: revoke API key: %w", err)
 		}
 		return nil

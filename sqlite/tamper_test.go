@@ -101,10 +101,31 @@ func (tm tamperer) DeleteAPIKeySignature(t *testing.T, keyID string) {
 	tm.exec(t, `DELETE FROM api_key_signatures WHERE key_id = ?`, keyID)
 }
 
+func (tm tamperer) SetRevocationColumn(t *testing.T, keyID, column string, value any) {
+	tm.exec(t, `UPDATE api_key_revocations SET `+column+` = ? WHERE key_id = ?`, value, keyID)
+}
+
+func (tm tamperer) DeleteRevocation(t *testing.T, keyID string) {
+	tm.exec(t, `DELETE FROM api_key_revocations WHERE key_id = ?`, keyID)
+}
+
+func (tm tamperer) InsertRevocation(t *testing.T, keyID string, revokedNS, headSeq int64) {
+	tm.exec(t, `INSERT INTO api_key_revocations (key_id, revoked_ns, head_seq) VALUES (?, ?, ?)`, keyID, revokedNS, headSeq)
+}
+
 // TestKeyTamper: an API key added, changed or stripped of its signature
 // behind writ's back is a named finding and opens nothing.
 func TestKeyTamper(t *testing.T) {
 	ledgertest.RunKeyTamper(t, func(t *testing.T) (ledger.Store, ledgertest.KeyTamperer) {
+		dir := t.TempDir()
+		return mustOpen(t, dir), tamperer{filepath.Join(dir, "writ.db")}
+	})
+}
+
+// TestRevocationTamper: an API key revocation deleted, moved or forged
+// behind writ's back no longer matches the checkpoints that commit to it.
+func TestRevocationTamper(t *testing.T) {
+	ledgertest.RunRevocationTamper(t, func(t *testing.T) (ledger.Store, ledgertest.RevocationTamperer) {
 		dir := t.TempDir()
 		return mustOpen(t, dir), tamperer{filepath.Join(dir, "writ.db")}
 	})

@@ -131,3 +131,63 @@ func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// TestDeletedRevocationIsFound: a key revoked while the server runs is
+// refused at the next request; the revocation waits, uncovered, for the
+// tenant's next record, then a checkpoint commits to it. Deleted behind
+// writ's back (writ stopped, triggers dropped), it reopens the key, and
+// writ ledger verify names the checkpoint that says otherwise.
+func TestDeletedRevocationIsFound(t *testing.T) {
+	ctx := context.Background()
+	data := filepath.Join(t.TempDir(), "data")
+	stolen, id := keyFor(t, data, "acme", "refund-agent", "agent")
+	other, _ := keyFor(t, data, "acme", "refund-agent-2", "agent")
+	srv := startServer(t, data, "../../examples/refund")
+	if _, err := clientFor(srv.url, stolen).Check(ctx, freshRefund(t, "refund-allow")); err != nil {
+		t.Fatalf("check before the revocation = %v", err)
+	}
+	if stdout, stderr, code := runLedgerCmd(t, "keys", "revoke", "--data", data, id); code != 0 {
+		t.Fatalf("writ keys revoke: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := clientFor(srv.url, stolen).Check(ctx, freshRefund(t, "refund-allow")); writ.ErrorCode(err) != writ.EUNAUTHENTICATED {
+		t.Fatalf("check with the revoked key = %v, want 401 unauthenticated", err)
+	}
+	srv.stop(t)
+	stdout, _, code := runLedgerCmd(t, "ledger", "verify", "--data", data)
+	if code != 0 || !strings.Contains(stdout, "notice: uncovered_revocations\ttenant acme: ") || !strings.Contains(stdout, id) {
+		t.Errorf("writ ledger verify before acme's next record: exit %d, want 0 with an uncovered_revocations notice naming %s\n%s", code, id, stdout)
+	}
+
+	// The tenant's next record; the server's checkpoint on stopping covers it.
+	srv = startServer(t, data, "../../examples/refund")
+	if _, err := clientFor(srv.url, other).Check(ctx, freshRefund(t, "refund-allow")); err != nil {
+		t.Fatalf("check with the other key = %v", err)
+	}
+	srv.stop(t)
+	stdout, _, code = runLedgerCmd(t, "ledger", "verify", "--data", data)
+	if code != 0 || strings.Contains(stdout, "uncovered_revocations") {
+		t.Fatalf("writ ledger verify after acme's next record: exit %d, want 0 with no uncovered revocation\n%s", code, stdout)
+	}
+
+	db, err := sql.Open("sqlite", filepath.Join(data, "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TRIGGER api_key_revocations_no_delete`, `DELETE FROM api_key_revocations WHERE key_id = '` + id + `'`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	// Servers read the revocations as they are: the key opens again ...
+	srv = startServer(t, data, "../../examples/refund")
+	if _, err := clientFor(srv.url, stolen).Check(ctx, freshRefund(t, "refund-allow")); err != nil {
+		t.Errorf("check with the key whose revocation was deleted = %v; want it to open (the store says it is not revoked)", err)
+	}
+	srv.stop(t)
+	// ... and verification names every checkpoint since the revocation.
+	stdout, _, code = runLedgerCmd(t, "ledger", "verify", "--data", data)
+	if code != exitFindings || !regexp.MustCompile(`revocation_mismatch\ttenant acme checkpoint (\d+): of the API key revocations before record (\d+), the checkpoint commits to 1 revocation \(sha256:[0-9a-f]{64}\); the store holds none\n`).MatchString(stdout) {
+		t.Errorf("writ ledger verify after the deletion: exit %d, want %d naming revocation_mismatch\n%s", code, exitFindings, stdout)
+	}
+}

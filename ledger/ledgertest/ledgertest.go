@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Approvals", testApprovals},
 		{"ApprovalValidation", testApprovalValidation},
 		{"APIKeys", testAPIKeys},
+		{"Revocations", testRevocations},
 		{"Shadow", testShadow},
 		{"Lifecycle", testLifecycle},
 		{"ReportRace", testReportRace},
