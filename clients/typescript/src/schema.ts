@@ -1509,7 +1509,10 @@ export interface components {
         };
         /**
          * @description A signed statement of a tenant's Merkle tree at one size: a C2SP
-         *     tlog-checkpoint in a C2SP signed note. `tree_size` and `root_hash`
+         *     tlog-checkpoint in a C2SP signed note. The note text may carry one
+         *     extension line after the root, `writ-revocations <count>
+         *     sha256:<hex>`, committing to the tenant's API key revocations
+         *     (docs/ledger-format.md §5.1). `tree_size` and `root_hash`
          *     repeat what the note says; trust them only after opening the note.
          */
         Checkpoint: {
