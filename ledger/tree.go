@@ -77,13 +77,10 @@ func CheckpointText(origin string, size int64, root tlog.Hash) string {
 // body. Extension lines after the root must each be non-empty and end in
 // LF (C2SP tlog-checkpoint); CheckpointRevocations reads writ's.
 func ParseCheckpointText(text string) (origin string, size int64, root tlog.Hash, err error) {
-	lines := strings.SplitN(text, "\n", 4)
-	if len(lines) < 4 {
-		return "", 0, root, errors.New("checkpoint: want origin, size and root hash lines")
-	}
 	if _, err := checkpointExtensions(text); err != nil {
 		return "", 0, root, err
 	}
+	lines := strings.SplitN(text, "\n", 4)
 	origin = lines[0]
 	if origin == "" {
 		return "", 0, root, errors.New("checkpoint: empty origin")

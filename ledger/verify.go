@@ -130,8 +130,9 @@ func (r *Report) Intact() bool { return len(r.Findings) == 0 }
 // its validation rules; the Merkle tree recomputed from the records
 // against stored tree hashes (when src keeps them) and against every
 // checkpoint, each checkpoint's signature, and the checkpoints' mutual
-// consistency. It reports one finding per problem and stops only on an
-// error reading src.
+// consistency; and, when src keeps API keys (RevocationSource), the
+// revocations each valid checkpoint commits to against those stored. It
+// reports one finding per problem and stops only on an error reading src.
 func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error) {
 	if opts.LedgerName == "" {
 		opts.LedgerName = "writ"
@@ -144,13 +145,13 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 		return nil, err
 	}
 	rep := &Report{Tenants: len(tenants), Findings: []Finding{}}
-	verified := map[string]*tenantVerifier{}
+	valid := map[string][]validCheckpoint{} // by tenant
 	for _, t := range tenants {
 		tv := &tenantVerifier{src: src, opts: opts, tenant: t}
 		if err := tv.run(ctx); err != nil {
 			return nil, err
 		}
-		verified[t] = tv
+		valid[t] = tv.valid
 		rep.Records += tv.n
 		rep.Checkpoints += tv.checkpoints
 		rep.Findings = append(rep.Findings, tv.findings...)
@@ -169,7 +170,7 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 		}
 	}
 	if rs, ok := src.(RevocationSource); ok {
-		if err := verifyRevocations(ctx, rs, verified, opts, rep); err != nil {
+		if err := verifyRevocations(ctx, rs, valid, opts, rep); err != nil {
 			return nil, err
 		}
 	}
@@ -192,7 +193,7 @@ type RevocationSource interface {
 // yet (placed at or after the tenant's largest one; every revocation of
 // a tenant without records) are uncovered_revocations: a notice, or a
 // finding with RequireCheckpoints.
-func verifyRevocations(ctx context.Context, rs RevocationSource, verified map[string]*tenantVerifier, opts VerifyOptions, rep *Report) error {
+func verifyRevocations(ctx context.Context, rs RevocationSource, valid map[string][]validCheckpoint, opts VerifyOptions, rep *Report) error {
 	keys, err := rs.APIKeys(ctx, "")
 	if err != nil {
 		return fmt.Errorf("verify revocations: %w", err)
@@ -201,26 +202,33 @@ func verifyRevocations(ctx context.Context, rs RevocationSource, verified map[st
 	for _, k := range keys {
 		byTenant[k.TenantID] = append(byTenant[k.TenantID], k)
 	}
-	for _, t := range slices.Sorted(maps.Keys(byTenant)) {
+	// Every tenant with keys or with checkpoints: a checkpoint that commits
+	// to revocations of a tenant whose keys are all gone is checked too.
+	tenants := slices.Collect(maps.Keys(byTenant))
+	for t := range valid {
+		if _, ok := byTenant[t]; !ok {
+			tenants = append(tenants, t)
+		}
+	}
+	slices.Sort(tenants)
+	for _, t := range tenants {
 		ks := byTenant[t]
 		var covered int64
-		if tv := verified[t]; tv != nil {
-			for _, cp := range tv.valid {
-				f := Finding{TenantID: t, TreeSize: cp.size, Kind: FindingRevocationMismatch}
-				stated, err := CheckpointRevocations(cp.text)
-				if err != nil {
-					f.Detail = err.Error()
-					rep.Findings = append(rep.Findings, f)
-					continue
-				}
-				if stored := RevocationsBefore(ks, cp.size); stored != stated {
-					f.Detail = fmt.Sprintf("of the API key revocations before record %d, the checkpoint commits to %s; the store holds %s",
-						cp.size, stated, stored)
-					rep.Findings = append(rep.Findings, f)
-					continue
-				}
-				covered = max(covered, cp.size)
+		for _, cp := range valid[t] {
+			f := Finding{TenantID: t, TreeSize: cp.size, Kind: FindingRevocationMismatch}
+			stated, err := CheckpointRevocations(cp.text)
+			if err != nil {
+				f.Detail = err.Error()
+				rep.Findings = append(rep.Findings, f)
+				continue
 			}
+			if stored := RevocationsBefore(ks, cp.size); stored != stated {
+				f.Detail = fmt.Sprintf("of the API key revocations before record %d, the checkpoint commits to %s; the store holds %s",
+					cp.size, stated, stored)
+				rep.Findings = append(rep.Findings, f)
+				continue
+			}
+			covered = max(covered, cp.size)
 		}
 		var ids []string
 		for _, k := range ks {
@@ -252,7 +260,7 @@ type tenantVerifier struct {
 	read        tlog.HashReader
 	prev        Head
 	checkpoints int
-	covered     int64         // the size of the largest checkpoint that verifies
+	covered     int64 // the size of the largest checkpoint that verifies
 	valid       []validCheckpoint
 	stored      *storedHashes // the store's tree hashes, compared as the tree grows
 }

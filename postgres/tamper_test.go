@@ -110,6 +110,10 @@ func (tm tamperer) InsertRevocation(t *testing.T, keyID string, revokedNS, headS
 	tm.exec(t, `INSERT INTO api_key_revocations (key_id, revoked_ns, head_seq) VALUES ($1, $2, $3)`, keyID, revokedNS, headSeq)
 }
 
+func (tm tamperer) DeleteAPIKey(t *testing.T, keyID string) {
+	tm.exec(t, `DELETE FROM api_keys WHERE key_id = $1`, keyID)
+}
+
 // TestKeyTamper: an API key added, changed or stripped of its signature
 // behind writ's back is a named finding and opens nothing.
 func TestKeyTamper(t *testing.T) {

@@ -175,6 +175,8 @@ type RevocationTamperer interface {
 	DeleteRevocation(t *testing.T, keyID string)
 	// InsertRevocation stores a revocation as given.
 	InsertRevocation(t *testing.T, keyID string, revokedNS, headSeq int64)
+	// DeleteAPIKey deletes a key's row (not its revocation).
+	DeleteAPIKey(t *testing.T, keyID string)
 }
 
 // RunRevocationTamper edits the revocations of API keys as someone who can
@@ -205,6 +207,12 @@ func RunRevocationTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Re
 		}, []int64{2}},
 		{"PlaceRemoved", func(t *testing.T, tm RevocationTamperer, f *revocationFixture) {
 			tm.SetRevocationColumn(t, f.alice.ID, "head_seq", nil)
+		}, []int64{3}},
+		{"KeysDeleted", func(t *testing.T, tm RevocationTamperer, f *revocationFixture) {
+			// Every key of the tenant gone, and the revocation with them.
+			tm.DeleteRevocation(t, f.alice.ID)
+			tm.DeleteAPIKey(t, f.alice.ID)
+			tm.DeleteAPIKey(t, f.bob.ID)
 		}, []int64{3}},
 		{"Forged", func(t *testing.T, tm RevocationTamperer, f *revocationFixture) {
 			// Bob's key revoked behind writ's back, as if before record 2.
