@@ -89,6 +89,23 @@ type Bound struct {
 	// Shadow is the digest of the shadow pack's decision of the same
 	// check, stored beside the record (writ serve --shadow-pack).
 	Shadow string `json:"shadow,omitempty"`
+	// Claims are the digests of the index rows the store keeps pointing
+	// at the record, through which its receipt is answered again. Every
+	// record writ writes has it ({} when the record claims nothing);
+	// records sealed before writ bound claims have none.
+	Claims *BoundClaims `json:"claims,omitempty"`
+}
+
+// BoundClaims are the digests of what a record claims in the store's
+// indexes (docs/ledger-format.md §2.7), each present when it claims it.
+type BoundClaims struct {
+	// Idempotency is the digest of its claim of an idempotency key.
+	Idempotency string `json:"idempotency,omitempty"`
+	// Block is the digest of its block of an action (must not retry).
+	Block string `json:"block,omitempty"`
+	// Report is the digest of its claim of its decision's one execution
+	// report.
+	Report string `json:"report,omitempty"`
 }
 
 // PolicyDecision names one deterministic check that was applied: a rule of

@@ -306,10 +306,10 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 		return e.failClosed(req, r, "the idempotency key and blocked actions could not be looked up", err)
 	}
 	if priors.Idempotent != nil {
-		return e.repeated(ctx, req, r, priors.Idempotent, argsDigest, writ.RepeatedIdempotent)
+		return e.repeated(ctx, req, r, priors.Idempotent, argsDigest, writ.RepeatedIdempotent, nil)
 	}
 	if priors.Blocked != nil {
-		return e.repeated(ctx, req, r, priors.Blocked, actionDigest, writ.RepeatedMustNotRetry)
+		return e.repeated(ctx, req, r, priors.Blocked, actionDigest, writ.RepeatedMustNotRetry, &block)
 	}
 
 	// A presented approval can be redeemed or decided concurrently by
@@ -459,7 +459,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	}
 	if entry.Prior != nil {
 		// A concurrent check claimed the same idempotency key first.
-		rc, err := e.repeated(ctx, rq, r, entry.Prior, argsDigest, writ.RepeatedIdempotent)
+		rc, err := e.repeated(ctx, rq, r, entry.Prior, argsDigest, writ.RepeatedIdempotent, nil)
 		return rc, "", err
 	}
 	if entry.Refused != "" {
@@ -507,10 +507,13 @@ func packBlobs(p *pack.Pack) []ledger.Blob {
 
 // repeated answers an earlier decision again: the stored receipt, marked,
 // or a conflict when an idempotency key is reused with other arguments.
-// The stored receipt is answered only if its sealed record still binds
-// it (ledger.CheckStoredReceipt); a receipt edited behind writ's back
-// fails the check closed.
-func (e *Engine) repeated(ctx context.Context, req *writ.CheckRequest, r *policy.Resolved, prior *ledger.Prior, digest, why string) (*writ.Receipt, error) {
+// prior was found through the idempotency key (block nil) or through the
+// block of the action. The stored receipt is answered only if its sealed
+// record still binds it (ledger.CheckStoredReceipt) and binds the index
+// row that led to it (ledger.CheckStoredClaim); a receipt edited behind
+// writ's back, or a row pointed at another record, fails the check
+// closed.
+func (e *Engine) repeated(ctx context.Context, req *writ.CheckRequest, r *policy.Resolved, prior *ledger.Prior, digest, why string, block *ledger.BlockKey) (*writ.Receipt, error) {
 	if prior.ArgsDigest != digest {
 		return nil, &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("idempotency key was already used with other arguments (record %s)", prior.RecordID)}
 	}
@@ -520,6 +523,19 @@ func (e *Engine) repeated(ctx context.Context, req *writ.CheckRequest, r *policy
 	}
 	if err := ledger.CheckStoredReceipt(sr.Raw, prior.Receipt); err != nil {
 		return e.failClosed(req, r, "the stored answer does not match its sealed record "+prior.RecordID, err)
+	}
+	kind, claim, err := ledger.ClaimIdempotency, "", error(nil)
+	if block != nil {
+		kind = ledger.ClaimBlock
+		claim, err = ledger.BlockDigest(req.TenantID, &ledger.BlockKey{DecisionKey: block.DecisionKey, ArgsDigest: prior.ArgsDigest, PackHash: block.PackHash})
+	} else {
+		claim, err = ledger.IdempotencyDigest(req.TenantID, &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: prior.ArgsDigest})
+	}
+	if err == nil {
+		err = ledger.CheckStoredClaim(sr.Raw, kind, claim)
+	}
+	if err != nil {
+		return e.failClosed(req, r, "the stored answer's record "+prior.RecordID+" does not claim the "+kind+" that led to it", err)
 	}
 	var rc writ.Receipt
 	if err := json.Unmarshal(prior.Receipt, &rc); err != nil {

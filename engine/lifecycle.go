@@ -158,7 +158,7 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	if prior, err := e.store.Report(ctx, r.TenantID, r.DecisionID); err != nil {
 		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision's execution report could not be looked up; retry", Err: err}
 	} else if prior != nil {
-		ack, err := e.repeatedReport(ctx, r.TenantID, prior, digest)
+		ack, err := e.repeatedReport(ctx, r.TenantID, r.DecisionID, prior, digest)
 		if ack != nil {
 			linkDecisionTrace(ctx, ack.TraceID, r.DecisionID)
 		}
@@ -226,7 +226,7 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	}
 	if entry.Prior != nil {
 		// Another report of the same decision committed first.
-		return e.repeatedReport(ctx, r.TenantID, entry.Prior, digest)
+		return e.repeatedReport(ctx, r.TenantID, r.DecisionID, entry.Prior, digest)
 	}
 	return ack, nil
 }
@@ -234,7 +234,7 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 // repeatedReport answers a report of a decision that already has one: the
 // first acknowledgement when it is the same report (and still the one its
 // sealed record binds), a conflict otherwise.
-func (e *Engine) repeatedReport(ctx context.Context, tenantID string, prior *ledger.Prior, digest string) (*writ.ExecutionAck, error) {
+func (e *Engine) repeatedReport(ctx context.Context, tenantID, decisionID string, prior *ledger.Prior, digest string) (*writ.ExecutionAck, error) {
 	if prior.ArgsDigest != digest {
 		return nil, writ.Errorf(writ.ECONFLICT, "the decision already has a different execution report (record %s); a decision has one report", prior.RecordID)
 	}
@@ -244,6 +244,13 @@ func (e *Engine) repeatedReport(ctx context.Context, tenantID string, prior *led
 	}
 	if err := ledger.CheckStoredReceipt(sr.Raw, prior.Receipt); err != nil {
 		return nil, &writ.Error{Code: writ.EINTERNAL, Message: fmt.Sprintf("the stored acknowledgement of record %s does not match its sealed record (writ ledger verify names it); it is not served", prior.RecordID), Err: err}
+	}
+	claim, err := ledger.ReportDigest(tenantID, &ledger.ReportClaim{DecisionID: decisionID, ReportDigest: prior.ArgsDigest})
+	if err == nil {
+		err = ledger.CheckStoredClaim(sr.Raw, ledger.ClaimReport, claim)
+	}
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINTERNAL, Message: fmt.Sprintf("record %s, which the decision's execution report row points at, does not claim that report (writ ledger verify names it); its acknowledgement is not served", prior.RecordID), Err: err}
 	}
 	var ack writ.ExecutionAck
 	if err := json.Unmarshal(prior.Receipt, &ack); err != nil {

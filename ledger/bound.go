@@ -22,6 +22,7 @@ const (
 	FindingBlobMismatch     = "blob_mismatch"      // a blob whose bytes do not hash to its content address
 	FindingRunEventMismatch = "run_event_mismatch" // a run event that its record's bound digests do not bear out
 	FindingShadowMismatch   = "shadow_mismatch"    // a shadow decision that its record's bound.shadow does not match, or a bound one missing
+	FindingClaimMismatch    = "claim_mismatch"     // an idempotency, block or report row that its record's bound.claims does not match, or a bound one missing
 )
 
 // ErrReceiptMismatch is the error of a stored receipt that does not match
@@ -117,10 +118,55 @@ func ApprovalRequestDigest(r *writ.ApprovalRequest) (string, error) {
 	return record.CanonicalDigest(&c)
 }
 
+// idempotencyView, blockView and reportView are what the digests of a
+// record's claims cover: the index row as the store keeps it, without
+// the record id it points at (the record that binds the digest is that
+// record).
+type idempotencyView struct {
+	TenantID   string `json:"tenant_id"`
+	Key        string `json:"key"`
+	ArgsDigest string `json:"args_digest"`
+}
+
+type blockView struct {
+	TenantID    string `json:"tenant_id"`
+	DecisionKey string `json:"decision_key"`
+	ArgsDigest  string `json:"args_digest"`
+	PackHash    string `json:"pack_hash"`
+}
+
+type reportView struct {
+	TenantID     string `json:"tenant_id"`
+	DecisionID   string `json:"decision_id"`
+	ReportDigest string `json:"report_digest"`
+}
+
+// IdempotencyDigest is the digest a record binds its claim of an
+// idempotency key by (bound.claims.idempotency): the SHA-256 of the RFC
+// 8785 form of the claim's tenant_id, key and args_digest.
+func IdempotencyDigest(tenantID string, c *IdempotencyClaim) (string, error) {
+	return record.CanonicalDigest(idempotencyView{TenantID: tenantID, Key: c.Key, ArgsDigest: c.ArgsDigest})
+}
+
+// BlockDigest is the digest a record binds its block of an action by
+// (bound.claims.block): the SHA-256 of the RFC 8785 form of the block's
+// tenant_id, decision_key, args_digest and pack_hash.
+func BlockDigest(tenantID string, k *BlockKey) (string, error) {
+	return record.CanonicalDigest(blockView{TenantID: tenantID, DecisionKey: k.DecisionKey, ArgsDigest: k.ArgsDigest, PackHash: k.PackHash})
+}
+
+// ReportDigest is the digest a record binds its claim of its decision's
+// execution report by (bound.claims.report): the SHA-256 of the RFC 8785
+// form of the claim's tenant_id, decision_id and report_digest.
+func ReportDigest(tenantID string, c *ReportClaim) (string, error) {
+	return record.CanonicalDigest(reportView{TenantID: tenantID, DecisionID: c.DecisionID, ReportDigest: c.ReportDigest})
+}
+
 // Bind sets e.Record.Bound to the digests of what e stores beside its
 // record: its receipt, its run event (and runStart, the start event of
-// that run, when given), the approval requests it creates and its
-// approval event. Call it before the record is presealed: the digests
+// that run, when given), the approval requests it creates, its approval
+// event, its shadow decision, and its claims (idempotency key, block,
+// execution report). Call it before the record is presealed: the digests
 // are part of the sealed bytes.
 func Bind(e *Entry, runStart *RunEvent) error {
 	rec := e.Record
@@ -156,7 +202,68 @@ func Bind(e *Entry, runStart *RunEvent) error {
 			return fmt.Errorf("bind shadow decision: %w", err)
 		}
 	}
+	b.Claims = &writ.BoundClaims{}
+	if c := e.Idempotency; c != nil {
+		if b.Claims.Idempotency, err = IdempotencyDigest(rec.TenantID, c); err != nil {
+			return fmt.Errorf("bind idempotency claim: %w", err)
+		}
+	}
+	if k := e.Block; k != nil {
+		if b.Claims.Block, err = BlockDigest(rec.TenantID, k); err != nil {
+			return fmt.Errorf("bind block: %w", err)
+		}
+	}
+	if c := e.Report; c != nil {
+		if b.Claims.Report, err = ReportDigest(rec.TenantID, c); err != nil {
+			return fmt.Errorf("bind report claim: %w", err)
+		}
+	}
 	rec.Bound = b
+	return nil
+}
+
+// Kinds of claim CheckStoredClaim checks.
+const (
+	ClaimIdempotency = "idempotency"
+	ClaimBlock       = "block"
+	ClaimReport      = "report"
+)
+
+// CheckStoredClaim checks, before an answer found through an index row is
+// served again, that the sealed record the row points at (raw) binds the
+// row: its bound.claims member of the kind must be digest (computed from
+// the row as read). A record sealed before writ bound claims has none to
+// check, and passes. A mismatch (the row pointed at another record, or
+// its columns changed) is ErrReceiptMismatch: the answer must not be
+// served. Call it after CheckStoredReceipt, which checks the record's
+// bytes.
+func CheckStoredClaim(raw []byte, kind, digest string) error {
+	var r struct {
+		Bound *writ.Bound `json:"bound"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("%w: the record cannot be read: %v", ErrReceiptMismatch, err)
+	}
+	if r.Bound == nil || r.Bound.Claims == nil {
+		return nil
+	}
+	var bound string
+	switch kind {
+	case ClaimIdempotency:
+		bound = r.Bound.Claims.Idempotency
+	case ClaimBlock:
+		bound = r.Bound.Claims.Block
+	case ClaimReport:
+		bound = r.Bound.Claims.Report
+	default:
+		return fmt.Errorf("check stored claim: unknown kind %q", kind)
+	}
+	if bound != digest {
+		if bound == "" {
+			return fmt.Errorf("%w: the index points at a record that claims no %s", ErrReceiptMismatch, kind)
+		}
+		return fmt.Errorf("%w: the %s row hashes to %s; the record binds %s", ErrReceiptMismatch, kind, digest, bound)
+	}
 	return nil
 }
 

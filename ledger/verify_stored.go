@@ -49,6 +49,52 @@ type StoredSource interface {
 	// requests' index columns, approval id after after, in approval id
 	// order (byte-wise).
 	ScanApprovalIndex(ctx context.Context, tenantID, after string, limit int) ([]ApprovalIndex, error)
+	// ScanClaims returns up to limit of the tenant's index rows of one
+	// kind (ClaimIdempotency, ClaimBlock, ClaimReport) in the order of
+	// their primary key, after the row after (nil to start).
+	ScanClaims(ctx context.Context, tenantID, kind string, after *ClaimRow, limit int) ([]ClaimRow, error)
+}
+
+// ClaimRow is an index row through which a record's answer is found
+// again: an idempotency key's claim, the block of an action, or the
+// claim of a decision's execution report. One of Idempotency, Block and
+// Report is set, by Kind.
+type ClaimRow struct {
+	Kind        string
+	RecordID    string
+	Idempotency *IdempotencyClaim
+	Block       *BlockKey
+	Report      *ReportClaim
+}
+
+// NewClaimRow is the row of a kind from its columns in the order
+// ScanClaims reads them: an idempotency row's key and args_digest, a
+// block's decision_key, args_digest and pack_hash, a report claim's
+// decision_id and report_digest (unused columns empty).
+func NewClaimRow(kind, a, b, c, recordID string) ClaimRow {
+	row := ClaimRow{Kind: kind, RecordID: recordID}
+	switch kind {
+	case ClaimIdempotency:
+		row.Idempotency = &IdempotencyClaim{Key: a, ArgsDigest: b}
+	case ClaimBlock:
+		row.Block = &BlockKey{DecisionKey: a, ArgsDigest: b, PackHash: c}
+	case ClaimReport:
+		row.Report = &ReportClaim{DecisionID: a, ReportDigest: b}
+	}
+	return row
+}
+
+// Digest is the digest of the row as a record binds it (bound.claims).
+func (c *ClaimRow) Digest(tenantID string) (string, error) {
+	switch c.Kind {
+	case ClaimIdempotency:
+		return IdempotencyDigest(tenantID, c.Idempotency)
+	case ClaimBlock:
+		return BlockDigest(tenantID, c.Block)
+	case ClaimReport:
+		return ReportDigest(tenantID, c.Report)
+	}
+	return "", fmt.Errorf("unknown claim kind %q", c.Kind)
 }
 
 // ApprovalIndex is what a store keeps of an approval request in columns
@@ -96,7 +142,8 @@ func VerifyStored(ctx context.Context, src StoredSource, now time.Time) ([]Findi
 	}
 	out := []Finding{}
 	for _, t := range tenants {
-		sv := &storedVerifier{src: src, tenant: t, runs: map[string]*binding{}, requests: map[string][]*binding{}, approvalEvents: map[string]*binding{}, shadows: map[string]*binding{}}
+		sv := &storedVerifier{src: src, tenant: t, runs: map[string]*binding{}, requests: map[string][]*binding{}, approvalEvents: map[string]*binding{}, shadows: map[string]*binding{},
+			claims: map[string]map[string]*binding{ClaimIdempotency: {}, ClaimBlock: {}, ClaimReport: {}}}
 		if err := sv.receipts(ctx); err != nil {
 			return nil, err
 		}
@@ -107,6 +154,9 @@ func VerifyStored(ctx context.Context, src StoredSource, now time.Time) ([]Findi
 			return nil, err
 		}
 		if err := sv.shadowDecisions(ctx); err != nil {
+			return nil, err
+		}
+		if err := sv.claimRows(ctx); err != nil {
 			return nil, err
 		}
 		out = append(out, sv.findings...)
@@ -127,6 +177,7 @@ type storedVerifier struct {
 	requests       map[string][]*binding
 	approvalEvents map[string]*binding
 	shadows        map[string]*binding
+	claims         map[string]map[string]*binding // by claim kind, then record id
 }
 
 func (v *storedVerifier) add(seq int64, recordID, kind, format string, args ...any) {
@@ -229,6 +280,13 @@ func (v *storedVerifier) receipts(ctx context.Context) error {
 			}
 			if bd.Shadow != "" {
 				v.shadows[id] = &binding{seq: r.Seq, digest: bd.Shadow}
+			}
+			if c := bd.Claims; c != nil {
+				for kind, d := range map[string]string{ClaimIdempotency: c.Idempotency, ClaimBlock: c.Block, ClaimReport: c.Report} {
+					if d != "" {
+						v.claims[kind][id] = &binding{seq: r.Seq, digest: d}
+					}
+				}
 			}
 		}
 		if len(page) < storedScanSize {
@@ -524,6 +582,83 @@ func unseen(m map[string]*binding) []string {
 	}
 	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(m[a].seq, m[b].seq) })
 	return ids
+}
+
+// claimRows checks every index row through which an answer is served
+// again (idempotency keys, blocks, execution report claims) against the
+// bound.claims of the record it points at, and that no claim a record
+// binds is missing. A block row points at the first record that blocked
+// the action; a later record that blocked it again binds the same digest
+// and has no row of its own.
+func (v *storedVerifier) claimRows(ctx context.Context) error {
+	blocks := map[string]bool{} // digests of the block rows
+	for _, kind := range []string{ClaimIdempotency, ClaimBlock, ClaimReport} {
+		bound := v.claims[kind]
+		var after *ClaimRow
+		for {
+			page, err := v.src.ScanClaims(ctx, v.tenant, kind, after, storedScanSize)
+			if err != nil {
+				return fmt.Errorf("tenant %s: %s claims: %w", v.tenant, kind, err)
+			}
+			for i := range page {
+				row := &page[i]
+				after = row
+				where := claimWhere(row)
+				d, err := row.Digest(v.tenant)
+				if err != nil {
+					v.add(0, row.RecordID, FindingClaimMismatch, "%s cannot be read: %v", where, err)
+					continue
+				}
+				if kind == ClaimBlock {
+					blocks[d] = true
+				}
+				b := bound[row.RecordID]
+				if b == nil {
+					sr, err := v.src.Record(ctx, v.tenant, row.RecordID)
+					switch {
+					case writ.ErrorCode(err) == writ.ENOTFOUND:
+						v.add(0, row.RecordID, FindingClaimMismatch, "%s points at record %s, which is not in the ledger", where, row.RecordID)
+					case err != nil:
+						return fmt.Errorf("tenant %s: record %s: %w", v.tenant, row.RecordID, err)
+					case sr.Record.Bound != nil && sr.Record.Bound.Claims != nil:
+						v.add(sr.Record.Audit.Seq, row.RecordID, FindingClaimMismatch, "%s points at record %s, which claims no %s", where, row.RecordID, kind)
+					}
+					// Otherwise the record predates bound claims.
+					continue
+				}
+				b.seen = true
+				if d != b.digest {
+					v.add(b.seq, row.RecordID, FindingClaimMismatch, "%s hashes to %s; record %s binds %s", where, d, row.RecordID, b.digest)
+				}
+			}
+			if len(page) < storedScanSize {
+				break
+			}
+		}
+	}
+	for _, kind := range []string{ClaimIdempotency, ClaimBlock, ClaimReport} {
+		for _, id := range unseen(v.claims[kind]) {
+			b := v.claims[kind][id]
+			if kind == ClaimBlock && blocks[b.digest] {
+				continue // an earlier record holds the action's block row
+			}
+			v.add(b.seq, id, FindingClaimMismatch, "record %s binds its %s claim (%s), which is not stored", id, kind, b.digest)
+		}
+	}
+	return nil
+}
+
+// claimWhere names an index row for a finding.
+func claimWhere(row *ClaimRow) string {
+	switch {
+	case row.Idempotency != nil:
+		return fmt.Sprintf("the idempotency key %q", row.Idempotency.Key)
+	case row.Block != nil:
+		return fmt.Sprintf("the block of %s (arguments %s)", row.Block.DecisionKey, row.Block.ArgsDigest)
+	case row.Report != nil:
+		return fmt.Sprintf("the execution report claim of decision %s", row.Report.DecisionID)
+	}
+	return "a " + row.Kind + " row"
 }
 
 // verifyBlobs checks every blob against its content address.

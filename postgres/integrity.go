@@ -96,3 +96,46 @@ func (s *Store) ScanApprovalIndex(ctx context.Context, tenantID, after string, l
 	}
 	return out, nil
 }
+
+// ScanClaims returns the tenant's index rows of one kind in primary-key
+// order; see ledger.StoredSource.
+func (s *Store) ScanClaims(ctx context.Context, tenantID, kind string, after *ledger.ClaimRow, limit int) ([]ledger.ClaimRow, error) {
+	var q string
+	args := []any{tenantID}
+	switch kind {
+	case ledger.ClaimIdempotency:
+		q = `SELECT key, args_digest, '', record_id FROM idempotency WHERE tenant_id = $1`
+		if after != nil {
+			q, args = q+` AND key > $2`, append(args, after.Idempotency.Key)
+		}
+		q += ` ORDER BY key`
+	case ledger.ClaimBlock:
+		q = `SELECT decision_key, args_digest, pack_hash, record_id FROM blocks WHERE tenant_id = $1`
+		if after != nil {
+			b := after.Block
+			q, args = q+` AND (decision_key, args_digest, pack_hash) > ($2, $3, $4)`, append(args, b.DecisionKey, b.ArgsDigest, b.PackHash)
+		}
+		q += ` ORDER BY decision_key, args_digest, pack_hash`
+	case ledger.ClaimReport:
+		q = `SELECT decision_id, report_digest, '', record_id FROM execution_reports WHERE tenant_id = $1`
+		if after != nil {
+			q, args = q+` AND decision_id > $2`, append(args, after.Report.DecisionID)
+		}
+		q += ` ORDER BY decision_id`
+	default:
+		return nil, fmt.Errorf("postgres: scan claims: unknown kind %q", kind)
+	}
+	rows, err := s.pool.Query(ctx, q+fmt.Sprintf(` LIMIT $%d`, len(args)+1), append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan %s claims: %w", kind, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.ClaimRow, error) {
+		var a, b, c, recordID string
+		err := row.Scan(&a, &b, &c, &recordID)
+		return ledger.NewClaimRow(kind, a, b, c, recordID), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: scan %s claims: %w", kind, err)
+	}
+	return out, nil
+}

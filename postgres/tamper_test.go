@@ -114,6 +114,14 @@ func (tm tamperer) DeleteAPIKey(t *testing.T, keyID string) {
 	tm.exec(t, `DELETE FROM api_keys WHERE key_id = $1`, keyID)
 }
 
+func (tm tamperer) SetClaimColumn(t *testing.T, table, tenantID, recordID, column string, value any) {
+	tm.exec(t, `UPDATE `+table+` SET `+column+` = $1 WHERE tenant_id = $2 AND record_id = $3`, value, tenantID, recordID)
+}
+
+func (tm tamperer) DeleteClaim(t *testing.T, table, tenantID, recordID string) {
+	tm.exec(t, `DELETE FROM `+table+` WHERE tenant_id = $1 AND record_id = $2`, tenantID, recordID)
+}
+
 // TestKeyTamper: an API key added, changed or stripped of its signature
 // behind writ's back is a named finding and opens nothing.
 func TestKeyTamper(t *testing.T) {

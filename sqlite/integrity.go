@@ -96,3 +96,47 @@ func (s *Store) ScanApprovalIndex(ctx context.Context, tenantID, after string, l
 	}
 	return out, rows.Err()
 }
+
+// ScanClaims returns the tenant's index rows of one kind in primary-key
+// order; see ledger.StoredSource.
+func (s *Store) ScanClaims(ctx context.Context, tenantID, kind string, after *ledger.ClaimRow, limit int) ([]ledger.ClaimRow, error) {
+	var q string
+	args := []any{tenantID}
+	switch kind {
+	case ledger.ClaimIdempotency:
+		q = `SELECT key, args_digest, '', record_id FROM idempotency WHERE tenant_id = ?`
+		if after != nil {
+			q, args = q+` AND key > ?`, append(args, after.Idempotency.Key)
+		}
+		q += ` ORDER BY key`
+	case ledger.ClaimBlock:
+		q = `SELECT decision_key, args_digest, pack_hash, record_id FROM blocks WHERE tenant_id = ?`
+		if after != nil {
+			b := after.Block
+			q, args = q+` AND (decision_key, args_digest, pack_hash) > (?, ?, ?)`, append(args, b.DecisionKey, b.ArgsDigest, b.PackHash)
+		}
+		q += ` ORDER BY decision_key, args_digest, pack_hash`
+	case ledger.ClaimReport:
+		q = `SELECT decision_id, report_digest, '', record_id FROM execution_reports WHERE tenant_id = ?`
+		if after != nil {
+			q, args = q+` AND decision_id > ?`, append(args, after.Report.DecisionID)
+		}
+		q += ` ORDER BY decision_id`
+	default:
+		return nil, fmt.Errorf("sqlite: scan claims: unknown kind %q", kind)
+	}
+	rows, err := s.read.QueryContext(ctx, q+` LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: scan %s claims: %w", kind, err)
+	}
+	defer rows.Close()
+	var out []ledger.ClaimRow
+	for rows.Next() {
+		var a, b, c, recordID string
+		if err := rows.Scan(&a, &b, &c, &recordID); err != nil {
+			return nil, fmt.Errorf("sqlite: scan %s claims: %w", kind, err)
+		}
+		out = append(out, ledger.NewClaimRow(kind, a, b, c, recordID))
+	}
+	return out, rows.Err()
+}

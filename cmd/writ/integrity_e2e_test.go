@@ -191,3 +191,54 @@ func TestDeletedRevocationIsFound(t *testing.T) {
 		t.Errorf("writ ledger verify after the deletion: exit %d, want %d naming revocation_mismatch\n%s", code, exitFindings, stdout)
 	}
 }
+
+// TestRedirectedIdempotencyKeyIsNeverServed: an idempotency key's row
+// pointed behind writ's back at the record of another, allowed check
+// would answer the blocked action's retry with that check's genuine
+// receipt. The record does not bind the key, so the retry fails closed
+// instead; writ ledger verify names the row.
+func TestRedirectedIdempotencyKeyIsNeverServed(t *testing.T) {
+	ctx := context.Background()
+	data := filepath.Join(t.TempDir(), "data")
+	srv := startServer(t, data, "../../examples/refund")
+	c := httpapi.NewClient(srv.url)
+	blocked := freshRefund(t, "refund-exceeds-order-goal-fail")
+	blocked.IdempotencyKey = "refund-o-1-second"
+	allowed := freshRefund(t, "refund-allow")
+	allowed.IdempotencyKey = "refund-o-1-first"
+	first, err := c.Check(ctx, blocked)
+	if err != nil || first.SafeToExecute {
+		t.Fatalf("blocked check = %+v, %v; want a blocked action", first, err)
+	}
+	ok, err := c.Check(ctx, allowed)
+	if err != nil || !ok.SafeToExecute {
+		t.Fatalf("allowed check = %+v, %v; want it allowed", ok, err)
+	}
+	srv.stop(t)
+
+	db, err := sql.Open("sqlite", filepath.Join(data, "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DROP TRIGGER idempotency_no_update`,
+		`UPDATE idempotency SET record_id = '` + ok.Metadata.RecordID + `' WHERE key = '` + blocked.IdempotencyKey + `'`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	srv = startServer(t, data, "../../examples/refund")
+	rc, err := httpapi.NewClient(srv.url).Check(ctx, blocked)
+	if writ.ErrorCode(err) != writ.EUNAVAILABLE || rc == nil || rc.SafeToExecute || !rc.Metadata.FailClosed ||
+		len(rc.Reasons) == 0 || rc.Reasons[0].Code != "stored_receipt_mismatch" {
+		t.Errorf("retry of the blocked check after the edit = %+v, %v; want a fail-closed receipt (stored_receipt_mismatch), never the allowed check's", rc, err)
+	}
+	srv.stop(t)
+
+	stdout, _, code := runLedgerCmd(t, "ledger", "verify", "--data", data)
+	if code != exitFindings || !strings.Contains(stdout, "claim_mismatch\ttenant ") || !strings.Contains(stdout, `record `+ok.Metadata.RecordID+`: the idempotency key "`+blocked.IdempotencyKey+`" hashes to sha256:`) ||
+		!strings.Contains(stdout, `record `+first.Metadata.RecordID+` binds its idempotency claim (sha256:`) {
+		t.Errorf("writ ledger verify after the edit: exit %d, want %d naming claim_mismatch on the key\n%s", code, exitFindings, stdout)
+	}
+}

@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +38,12 @@ type Tamperer interface {
 	// SetApprovalColumn sets one index column of an approval request
 	// (allowance, expires_ns, binding_digest, …) to value.
 	SetApprovalColumn(t *testing.T, tenantID, approvalID, column string, value any)
+	// SetClaimColumn sets one column (record_id, args_digest, …) of the
+	// row of table (idempotency, blocks, execution_reports) that points
+	// at a record.
+	SetClaimColumn(t *testing.T, table, tenantID, recordID, column string, value any)
+	// DeleteClaim deletes the row of table that points at a record.
+	DeleteClaim(t *testing.T, table, tenantID, recordID string)
 }
 
 // storedFixture is a ledger of one tenant whose records bind everything
@@ -91,6 +98,11 @@ func newStoredFixture(t *testing.T, st ledger.Store) *storedFixture {
 	}
 	es[3] = NewApprovalEntry(recs[3], f.approval, writ.ApprovalEvent{Kind: writ.ApprovalEventApproved, Actor: "usr_lead", Reason: "checked the invoice", At: at.Add(time.Minute)})
 	es[4] = NewApprovalEntry(recs[4], f.approval, writ.ApprovalEvent{Kind: writ.ApprovalEventRedeemed, At: at.Add(2 * time.Minute)})
+	// The claims through which answers are found again: an idempotency
+	// key, a block of an action, an execution report.
+	es[0].Idempotency = &ledger.IdempotencyClaim{Key: "k-stored", ArgsDigest: "sha256:" + strings.Repeat("a", 64)}
+	es[1].Block = &ledger.BlockKey{DecisionKey: recs[1].DecisionKey, ArgsDigest: "sha256:" + strings.Repeat("b", 64), PackHash: recs[1].Lineage.PackHash}
+	es[2].Report = &ledger.ReportClaim{DecisionID: recs[2].DecisionID, ReportDigest: "sha256:" + strings.Repeat("d", 64)}
 	bindAll(t, start, es...)
 	// One entry at a time: the approval decision must find its request.
 	for _, e := range es {
@@ -189,35 +201,38 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 		edit   func(t *testing.T, tm Tamperer, f *storedFixture)
 		kind   string
 		record func(f *storedFixture) string // the record the finding names
+		// badClaims is how many claim rows then lead to a record that
+		// does not bind them (ledger.CheckStoredClaim fails).
+		badClaims int
 	}{
 		{"Receipt", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			e := f.records[0]
 			tm.SetReceipt(t, "acme", e.Record.RecordID, []byte(string(e.Receipt[:len(e.Receipt)-1])+`,"forged":true}`))
-		}, ledger.FindingReceiptMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
+		}, ledger.FindingReceiptMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		{"Blob", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetBlob(t, f.blob.Hash, []byte(`{"tenant_id":"acme","tool":"wire_transfer"}`))
-		}, ledger.FindingBlobMismatch, func(*storedFixture) string { return "" }},
+		}, ledger.FindingBlobMismatch, func(*storedFixture) string { return "" }, 0},
 		{"Envelope", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetEnvelope(t, "acme", 2, f.envelope.Record.Replay.ReplayPacketID, []byte(`{"tenant_id":"acme","tool":"wire_transfer"}`))
-		}, ledger.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }},
+		}, ledger.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }, 0},
 		{"EnvelopeReaddressed", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			// New bytes under their own address: they hash right, but
 			// the record pins another.
 			forged := []byte(`{"tenant_id":"acme","tool":"wire_transfer"}`)
 			tm.SetEnvelope(t, "acme", 2, record.Digest(forged), forged)
-		}, ledger.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }},
+		}, ledger.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }, 0},
 		{"RunEvent", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetRunEventData(t, "acme", f.run, 2, []byte(`{"verdict":{"state":"passed"}}`))
-		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }},
+		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
 		{"RunStart", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetRunEventData(t, "acme", f.run, 1, []byte(`{"workflow_id":"other"}`))
-		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }},
+		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
 		{"RunEventDeleted", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.DeleteRunEvent(t, "acme", f.run, 3)
-		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[2].Record.RecordID }},
+		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[2].Record.RecordID }, 0},
 		{"ApprovalEvent", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetApprovalEventReason(t, "acme", f.approval, 1, "no reason needed")
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.decision.Record.RecordID }},
+		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.decision.Record.RecordID }, 0},
 		{"ApprovalRequest", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			r := *f.records[0].NewApprovals[0].Request
 			r.Allowance = 100
@@ -226,19 +241,39 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 				t.Fatal(err)
 			}
 			tm.SetApprovalRequest(t, "acme", f.approval, doc)
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
+		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		{"ShadowDecision", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetShadowOutcome(t, "acme", f.records[1].Record.RecordID, string(writ.OutcomeAllow))
-		}, ledger.FindingShadowMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }},
+		}, ledger.FindingShadowMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
 		{"ApprovalAllowanceColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetApprovalColumn(t, "acme", f.approval, "allowance", 100)
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
+		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		{"ApprovalExpiryColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetApprovalColumn(t, "acme", f.approval, "expires_ns", f.records[0].NewApprovals[0].Request.ExpiresAt.Add(24*time.Hour).UnixNano())
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
+		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		{"ApprovalBindingColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetApprovalColumn(t, "acme", f.approval, "binding_digest", "sha256:"+strings.Repeat("0", 64))
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }},
+		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
+		// An idempotency key pointed at another record: its retry would
+		// be answered with that record's (genuine) receipt.
+		{"IdempotencyRedirected", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.SetClaimColumn(t, "idempotency", "acme", f.records[0].Record.RecordID, "record_id", f.records[4].Record.RecordID)
+		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[4].Record.RecordID }, 1},
+		{"IdempotencyArguments", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.SetClaimColumn(t, "idempotency", "acme", f.records[0].Record.RecordID, "args_digest", "sha256:"+strings.Repeat("e", 64))
+		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 1},
+		{"IdempotencyDeleted", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.DeleteClaim(t, "idempotency", "acme", f.records[0].Record.RecordID)
+		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
+		{"BlockRedirected", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.SetClaimColumn(t, "blocks", "acme", f.records[1].Record.RecordID, "record_id", f.records[4].Record.RecordID)
+		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[4].Record.RecordID }, 1},
+		{"BlockDeleted", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.DeleteClaim(t, "blocks", "acme", f.records[1].Record.RecordID)
+		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
+		{"ReportRedirected", func(t *testing.T, tm Tamperer, f *storedFixture) {
+			tm.SetClaimColumn(t, "execution_reports", "acme", f.records[2].Record.RecordID, "record_id", f.records[0].Record.RecordID)
+		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -277,6 +312,42 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 					t.Errorf("CheckStoredReceipt(%s) = %v, want an error: %v", id, err, tampered)
 				}
 			}
+			// Every claim row is checked against the record it leads to
+			// before that record's answer is served again.
+			if bad := badClaims(t, st); bad != tc.badClaims {
+				t.Errorf("%d claim rows lead to a record that does not bind them, want %d", bad, tc.badClaims)
+			}
 		})
 	}
+}
+
+// badClaims counts the claim rows of acme whose record does not bind them
+// (ledger.CheckStoredClaim fails): answers that would not be served.
+func badClaims(t *testing.T, st ledger.Store) int {
+	t.Helper()
+	ss := st.(ledger.StoredSource)
+	bad := 0
+	for _, kind := range []string{ledger.ClaimIdempotency, ledger.ClaimBlock, ledger.ClaimReport} {
+		rows, err := ss.ScanClaims(t.Context(), "acme", kind, nil, 100)
+		if err != nil {
+			t.Fatalf("ScanClaims(%s) = %v", kind, err)
+		}
+		for _, row := range rows {
+			d, err := row.Digest("acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sr, err := st.Record(t.Context(), "acme", row.RecordID)
+			if err != nil {
+				t.Fatalf("Record(%s) = %v", row.RecordID, err)
+			}
+			if err := ledger.CheckStoredClaim(sr.Raw, kind, d); err != nil {
+				if !errors.Is(err, ledger.ErrReceiptMismatch) {
+					t.Errorf("CheckStoredClaim = %v, want ErrReceiptMismatch", err)
+				}
+				bad++
+			}
+		}
+	}
+	return bad
 }

@@ -1470,6 +1470,18 @@ export interface components {
             approval_event?: string;
             /** @description Digest of the shadow pack's decision of the same check, stored beside the record (writ serve --shadow-pack). */
             shadow?: string;
+            /**
+             * @description Digests of the index rows that point at the record, through which
+             *     its answer is served again: its idempotency key's claim, its block
+             *     of an action, its claim of its decision's execution report, each
+             *     present when the record made it. Every record writ writes has
+             *     `claims` (`{}` when it claims nothing).
+             */
+            claims?: {
+                idempotency?: string;
+                block?: string;
+                report?: string;
+            };
         };
         /**
          * @description The seal. `seq` is the record's 1-based position in its tenant's
