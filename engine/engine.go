@@ -524,13 +524,7 @@ func (e *Engine) repeated(ctx context.Context, req *writ.CheckRequest, r *policy
 	if err := ledger.CheckStoredReceipt(sr.Raw, prior.Receipt); err != nil {
 		return e.failClosed(req, r, "the stored answer does not match its sealed record "+prior.RecordID, err)
 	}
-	kind, claim, err := ledger.ClaimIdempotency, "", error(nil)
-	if block != nil {
-		kind = ledger.ClaimBlock
-		claim, err = ledger.BlockDigest(req.TenantID, &ledger.BlockKey{DecisionKey: block.DecisionKey, ArgsDigest: prior.ArgsDigest, PackHash: block.PackHash})
-	} else {
-		claim, err = ledger.IdempotencyDigest(req.TenantID, &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: prior.ArgsDigest})
-	}
+	kind, claim, err := priorClaim(req, prior, block)
 	if err == nil {
 		err = ledger.CheckStoredClaim(sr.Raw, kind, claim)
 	}
@@ -543,6 +537,18 @@ func (e *Engine) repeated(ctx context.Context, req *writ.CheckRequest, r *policy
 	}
 	rc.Metadata.Repeated = why
 	return &rc, nil
+}
+
+// priorClaim is the kind and digest of the index row through which prior
+// was found, as the record it points at must bind it: the idempotency
+// key's row (block nil), or the action's block.
+func priorClaim(req *writ.CheckRequest, prior *ledger.Prior, block *ledger.BlockKey) (kind, digest string, err error) {
+	if block == nil {
+		digest, err = ledger.IdempotencyDigest(req.TenantID, &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: prior.ArgsDigest})
+		return ledger.ClaimIdempotency, digest, err
+	}
+	digest, err = ledger.BlockDigest(req.TenantID, &ledger.BlockKey{DecisionKey: block.DecisionKey, ArgsDigest: prior.ArgsDigest, PackHash: block.PackHash})
+	return ledger.ClaimBlock, digest, err
 }
 
 // failClosed answers a check whose record could not be committed: the
