@@ -282,9 +282,9 @@ func (v *storedVerifier) receipts(ctx context.Context) error {
 				v.shadows[id] = &binding{seq: r.Seq, digest: bd.Shadow}
 			}
 			if c := bd.Claims; c != nil {
-				for kind, d := range map[string]string{ClaimIdempotency: c.Idempotency, ClaimBlock: c.Block, ClaimReport: c.Report} {
-					if d != "" {
-						v.claims[kind][id] = &binding{seq: r.Seq, digest: d}
+				for _, k := range [...]struct{ kind, digest string }{{ClaimIdempotency, c.Idempotency}, {ClaimBlock, c.Block}, {ClaimReport, c.Report}} {
+					if k.digest != "" {
+						v.claims[k.kind][id] = &binding{seq: r.Seq, digest: k.digest}
 					}
 				}
 			}

@@ -109,11 +109,7 @@ func RunKeyTamper(t *testing.T, open func(t *testing.T) (ledger.Store, KeyTamper
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			st, tm := open(t)
-			t.Cleanup(func() {
-				if err := st.Close(); err != nil {
-					t.Errorf("Close() = %v", err)
-				}
-			})
+			closeAtEnd(t, st)
 			ks, ok := st.(auth.Store)
 			if !ok {
 				t.Fatalf("%T does not implement auth.Store", st)

@@ -76,14 +76,19 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			st := open(t)
-			t.Cleanup(func() {
-				if err := st.Close(); err != nil {
-					t.Errorf("Close() = %v", err)
-				}
-			})
+			closeAtEnd(t, st)
 			tc.fn(t, st)
 		})
 	}
+}
+
+// closeAtEnd closes a store the suite opened when the test ends.
+func closeAtEnd(t *testing.T, st ledger.Store) {
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+	})
 }
 
 // sealRecorder seals with ledger.Seal and remembers the exact bytes it

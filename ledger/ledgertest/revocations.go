@@ -1,7 +1,6 @@
 package ledgertest
 
 import (
-	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -33,23 +32,12 @@ func newRevocationFixture(t *testing.T, st ledger.Store) *revocationFixture {
 	if !ok {
 		t.Fatalf("%T does not implement auth.Store", st)
 	}
-	skey, vkey, err := note.GenerateKey(bytes.NewReader(bytes.Repeat([]byte{7}, 64)), "writ-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := note.NewSigner(skey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	verifier, err := note.NewVerifier(vkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &revocationFixture{st: st, ks: ks, signer: signer, verifier: verifier, t0: time.Date(2026, time.May, 9, 9, 0, 0, 0, time.UTC)}
+	f := &revocationFixture{st: st, ks: ks, signer: testSigner(t), verifier: testVerifier(t), t0: time.Date(2026, time.May, 9, 9, 0, 0, 0, time.UTC)}
 	for _, k := range []struct {
 		key    **auth.Key
 		tenant string
 	}{{&f.alice, "acme"}, {&f.bob, "acme"}, {&f.carol, "globex"}} {
+		var err error
 		if *k.key, _, err = auth.NewKey(k.tenant, "someone", []writ.Role{writ.RoleAgent}, f.t0, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -222,11 +210,7 @@ func RunRevocationTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Re
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st, tm := open(t)
-			t.Cleanup(func() {
-				if err := st.Close(); err != nil {
-					t.Errorf("Close() = %v", err)
-				}
-			})
+			closeAtEnd(t, st)
 			f := newRevocationFixture(t, st)
 			mustAppend(t, st, entries(records("acme", 1, 2)...)...)
 			if _, r := f.checkpoint(t); r.Count != 0 {

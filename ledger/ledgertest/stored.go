@@ -278,11 +278,7 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st, tm := open(t)
-			t.Cleanup(func() {
-				if err := st.Close(); err != nil {
-					t.Errorf("Close() = %v", err)
-				}
-			})
+			closeAtEnd(t, st)
 			f := newStoredFixture(t, st)
 			if fs := verifyStored(t, st); len(fs) != 0 {
 				t.Fatalf("VerifyStored before the edit = %+v", fs)
