@@ -208,7 +208,7 @@ func (m *Main) keysList(ctx context.Context, args []string) error {
 }
 
 func (m *Main) keysRevoke(ctx context.Context, args []string) error {
-	fs := m.flags("keys revoke", "KEY_ID [--data DIR | --store URL]")
+	fs := m.flags("keys revoke", "[--data DIR | --store URL] KEY_ID")
 	data := fs.String("data", defaultDataDir, "data directory")
 	storeURL := fs.String("store", "", storeUsage)
 	if err := parse(fs, args); err != nil {
@@ -251,7 +251,7 @@ func signatureStatus(k *auth.Key, ring ringView) string {
 // vouches for a row as it stands, so check the keys first (writ keys list
 // shows them): a row an attacker added is signed as readily as writ's own.
 func (m *Main) keysSign(ctx context.Context, args []string) error {
-	fs := m.flags("keys sign", "KEY_ID... | --all-unsigned [--data DIR] [--store URL] [--keys DIR]")
+	fs := m.flags("keys sign", "[--data DIR] [--store URL] [--keys DIR] (--all-unsigned | KEY_ID...)")
 	data := fs.String("data", defaultDataDir, "data directory")
 	storeURL := fs.String("store", "", storeUsage)
 	keysDir := fs.String("keys", "", "signing key ring directory that signs the keys (default DATA/keys); WRIT_SIGNING_KEY overrides it")

@@ -110,7 +110,7 @@ func (m *Main) approvalsList(ctx context.Context, args []string) error {
 }
 
 func (m *Main) approvalsShow(ctx context.Context, args []string) error {
-	fs := m.flags("approvals show", "APPROVAL_ID [--server URL]")
+	fs := m.flags("approvals show", "[--server URL] APPROVAL_ID")
 	sf := m.addServerFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -131,7 +131,7 @@ func (m *Main) approvalsDecide(ctx context.Context, decision string, args []stri
 	if decision == writ.ApprovalDenied {
 		name = "approvals deny"
 	}
-	fs := m.flags(name, "APPROVAL_ID --reason TEXT [--server URL]")
+	fs := m.flags(name, "--reason TEXT [--server URL] APPROVAL_ID")
 	sf := m.addServerFlags(fs)
 	reason := fs.String("reason", "", "why, for the record (required)")
 	approver := fs.String("approver", "", "who decides (only on a development server without keys; otherwise the API key's subject)")

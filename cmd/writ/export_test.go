@@ -12,15 +12,14 @@ import (
 	"testing"
 )
 
-// runLedgerCmd runs a writ command in-process and returns its output and exit code.
+// runLedgerCmd runs a writ command in-process and returns its output, as
+// the writ binary prints it, and its exit code.
 func runLedgerCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: func(string) string { return "" }}
 	err := m.Run(context.Background(), args)
-	if err != nil {
-		errOut.WriteString("writ: " + err.Error() + "\n")
-	}
+	printError(&errOut, err)
 	return out.String(), errOut.String(), exitCode(err)
 }
 

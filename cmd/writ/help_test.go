@@ -56,7 +56,7 @@ func cliDoc(t *testing.T) string {
 	var b strings.Builder
 	b.WriteString("# writ command reference\n\n")
 	b.WriteString("<!-- Generated from the commands' own help by `go test ./cmd/writ -run TestCLIDoc -update`; do not edit. -->\n\n")
-	b.WriteString("Every command and subcommand prints this usage with `-h`, `--help` or `writ help COMMAND [SUBCOMMAND]`, and exits 0. A usage error (a missing or unknown subcommand, a bad flag or argument) prints the usage and exits 2. Other exit codes: 1 when the command failed (for `writ test`, when a case failed or coverage is below `--min-coverage`), 3 when a verification found problems.\n\n")
+	b.WriteString("Every command and subcommand prints this usage with `-h`, `--help` or `writ help COMMAND [SUBCOMMAND]`, and exits 0. Flags may come before or after a command's arguments, and `--` ends them. A usage error (a missing or unknown subcommand, a bad flag or argument) exits 2: a bad flag, or a missing or unknown command or subcommand, prints the usage, and any other prints one line (`writ: …`) saying what is wrong. Other exit codes: 1 when the command failed (for `writ test`, when a case failed or coverage is below `--min-coverage`), 3 when a verification found problems.\n\n")
 	b.WriteString("Shell completion: `writ completion bash|zsh|fish` prints a completion script (see [writ completion](#writ-completion)).\n\n")
 	_, top, _ := runLedgerCmd(t, "--help")
 	fmt.Fprintf(&b, "```\n%s```\n", top)

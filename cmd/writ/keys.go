@@ -158,13 +158,30 @@ func (m *Main) ledgerKeys(ctx context.Context, args []string) error {
 		return usagef("usage: writ ledger keys list|generate|rotate|revoke [flags]")
 	}
 	sub := args[0]
-	fs := m.flags("ledger keys "+sub, "--keys DIR")
+	usage, ok := map[string]string{
+		"list":     "[--keys DIR]",
+		"generate": "[--keys DIR] [--name NAME]",
+		"rotate":   "[--keys DIR] [--name NAME]",
+		"revoke":   "[--keys DIR] [--at TIME] [--reason TEXT] KEY_ID",
+	}[sub]
+	if !ok {
+		return usagef("unknown keys command %q (want list, generate, rotate or revoke)", sub)
+	}
+	fs := m.flags("ledger keys "+sub, usage)
 	keysDir := fs.String("keys", defaultKeysDir(defaultDataDir), "signing key ring directory")
-	name := fs.String("name", "", "key name (generate, rotate; default from the clock)")
-	at := fs.String("at", "", "revoke: when the key stops being valid (RFC 3339; default now)")
-	reason := fs.String("reason", "", "revoke: why")
+	var name, at, reason *string
+	switch sub {
+	case "generate", "rotate":
+		name = fs.String("name", "", "the new key's name (default from the clock)")
+	case "revoke":
+		at = fs.String("at", "", "when the key stops being valid (RFC 3339; default now)")
+		reason = fs.String("reason", "", "why, kept in ring.json")
+	}
 	if err := parse(fs, args[1:]); err != nil {
 		return err
+	}
+	if sub != "revoke" && fs.NArg() > 0 {
+		return usagef("ledger keys %s takes no arguments, got %q", sub, fs.Args())
 	}
 	r, err := keyring.Open(*keysDir)
 	if err != nil {
@@ -194,9 +211,9 @@ func (m *Main) ledgerKeys(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(m.Stdout, "%s key %s, valid from %s\npublic key: %s\n", map[string]string{"generate": "generated", "rotate": "rotated to"}[sub], k.ID, k.ValidFrom.Format(time.RFC3339), k.VerifierKey)
 		return nil
-	case "revoke":
+	default: // revoke
 		if fs.NArg() != 1 {
-			return usagef("usage: writ ledger keys revoke --keys DIR [--at TIME] [--reason TEXT] KEY_ID")
+			return usagef("usage: writ ledger keys revoke %s", usage)
 		}
 		when := now
 		if *at != "" {
@@ -211,5 +228,4 @@ func (m *Main) ledgerKeys(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stdout, "revoked key %s at %s\n", k.ID, k.RevokedAt.Format(time.RFC3339))
 		return nil
 	}
-	return usagef("unknown keys command %q (want list, generate, rotate or revoke)", sub)
 }

@@ -31,15 +31,23 @@ func main() {
 	defer stop()
 	m := NewMain()
 	err := m.Run(ctx, os.Args[1:])
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(m.Stderr, "writ:", err)
-		for _, d := range writ.ErrorDetails(err) {
-			if d.Message != writ.ErrorMessage(err) && !strings.Contains(err.Error(), d.String()) {
-				fmt.Fprintln(m.Stderr, "  "+d.String())
-			}
+	printError(m.Stderr, err)
+	os.Exit(exitCode(err))
+}
+
+// printError prints what a command's error says to w: nothing for none
+// or for -h, else "writ: " and the error, and its details on the lines
+// after.
+func printError(w io.Writer, err error) {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	fmt.Fprintln(w, "writ:", err)
+	for _, d := range writ.ErrorDetails(err) {
+		if d.Message != writ.ErrorMessage(err) && !strings.Contains(err.Error(), d.String()) {
+			fmt.Fprintln(w, "  "+d.String())
 		}
 	}
-	os.Exit(exitCode(err))
 }
 
 // Exit codes.
@@ -181,15 +189,58 @@ func (m *Main) flags(name, usage string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses flags, turning flag errors into usage errors.
+// parse parses flags, turning flag errors into usage errors. Flags may
+// come before or after a command's arguments (writ approvals approve
+// apr_1 --reason ok, as well as --reason ok apr_1); "--" ends the flags,
+// and everything after it is an argument. fs.Args() is the arguments, in
+// their order.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
+	flags, rest := interspersed(fs, args)
+	err := fs.Parse(flags)
+	if err == nil {
+		// What fs.Args() returns: the arguments, none taken as a flag.
+		err = fs.Parse(append([]string{"--"}, append(fs.Args(), rest...)...))
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return &usageError{err.Error()}
 	}
-	return nil
+	return err
+}
+
+// interspersed splits args into the flags (each with its value, where the
+// value is the next word) and the arguments, the way the flag package
+// reads a word: "-" alone and a word not starting with "-" are arguments;
+// "-name" and "--name" are flags, which take the next word as their value
+// unless written -name=value or the flag is boolean. A flag fs does not
+// define stays with the flags, for fs.Parse to report.
+func interspersed(fs *flag.FlagSet, args []string) (flags, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return flags, append(rest, args[i+1:]...)
+		}
+		if len(a) < 2 || a[0] != '-' {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(a[1:], "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return flags, rest
 }
 
 func (m *Main) logger(level string) (*slog.Logger, error) {

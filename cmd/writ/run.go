@@ -15,12 +15,12 @@ import (
 // run drives workflow runs against a data directory, in-process: start a
 // run, submit a step attempt, show a run with its history.
 func (m *Main) run(ctx context.Context, args []string) error {
-	usage := usagef("usage: writ run start|attempt|show --data DIR --pack DIR [flags]")
+	usage := usagef("usage: writ run start|attempt|show --pack DIR --tenant T [flags]")
 	if len(args) == 0 {
 		return usage
 	}
 	sub := args[0]
-	fs := m.flags("run "+sub, "--data DIR --pack DIR [flags]")
+	fs := m.flags("run "+sub, "--pack DIR --tenant T [flags]")
 	data := fs.String("data", defaultDataDir, "data directory")
 	storeURL := fs.String("store", "", storeUsage)
 	packDir := fs.String("pack", "", "pack directory (required)")
@@ -36,6 +36,9 @@ func (m *Main) run(ctx context.Context, args []string) error {
 	}
 	if *packDir == "" || *tenant == "" {
 		return usagef("writ run %s needs --pack and --tenant", sub)
+	}
+	if fs.NArg() > 0 {
+		return usagef("run %s takes no arguments, got %q", sub, fs.Args())
 	}
 	pol, err := loadPolicy(*packDir)
 	if err != nil {

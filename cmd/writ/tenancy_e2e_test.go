@@ -508,7 +508,8 @@ func TestApprovalsCommandLine(t *testing.T) {
 	if out, err := run(w.tokens["acme/agent"], "approve", "--reason", "mine", w.approvalID); err == nil || !strings.Contains(out, "approver") {
 		t.Errorf("approve as the agent: %v\n%s; want refused for want of the approver role", err, out)
 	}
-	out, err = run(fin, "approve", "--reason", "order history checked", w.approvalID)
+	// As the README writes it: the flag after the id (the deny below puts it first).
+	out, err = run(fin, "approve", w.approvalID, "--reason", "order history checked")
 	if err != nil || !strings.Contains(out, w.approvalID+" approved by user_finance_lead_77") {
 		t.Fatalf("writ approvals approve: %v\n%s", err, out)
 	}
