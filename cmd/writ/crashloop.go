@@ -80,8 +80,10 @@ func (m *Main) crashloop(ctx context.Context, args []string) error {
 	}
 	l := &crashLoop{m: m, exe: exe, pack: *packDir, data: *data, store: *storeURL, base: &base, clients: *clients,
 		rng: rand.New(rand.NewPCG(*seed, 0x77726974)), killMin: *killMin, killMax: *killMax,
-		run: fmt.Sprintf("%x", *seed)}
-	if !*asJSON {
+		run: fmt.Sprintf("%x", *seed), lost: map[ack]bool{}, report: m.Stdout}
+	if *asJSON {
+		l.report = m.Stderr
+	} else {
 		fmt.Fprintf(m.Stdout, "crashloop: %d cycles, %d clients, kill %s–%s after the first acknowledged check, seed %d, data %s\n",
 			*cycles, *clients, *killMin, *killMax, *seed, *data)
 	}
@@ -106,7 +108,8 @@ func (m *Main) crashloop(ctx context.Context, args []string) error {
 		}
 	}
 	// Every acknowledgement of every cycle, once more at the end: none
-	// was lost by a later crash either.
+	// was lost by a later crash either (a record a cycle found lost is
+	// not counted again).
 	lost, err := l.missing(ctx, l.all)
 	if err != nil {
 		return err
@@ -148,7 +151,9 @@ type crashLoop struct {
 	rng              *rand.Rand
 	killMin, killMax time.Duration
 	run              string
-	all              []ack // every acknowledgement so far
+	all              []ack        // every acknowledgement so far
+	lost             map[ack]bool // the acknowledgements found lost, each counted once
+	report           io.Writer    // where LOST lines go: stdout, or stderr under --json
 }
 
 // ack is a check answered 200: its record must be in the ledger.
@@ -300,7 +305,8 @@ func (l *crashLoop) post(ctx context.Context, c *http.Client, url string, body [
 }
 
 // missing opens the store (the server is down) and counts the
-// acknowledgements whose record is not there, or is another decision's.
+// acknowledgements whose record is not there, or is another decision's,
+// among those not found lost before; it prints a LOST line for each.
 func (l *crashLoop) missing(ctx context.Context, acks []ack) (int64, error) {
 	if len(acks) == 0 {
 		return 0, nil
@@ -312,16 +318,21 @@ func (l *crashLoop) missing(ctx context.Context, acks []ack) (int64, error) {
 	defer st.Close()
 	var lost int64
 	for _, a := range acks {
+		if l.lost[a] {
+			continue
+		}
 		sr, err := st.Record(ctx, a.tenant, a.recordID)
 		switch {
 		case writ.ErrorCode(err) == writ.ENOTFOUND:
 			lost++
-			fmt.Fprintf(l.m.Stdout, "LOST: record %s of decision %s was acknowledged and is not in the ledger\n", a.recordID, a.decisionID)
+			l.lost[a] = true
+			fmt.Fprintf(l.report, "LOST: record %s of decision %s was acknowledged and is not in the ledger\n", a.recordID, a.decisionID)
 		case err != nil:
 			return 0, err
 		case sr.Record.DecisionID != a.decisionID:
 			lost++
-			fmt.Fprintf(l.m.Stdout, "LOST: record %s holds decision %s, acknowledged as %s\n", a.recordID, sr.Record.DecisionID, a.decisionID)
+			l.lost[a] = true
+			fmt.Fprintf(l.report, "LOST: record %s holds decision %s, acknowledged as %s\n", a.recordID, sr.Record.DecisionID, a.decisionID)
 		}
 	}
 	return lost, nil

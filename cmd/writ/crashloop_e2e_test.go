@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +34,42 @@ func TestCrashLoop(t *testing.T) {
 			}
 			t.Logf("%s: %d cycles, %d acknowledged, %d lost, %d records, %.1f s (seed %d)", name, sum.Cycles, sum.Acknowledged, sum.Lost, sum.Records, sum.Seconds, sum.Seed)
 		})
+	}
+}
+
+// TestCrashLoopCountsALostRecordOnce: an acknowledgement whose record is
+// missing is counted and printed once, by the cycle that finds it, not
+// again by the final look at every acknowledgement; one whose record is
+// there is not counted at all.
+func TestCrashLoopCountsALostRecordOnce(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	stdout, stderr, code := runLedgerCmd(t, "check", "--request", "../../examples/wf-2302/requests/wf-2302-allow.json", "--data", data)
+	if code != exitOK {
+		t.Fatalf("writ check: exit %d: %s", code, stderr)
+	}
+	var rc struct {
+		DecisionID string `json:"decision_id"`
+		Metadata   struct {
+			RecordID string `json:"record_id"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rc); err != nil || rc.Metadata.RecordID == "" {
+		t.Fatalf("receipt: %v\n%s", err, stdout)
+	}
+	var report bytes.Buffer
+	l := &crashLoop{m: &Main{}, data: data, lost: map[ack]bool{}, report: &report}
+	kept := ack{tenant: "acme", recordID: rc.Metadata.RecordID, decisionID: rc.DecisionID}
+	gone := ack{tenant: kept.tenant, recordID: "dr_01m80jsdt3zgfzvtqswwwk2ewt", decisionID: "dec_01m80jsdt3vhdb4ttnh7zr9zmh"}
+	for i, want := range []int64{1, 0} {
+		lost, err := l.missing(context.Background(), []ack{kept, gone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lost != want {
+			t.Errorf("look %d: %d lost, want %d", i+1, lost, want)
+		}
+	}
+	if n := strings.Count(report.String(), "LOST: record "+gone.recordID); n != 1 {
+		t.Errorf("%d LOST lines for the missing record, want 1:\n%s", n, report.String())
 	}
 }
