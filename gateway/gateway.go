@@ -159,7 +159,7 @@ func (g *Gateway) Close() {
 	}
 }
 
-// Tool is one upstream tool as the gateway sees it (writ gateway tools).
+// Tool is one upstream tool as the gateway sees it (writ gateway --list-tools).
 type Tool struct {
 	Name        string // as the agent sees it
 	Upstream    string

@@ -26,7 +26,7 @@ import (
 	"github.com/writhq/writ/telemetry"
 )
 
-// gatewayFlags are the flags of writ gateway and writ gateway tools.
+// gatewayFlags are the flags of writ gateway.
 type gatewayFlags struct {
 	config, pack, data, store, keys, bindingKey, server, tenant, listen, api, logLevel *string
 	maxMessage                                                                         *int64
@@ -331,7 +331,7 @@ func (m *Main) gatewayTools(ctx context.Context, f gatewayFlags) error {
 	return tw.Flush()
 }
 
-// noWrit decides nothing: writ gateway tools only lists.
+// noWrit decides nothing: writ gateway --list-tools only lists.
 type noWrit struct{}
 
 func (noWrit) Check(context.Context, *writ.CheckRequest) (*writ.Receipt, error) {

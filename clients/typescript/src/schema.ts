@@ -308,9 +308,9 @@ export interface paths {
          *     does: how many there are, how many have another outcome than the
          *     enforced one, and the transitions enforced outcome → shadow
          *     outcome with their counts, example record ids and, for changed
-         *     outcomes, the rules that fired only in the shadow
-         *     (`rules_fired`) or only in the enforced decision
-         *     (`rules_cleared`). Changed transitions come first, then by count.
+         *     outcomes, the rules that fired at the shadow's strongest effect
+         *     (`rules_fired`) and those that fired in the enforced decision and
+         *     not in the shadow's (`rules_cleared`). Changed transitions come first, then by count.
          *     A tenant without shadow decisions gets a report of none. The
          *     report reads every shadow decision of the window: narrow it with
          *     `from`, `to`, `pack_hash` or `decision_key` on a large ledger.
@@ -415,7 +415,8 @@ export interface paths {
          *     **Trace context.** A valid W3C `traceparent` header sets the
          *     attempt's trace id (overriding `trace_id` in the body); an invalid
          *     one is ignored. The answer carries a `traceparent` with the trace id
-         *     and a new span id.
+         *     and a new span id: the header's, or else the body's `trace_id` when
+         *     it is valid; with neither, none.
          */
         post: operations["submitAttempt"];
         delete?: never;
@@ -645,8 +646,8 @@ export interface paths {
          *     (`repeated: idempotent`); a terminal one (`goal_fail_terminal`, or
          *     terminal human review) is 409.
          *
-         *     Waiting resumes are bounded by the server's `MaxWaiting` (10000),
-         *     not by its in-flight limit. A waiting resume reads nothing from the
+         *     Every resume, whether it waits or not, is bounded by the server's
+         *     `MaxWaiting` (10000), not by its in-flight limit. A waiting resume reads nothing from the
          *     store; a server on PostgreSQL also reads, once every 2 s per tenant
          *     with waiters, which approvals another server decided.
          */
@@ -705,15 +706,16 @@ export interface paths {
          * AuthZEN 1.0 access evaluations (a batch of checks)
          * @description A batch of AuthZEN evaluations. The top-level `subject`, `action`,
          *     `resource` and `context` are defaults: an evaluation's own value
-         *     replaces the default whole. Every evaluation is mapped and checked
-         *     first, so a malformed batch is refused whole (400) and nothing is
-         *     written; then the evaluations are decided in order, each a sealed
+         *     replaces the default whole. Every evaluation is mapped into a check
+         *     request first, so a batch that cannot be mapped is refused whole
+         *     (400) and nothing is written; then the evaluations are decided in order, each a sealed
          *     check of its own. `options.evaluations_semantic` is `execute_all`
          *     (the default: every evaluation is decided), `deny_on_first_deny`
          *     (stop after the first `decision: false`) or `permit_on_first_permit`
          *     (stop after the first `decision: true`); the answer lists the
          *     decisions made, in order. An evaluation that fails once its batch
-         *     was accepted (for example, its record cannot be committed) is
+         *     was accepted (for example, what the engine validates against the
+         *     pack, with `status` 400, or its record cannot be committed) is
          *     `decision: false` with `context.error` (`status`, `code`,
          *     `message`), and counts as a denial. Other options are ignored.
          */
@@ -1592,7 +1594,7 @@ export interface components {
             seq?: number;
             decision_key?: string;
             /**
-             * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`) or an approval decision (`approval:…`).
+             * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`) or an execution report (`execution:…`).
              * @enum {string}
              */
             kind?: "check" | "step_verdict" | "approval_decision" | "execution_report";
@@ -1824,7 +1826,9 @@ export interface components {
         /**
          * @description One event of a run's history: `run_started`, `call_observed` (a
          *     boundary check of the run's step that writ allowed; `tool` names
-         *     it) or `step_attempt` (with its `verdict`).
+         *     it), `call_executed` (an execution report said an observed call
+         *     succeeded; `tool` names it, `record_id` is the report's record) or
+         *     `step_attempt` (with its `verdict`).
          */
         RunEvent: {
             /** Format: int64 */
@@ -2025,7 +2029,7 @@ export interface components {
             /** @description The storage kind, such as sqlite or postgres. */
             store?: string;
             /**
-             * @description `api_keys` when every route but health and this document needs an API key; `disabled` in development mode.
+             * @description `api_keys` when every route but `/healthz`, `/readyz`, the AuthZEN configuration and this document needs an API key; `disabled` in development mode.
              * @enum {string}
              */
             auth: "api_keys" | "disabled";
@@ -2035,7 +2039,8 @@ export interface components {
     };
     responses: {
         /**
-         * @description No API key, or one that is malformed, unknown or revoked (code
+         * @description No API key, or one that is malformed, unknown, revoked or expired,
+         *     or whose stored signature does not verify (code
          *     `unauthenticated`). Nothing was read or written.
          */
         Unauthorized: {
@@ -2100,10 +2105,6 @@ export interface components {
                  *         {
                  *           "field": "actor.typ",
                  *           "message": "unknown field"
-                 *         },
-                 *         {
-                 *           "field": "subject_ids",
-                 *           "message": "must be an array, not a string"
                  *         }
                  *       ]
                  *     }
@@ -2142,7 +2143,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The request body exceeds the server's limit, or the check request's stored envelope exceeds 1 MiB (code `too_large`). */
+        /** @description The request body exceeds the server's limit, or the check request exceeds 1 MiB (its stored envelope; when the pack redacts, the request as decided, before redaction) (code `too_large`). */
         TooLarge: {
             headers: {
                 [name: string]: unknown;
@@ -2525,6 +2526,8 @@ export interface operations {
             /** @description The envelope's bytes (a JSON object). */
             200: {
                 headers: {
+                    /** @description `private, max-age=31536000, immutable`: the bytes a record pins never change. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2535,6 +2538,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -2685,6 +2689,8 @@ export interface operations {
             /** @description The keys, oldest first. */
             200: {
                 headers: {
+                    /** @description `no-cache`: the list is the one the server started with, and changes when a server restarts after a rotation or a revocation. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2696,7 +2702,16 @@ export interface operations {
             400: components["responses"]["Invalid"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            /** @description A server that publishes no verifier keys (code `not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3307,6 +3322,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["DecisionNotFound"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3347,6 +3363,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["DecisionNotFound"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3402,6 +3419,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3447,10 +3465,12 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             /** @description The decision could not be committed (a fail-closed receipt), or too many resumes wait. */
             503: {
                 headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3528,6 +3548,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3601,6 +3622,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3637,6 +3659,8 @@ export interface operations {
             /** @description The key's identity. */
             200: {
                 headers: {
+                    /** @description `no-store`: the answer describes the presenting key. */
+                    "Cache-Control"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3645,6 +3669,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
@@ -3730,7 +3755,16 @@ export interface operations {
             400: components["responses"]["Invalid"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            /** @description A server that exports no metrics (`writ serve --metrics=false`; code `not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
             503: components["responses"]["Unavailable"];
         };
     };
