@@ -156,7 +156,9 @@ func keyExpiry(ring ringView, now time.Time) (time.Time, bool, error) {
 // readiness returns the /readyz checks of a server: the store answers,
 // it can commit (see commitHealth), a signing key is valid now, the pack
 // is loaded.
-func readiness(st ledger.Store, commits *commitHealth, keys ledger.KeySource, pol *policy.Policy) func(context.Context) httpapi.ReadyReport {
+func readiness(st interface {
+	Tenants(context.Context) ([]string, error)
+}, commits *commitHealth, keys ledger.KeySource, pol *policy.Policy, log *slog.Logger) func(context.Context) httpapi.ReadyReport {
 	var query boundedCall
 	return func(ctx context.Context) httpapi.ReadyReport {
 		var checks []httpapi.ReadyCheck
@@ -168,8 +170,11 @@ func readiness(st ledger.Store, commits *commitHealth, keys ledger.KeySource, po
 			checks = append(checks, c)
 		}
 		err := query.do(ctx, 2*time.Second, "the store's query", func(ctx context.Context) error {
-			_, err := st.Tenants(ctx)
-			return err
+			if _, err := st.Tenants(ctx); err != nil {
+				log.Warn("readiness: the store's query failed", "err", err)
+				return errStoreQuery
+			}
+			return nil
 		})
 		add("store", err)
 		add("commits", commits.check(ctx))
@@ -266,8 +271,9 @@ const (
 )
 
 // What /readyz says (to anyone: it needs no key); the server's log has the
-// store's own error, with paths.
+// store's own error, with paths, host and user names.
 var (
+	errStoreQuery   = errors.New("the store's query failed (the server's log says why)")
 	errCommitFailed = fmt.Errorf("a group commit failed in the last %s: checks are answered fail-closed (the server's log says why)", commitQuiet)
 	errCannotCommit = errors.New("the last group commit failed and a test write failed too: checks are answered fail-closed (the server's log says why)")
 )

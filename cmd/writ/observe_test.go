@@ -8,6 +8,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/writhq/writ/httpapi"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/policy"
 )
 
 type countingProber struct {
@@ -83,5 +88,38 @@ func TestBoundedCall(t *testing.T) {
 	want := errors.New("no such table")
 	if err := b.do(context.Background(), time.Second, "the query", func(context.Context) error { return want }); !errors.Is(err, want) {
 		t.Fatalf("do(after the stuck call returned) = %v, want the call's own error", err)
+	}
+}
+
+type failingTenants struct{ err error }
+
+func (f failingTenants) Tenants(context.Context) ([]string, error) { return nil, f.err }
+
+// TestReadinessKeepsStoreErrorsInTheLog: /readyz needs no key, so a
+// failing store check says only that the query failed; the store's own
+// error, here with a host and a user name, is in the server's log.
+func TestReadinessKeepsStoreErrorsInTheLog(t *testing.T) {
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	never := func() (time.Time, bool) { return time.Time{}, false }
+	commits := &commitHealth{underWay: never, stallAfter: time.Second, lastFailure: never, log: log}
+	storeErr := errors.New(`failed to connect to user=writ_admin database=ledger: dial tcp 10.1.2.3:5432: connection refused`)
+	keys := func(time.Time) (ledger.Signer, error) { return nil, nil }
+	pol := &policy.Policy{Pack: &pack.Pack{Hash: "sha256:ab"}}
+
+	report := readiness(failingTenants{storeErr}, commits, keys, pol, log)(context.Background())
+	var store httpapi.ReadyCheck
+	for _, c := range report.Checks {
+		if c.Name == "store" {
+			store = c
+		} else if !c.OK {
+			t.Errorf("check %s failed: %s", c.Name, c.Error)
+		}
+	}
+	if store.OK || store.Error != errStoreQuery.Error() {
+		t.Errorf("store check = %+v, want it failed with %q", store, errStoreQuery)
+	}
+	if !strings.Contains(logged.String(), "10.1.2.3:5432") || !strings.Contains(logged.String(), "readiness: the store's query failed") {
+		t.Errorf("the server's log lacks the store's error:\n%s", logged.String())
 	}
 }

@@ -192,7 +192,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Health: func(context.Context) httpapi.HealthReport {
 			return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: storeKind}
 		},
-		Ready:   readiness(st, newCommitHealth(eng, st, log), keys, pol),
+		Ready:   readiness(st, newCommitHealth(eng, st, log), keys, pol, log),
 		Metrics: metricsHandler,
 	})
 	var apiHandler http.Handler = api
