@@ -565,14 +565,15 @@ func (e *Engine) failClosed(req *writ.CheckRequest, r *policy.Resolved, what str
 	case errors.Is(cause, errCommitTimeout):
 		code = "commit_timeout"
 	}
-	if !errors.As(cause, new(*writ.Error)) && !errors.Is(cause, errCommitTimeout) {
-		e.log.Error("check failed closed", "tenant", req.TenantID, "decision_key", r.Spec.DecisionKey, "reason", what, "err", cause)
-	}
 	now := e.now().UTC()
+	id := e.newID("dec_", now)
+	if !errors.As(cause, new(*writ.Error)) && !errors.Is(cause, errCommitTimeout) {
+		e.log.Error("check failed closed", "tenant", req.TenantID, "decision_id", id, "decision_key", r.Spec.DecisionKey, "reason", what, "err", cause)
+	}
 	msg := "writ could not durably record this decision (" + what + "), so the action must not run. Retry the check shortly."
 	rc := &writ.Receipt{
 		ReceiptType:    writ.ReceiptType,
-		DecisionID:     e.newID("dec_", now),
+		DecisionID:     id,
 		Outcome:        writ.OutcomeReplanRequired,
 		ActionClass:    r.ActionClass,
 		SafeToExecute:  false,
