@@ -160,7 +160,7 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	} else if prior != nil {
 		ack, err := e.repeatedReport(ctx, r.TenantID, r.DecisionID, prior, digest)
 		if ack != nil {
-			linkDecisionTrace(ctx, ack.TraceID, r.DecisionID)
+			e.linkReportedDecision(ctx, ack)
 		}
 		return ack, err
 	}
@@ -182,7 +182,7 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 		// The report joins the permit's trace: one decision, one story.
 		rq.TraceID = target.TraceID
 	}
-	linkDecisionTrace(ctx, rq.TraceID, r.DecisionID)
+	linkDecisionTrace(ctx, target.TraceID, r.DecisionID)
 	rec, envelope, err := e.executionRecord(&rq, target, now)
 	if err != nil {
 		return nil, err

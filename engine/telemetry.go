@@ -62,6 +62,21 @@ func linkDecisionTrace(ctx context.Context, traceID, decisionID string) {
 	})
 }
 
+// linkReportedDecision links a repeated report's span to the decision's
+// trace. The stored acknowledgement names the report record's trace,
+// which is the report body's own when it named one, so the check record
+// it reported on is read for the decision's; only when the span is
+// recorded, and a failed read leaves the span unlinked (the answer
+// stands).
+func (e *Engine) linkReportedDecision(ctx context.Context, ack *writ.ExecutionAck) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return
+	}
+	if sr, err := e.store.Record(ctx, ack.TenantID, ack.ReportedFor); err == nil {
+		linkDecisionTrace(ctx, sr.Record.TraceID, ack.DecisionID)
+	}
+}
+
 // appendTraced appends entry under a writ.ledger.append span, waiting at
 // most Config.CommitTimeout for the commit. A commit that outlives the
 // deadline is not cancelled (cancelling a PostgreSQL commit that waits on

@@ -48,11 +48,13 @@ func TestLifecycleSpans(t *testing.T) {
 	}{
 		{"GET", "/v1/decisions/in_flight?tenant_id=acme", "", "GET /v1/decisions/in_flight", "writ.decision.in_flight", "", nil, ""},
 		{"GET", "/v1/decisions/" + permit.DecisionID + "?tenant_id=acme", "", "GET /v1/decisions/{id}", "writ.decision.story", permit.DecisionID, nil, ""},
-		{"POST", "/v1/decisions/" + permit.DecisionID + "/execution", `{"tenant_id":"acme","status":"succeeded"}`, "POST /v1/decisions/{id}/execution", "writ.decision.report", permit.DecisionID,
+		// A report whose body names a trace of its own: its record is in
+		// that trace, and the span still links to the decision's.
+		{"POST", "/v1/decisions/" + permit.DecisionID + "/execution", `{"tenant_id":"acme","status":"succeeded","trace_id":"0af7651916cd43dd8448eb211c80319c"}`, "POST /v1/decisions/{id}/execution", "writ.decision.report", permit.DecisionID,
 			map[string]string{"writ.execution": "succeeded", "writ.status": "CLOSED"}, permit.Metadata.TraceID},
 		// The same report again: answered with the first acknowledgement,
 		// linked the same.
-		{"POST", "/v1/decisions/" + permit.DecisionID + "/execution", `{"tenant_id":"acme","status":"succeeded"}`, "POST /v1/decisions/{id}/execution", "writ.decision.report", permit.DecisionID,
+		{"POST", "/v1/decisions/" + permit.DecisionID + "/execution", `{"tenant_id":"acme","status":"succeeded","trace_id":"0af7651916cd43dd8448eb211c80319c"}`, "POST /v1/decisions/{id}/execution", "writ.decision.report", permit.DecisionID,
 			map[string]string{"writ.repeated": "true"}, permit.Metadata.TraceID},
 		{"POST", "/v1/decisions/" + blocked.DecisionID + "/resume", `{"tenant_id":"acme","wait":"10ms","request":` + string(blockedBody) + `}`, "POST /v1/decisions/{id}/resume", "writ.decision.resume", blocked.DecisionID,
 			map[string]string{"writ.repeated": writ.RepeatedStillWaiting, "writ.outcome": string(blocked.Outcome)}, blocked.Metadata.TraceID},
