@@ -268,6 +268,47 @@ func TestTamper(t *testing.T) {
 			a.names = slices.DeleteFunc(a.names, func(n string) bool { return n == cpName })
 			a.set(strings.Replace(cpName, "/checkpoints/", "/checkpoints/1", 1), data)
 		}, false, []string{ledger.FindingBadCheckpoint, ledger.FindingUncovered}},
+		// Nothing signed anchors the records: a bundle stripped of its
+		// checkpoints fails, though every record and link is intact.
+		{"every checkpoint file removed", func(a *archive) {
+			for _, name := range a.checkpointNames(tenant) {
+				a.remove(name)
+			}
+		}, false, []string{ledger.FindingUncovered}},
+		// Records cut off the end with bundle.json edited to match: the
+		// chain is whole, and only the missing checkpoint shows it (a cut
+		// at an earlier checkpoint's size would look like an older export).
+		{"the last records cut off, bundle.json's head edited to match, their checkpoints removed", func(a *archive) {
+			lines := a.lines(tenant)
+			keep := len(lines) - 2
+			for _, name := range a.checkpointNames(tenant) {
+				switch size := checkpointSize(t, name); {
+				case size == int64(keep):
+					t.Fatalf("a checkpoint covers exactly the %d records kept; the case needs a cut between checkpoints", keep)
+				case size > int64(keep):
+					a.remove(name)
+				}
+			}
+			a.setLines(tenant, lines[:keep])
+			var last struct {
+				Audit struct {
+					RecordHash string `json:"record_hash"`
+				} `json:"audit"`
+			}
+			if err := json.Unmarshal(lines[keep-1], &last); err != nil {
+				t.Fatal(err)
+			}
+			var meta map[string]any
+			if err := json.Unmarshal(a.files[bundle.MetaFile], &meta); err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range meta["tenants"].([]any) {
+				if tm := x.(map[string]any); tm["tenant_id"] == tenant {
+					tm["records"], tm["head"] = keep, last.Audit.RecordHash
+				}
+			}
+			a.files[bundle.MetaFile], _ = json.Marshal(meta)
+		}, false, []string{ledger.FindingUncovered}},
 		{"a pinned pack file changed", func(a *archive) {
 			for _, name := range a.names {
 				if strings.HasPrefix(name, "blobs/") && bytes.Contains(a.files[name], []byte("when:")) {

@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -226,6 +228,23 @@ func (a *archive) clone() *archive {
 		c.files[k] = bytes.Clone(v)
 	}
 	return c
+}
+
+// remove takes an entry out of the archive.
+func (a *archive) remove(name string) {
+	delete(a.files, name)
+	a.names = slices.DeleteFunc(a.names, func(n string) bool { return n == name })
+}
+
+// checkpointSize is the tree size a checkpoint entry's name gives.
+func checkpointSize(t testing.TB, name string) int64 {
+	t.Helper()
+	stem, _, _ := strings.Cut(strings.TrimSuffix(path.Base(name), ".note"), ".")
+	n, err := strconv.ParseInt(stem, 10, 64)
+	if err != nil {
+		t.Fatalf("checkpoint entry %s: %v", name, err)
+	}
+	return n
 }
 
 func (a *archive) set(name string, data []byte) {
