@@ -112,3 +112,20 @@ func TestDirections(t *testing.T) {
 		t.Errorf("%d changes, want %d: %v", len(got), len(want), got)
 	}
 }
+
+// TestCELCostDirection: a lower cost limit tightens, since a condition
+// that runs out of it is an evaluation error, and its rule fires.
+func TestCELCostDirection(t *testing.T) {
+	old := load(t, "../examples/refund")
+	for _, tc := range []struct {
+		cost uint64
+		want string
+	}{{old.Limits.CELCost / 2, packdiff.Tightened}, {old.Limits.CELCost * 2, packdiff.Loosened}} {
+		lower := *old
+		lower.Limits.CELCost = tc.cost
+		d := packdiff.Compare(old, &lower)
+		if len(d.Changes) != 1 || d.Changes[0].What != "limits.cel_cost" || d.Changes[0].Direction != tc.want {
+			t.Errorf("cel_cost %d → %d: changes %+v, want one limits.cel_cost change, %s", old.Limits.CELCost, tc.cost, d.Changes, tc.want)
+		}
+	}
+}
