@@ -39,7 +39,7 @@ const (
 // Rules: the name of each check, as findings report it.
 const (
 	RuleSchema               = "schema"                // pack.Load: schema and cross-references
-	RuleCEL                  = "cel"                   // policy.Compile, and the syntax of workflow conditions
+	RuleCEL                  = "cel"                   // policy.Compile and acceptance.Compile: every CEL condition, type-checked
 	RuleMutatingVerification = "mutating-verification" // mutating steps carry evidence and required tool calls
 	RuleExemption            = "exemption"             // exemptions from the rule above, listed
 	RuleRetryCeiling         = "retry-ceiling"         // retry budgets within the policies' maxBudget

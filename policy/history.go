@@ -155,7 +155,8 @@ func controlText(ctl *pack.Control) string {
 // tenant's history at now and what it would contribute. It is pure. An
 // aggregate whose group key cannot be computed for req (no subject, no
 // session, a group expression that fails or gives "") is neither read
-// nor contributed to; nor is a sum whose field is not a number.
+// nor contributed to; a sum whose field is not a number is read (the
+// group's amounts are others') but not contributed to.
 func (p *Policy) HistoryPlan(r *Resolved, req *writ.CheckRequest, now time.Time) HistoryPlan {
 	var plan HistoryPlan
 	if len(p.history) == 0 {

@@ -153,3 +153,38 @@ func TestHistoryUndeclared(t *testing.T) {
 		}
 	}
 }
+
+// TestHistorySumOfANonNumber: a check whose sum field is not a number
+// still reads the aggregate (its group key is known, and others' amounts
+// are there), but adds nothing to it.
+func TestHistorySumOfANonNumber(t *testing.T) {
+	pol, err := historyPack(t, "history:\n  - {name: spent, aggregate: sum, field: args.amount, group_by: subject, window: 24h}\n", `
+  - id: R_SPENT
+    applies_to: {tools: [act]}
+    when: history.spent > 500.0
+    effect: deny
+    reason: {code: spent, message: Over the limit.}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 5, 9, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		amount any
+		counts bool
+	}{{250.0, true}, {"many", false}, {nil, false}} {
+		req := &writ.CheckRequest{TenantID: "acme", Tool: "act", Arguments: map[string]any{"amount": tc.amount},
+			Actor: writ.Actor{Type: "AGENT", ID: "a-1"}, SubjectIDs: []string{"customer:c-1"}}
+		r, err := pol.Resolve(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := pol.HistoryPlan(r, req, now)
+		if len(plan.Reads) != 1 || plan.Reads[0].Name != "spent" || plan.Reads[0].Group != "customer:c-1" {
+			t.Errorf("amount %v: Reads = %+v, want spent for customer:c-1", tc.amount, plan.Reads)
+		}
+		if counted := len(plan.Allowed) == 1 && plan.Allowed[0].Amount == 250; counted != tc.counts || len(plan.Allowed) > 1 {
+			t.Errorf("amount %v: Allowed = %+v, want counted %v", tc.amount, plan.Allowed, tc.counts)
+		}
+	}
+}
