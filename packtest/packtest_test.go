@@ -222,3 +222,31 @@ func TestHistoryOnFile(t *testing.T) {
 		}
 	}
 }
+
+// TestPinnedDefinitionInline: a case's inline request may carry the
+// tool definition digest the gateway sends, so a pinned tool is tested
+// like any other check.
+func TestPinnedDefinitionInline(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	pinned := "sha256:" + strings.Repeat("ab", 32)
+	tools := "tools:\n  - name: payments.issue_refund\n    decision_key: support.refund.execute\n    approval_mode_ceiling: destructive\n    definition_digest: " + pinned + "\n"
+	cases := "cases:\n" +
+		"  - name: the pinned definition\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    request: {tool_definition_digest: \"" + pinned + "\"}\n    expect: {outcome: allow}\n" +
+		"  - name: another definition\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    request: {tool_definition_digest: \"sha256:" + strings.Repeat("cd", 32) + "\"}\n" +
+		"    expect: {outcome: goal_fail_terminal, reasons: [tool_definition_changed]}\n"
+	for name, body := range map[string]string{"tools.yaml": tools, "tests/refund.yaml": cases} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep := run(t, dir); rep.Failed != 0 || rep.Passed != 2 {
+		var out bytes.Buffer
+		rep.WriteText(&out, false)
+		t.Errorf("want both cases to pass:\n%s", out.String())
+	}
+}
