@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,14 +152,7 @@ func (m *Main) replayTenant(ctx context.Context, rp *replay.Replayer, tenant str
 		fmt.Fprintf(m.Stdout, "replayed %d records of tenant %s in %s (%.0f records/s): %d replay_equal, %d diff, %d error\n",
 			sum.Records, tenant, took.Round(time.Millisecond), rate, sum.Equal, sum.Diff, sum.Errors)
 		if len(sum.Classes) > 0 {
-			var parts []string
-			for _, c := range []string{replay.ClassTamper, replay.ClassPolicy, replay.ClassEvidence, replay.ClassToolTranscript,
-				replay.ClassCompiledContext, replay.ClassScorecard, replay.ClassRecord} {
-				if n := sum.Classes[c]; n > 0 {
-					parts = append(parts, fmt.Sprintf("%s %d", c, n))
-				}
-			}
-			fmt.Fprintf(m.Stdout, "records by class of difference: %s\n", strings.Join(parts, ", "))
+			fmt.Fprintf(m.Stdout, "records by class of difference: %s\n", classCounts(sum.Classes))
 		}
 	}
 	if bad := sum.Diff + sum.Errors; bad > 0 {
@@ -218,4 +213,24 @@ func orAbsent(v json.RawMessage) string {
 		return string(r[:117]) + "..."
 	}
 	return string(v)
+}
+
+// classCounts lists the records of each class of difference: tampering
+// first, then the classes of a changed input, then changed_record, and
+// any class this list does not know last, by name.
+func classCounts(classes map[string]int64) string {
+	order := []string{replay.ClassTamper, replay.ClassPolicy, replay.ClassEvidence, replay.ClassToolTranscript,
+		replay.ClassCompiledContext, replay.ClassScorecard, replay.ClassHistory, replay.ClassRecord}
+	for _, c := range slices.Sorted(maps.Keys(classes)) {
+		if !slices.Contains(order, c) {
+			order = append(order, c)
+		}
+	}
+	var parts []string
+	for _, c := range order {
+		if n := classes[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c, n))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

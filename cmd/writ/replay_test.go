@@ -207,3 +207,12 @@ func TestBacktestCommand(t *testing.T) {
 		t.Errorf("writ backtest without --pack: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// TestClassCounts: --all's summary line names every class a record had,
+// changed_history and any class it does not list included.
+func TestClassCounts(t *testing.T) {
+	got := classCounts(map[string]int64{replay.ClassRecord: 1, replay.ClassHistory: 2, replay.ClassTamper: 3, "changed_future": 4, replay.ClassPolicy: 0})
+	if want := "tamper_detected 3, changed_history 2, changed_record 1, changed_future 4"; got != want {
+		t.Errorf("classCounts = %q, want %q", got, want)
+	}
+}
