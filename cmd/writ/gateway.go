@@ -192,13 +192,7 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 		}
 		closers = append(closers, func() { eng.Close() })
 		og.eng, og.st, og.ring, og.keys = eng, st, ring, keys
-		w = eng
-		if tracing {
-			w = struct {
-				writ.Service
-				writ.Lifecycle
-			}{telemetry.Service(eng, nil), eng}
-		}
+		w = gatewayWrit(eng, tracing)
 	}
 	gw, err := gateway.New(ctx, gateway.Options{Config: cfg, Writ: w, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Logger: log})
 	if err != nil {
@@ -342,4 +336,18 @@ func (noWrit) ReportExecution(context.Context, *writ.ExecutionReport) (*writ.Exe
 }
 func (noWrit) Resume(context.Context, *writ.ResumeRequest) (*writ.Receipt, error) {
 	return nil, writ.Errorf(writ.EUNAVAILABLE, "listing only")
+}
+
+// gatewayWrit is what an in-process gateway calls: the engine, under
+// telemetry's spans when tracing is on. Either way it decides approvals:
+// without DecideApproval the gateway never asks its user.
+func gatewayWrit(eng *engine.Engine, tracing bool) gateway.Writ {
+	if !tracing {
+		return eng
+	}
+	return struct {
+		writ.Service
+		writ.Lifecycle
+		writ.Approvals
+	}{telemetry.Service(eng, nil), eng, telemetry.Approvals(eng, nil)}
 }
