@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -47,5 +46,8 @@ func ContextFromMeta(ctx context.Context, meta map[string]any) context.Context {
 	if len(carrier) == 0 {
 		return ctx
 	}
-	return otel.GetTextMapPropagator().Extract(ctx, carrier)
+	// W3C trace context always, not the global propagator: with tracing
+	// off that propagator reads nothing, and the check would lose the
+	// caller's trace id, which its receipt and record carry either way.
+	return propagation.TraceContext{}.Extract(ctx, carrier)
 }

@@ -48,3 +48,20 @@ func TestToolCallSpan(t *testing.T) {
 		t.Error("an invalid _meta traceparent was continued")
 	}
 }
+
+// TestToolCallTraceWithTracingOff: with no tracer and no propagator set
+// (tracing off), a tool call still takes the _meta trace id, so the
+// check's receipt and record name the caller's trace.
+func TestToolCallTraceWithTracingOff(t *testing.T) {
+	prevProp := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator()) // reads nothing
+	t.Cleanup(func() { otel.SetTextMapPropagator(prevProp) })
+
+	ctx := telemetry.ContextFromMeta(context.Background(), map[string]any{
+		"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+	_, span := telemetry.StartToolCall(ctx, "payments.issue_refund", "")
+	defer span.End()
+	if got := span.SpanContext().TraceID().String(); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("trace id %s, want the _meta traceparent's", got)
+	}
+}
