@@ -8,6 +8,8 @@ import (
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
@@ -69,11 +71,24 @@ func openExisting(dir, url string) (ledger.Store, error) {
 	return openStore(dir, url)
 }
 
-// redactURL hides a password in a store URL before it is printed.
+// kvPassword is the password of a key=value connection string: a word,
+// or a quoted value with its escapes.
+var kvPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']+)`)
+
+// redactURL hides a password in a store URL before it is printed: in a
+// URL's user information or its password parameter, or in a key=value
+// connection string.
 func redactURL(s string) string {
+	if !strings.Contains(s, "://") {
+		return kvPassword.ReplaceAllString(s, "${1}xxxxx")
+	}
 	u, err := neturl.Parse(s)
 	if err != nil {
 		return "(unparseable URL)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }
