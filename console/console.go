@@ -361,7 +361,7 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	delete(c.sessions, key)
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix, MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-	c.log.InfoContext(r.Context(), "console sign-out", slog.String("subject", s.info.Subject), slog.String("tenant_id", s.info.TenantID))
+	c.log.InfoContext(r.Context(), "console sign-out", slog.String("subject", s.info.Subject), slog.String("tenant_id", s.info.TenantID), slog.String("key_id", s.info.KeyID))
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -1,9 +1,22 @@
 """writ in a LangGraph graph: the receipt's disposition.mode picks the next node."""
 
+from typing import Any, TypedDict
+
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 import writ
+
+
+class RefundState(TypedDict, total=False):
+    """The graph's state. Each key is a channel of its own, so a node's
+    update replaces only the keys it returns."""
+
+    facts: dict[str, Any]      # the check's tenant, actor, context, evidence
+    proposal: dict[str, Any]   # the agent's tool and arguments
+    check: dict[str, Any]      # the check sent to writ
+    receipt: dict[str, Any]    # writ's latest receipt, as JSON
+    result: Any                # the tool's result
 
 
 def route(receipt: writ.Receipt) -> str:
@@ -21,14 +34,14 @@ def route(receipt: writ.Receipt) -> str:
 
 
 def build_graph(client: writ.Client, support_agent, returns_intake, issue, checkpointer):
-    def writ_check(state: dict) -> Command:
+    def writ_check(state: RefundState) -> Command:
         check = {**state["facts"], **state["proposal"], "idempotency_key": writ.new_idempotency_key()}
         receipt = client.check(check)
         return Command(goto=route(receipt), update={"check": check, "receipt": receipt.raw})
 
     # A separate node, because LangGraph runs an interrupted node again from
     # its start when it resumes: the check above must not be made twice.
-    def human_review(state: dict) -> Command:
+    def human_review(state: RefundState) -> Command:
         r = writ.Receipt.from_json(state["receipt"])
         review = interrupt({"decision_id": r.decision_id, "approval_ids": r.approval_ids,
                             "reasons": [x.code for x in r.reasons], "target_hint": r.routing.target_hint})
@@ -38,13 +51,13 @@ def build_graph(client: writ.Client, support_agent, returns_intake, issue, check
         r = client.resume(r.decision_id, state["check"], wait="30s")
         return Command(goto="issue_refund" if r.safe_to_execute else END, update={"receipt": r.raw})
 
-    def issue_refund(state: dict) -> dict:
+    def issue_refund(state: RefundState) -> dict:
         receipt = writ.Receipt.from_json(state["receipt"])
         result = client.run_and_report(receipt, lambda: issue(state["proposal"]["arguments"]),
                                        idempotency_key=state["check"]["idempotency_key"])
         return {"result": result}
 
-    g = StateGraph(dict)
+    g = StateGraph(RefundState)
     g.add_node("returns_intake", returns_intake)
     g.add_node("support_agent", support_agent)
     g.add_node("writ_check", writ_check)
