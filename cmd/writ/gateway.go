@@ -137,6 +137,17 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 	if *f.server != "" {
 		rw := newRemoteWrit(*f.server, m.client(serverFlags{server: f.server, tenant: f.tenant}))
 		w = rw
+		if cfg.User != "" {
+			if who, err := rw.own.WhoAmI(ctx); err == nil && who.Auth == httpapi.AuthAPIKeys {
+				// The gateway would answer for its user with the key that
+				// made the check: writ records that key's subject as the
+				// approver and refuses the key that checked. So nobody is
+				// asked a question whose answer cannot be recorded.
+				log.Warn("the configuration names a user, but the writ server requires API keys and the gateway's own key ($WRIT_API_KEY) may not approve its own checks: the user is never asked; approvers decide in the console, the API or the CLI",
+					"user", cfg.User, "server", rw.base)
+				w = withoutApprovals{rw}
+			}
+		}
 		if *f.listen != "" {
 			// A server with API keys authenticates each caller of the
 			// gateway with its own key; one in development mode
@@ -351,3 +362,7 @@ func gatewayWrit(eng *engine.Engine, tracing bool) gateway.Writ {
 		writ.Approvals
 	}{telemetry.Service(eng, nil), eng, telemetry.Approvals(eng, nil)}
 }
+
+// withoutApprovals is a gateway.Writ that cannot decide approvals, so
+// the gateway never asks its user (see askable in gateway/elicit.go).
+type withoutApprovals struct{ gateway.Writ }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/gateway"
 )
 
 // TestGatewayRemoteForwardsCallersKeys: writ gateway --server URL
@@ -129,5 +133,34 @@ func TestGatewayRemoteForwardsCallersKeys(t *testing.T) {
 	}
 	if out, err := exec.Command(writBinary, "ledger", "verify", "--data", data).CombinedOutput(); err != nil {
 		t.Errorf("writ ledger verify: %v\n%s", err, out)
+	}
+}
+
+// TestGatewayRemoteDoesNotAskWithItsOwnKey: a configuration's user would
+// be asked, and their answer sent with the gateway's own key, which writ
+// does not let approve the checks it made; against a server with API
+// keys the gateway says so at start and asks nobody.
+func TestGatewayRemoteDoesNotAskWithItsOwnKey(t *testing.T) {
+	data := t.TempDir()
+	own, _ := keyFor(t, data, "acme", "the-gateway", "agent")
+	pack := filepath.Join("..", "..", "gateway", "testdata", "pack")
+	srv := startServer(t, data, pack)
+	config := testUpstreamConfig(t)
+	body, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(config, append([]byte("user: alice@acme.example\n"), body...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gp := startGateway(t, []string{"WRIT_API_KEY=" + own}, "--config", config, "--pack", pack, "--server", srv.url, "--listen", "127.0.0.1:0")
+	gp.stop()
+	if s := gp.stderr.String(); !strings.Contains(s, "the user is never asked") || !strings.Contains(s, `"user":"alice@acme.example"`) {
+		t.Errorf("the gateway did not say its user is never asked:\n%s", s)
+	}
+	if _, ok := gateway.Writ(withoutApprovals{newRemoteWrit(srv.url, nil)}).(interface {
+		DecideApproval(context.Context, *writ.DecideApprovalRequest) (*writ.ApprovalRequest, error)
+	}); ok {
+		t.Error("withoutApprovals still decides approvals")
 	}
 }
