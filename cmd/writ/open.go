@@ -71,9 +71,10 @@ func openExisting(dir, url string) (ledger.Store, error) {
 	return openStore(dir, url)
 }
 
-// kvPassword is the password of a key=value connection string: a word,
-// or a quoted value with its escapes.
-var kvPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']+)`)
+// kvPassword is a password of a key=value connection string (password,
+// or sslpassword, the client key's): a word, or a quoted value with its
+// escapes.
+var kvPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s']+)`)
 
 // redactURL hides a password in a store URL before it is printed: in a
 // URL's user information or its password parameter, or in a key=value
@@ -86,9 +87,12 @@ func redactURL(s string) string {
 	if err != nil {
 		return "(unparseable URL)"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
+	q := u.Query()
+	for _, k := range []string{"password", "sslpassword"} {
+		if q.Has(k) {
+			q.Set(k, "xxxxx")
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.Redacted()
 }

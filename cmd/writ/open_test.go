@@ -15,6 +15,8 @@ func TestRedactURL(t *testing.T) {
 		{"host=db user=writ password=s3cret dbname=ledger", "host=db user=writ password=xxxxx dbname=ledger"},
 		{"host=db password = 's3 cr\\'et' dbname=ledger", "host=db password = xxxxx dbname=ledger"},
 		{"host=db PASSWORD=s3cret", "host=db PASSWORD=xxxxx"},
+		{"host=db sslkey=/k sslpassword=s3cret", "host=db sslkey=/k sslpassword=xxxxx"},
+		{"postgres://db/ledger?sslpassword=s3cret", "postgres://db/ledger?sslpassword=xxxxx"},
 		{"host=db user=writ", "host=db user=writ"},
 		{"postgres://writ:s3cret@db:bad port/x", "(unparseable URL)"},
 	} {
