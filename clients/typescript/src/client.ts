@@ -142,7 +142,8 @@ const defaultSleep = (s: number) => new Promise<void>((resolve) => setTimeout(re
 export class Client {
   readonly baseUrl: string;
   private readonly opts: ClientOptions;
-  private readonly pending: PendingStore;
+  /** The pending store of the guard and the adapters (the `pending` option, or one in memory). */
+  readonly pending: PendingStore;
 
   constructor(baseUrl: string, options: ClientOptions = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
