@@ -254,22 +254,24 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 	if err := validateOutputs(r.Spec, req.Outputs); err != nil {
 		return nil, err
 	}
-	if req.Supersedes != "" {
-		// A correction names a record of the same tenant; another tenant's
-		// record is as unknown as a missing one.
-		if _, err := e.store.Record(ctx, req.TenantID, req.Supersedes); writ.ErrorCode(err) == writ.ENOTFOUND {
-			return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("supersedes names record %q, which this tenant does not have", req.Supersedes), Details: []writ.Detail{{Field: "supersedes", Message: "unknown record"}}}
-		} else if err != nil {
-			return e.failClosed(req, r, "the superseded record could not be read", err)
-		}
-	}
 	// Copy before filling in defaults: the caller's request stays theirs.
+	// Every receipt from here on, a fail-closed one included, carries
+	// the trace id.
 	rq := *req
 	if rq.TraceID == "" {
 		rq.TraceID = spanTraceID(ctx)
 	}
 	if rq.TraceID == "" {
 		rq.TraceID = e.newTraceID(e.now())
+	}
+	if req.Supersedes != "" {
+		// A correction names a record of the same tenant; another tenant's
+		// record is as unknown as a missing one.
+		if _, err := e.store.Record(ctx, req.TenantID, req.Supersedes); writ.ErrorCode(err) == writ.ENOTFOUND {
+			return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("supersedes names record %q, which this tenant does not have", req.Supersedes), Details: []writ.Detail{{Field: "supersedes", Message: "unknown record"}}}
+		} else if err != nil {
+			return e.failClosed(&rq, r, "the superseded record could not be read", err)
+		}
 	}
 	envelope, err := record.Envelope(&rq, e.redactor)
 	if err != nil {
@@ -303,13 +305,13 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 	// comes first, then a block on the action.
 	priors, err := e.store.Priors(ctx, req.TenantID, req.IdempotencyKey, block)
 	if err != nil {
-		return e.failClosed(req, r, "the idempotency key and blocked actions could not be looked up", err)
+		return e.failClosed(&rq, r, "the idempotency key and blocked actions could not be looked up", err)
 	}
 	if priors.Idempotent != nil {
-		return e.repeated(ctx, req, r, priors.Idempotent, argsDigest, writ.RepeatedIdempotent, nil)
+		return e.repeated(ctx, &rq, r, priors.Idempotent, argsDigest, writ.RepeatedIdempotent, nil)
 	}
 	if priors.Blocked != nil {
-		return e.repeated(ctx, req, r, priors.Blocked, actionDigest, writ.RepeatedMustNotRetry, &block)
+		return e.repeated(ctx, &rq, r, priors.Blocked, actionDigest, writ.RepeatedMustNotRetry, &block)
 	}
 
 	// A presented approval can be redeemed or decided concurrently by

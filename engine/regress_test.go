@@ -2,11 +2,148 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"testing/iotest"
+	"time"
 
+	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/sqlite"
 )
+
+// errStoreDown is a read failure of hookedStore.
+var errStoreDown = errors.New("the store is down")
+
+// hookedStore is the harness's SQLite store with hooks run before some
+// of its reads: a hook that returns an error fails the read with it.
+type hookedStore struct {
+	*sqlite.Store
+	mu       sync.Mutex
+	history  func(ctx context.Context) error
+	priors   func() error
+	record   func() error
+	runStart func() error // RunStart and RunEvents
+	runAll   func() error // RunEvents only
+	approval func() error
+}
+
+// hook returns the hook *f under the lock (hooks are set while checks run).
+func (s *hookedStore) hook(f *func() error) error {
+	s.mu.Lock()
+	h := *f
+	s.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h()
+}
+
+func (s *hookedStore) set(f *func() error, h func() error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*f = h
+}
+
+func (s *hookedStore) HistoryValues(ctx context.Context, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
+	s.mu.Lock()
+	h := s.history
+	s.mu.Unlock()
+	if h != nil {
+		if err := h(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.HistoryValues(ctx, tenantID, reads)
+}
+
+func (s *hookedStore) Priors(ctx context.Context, tenantID, key string, block ledger.BlockKey) (ledger.Priors, error) {
+	if err := s.hook(&s.priors); err != nil {
+		return ledger.Priors{}, err
+	}
+	return s.Store.Priors(ctx, tenantID, key, block)
+}
+
+func (s *hookedStore) Record(ctx context.Context, tenantID, recordID string) (*writ.StoredRecord, error) {
+	if err := s.hook(&s.record); err != nil {
+		return nil, err
+	}
+	return s.Store.Record(ctx, tenantID, recordID)
+}
+
+func (s *hookedStore) RunStart(ctx context.Context, tenantID, runID string) (*ledger.RunEvent, error) {
+	if err := s.hook(&s.runStart); err != nil {
+		return nil, err
+	}
+	return s.Store.RunStart(ctx, tenantID, runID)
+}
+
+func (s *hookedStore) RunEvents(ctx context.Context, tenantID, runID string) ([]ledger.RunEvent, error) {
+	if err := s.hook(&s.runStart); err != nil {
+		return nil, err
+	}
+	if err := s.hook(&s.runAll); err != nil {
+		return nil, err
+	}
+	return s.Store.RunEvents(ctx, tenantID, runID)
+}
+
+func (s *hookedStore) Approval(ctx context.Context, tenantID, approvalID string, now time.Time) (*writ.ApprovalRequest, error) {
+	if err := s.hook(&s.approval); err != nil {
+		return nil, err
+	}
+	return s.Store.Approval(ctx, tenantID, approvalID, now)
+}
+
+// newHookedHarness is newHarness with the engine on a hookedStore.
+func newHookedHarness(t *testing.T, packDir string, opts ...func(*engine.Config)) (*harness, *hookedStore) {
+	t.Helper()
+	var hs *hookedStore
+	h := newHarness(t, packDir, append([]func(*engine.Config){func(c *engine.Config) {
+		hs = &hookedStore{Store: c.Store.(*sqlite.Store)}
+		c.Store = hs
+	}}, opts...)...)
+	return h, hs
+}
+
+// TestFailClosedReceiptsCarryTheTraceID: a check without a trace id gets
+// one, and a receipt that fails closed carries it too, whichever read
+// failed.
+func TestFailClosedReceiptsCarryTheTraceID(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(*hookedStore)
+		req  func(*writ.CheckRequest)
+	}{
+		{"priors", func(s *hookedStore) { s.set(&s.priors, func() error { return errStoreDown }) }, func(*writ.CheckRequest) {}},
+		{"superseded record", func(s *hookedStore) { s.set(&s.record, func() error { return errStoreDown }) }, func(r *writ.CheckRequest) { r.Supersedes = "dr_x" }},
+		{"earlier answer", func(s *hookedStore) { s.set(&s.record, func() error { return errStoreDown }) }, func(*writ.CheckRequest) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, hs := newHookedHarness(t, example("refund"))
+			ctx := context.Background()
+			req := refundRequest(t, "refund-allow")
+			req.TraceID = ""
+			tc.req(req)
+			if tc.name == "earlier answer" {
+				// The idempotent retry reads the record of the first answer.
+				if _, err := h.eng.Check(ctx, refundRequest(t, "refund-allow")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tc.fail(hs)
+			rc, err := h.eng.Check(ctx, req)
+			if writ.ErrorCode(err) != writ.EUNAVAILABLE || rc == nil || !rc.Metadata.FailClosed {
+				t.Fatalf("Check = %+v, %v; want a fail-closed receipt and EUNAVAILABLE", rc, err)
+			}
+			if !writ.ValidTraceID(rc.Metadata.TraceID) {
+				t.Errorf("fail-closed receipt's trace id = %q, want the one the check was given", rc.Metadata.TraceID)
+			}
+		})
+	}
+}
 
 // TestIDsDrawnWhole: ids and trace ids are drawn with io.ReadFull, so a
 // random source that returns fewer bytes than asked (as io.Reader may)
