@@ -441,7 +441,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	if rc.MustNotRetrySameAction && !rc.SafeToExecute {
 		entry.Block = &block
 	}
-	entry.Shadow = e.decideShadow(rq, presented, digests, argsDigest, rc, rec, now)
+	entry.Shadow = e.decideShadow(ctx, rq, presented, digests, argsDigest, rc, rec, now)
 	hist.pin(entry, rc, now)
 	// The record binds what is stored beside it (receipt, run event,
 	// approval facts) before it is sealed.
@@ -476,7 +476,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 // without a shadow pack, or when the shadow pack cannot resolve the check
 // (it does not know the tool or decision key): then there is nothing to
 // compare, and the enforced decision stands alone.
-func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalRequest, digests record.Digests, argsDigest string, rc *writ.Receipt, rec *writ.Record, now time.Time) *ledger.ShadowDecision {
+func (e *Engine) decideShadow(ctx context.Context, rq *writ.CheckRequest, presented []*writ.ApprovalRequest, digests record.Digests, argsDigest string, rc *writ.Receipt, rec *writ.Record, now time.Time) *ledger.ShadowDecision {
 	sh := e.shadow
 	if sh == nil {
 		return nil
@@ -486,7 +486,7 @@ func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalR
 		e.log.Debug("shadow pack cannot resolve the check", "pack", sh.Pack.ID(), "record", rec.RecordID, "err", err)
 		return nil
 	}
-	d := sh.DecideWith(r, rq, now, e.shadowHistory(sh, r, rq, now))
+	d := sh.DecideWith(r, rq, now, e.shadowHistory(ctx, sh, r, rq, now))
 	d.ApplyApprovals(presented, record.Binding(r, digests, argsDigest), now)
 	src := d.Receipt(r, rq, rec.DecisionID)
 	redactReceipt(e.redactor, src)

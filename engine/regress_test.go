@@ -108,6 +108,36 @@ func newHookedHarness(t *testing.T, packDir string, opts ...func(*engine.Config)
 	return h, hs
 }
 
+// TestShadowHistoryReadUnderTheCheckContext: the shadow pack's history
+// read runs under the check's context, so a store that stalls it lets go
+// when the caller's deadline passes. The store here stalls the second
+// read of the check (the shadow's, after the enforced pack's): it ends
+// the caller's context, as a deadline would, and waits for the context
+// it was given to end.
+func TestShadowHistoryReadUnderTheCheckContext(t *testing.T) {
+	h, hs := newHookedHarness(t, example("refund"), func(c *engine.Config) { c.Shadow = compile(t, example("refund")) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var reads int
+	var shadowSawEnd bool
+	hs.history = func(rctx context.Context) error {
+		if reads++; reads == 2 {
+			cancel()
+			// rctx ends with the caller's context only if it derives from it.
+			shadowSawEnd = rctx.Err() != nil
+			return rctx.Err()
+		}
+		return nil
+	}
+	h.eng.Check(ctx, refund(t, "acme", "cus_1", 1, exampleClock))
+	if reads != 2 {
+		t.Fatalf("the check read history %d times, want 2 (the enforced pack's and the shadow's)", reads)
+	}
+	if !shadowSawEnd {
+		t.Error("the shadow pack's history read did not end with the check's context: a stalled store holds the check past its deadline")
+	}
+}
+
 // TestFailClosedReceiptsCarryTheTraceID: a check without a trace id gets
 // one, and a receipt that fails closed carries it too, whichever read
 // failed.
