@@ -424,9 +424,17 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	var runStart *ledger.RunEvent // the start event of the run the entry appends to
 	if w := rq.Workflow; w != nil && w.RunID != "" && w.StepID != "" && rc.SafeToExecute {
 		// writ saw this call for the run's step: a verification contract
-		// may count it as observed, not merely claimed.
-		if evs, err := e.store.RunEvents(ctx, rq.TenantID, w.RunID); err == nil {
-			runStart = &evs[0]
+		// may count it as observed, not merely claimed. A run this tenant
+		// does not have has nothing to observe it; a run that cannot be
+		// read fails the check closed, since allowing the call unrecorded
+		// would later make it look merely claimed.
+		start, err := e.store.RunStart(ctx, rq.TenantID, w.RunID)
+		if err != nil && writ.ErrorCode(err) != writ.ENOTFOUND {
+			rc, err := e.failClosed(rq, r, "the workflow run it is a step of could not be read", err)
+			return rc, "", err
+		}
+		if err == nil {
+			runStart = start
 			tool := rq.Tool
 			if tool == "" {
 				tool = r.Spec.DecisionKey

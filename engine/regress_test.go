@@ -199,3 +199,41 @@ func TestIDsDrawnWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestObservedCallReadFailsClosed: a check of a run's step is recorded
+// with the run's call_observed event; if the run cannot be read, the
+// check fails closed instead of allowing the call unobserved. Only the
+// run's first event is read, not the whole run.
+func TestObservedCallReadFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	h, hs := newHookedHarness(t, example("storybook"))
+	run := startStorybookRun(t, h)
+	browse := func() *writ.CheckRequest {
+		return &writ.CheckRequest{
+			TenantID: "acme", Tool: "open_simple_browser", Arguments: map[string]any{"url": "http://localhost:6006"},
+			Actor: writ.Actor{Type: writ.ActorAgent, ID: "agt_ui"}, Workflow: &writ.WorkflowRef{RunID: run, StepID: "visual_check"},
+		}
+	}
+
+	hs.set(&hs.runStart, func() error { return errStoreDown })
+	rc, err := h.eng.Check(ctx, browse())
+	if writ.ErrorCode(err) != writ.EUNAVAILABLE || rc == nil || rc.SafeToExecute {
+		t.Errorf("Check with the run unreadable = %+v, %v; want a fail-closed receipt and EUNAVAILABLE", rc, err)
+	}
+
+	// The whole run's events are not needed: a check reads the start.
+	hs.set(&hs.runStart, nil)
+	hs.set(&hs.runAll, func() error { return errStoreDown })
+	rc, err = h.eng.Check(ctx, browse())
+	if err != nil || !rc.SafeToExecute {
+		t.Fatalf("Check with only the run's start readable = %+v, %v; want allowed", rc, err)
+	}
+	hs.set(&hs.runAll, nil)
+	v, err := h.eng.SubmitAttempt(ctx, attemptReq(run, "visual_check", goodResult, claimedBrowse))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State != writ.VerdictAccepted {
+		t.Errorf("verdict = %+v, want accepted on the observed call", v)
+	}
+}
