@@ -237,3 +237,48 @@ func TestObservedCallReadFailsClosed(t *testing.T) {
 		t.Errorf("verdict = %+v, want accepted on the observed call", v)
 	}
 }
+
+// TestApprovalDecidedWhenTheReReadFails: once an approval's decision is
+// durable, the decided hook (the webhook) is told and the decision is
+// answered even if reading the approval back fails; a retry would
+// otherwise be refused as already decided.
+func TestApprovalDecidedWhenTheReReadFails(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var told []*writ.ApprovalRequest
+	h, hs := newHookedHarness(t, example("refund"), func(c *engine.Config) {
+		c.AnnounceDecided = func(a *writ.ApprovalRequest) { mu.Lock(); told = append(told, a); mu.Unlock() }
+	})
+	blocked, err := h.eng.Check(ctx, refundRequest(t, "refund-high-value-human-review"))
+	if err != nil || len(blocked.Metadata.ApprovalIDs) != 1 {
+		t.Fatalf("Check = %+v, %v; want one approval asked for", blocked, err)
+	}
+	id := blocked.Metadata.ApprovalIDs[0]
+	// The decision reads the approval once before it appends; every read
+	// after fails.
+	var reads int
+	hs.set(&hs.approval, func() error {
+		if reads++; reads > 1 {
+			return errStoreDown
+		}
+		return nil
+	})
+	a, err := h.eng.DecideApproval(ctx, &writ.DecideApprovalRequest{TenantID: "acme", ApprovalID: id, Decision: writ.ApprovalApproved, Approver: "user_finance_lead_77", Reason: "Invoice matches."})
+	if err != nil || a == nil || a.State != writ.ApprovalApproved || a.Decision == nil || a.Decision.Approver != "user_finance_lead_77" || a.Decision.RecordID == "" {
+		t.Errorf("DecideApproval = %+v, %v; want the approval, approved", a, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || told[0].ApprovalID != id || told[0].State != writ.ApprovalApproved {
+		t.Errorf("the decided hook was told %+v, want the approval, approved, once", told)
+	}
+	hs.set(&hs.approval, nil)
+	stored, err := h.eng.Approval(ctx, "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != nil && a.Decision != nil && (stored.Decision == nil || stored.Decision.RecordID != a.Decision.RecordID || !stored.Decision.At.Equal(a.Decision.At) ||
+		!stored.Decision.ValidUntil.Equal(a.Decision.ValidUntil) || stored.Uses != a.Uses || len(stored.Events) != len(a.Events)) {
+		t.Errorf("answered %+v, but the store has %+v", a, stored)
+	}
+}
