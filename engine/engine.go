@@ -54,7 +54,9 @@ type Config struct {
 	Random io.Reader
 	// Keys signs records and checkpoints: the key valid at each record's
 	// timestamp. Without keys, records are hash-chained but unsigned and no
-	// checkpoints are issued.
+	// checkpoints are issued. With keys, Store must list API keys
+	// (ledger.APIKeyLister, as both writ stores do), whose revocations
+	// each checkpoint states; New refuses a store that does not.
 	Keys ledger.KeySource
 	// LedgerName names the ledger in checkpoint origins ("<name>/<tenant>";
 	// default "writ").
@@ -178,6 +180,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.rules = ledger.NewRules(mem)
 	}
 	if cfg.Keys != nil {
+		// Checkpoints state the tenant's API key revocations: a store
+		// that cannot list them would sign checkpoints stating none.
+		if _, ok := cfg.Store.(ledger.APIKeyLister); !ok {
+			return nil, fmt.Errorf("engine: the store (%T) does not list API keys, so the checkpoints Keys would sign could not state their revocations", cfg.Store)
+		}
 		if cfg.LedgerName == "" {
 			cfg.LedgerName = "writ"
 		}

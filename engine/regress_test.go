@@ -1,15 +1,19 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/sqlite"
 )
@@ -280,5 +284,72 @@ func TestApprovalDecidedWhenTheReReadFails(t *testing.T) {
 	if a != nil && a.Decision != nil && (stored.Decision == nil || stored.Decision.RecordID != a.Decision.RecordID || !stored.Decision.At.Equal(a.Decision.At) ||
 		!stored.Decision.ValidUntil.Equal(a.Decision.ValidUntil) || stored.Uses != a.Uses || len(stored.Events) != len(a.Events)) {
 		t.Errorf("answered %+v, but the store has %+v", a, stored)
+	}
+}
+
+// ledgerOnly is a store wrapper with the ledger's methods only, as
+// packtest's history wrapper is: it keeps API keys underneath, but does
+// not say so.
+type ledgerOnly struct{ ledger.Store }
+
+// TestCheckpointsStateRevocationsWhateverTheStore: a checkpoint states
+// the tenant's API key revocations; an engine whose store does not hand
+// them over explicitly must not sign checkpoints stating there are none.
+// It refuses to start (fail closed), or its checkpoints state them.
+func TestCheckpointsStateRevocationsWhateverTheStore(t *testing.T) {
+	ctx := context.Background()
+	ring, err := keyring.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ring.Generate(bytes.NewReader(bytes.Repeat([]byte{7}, 64)), exampleClock.Add(-time.Hour), "cp"); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(at time.Time) (ledger.Signer, error) { return ring.Signer(at) }
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	key, _, err := auth.NewKey("acme", "someone", []writ.Role{writ.RoleAgent}, exampleClock.Add(-time.Hour), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutAPIKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(ctx, engine.Config{Policy: compile(t, example("refund")), Store: ledgerOnly{st}, BindingKey: testBindingKey,
+		Now: func() time.Time { return exampleClock }, Random: newSeededReader(1), Keys: keys})
+	if err != nil {
+		if !strings.Contains(err.Error(), "revocation") {
+			t.Errorf("engine.New refused the store with %v, want an error saying it cannot state revocations", err)
+		}
+		return
+	}
+	defer eng.Close()
+	if _, err := eng.Check(ctx, refund(t, "acme", "cus_1", 1, exampleClock)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RevokeAPIKey(ctx, key.ID, exampleClock); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Check(ctx, refund(t, "acme", "cus_1", 2, exampleClock)); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := eng.IssueCheckpoint(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, _ := strings.Cut(cp.Note, "\n\n")
+	got, err := ledger.CheckpointRevocations(text + "\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keysNow, err := st.APIKeys(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ledger.RevocationsBefore(keysNow, cp.TreeSize); got != want || want.Count != 1 {
+		t.Errorf("the checkpoint of size %d states %v of acme's revocations, want %v", cp.TreeSize, got, want)
 	}
 }
