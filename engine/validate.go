@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"time"
@@ -177,7 +178,8 @@ func (e *Engine) timeOrdered(t time.Time) [16]byte {
 		b[i] = byte(ms)
 		ms >>= 8
 	}
-	if _, err := e.random.Read(b[6:]); err != nil {
+	// A Reader may return fewer bytes than asked without an error.
+	if _, err := io.ReadFull(e.random, b[6:]); err != nil {
 		panic("engine: random source failed: " + err.Error())
 	}
 	return b
