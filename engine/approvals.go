@@ -316,11 +316,20 @@ func (e *Engine) sealDecision(ctx context.Context, rq *writ.DecideApprovalReques
 	if entry.Refused != "" {
 		return nil, writ.Errorf(writ.ECONFLICT, "approval %s was decided by someone else meanwhile", a.ApprovalID)
 	}
+	// The decision is durable: its waiters and the decided hook are told
+	// whatever happens next, or they would wait for a decision already
+	// made, and a retry would be refused as decided.
+	e.waiters.notify(rq.TenantID, rq.ApprovalID)
 	decided, err := e.store.Approval(ctx, rq.TenantID, rq.ApprovalID, now)
 	if err != nil {
-		return nil, err
+		// The request as read before the append, with the event the
+		// store just appended (its Seq and RecordID set), is what is
+		// durable.
+		e.log.Warn("a decided approval could not be read back; answering it from its appended event", "tenant", rq.TenantID, "approval_id", a.ApprovalID, "err", err)
+		a.Events = append(a.Events, entry.ApprovalEvent.Event)
+		a.Apply(now)
+		decided = a
 	}
-	e.waiters.notify(rq.TenantID, rq.ApprovalID)
 	if e.onDecided != nil {
 		e.onDecided(decided)
 	}

@@ -74,10 +74,6 @@ func NewClient(baseURL string, opts ...ClientOption) *Client {
 	return c
 }
 
-// Check posts req to /v1/check. A valid req.TraceID is also sent as a
-// traceparent header. When the server answers with a fail-closed receipt
-// (503 with a receipt body), Check returns that receipt together with an
-// EUNAVAILABLE error, as the in-process service does.
 // WhoAmI returns the identity of the client's API key (GET /v1/whoami):
 // its tenant, key id, subject and roles, or Auth "disabled" when the
 // server is in development mode.
@@ -89,6 +85,10 @@ func (c *Client) WhoAmI(ctx context.Context) (*Identity, error) {
 	return &id, nil
 }
 
+// Check posts req to /v1/check. A valid req.TraceID is also sent as a
+// traceparent header. When the server answers with a fail-closed receipt
+// (503 with a receipt body), Check returns that receipt together with an
+// EUNAVAILABLE error, as the in-process service does.
 func (c *Client) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
 	body, err := json.Marshal(req)
 	if err != nil {

@@ -742,3 +742,45 @@ func TestClientAbortIsNotAnInternalError(t *testing.T) {
 		}
 	}
 }
+
+// TestDotPathsAreNeverRedirected: a path with ".", ".." or empty segments
+// is a 404 problem, never ServeMux's 307 to the cleaned path (issue 38:
+// POST /v1/approvals/x/../../check answered 307 Location: /v1/check),
+// through a real server on loopback.
+func TestDotPathsAreNeverRedirected(t *testing.T) {
+	fake := &fakeService{receipt: &writ.Receipt{}}
+	s, _ := newTestServer(fake, Config{})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range []struct{ method, path string }{
+		{"POST", "/v1/approvals/x/../../check"},
+		{"POST", "/v1//check"},
+		{"POST", "/v1/./check"},
+		{"GET", "/v1/records/."},
+		{"GET", "/v1/records/.."},
+		{"GET", "//healthz"},
+		{"GET", "/healthz/."},
+	} {
+		req, err := http.NewRequest(tt.method, ts.URL+tt.path, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Location") != "" || resp.Header.Get("Content-Type") != mediaProblem {
+			t.Errorf("%s %s = %d (Location %q, Content-Type %q), want a 404 problem", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("Content-Type"))
+		}
+		if !bytes.Contains(body, []byte("never redirected")) {
+			t.Errorf("%s %s: body %s does not say why", tt.method, tt.path, body)
+		}
+	}
+	if fake.calls() != 0 {
+		t.Errorf("a dot path reached the service %d times", fake.calls())
+	}
+}
