@@ -125,6 +125,16 @@ test('transport failures are typed, never a raw TypeError or DOMException', asyn
       assert.equal(err.cause?.name, 'AbortError');
       const before = await agent.check(refundRequest('refund-allow'), { signal: AbortSignal.abort() }).catch((e) => e);
       assert.ok(before instanceof writ.Aborted, `got ${before}`);
+      // Every method takes the signal last.
+      const gone = { signal: AbortSignal.abort() };
+      for (const call of [() => agent.decision('dec_x', gone), () => agent.inFlight({}, gone), () => agent.record('dr_x', gone),
+        () => agent.records({}, gone), () => finance.approvals({}, gone), () => finance.approval('apr_x', gone),
+        () => finance.approve('apr_x', 'ok', undefined, gone), () => finance.deny('apr_x', 'no', undefined, gone),
+        () => agent.run('run_x', gone), () => agent.health(gone),
+        () => agent.startRun({ workflow_id: 'w' }, gone), () => agent.submitAttempt('run_x', 's', { actor: { type: 'AGENT', id: 'a' } }, gone),
+        () => agent.reportExecution('dec_x', { status: 'succeeded' }, gone), () => agent.resume('dec_x', {}, gone)]) {
+        await assert.rejects(call(), writ.Aborted, String(call));
+      }
       const { tool, args, parts } = split('refund-allow');
       const ran = [];
       const g = c.guard(tool, (a) => { ran.push(a); return 'x'; }, { request: parts });
