@@ -278,6 +278,42 @@ export class Client {
     return this.decide(approvalId, 'deny', reason, approver, o);
   }
 
+  /**
+   * `POST /v1/approvals/{id}/withdraw`: the requester (an agent's key)
+   * withdraws a pending approval request it no longer needs; sealed as a
+   * record, and a resume of its decision then ends it (`approval_withdrawn`).
+   */
+  async withdraw(approvalId: string, reason?: string, o: CallOptions = {}): Promise<ApprovalRequest> {
+    const body: { [k: string]: unknown } = {};
+    if (this.opts.tenantId) body.tenant_id = this.opts.tenantId;
+    if (reason) body.reason = reason;
+    return (await this.call('POST', `/v1/approvals/${seg('approvalId', approvalId)}/withdraw`, { body, ...o })).data as ApprovalRequest;
+  }
+
+  /**
+   * Withdraws the approvals the guard waits on for this action (see
+   * actionDigest) and forgets it, so its next call is decided afresh.
+   * Answers the withdrawn requests; none when the store holds no approval
+   * for the action. A request decided meanwhile (409) is left as it is.
+   */
+  async withdrawPending(request: CheckRequest, reason?: string,
+    o: CallOptions & { pending?: PendingStore } = {}): Promise<ApprovalRequest[]> {
+    const store = o.pending ?? this.pending;
+    const action = await actionDigest(this.withTenant(request));
+    const held = await store.get(action);
+    if (!held) return [];
+    const out: ApprovalRequest[] = [];
+    for (const id of held.approval_ids) {
+      try {
+        out.push(await this.withdraw(id, reason, o));
+      } catch (err) {
+        if (!(err instanceof Conflict)) throw err;
+      }
+    }
+    await store.delete(action);
+    return out;
+  }
+
   private async decide(id: string, verb: string, reason: string, approver: string | undefined, o: CallOptions): Promise<ApprovalRequest> {
     const body: { [k: string]: unknown } = { reason };
     if (this.opts.tenantId) body.tenant_id = this.opts.tenantId;
