@@ -25,9 +25,13 @@ const Version = "1"
 
 // Keys of writ's entries in MCP _meta objects (docs/mcp.md, "_meta").
 const (
-	// MetaReceipt holds the receipt of a blocked call, in the result's
-	// _meta.
+	// MetaReceipt holds, in a result's _meta, the receipt of a blocked
+	// call, or the CompactReceipt of an allowed one.
 	MetaReceipt = "io.github.writhq/receipt"
+	// MetaDecisionID and MetaRecordID, in an allowed call's result
+	// _meta, name its decision and the record of its check.
+	MetaDecisionID = "io.github.writhq/decision_id"
+	MetaRecordID   = "io.github.writhq/record_id"
 	// MetaWorkflowID, MetaNodeID, MetaRunID and MetaStepID, in a
 	// tools/call request's _meta, place the call in a workflow run; a
 	// call made for a run's step counts as observed by writ.

@@ -405,14 +405,15 @@ func TestAllowedAndBlocked(t *testing.T) {
 }
 
 // TestToolErrorReportedFailed: a result with isError, the tool's own
-// failure, is returned unchanged and reported failed.
+// failure, is returned unchanged (with writ's _meta keys added) and
+// reported failed.
 func TestToolErrorReportedFailed(t *testing.T) {
 	f := newFixture(t, packDir(), &files{}, "")
 	cs := f.client(t, protocols[1])
 	args := map[string]any{"path": "/allowed/readonly/x", "content": "x"}
 	res := call(t, cs, "fs.write_file", args)
-	if !res.IsError || text(res) != "read-only file system" || res.Meta[gateway.MetaReceipt] != nil {
-		t.Fatalf("result = %v %q, want the tool's own error, unchanged", res.IsError, text(res))
+	if !res.IsError || text(res) != "read-only file system" || res.Meta[gateway.MetaDecisionID] == nil {
+		t.Fatalf("result = %v %q %v, want the tool's own error, unchanged, with its decision in _meta", res.IsError, text(res), res.Meta)
 	}
 	ids := decisionsOf(t, f.eng, "files.write")
 	kinds, st := story(t, f.eng, ids[0])
@@ -428,6 +429,12 @@ func toolResult(tb testing.TB, res *mcp.CallToolResult) string {
 	c := *res
 	c.Meta = maps.Clone(res.Meta)
 	delete(c.Meta, mcp.MetaKeyServerInfo)
+	for _, k := range []string{gateway.MetaDecisionID, gateway.MetaRecordID, gateway.MetaReceipt} {
+		delete(c.Meta, k) // writ's, tested in TestAllowedResultCarriesReceipt
+	}
+	if len(c.Meta) == 0 {
+		c.Meta = nil
+	}
 	return mustJSON(tb, c)
 }
 
@@ -729,4 +736,98 @@ func flushGateways() {
 	for _, gw := range gateways {
 		gw.Flush()
 	}
+}
+
+// TestMetaApprovalAfterRestart: the restart case. An approval decided
+// while the gateway was down is not found by a plain retry (a fresh
+// check, which asks for a new approval and is remembered); presenting the
+// approved request in _meta then redeems it, over the remembered
+// decision.
+func TestMetaApprovalAfterRestart(t *testing.T) {
+	f := newFixture(t, packDir(), &files{}, "")
+	args := map[string]any{"path": "/allowed/old.txt"}
+	rc := receipt(t, call(t, f.client(t, protocols[0]), "fs.delete_file", args))
+	approval := rc.Metadata.ApprovalIDs[0]
+	if _, err := f.eng.DecideApproval(context.Background(), &writ.DecideApprovalRequest{TenantID: tenant, ApprovalID: approval, Decision: writ.ApprovalApproved, Approver: "owner@acme", Reason: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
+	f2 := startFixture(t, f.eng, f.store, mustPolicy(t), f.up, gateway.Options{Config: cfg, Transport: f.up.connect})
+	cs := f2.client(t, protocols[0])
+	if res := call(t, cs, "fs.delete_file", args); !res.IsError {
+		t.Fatalf("the plain retry after the restart went through: %s", text(res))
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fs.delete_file", Arguments: args, Meta: mcp.Meta{gateway.MetaApprovalID: approval}})
+	if err != nil || res.IsError || text(res) != "deleted /allowed/old.txt" {
+		t.Fatalf("the retry presenting approved %s = %q, %v; want it forwarded", approval, text(res), err)
+	}
+	id, _ := res.Meta[gateway.MetaDecisionID].(string)
+	kinds, st := story(t, f.eng, id)
+	if kinds[0] != "check" || st.State.Execution != writ.ExecutionSucceeded {
+		t.Errorf("story of %s = %v, %q; want a check and a succeeded execution", id, kinds, st.State.Execution)
+	}
+	verifyLedger(t, f)
+}
+
+// TestMetaApprovalRefused: an approval_id that is not a string, is empty
+// or is unknown gets an isError result that says so; nothing is
+// forwarded or recorded.
+func TestMetaApprovalRefused(t *testing.T) {
+	f := newFixture(t, packDir(), &files{}, "")
+	cs := f.client(t, protocols[0])
+	for _, tc := range []struct {
+		id   any
+		want string
+	}{
+		{7, "must be the id of an approval request (a non-empty string), not 7"},
+		{"", "must be the id of an approval request (a non-empty string), not \"\""},
+		{map[string]any{"id": "x"}, "not {\"id\":\"x\"}"},
+		{"apr_nobody_made_this", `writ refused the approval "apr_nobody_made_this" presented in _meta (io.github.writhq/approval_id): approval "apr_nobody_made_this" is not an approval request of this tenant`},
+	} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fs.delete_file", Arguments: map[string]any{"path": "/allowed/a"}, Meta: mcp.Meta{gateway.MetaApprovalID: tc.id}})
+		if err != nil || !res.IsError || !strings.Contains(text(res), tc.want) {
+			t.Errorf("approval_id %v: %q, %v; want isError saying %q", tc.id, text(res), err, tc.want)
+		}
+	}
+	if n := f.up.calls.Load(); n != 0 {
+		t.Errorf("the upstream received %d calls, want 0", n)
+	}
+	page, err := f.eng.Records(context.Background(), writRecordQuery())
+	if err != nil || len(page.Records) != 0 {
+		t.Errorf("records = %d, %v; want none", len(page.Records), err)
+	}
+}
+
+// TestAllowedResultCarriesReceipt: an allowed call's result names its
+// decision and record, and carries the compact receipt, in _meta.
+func TestAllowedResultCarriesReceipt(t *testing.T) {
+	f := newFixture(t, packDir(), &files{}, "")
+	res := call(t, f.client(t, protocols[1]), "fs.read_file", map[string]any{"path": "/allowed/a"})
+	if res.IsError {
+		t.Fatalf("read = %s", text(res))
+	}
+	ids := decisionsOf(t, f.eng, "files.read")
+	_, st := story(t, f.eng, ids[0])
+	var cr gateway.CompactReceipt
+	raw, _ := json.Marshal(res.Meta[gateway.MetaReceipt])
+	if err := json.Unmarshal(raw, &cr); err != nil {
+		t.Fatal(err)
+	}
+	checkRecord := st.Records[0].RecordID
+	if res.Meta[gateway.MetaDecisionID] != ids[0] || res.Meta[gateway.MetaRecordID] != checkRecord || cr.DecisionID != ids[0] || cr.RecordID != checkRecord || !cr.SafeToExecute || cr.Outcome != writ.OutcomeAllow || cr.DecisionKey != "files.read" || cr.PackHash == "" {
+		t.Errorf("result _meta = %v; want decision %s, record %s and its compact receipt", res.Meta, ids[0], checkRecord)
+	}
+}
+
+func mustPolicy(t *testing.T) *policy.Policy {
+	t.Helper()
+	p, err := pack.Load(packDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
 }

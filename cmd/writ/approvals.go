@@ -17,7 +17,7 @@ import (
 // through the one engine that records it.
 func (m *Main) approvals(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("usage: writ approvals list|show|approve|deny [flags]")
+		return usagef("usage: writ approvals list|show|approve|deny|withdraw [flags]")
 	}
 	switch args[0] {
 	case "list":
@@ -28,8 +28,10 @@ func (m *Main) approvals(ctx context.Context, args []string) error {
 		return m.approvalsDecide(ctx, writ.ApprovalApproved, args[1:])
 	case "deny":
 		return m.approvalsDecide(ctx, writ.ApprovalDenied, args[1:])
+	case "withdraw":
+		return m.approvalsWithdraw(ctx, args[1:])
 	}
-	return usagef("unknown approvals command %q (want list, show, approve or deny)", args[0])
+	return usagef("unknown approvals command %q (want list, show, approve, deny or withdraw)", args[0])
 }
 
 // serverFlags are the flags of commands that talk to a server.
@@ -62,7 +64,7 @@ func (m *Main) approvalsList(ctx context.Context, args []string) error {
 	fs := m.flags("approvals list", "[--state pending] [--gate G] [--decision-key K] [--older-than 1h] [--server URL]")
 	sf := m.addServerFlags(fs)
 	var q writ.ApprovalQuery
-	fs.StringVar(&q.State, "state", writ.ApprovalPending, "pending, approved, denied, expired, or all")
+	fs.StringVar(&q.State, "state", writ.ApprovalPending, "pending, approved, denied, withdrawn, expired, or all")
 	fs.StringVar(&q.GateID, "gate", "", "only this gate (escalations are escalation:<rule>)")
 	fs.StringVar(&q.DecisionKey, "decision-key", "", "only this decision key")
 	olderThan := fs.Duration("older-than", 0, "only requests older than this (e.g. 30m, 4h)")
@@ -147,6 +149,26 @@ func (m *Main) approvalsDecide(ctx context.Context, decision string, args []stri
 		return usagef("%s needs --reason", name)
 	}
 	a, err := m.client(sf).DecideApproval(ctx, &writ.DecideApprovalRequest{TenantID: *sf.tenant, ApprovalID: fs.Arg(0), Decision: decision, Approver: *approver, Reason: *reason})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "%s %s by %s (record %s)\n", a.ApprovalID, a.State, a.Decision.Approver, a.Decision.RecordID)
+	return nil
+}
+
+// approvalsWithdraw takes back a pending approval request, as its
+// requester (an agent's API key): the requester no longer needs it.
+func (m *Main) approvalsWithdraw(ctx context.Context, args []string) error {
+	fs := m.flags("approvals withdraw", "[--reason TEXT] [--server URL] APPROVAL_ID")
+	sf := m.addServerFlags(fs)
+	reason := fs.String("reason", "", "why, for the record (optional)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("approvals withdraw needs exactly one APPROVAL_ID")
+	}
+	a, err := m.client(sf).WithdrawApproval(ctx, &writ.WithdrawApprovalRequest{TenantID: *sf.tenant, ApprovalID: fs.Arg(0), Reason: *reason})
 	if err != nil {
 		return err
 	}

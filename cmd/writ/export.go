@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ/bundle"
+	"github.com/writhq/writ/internal/durable"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 )
@@ -99,6 +100,10 @@ func writeBundleFile(ctx context.Context, st ledger.Store, path string, opts bun
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		// The rename is durable only once the directory is synced.
+		err = durable.SyncDir(filepath.Dir(path))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("write bundle %s: %w", path, err)

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/telemetry"
@@ -319,7 +320,8 @@ func (m *Main) logger(level string) (*slog.Logger, error) {
 
 // formatLogger returns a logger at level, writing JSON (one object a
 // line) or text to stderr; a record logged with a traced context carries
-// its trace_id and span_id.
+// its trace_id and span_id. Warnings and errors are rate-limited per cause
+// (telemetry.RateLimit).
 func (m *Main) formatLogger(level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
@@ -335,7 +337,9 @@ func (m *Main) formatLogger(level, format string) (*slog.Logger, error) {
 	default:
 		return nil, usagef("bad --log-format %q (want json or text)", format)
 	}
-	return slog.New(telemetry.LogHandler(h)), nil
+	// Under a persistent fault (a full disk) each check would log its
+	// own error: one line per cause per interval keeps the log readable.
+	return slog.New(telemetry.LogHandler(telemetry.RateLimit(h, telemetry.LogInterval, time.Now))), nil
 }
 
 // startCPUProfile writes a CPU profile to path until the returned stop is

@@ -3,7 +3,7 @@
 export { Client, awaitsApproval, checkRequest, maxWaitSeconds, newIdempotencyKey, waitSeconds } from './client.js';
 export type { CallOptions, CheckParts, ClientOptions, GovernOptions, ReceiptWithTrace } from './client.js';
 export { resultDigest, sortedJSON } from './digest.js';
-export { MemoryPendingStore, actionDigest } from './pending.js';
+export { MemoryPendingStore, actionDigest, idempotencyKeyFor } from './pending.js';
 export type { Outbox, OutboxEntry, PendingApproval, PendingStore } from './pending.js';
 export {
   Aborted, Blocked, Conflict, Forbidden, Internal, Invalid, InvalidArgument, NotFound, ProblemError, RateLimited,

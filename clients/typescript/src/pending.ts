@@ -78,3 +78,17 @@ export interface Outbox {
   /** The entries not done, in the order they were begun. */
   pending(): Promise<OutboxEntry[]>;
 }
+
+/**
+ * An idempotency key derived from a framework's call id and the action:
+ * `ik_` and the first 24 hex digits of the SHA-256 of `callId`, a newline
+ * and actionDigest(request). The same call of the same action always has
+ * the same key, so checking it again (a restored run) answers the same
+ * decision; another call, or the same call id with another action, has
+ * another key.
+ */
+export async function idempotencyKeyFor(request: CheckRequest, callId: string): Promise<string> {
+  const data = new TextEncoder().encode(callId + '\n' + await actionDigest(request));
+  const h = new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', data));
+  return 'ik_' + [...h.slice(0, 12)].map((x) => x.toString(16).padStart(2, '0')).join('');
+}
