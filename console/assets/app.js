@@ -177,7 +177,7 @@ async function inboxPage(params) {
   const state = params.get('state') || 'pending';
   const list = h('div', { 'aria-live': 'polite' });
   const filter = h('select', { id: 'state', onchange: () => { location.hash = `#/inbox?state=${filter.value}`; } },
-    ['pending', 'approved', 'denied', 'expired', 'all'].map((s) => h('option', { value: s, selected: s === state }, s)));
+    ['pending', 'approved', 'denied', 'withdrawn', 'expired', 'all'].map((s) => h('option', { value: s, selected: s === state }, s)));
   show(h('h1', {}, 'Approvals'), h('p', { class: 'filters' }, h('label', { for: 'state' }, 'State '), filter,
     state === 'pending' ? h('span', { class: 'muted' }, ' · new requests appear here as they arrive') : null), list);
   const seen = new Set();
