@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -16,7 +15,9 @@ import (
 )
 
 var (
-	tenantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$`)
+	// tenantPattern is writ's one rule for tenant ids, which API keys
+	// are held to as well.
+	tenantPattern = writ.TenantIDPattern
 )
 
 const maxKeyLen = 255
