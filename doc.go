@@ -5,8 +5,9 @@
 //
 //   - May this side effect happen now? A boundary check answers with a
 //     [Receipt] (the decision receipt contract).
-//   - Is this step really done? Verification contracts accept a step only
-//     on evidence (not built yet).
+//   - Is this step really done? Verification contracts accept a workflow
+//     run's step only on evidence: an attempt gets a [StepVerdict], and a
+//     tool call counts when writ observed it, not when the agent claims it.
 //   - What was decided, on what evidence, under which rules? Every governed
 //     decision emits a [Record] into an append-only, hash-chained ledger.
 //

@@ -159,7 +159,7 @@ type RunPage struct {
 var RunStatuses = []string{RunActive, RunCompleted, RunAborted, RunEscalated}
 
 // Workflows runs workflows whose steps are accepted on evidence. The
-// in-process engine satisfies it.
+// in-process engine and the HTTP client satisfy it.
 type Workflows interface {
 	StartRun(ctx context.Context, req *StartRunRequest) (*Run, error)
 	SubmitAttempt(ctx context.Context, req *AttemptRequest) (*StepVerdict, error)

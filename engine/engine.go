@@ -54,7 +54,9 @@ type Config struct {
 	Random io.Reader
 	// Keys signs records and checkpoints: the key valid at each record's
 	// timestamp. Without keys, records are hash-chained but unsigned and no
-	// checkpoints are issued.
+	// checkpoints are issued. With keys, Store must list API keys
+	// (ledger.APIKeyLister, as both writ stores do), whose revocations
+	// each checkpoint states; New refuses a store that does not.
 	Keys ledger.KeySource
 	// LedgerName names the ledger in checkpoint origins ("<name>/<tenant>";
 	// default "writ").
@@ -178,6 +180,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.rules = ledger.NewRules(mem)
 	}
 	if cfg.Keys != nil {
+		// Checkpoints state the tenant's API key revocations: a store
+		// that cannot list them would sign checkpoints stating none.
+		if _, ok := cfg.Store.(ledger.APIKeyLister); !ok {
+			return nil, fmt.Errorf("engine: the store (%T) does not list API keys, so the checkpoints Keys would sign could not state their revocations", cfg.Store)
+		}
 		if cfg.LedgerName == "" {
 			cfg.LedgerName = "writ"
 		}
@@ -254,22 +261,24 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 	if err := validateOutputs(r.Spec, req.Outputs); err != nil {
 		return nil, err
 	}
-	if req.Supersedes != "" {
-		// A correction names a record of the same tenant; another tenant's
-		// record is as unknown as a missing one.
-		if _, err := e.store.Record(ctx, req.TenantID, req.Supersedes); writ.ErrorCode(err) == writ.ENOTFOUND {
-			return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("supersedes names record %q, which this tenant does not have", req.Supersedes), Details: []writ.Detail{{Field: "supersedes", Message: "unknown record"}}}
-		} else if err != nil {
-			return e.failClosed(req, r, "the superseded record could not be read", err)
-		}
-	}
 	// Copy before filling in defaults: the caller's request stays theirs.
+	// Every receipt from here on, a fail-closed one included, carries
+	// the trace id.
 	rq := *req
 	if rq.TraceID == "" {
 		rq.TraceID = spanTraceID(ctx)
 	}
 	if rq.TraceID == "" {
 		rq.TraceID = e.newTraceID(e.now())
+	}
+	if req.Supersedes != "" {
+		// A correction names a record of the same tenant; another tenant's
+		// record is as unknown as a missing one.
+		if _, err := e.store.Record(ctx, req.TenantID, req.Supersedes); writ.ErrorCode(err) == writ.ENOTFOUND {
+			return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("supersedes names record %q, which this tenant does not have", req.Supersedes), Details: []writ.Detail{{Field: "supersedes", Message: "unknown record"}}}
+		} else if err != nil {
+			return e.failClosed(&rq, r, "the superseded record could not be read", err)
+		}
 	}
 	envelope, err := record.Envelope(&rq, e.redactor)
 	if err != nil {
@@ -303,13 +312,13 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 	// comes first, then a block on the action.
 	priors, err := e.store.Priors(ctx, req.TenantID, req.IdempotencyKey, block)
 	if err != nil {
-		return e.failClosed(req, r, "the idempotency key and blocked actions could not be looked up", err)
+		return e.failClosed(&rq, r, "the idempotency key and blocked actions could not be looked up", err)
 	}
 	if priors.Idempotent != nil {
-		return e.repeated(ctx, req, r, priors.Idempotent, argsDigest, writ.RepeatedIdempotent, nil)
+		return e.repeated(ctx, &rq, r, priors.Idempotent, argsDigest, writ.RepeatedIdempotent, nil)
 	}
 	if priors.Blocked != nil {
-		return e.repeated(ctx, req, r, priors.Blocked, actionDigest, writ.RepeatedMustNotRetry, &block)
+		return e.repeated(ctx, &rq, r, priors.Blocked, actionDigest, writ.RepeatedMustNotRetry, &block)
 	}
 
 	// A presented approval can be redeemed or decided concurrently by
@@ -422,9 +431,17 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	var runStart *ledger.RunEvent // the start event of the run the entry appends to
 	if w := rq.Workflow; w != nil && w.RunID != "" && w.StepID != "" && rc.SafeToExecute {
 		// writ saw this call for the run's step: a verification contract
-		// may count it as observed, not merely claimed.
-		if evs, err := e.store.RunEvents(ctx, rq.TenantID, w.RunID); err == nil {
-			runStart = &evs[0]
+		// may count it as observed, not merely claimed. A run this tenant
+		// does not have has nothing to observe it; a run that cannot be
+		// read fails the check closed, since allowing the call unrecorded
+		// would later make it look merely claimed.
+		start, err := e.store.RunStart(ctx, rq.TenantID, w.RunID)
+		if err != nil && writ.ErrorCode(err) != writ.ENOTFOUND {
+			rc, err := e.failClosed(rq, r, "the workflow run it is a step of could not be read", err)
+			return rc, "", err
+		}
+		if err == nil {
+			runStart = start
 			tool := rq.Tool
 			if tool == "" {
 				tool = r.Spec.DecisionKey
@@ -439,7 +456,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	if rc.MustNotRetrySameAction && !rc.SafeToExecute {
 		entry.Block = &block
 	}
-	entry.Shadow = e.decideShadow(rq, presented, digests, argsDigest, rc, rec, now)
+	entry.Shadow = e.decideShadow(ctx, rq, presented, digests, argsDigest, rc, rec, now)
 	hist.pin(entry, rc, now)
 	// The record binds what is stored beside it (receipt, run event,
 	// approval facts) before it is sealed.
@@ -474,7 +491,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 // without a shadow pack, or when the shadow pack cannot resolve the check
 // (it does not know the tool or decision key): then there is nothing to
 // compare, and the enforced decision stands alone.
-func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalRequest, digests record.Digests, argsDigest string, rc *writ.Receipt, rec *writ.Record, now time.Time) *ledger.ShadowDecision {
+func (e *Engine) decideShadow(ctx context.Context, rq *writ.CheckRequest, presented []*writ.ApprovalRequest, digests record.Digests, argsDigest string, rc *writ.Receipt, rec *writ.Record, now time.Time) *ledger.ShadowDecision {
 	sh := e.shadow
 	if sh == nil {
 		return nil
@@ -484,7 +501,7 @@ func (e *Engine) decideShadow(rq *writ.CheckRequest, presented []*writ.ApprovalR
 		e.log.Debug("shadow pack cannot resolve the check", "pack", sh.Pack.ID(), "record", rec.RecordID, "err", err)
 		return nil
 	}
-	d := sh.DecideWith(r, rq, now, e.shadowHistory(sh, r, rq, now))
+	d := sh.DecideWith(r, rq, now, e.shadowHistory(ctx, sh, r, rq, now))
 	d.ApplyApprovals(presented, record.Binding(r, digests, argsDigest), now)
 	src := d.Receipt(r, rq, rec.DecisionID)
 	redactReceipt(e.redactor, src)
@@ -551,8 +568,11 @@ func priorClaim(req *writ.CheckRequest, prior *ledger.Prior, block *ledger.Block
 	return ledger.ClaimBlock, digest, err
 }
 
-// failClosed answers a check whose record could not be committed: the
-// action must not run, and the caller may retry the check later.
+// failClosed answers a check that could not be decided and durably
+// recorded (a store read or the commit failed, or the record broke a
+// rule): the action must not run, and the caller may retry the check
+// later. req is the check as decided (rq), so the receipt carries its
+// trace id.
 func (e *Engine) failClosed(req *writ.CheckRequest, r *policy.Resolved, what string, cause error) (*writ.Receipt, error) {
 	code := "record_not_committed"
 	switch {

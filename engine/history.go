@@ -127,8 +127,10 @@ func pinnedHistory(h *history) []writ.HistoryValue {
 // decided on the tenant's real history, not failing closed. They are
 // read outside the append transaction and not re-checked in it: a shadow
 // decision is never enforced. A failed read leaves the values out (the
-// shadow's history conditions then fail closed, as they would live).
-func (e *Engine) shadowHistory(sh *policy.Policy, r *policy.Resolved, rq *writ.CheckRequest, now time.Time) policy.History {
+// shadow's history conditions then fail closed, as they would live). The
+// read is on the check's path, so it runs under the check's context: a
+// stalled store does not hold the check past its caller's deadline.
+func (e *Engine) shadowHistory(ctx context.Context, sh *policy.Policy, r *policy.Resolved, rq *writ.CheckRequest, now time.Time) policy.History {
 	plan := sh.HistoryPlan(r, rq, now)
 	if len(plan.Reads) == 0 {
 		return nil
@@ -137,7 +139,7 @@ func (e *Engine) shadowHistory(sh *policy.Policy, r *policy.Resolved, rq *writ.C
 	for i, k := range plan.Reads {
 		reads[i] = ledger.HistoryRead{Aggregate: k.Aggregate, Group: e.redactor.String(k.Group), Since: k.Since}
 	}
-	vals, err := e.store.HistoryValues(context.Background(), rq.TenantID, reads)
+	vals, err := e.store.HistoryValues(ctx, rq.TenantID, reads)
 	if err != nil {
 		e.log.Warn("shadow pack's history values could not be read", "pack", sh.Pack.ID(), "err", err)
 		return nil

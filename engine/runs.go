@@ -65,25 +65,39 @@ type callExecuted struct {
 
 // runLocks serialise attempts of one run: an attempt reads the run's
 // state and appends to it, so two at once could both spend the same
-// retry.
+// retry. An entry lives while its lock is held or waited for, so the map
+// holds only the runs in progress, not every run the engine has seen.
 type runLocks struct {
 	mu sync.Mutex
-	m  map[string]*sync.Mutex
+	m  map[string]*runLock
+}
+
+type runLock struct {
+	sync.Mutex
+	refs int // holders and waiters, under runLocks.mu
 }
 
 func (l *runLocks) lock(key string) func() {
 	l.mu.Lock()
 	if l.m == nil {
-		l.m = map[string]*sync.Mutex{}
+		l.m = map[string]*runLock{}
 	}
 	m, ok := l.m[key]
 	if !ok {
-		m = &sync.Mutex{}
+		m = &runLock{}
 		l.m[key] = m
 	}
+	m.refs++
 	l.mu.Unlock()
 	m.Lock()
-	return m.Unlock
+	return func() {
+		m.Unlock()
+		l.mu.Lock()
+		if m.refs--; m.refs == 0 {
+			delete(l.m, key)
+		}
+		l.mu.Unlock()
+	}
 }
 
 func (e *Engine) workflow(id string) (*pack.Workflow, error) {

@@ -4,10 +4,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/pack"
@@ -90,6 +93,9 @@ func detailsSummary(ds []writ.Detail) string {
 	return strings.Join(parts, "; ")
 }
 
+// schemaPrinter renders the schema library's messages in English.
+var schemaPrinter = message.NewPrinter(language.English)
+
 // validateOutputs checks proposed outputs against the spec's outputs
 // schema: a record whose outputs break it is never written.
 func validateOutputs(s *pack.Spec, outputs map[string]any) error {
@@ -118,7 +124,9 @@ func validateOutputs(s *pack.Spec, outputs map[string]any) error {
 			return
 		}
 		field := strings.Join(append([]string{"outputs"}, e.InstanceLocation...), ".")
-		ds = append(ds, writ.Detail{Field: field, Message: fmt.Sprint(e.ErrorKind)})
+		// LocalizedString is the schema library's sentence for people;
+		// fmt.Sprint of a kind prints Go values (&{USD INR}).
+		ds = append(ds, writ.Detail{Field: field, Message: e.ErrorKind.LocalizedString(schemaPrinter)})
 	}
 	walk(ve)
 	return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("outputs do not match the outputs schema of %s: %s", s.ID(), detailsSummary(ds)), Details: ds}
@@ -171,7 +179,8 @@ func (e *Engine) timeOrdered(t time.Time) [16]byte {
 		b[i] = byte(ms)
 		ms >>= 8
 	}
-	if _, err := e.random.Read(b[6:]); err != nil {
+	// A Reader may return fewer bytes than asked without an error.
+	if _, err := io.ReadFull(e.random, b[6:]); err != nil {
 		panic("engine: random source failed: " + err.Error())
 	}
 	return b

@@ -42,6 +42,11 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 	if r == nil {
 		return nil, fmt.Errorf("unknown tool %q", name)
 	}
+	if r.listed != nil {
+		if r = g.refresh(ctx, r); r == nil {
+			return nil, fmt.Errorf("unknown tool %q", name)
+		}
+	}
 	caller, err := g.caller(req)
 	if err != nil {
 		return refusal(name, err.Error()), nil
@@ -81,6 +86,9 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 		g.log.Log(ctx, level, "gateway: writ could not decide a call; not forwarded", "tool", name, "error", err)
 		if rc != nil {
 			return blocked(name, rc), nil
+		}
+		if len(creq.ApprovalIDs) > 0 && writ.ErrorCode(err) == writ.EINVALID {
+			return refusal(name, fmt.Sprintf("writ refused the approval %q presented in _meta (%s): %s. Nothing was decided or forwarded; present the id of an approval request of this call, or make the call without it.", creq.ApprovalIDs[0], MetaApprovalID, errorMessage(err))), nil
 		}
 		return refusal(name, "writ could not decide this call, so it was not forwarded: "+errorMessage(err)), nil
 	}
@@ -136,7 +144,12 @@ func checkRequest(r *route, caller Caller, p *mcp.CallToolParamsRaw, callID stri
 		Actor:                caller.Actor,
 		Workflow:             workflowOf(meta),
 	}
-	if id, ok := meta[MetaApprovalID].(string); ok && id != "" {
+	if v, ok := meta[MetaApprovalID]; ok {
+		id, _ := v.(string)
+		if id == "" {
+			got, _ := json.Marshal(v)
+			return nil, nil, fmt.Errorf("%s in _meta must be the id of an approval request (a non-empty string), not %s; the call was not checked or forwarded", MetaApprovalID, got)
+		}
 		creq.ApprovalIDs = []string{id}
 	}
 	return creq, raw, nil
@@ -154,7 +167,10 @@ func (g *Gateway) decide(ctx context.Context, req *writ.CheckRequest) (*writ.Rec
 	decision := g.waiting[key]
 	g.mu.Unlock()
 	var rc *writ.Receipt
-	if decision != "" {
+	// An approval presented in _meta wins over the decision remembered:
+	// the agent names the approval it means to redeem (one approved
+	// before the gateway restarted, say), and a fresh check redeems it.
+	if decision != "" && len(req.ApprovalIDs) == 0 {
 		rc, err = g.opts.Writ.Resume(ctx, &writ.ResumeRequest{TenantID: req.TenantID, DecisionID: decision, Request: req, Wait: resumePoll})
 		if c := writ.ErrorCode(err); c == writ.ECONFLICT || c == writ.ENOTFOUND || c == writ.EINVALID {
 			// The decision ended (denied, say): decide the call afresh.
@@ -238,8 +254,18 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 		// upstream's server identity and result type belong to the
 		// gateway's session with it, and the gateway's own session with
 		// the agent sets its own (on the 2026-07-28 revision).
-		delete(res.Meta, mcp.MetaKeyServerInfo)
-		res = &mcp.CallToolResult{Meta: res.Meta, Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}
+		meta := mcp.Meta{}
+		for k, v := range res.Meta {
+			// writ's keys in a result are writ's to set: an upstream's
+			// own would pass for a receipt.
+			if k != mcp.MetaKeyServerInfo && !strings.HasPrefix(k, metaPrefix) {
+				meta[k] = v
+			}
+		}
+		meta[MetaDecisionID] = rc.DecisionID
+		meta[MetaRecordID] = rc.Metadata.RecordID
+		meta[MetaReceipt] = compactReceipt(rc)
+		res = &mcp.CallToolResult{Meta: meta, Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}
 		if d, derr := record.CanonicalDigest(res); derr == nil {
 			rep.ResultDigest = d
 		}

@@ -31,7 +31,8 @@ import (
 	"github.com/writhq/writ/telemetry"
 )
 
-// The gateway decodes four things it does not control: its
+// The gateway decodes five things it does not control: the stream an
+// agent writes to its stdio session (stdio_fuzz_test.go), its
 // configuration file, the requestState a 2026-07-28 client echoes, a
 // tools/call's arguments and _meta as they land, and the tool definitions
 // an upstream lists. Each is fuzzed here (corpora in testdata/fuzz).

@@ -25,9 +25,13 @@ const Version = "1"
 
 // Keys of writ's entries in MCP _meta objects (docs/mcp.md, "_meta").
 const (
-	// MetaReceipt holds the receipt of a blocked call, in the result's
-	// _meta.
+	// MetaReceipt holds, in a result's _meta, the receipt of a blocked
+	// call, or the CompactReceipt of an allowed one.
 	MetaReceipt = "io.github.writhq/receipt"
+	// MetaDecisionID and MetaRecordID, in an allowed call's result
+	// _meta, name its decision and the record of its check.
+	MetaDecisionID = "io.github.writhq/decision_id"
+	MetaRecordID   = "io.github.writhq/record_id"
 	// MetaWorkflowID, MetaNodeID, MetaRunID and MetaStepID, in a
 	// tools/call request's _meta, place the call in a workflow run; a
 	// call made for a run's step counts as observed by writ.
@@ -81,6 +85,10 @@ type Gateway struct {
 
 	mu     sync.Mutex
 	routes map[string]*route // by the name the agent sees
+	// pinnedDefs are the definitions seen whose digest is their tool's
+	// pin, by name: what the agent is shown of a pinned tool whose
+	// upstream changed it since.
+	pinnedDefs map[string]*mcp.Tool
 	// waiting remembers blocked calls that wait on an approval, by
 	// waitKey, so the same call again resumes the decision.
 	waiting map[string]string
@@ -115,7 +123,7 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	if o.Config == nil || o.Writ == nil {
 		return nil, errors.New("gateway: Config and Writ are required")
 	}
-	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports), stateKey: make([]byte, 32), spent: map[string]int64{}}
+	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, pinnedDefs: map[string]*mcp.Tool{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports), stateKey: make([]byte, 32), spent: map[string]int64{}}
 	rand.Read(g.stateKey)
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -244,25 +252,50 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 		}
 	}
 	var gone []string
+	same := map[string]bool{} // listed again unchanged: not advertised again
 	for name, r := range g.routes {
 		if r.up == u {
-			if _, ok := fresh[name]; !ok {
+			if nr, ok := fresh[name]; !ok {
 				gone = append(gone, name)
+			} else if sameDefinition(r.def, nr.def) {
+				same[name] = true
 			}
 			delete(g.routes, name)
 		}
 	}
-	g.server.RemoveTools(gone...)
+	if len(gone) > 0 {
+		g.server.RemoveTools(gone...)
+	}
 	// Every route first, then the advertisements: an agent told the
 	// list changed finds every new definition in place.
 	maps.Copy(g.routes, fresh)
 	for _, name := range slices.Sorted(maps.Keys(fresh)) {
 		r := fresh[name]
+		if same[name] {
+			// Advertising it again would tell every agent the list
+			// changed (a pinned tool's upstream is listed before each
+			// call).
+			continue
+		}
 		if r.listed == nil && g.cfg.Unlisted != UnlistedRefuse {
 			g.server.RemoveTools(name)
 			continue
 		}
-		adv := *r.def
+		def := r.def
+		if pin := r.pin(); pin != "" {
+			if r.digest == pin {
+				g.pinnedDefs[name] = r.def
+			} else if def = g.pinnedDefs[name]; def == nil {
+				// Changed before this process saw the pinned text: the
+				// agent is shown nothing of it rather than the new text.
+				g.log.Warn("gateway: a pinned tool's definition changed; it is hidden from the agent", "tool", name, "upstream", u.cfg.Name, "pinned", pin, "observed", r.digest)
+				g.server.RemoveTools(name)
+				continue
+			} else {
+				g.log.Warn("gateway: a pinned tool's definition changed; the agent is shown the pinned definition, and calls are refused", "tool", name, "upstream", u.cfg.Name, "pinned", pin, "observed", r.digest)
+			}
+		}
+		adv := *def
 		adv.Name = name
 		if adv.InputSchema == nil {
 			adv.InputSchema = map[string]any{"type": "object"}
@@ -309,6 +342,46 @@ func (g *Gateway) newRoute(u *upstream, t *mcp.Tool) (*route, error) {
 		}
 	}
 	return r, nil
+}
+
+// sameDefinition reports whether two listings of a tool are the same
+// definition, every field included.
+func sameDefinition(a, b *mcp.Tool) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && string(ja) == string(jb)
+}
+
+// pin is the definition digest the tool manifest pins r to, if any.
+func (r *route) pin() string {
+	if r.listed == nil {
+		return ""
+	}
+	return r.listed.DefinitionDigest
+}
+
+// refresh makes sure a call of the tool name is checked against the
+// upstream's live definition: a session that ended is started again (and
+// its tools listed), and a pinned tool's upstream is asked for its tools
+// again, so a definition changed without notifications/tools/list_changed
+// is caught on the first call. It returns the tool's route as it now
+// stands, or nil when the upstream no longer has the tool. When the
+// upstream cannot be reached, the route is returned unchanged: the call is
+// checked, and its forward fails (not_executed) as before.
+func (g *Gateway) refresh(ctx context.Context, r *route) *route {
+	cs, fresh, err := g.session(ctx, r.up)
+	if err != nil {
+		return r
+	}
+	if !fresh && r.pin() != "" {
+		lctx, cancel := context.WithTimeout(ctx, r.up.cfg.connectTimeout())
+		defer cancel()
+		if err := g.list(lctx, r.up, cs); err != nil {
+			g.log.Warn("gateway: listing a pinned tool's upstream before a call failed", "tool", r.name, "upstream", r.up.cfg.Name, "error", err)
+			return r
+		}
+	}
+	return g.route(r.name)
 }
 
 func compileSchema(s any) (*jsonschema.Schema, error) {

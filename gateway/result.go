@@ -44,7 +44,7 @@ func blocked(tool string, rc *writ.Receipt) *mcp.CallToolResult {
 	}
 	switch {
 	case rc.Disposition.Mode == writ.ModeHumanReview && !rc.HumanReviewTerminal && len(rc.Metadata.ApprovalIDs) > 0:
-		fmt.Fprintf(&b, "A person must approve it: approval request %s is pending. Once it is decided, make the same call again with the same arguments; writ will then redeem the approval.\n", strings.Join(rc.Metadata.ApprovalIDs, ", "))
+		fmt.Fprintf(&b, "A person must approve it: approval request %s is pending. Once it is decided, make the same call again with the same arguments; writ will then redeem the approval. (A client that can set _meta may present it as %s.)\n", strings.Join(rc.Metadata.ApprovalIDs, ", "), MetaApprovalID)
 	case rc.MustNotRetrySameAction:
 		b.WriteString("Do not retry this call unchanged: the same call gets the same answer.\n")
 	}
@@ -61,4 +61,22 @@ func blocked(tool string, rc *writ.Receipt) *mcp.CallToolResult {
 // nothing recorded.
 func refusal(tool, why string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("The call to %s was refused and not sent to the tool: %s", tool, why)}}}
+}
+
+// CompactReceipt is the receipt of an allowed call as its result carries
+// it, under MetaReceipt in the result's _meta (docs/mcp.md, "_meta
+// keys"): enough to find the decision and its record, and to see under
+// which pack it was allowed. The full receipt is writ decisions show's.
+type CompactReceipt struct {
+	DecisionID    string       `json:"decision_id"`
+	RecordID      string       `json:"record_id"`
+	Outcome       writ.Outcome `json:"outcome"`
+	SafeToExecute bool         `json:"safe_to_execute"`
+	DecisionKey   string       `json:"decision_key,omitempty"`
+	PackHash      string       `json:"pack_hash,omitempty"`
+	TraceID       string       `json:"trace_id,omitempty"`
+}
+
+func compactReceipt(rc *writ.Receipt) CompactReceipt {
+	return CompactReceipt{DecisionID: rc.DecisionID, RecordID: rc.Metadata.RecordID, Outcome: rc.Outcome, SafeToExecute: rc.SafeToExecute, DecisionKey: rc.Metadata.DecisionKey, PackHash: rc.Metadata.PackHash, TraceID: rc.Metadata.TraceID}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/writhq/writ/gateway"
 )
 
 // wire drives the gateway's MCP server over a newline-delimited stream,
@@ -24,7 +26,7 @@ func newWire(t *testing.T, f *fixture, maxLine int) *wire {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	ss, err := f.gw.Server().Connect(context.Background(), &mcp.IOTransport{Reader: inR, Writer: outW, MaxLineLength: maxLine}, nil)
+	ss, err := f.gw.Server().Connect(context.Background(), &gateway.StdioTransport{Reader: inR, Writer: outW, MaxMessage: maxLine}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,16 +91,19 @@ func TestMalformedJSONRPC(t *testing.T) {
 	}
 }
 
-// TestOversizedMessage: a message over the size limit ends the session
-// with nothing checked, forwarded or recorded.
+// TestOversizedMessage: a message over the size limit is answered with
+// -32600 and skipped; the session goes on, and nothing is checked,
+// forwarded or recorded.
 func TestOversizedMessage(t *testing.T) {
 	f := newFixture(t, packDir(), &files{}, "")
 	w := newWire(t, f, 4096)
 	w.initialize(t)
 	big := strings.Repeat("a", 8192)
-	// The gateway stops reading mid-message, so the write may fail.
-	go io.WriteString(w.w, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fs.write_file","arguments":{"path":"/allowed/x","content":"`+big+`"}}}`+"\n")
-	w.ses.Wait()
+	w.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fs.write_file","arguments":{"path":"/allowed/x","content":"`+big+`"}}}`)
+	if m := w.recv(t); errorCode(m) != -32600 || m["id"] != nil {
+		t.Errorf("reply to an oversized message = %v, want error -32600 with id null", m)
+	}
+	w.ping(t, 3)
 	if n := f.up.calls.Load(); n != 0 {
 		t.Errorf("the upstream received %d calls, want 0", n)
 	}
@@ -106,6 +111,99 @@ func TestOversizedMessage(t *testing.T) {
 	if err != nil || len(page.Records) != 0 {
 		t.Errorf("records after an oversized message = %d, %v; want none", len(page.Records), err)
 	}
+}
+
+// TestMalformedMessagesKeepTheSession: every malformed message gets the
+// JSON-RPC error the specification names, and the session goes on (a
+// ping after each is answered). The SDK's own stdio connection ends the
+// session on the first of them.
+func TestMalformedMessagesKeepTheSession(t *testing.T) {
+	f := newFixture(t, packDir(), &files{}, "")
+	w := newWire(t, f, 0)
+	// Before initialize: only initialize and ping.
+	w.send(t, `{"jsonrpc":"2.0","id":"early","method":"tools/list"}`)
+	if m := w.recv(t); errorCode(m) != -32600 || m["id"] != "early" {
+		t.Errorf("tools/list before initialize = %v, want error -32600 with id \"early\"", m)
+	}
+	w.ping(t, 0)
+	w.initialize(t)
+	for _, tc := range []struct {
+		name, line string
+		code       float64
+		id         any
+	}{
+		{"truncated JSON", `{"jsonrpc":"2.0","id":5,"method":"ping"`, -32700, nil},
+		{"not JSON at all", `hello gateway`, -32700, nil},
+		{"a trailing comma", `{"jsonrpc":"2.0","id":5,"method":"ping",}`, -32700, nil},
+		{"a JSON number", `42`, -32600, nil},
+		{"a JSON string", `"ping"`, -32600, nil},
+		{"no jsonrpc member", `{"id":6,"method":"ping"}`, -32600, float64(6)},
+		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":7,"method":"ping"}`, -32600, float64(7)},
+		{"a batch", `[{"jsonrpc":"2.0","id":8,"method":"ping"},{"jsonrpc":"2.0","id":9,"method":"ping"}]`, -32600, nil},
+		{"an empty batch", `[]`, -32600, nil},
+		{"an object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, -32600, nil},
+		{"a fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, -32600, nil},
+		{"a member name twice", `{"jsonrpc":"2.0","id":10,"id":11,"method":"ping"}`, -32600, nil},
+		{"a method that is not a string", `{"jsonrpc":"2.0","id":12,"method":7}`, -32600, float64(12)},
+		{"params that are not an object", `{"jsonrpc":"2.0","id":13,"method":"tools/list","params":[1]}`, -32602, float64(13)},
+		{"an unknown method", `{"jsonrpc":"2.0","id":14,"method":"tools/explode","params":{}}`, -32601, float64(14)},
+		{"a response without an id", `{"jsonrpc":"2.0","result":{}}`, -32600, nil},
+		{"a response whose error is a string", `{"jsonrpc":"2.0","id":15,"error":"no"}`, -32600, float64(15)},
+		{"nested 1,001 levels", `{"jsonrpc":"2.0","id":16,"method":"ping","params":{"a":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}}`, -32600, nil},
+	} {
+		w.send(t, tc.line)
+		m := w.recv(t)
+		if got := errorCode(m); got != tc.code || m["id"] != tc.id {
+			t.Errorf("%s: reply %v, want error %v with id %v", tc.name, m, tc.code, tc.id)
+		}
+		w.ping(t, 100)
+	}
+	// A blank line is no message, and a well-formed call still works.
+	w.send(t, "")
+	w.send(t, `{"jsonrpc":"2.0","id":17,"method":"tools/list"}`)
+	if m := w.recv(t); m["result"] == nil {
+		t.Errorf("tools/list after the malformed messages = %v", m)
+	}
+	if n := f.up.calls.Load(); n != 0 {
+		t.Errorf("the upstream received %d calls, want 0", n)
+	}
+}
+
+// TestSessionEndsOnlyAtEOF: the stdio session ends when its input ends,
+// not before, and a call made just before the input ends is answered
+// (and executed and recorded), not cancelled.
+func TestSessionEndsOnlyAtEOF(t *testing.T) {
+	f := newFixture(t, packDir(), &files{}, "")
+	w := newWire(t, f, 0)
+	w.send(t, "{\"jsonrpc\":")
+	w.recv(t)
+	w.ping(t, 1)
+	w.initialize(t)
+	w.send(t, `{"jsonrpc":"2.0","id":"last","method":"tools/call","params":{"name":"fs.write_file","arguments":{"path":"/allowed/last.txt","content":"x"}}}`)
+	w.w.Close()
+	m := w.recv(t)
+	res, _ := m["result"].(map[string]any)
+	if m["id"] != "last" || res == nil || res["isError"] == true {
+		t.Errorf("the call sent just before the input ended = %v, want its result", m)
+	}
+	w.ses.Wait()
+	if n := f.up.calls.Load(); n != 1 {
+		t.Errorf("the upstream received %d calls, want 1", n)
+	}
+}
+
+func (w *wire) ping(t *testing.T, id int) {
+	t.Helper()
+	w.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, id))
+	if m := w.recv(t); m["error"] != nil || m["id"] != float64(id) {
+		t.Fatalf("ping %d = %v: the session did not go on", id, m)
+	}
+}
+
+func errorCode(m map[string]any) float64 {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(float64)
+	return c
 }
 
 // TestAmbiguousArguments: arguments whose bytes mean different things

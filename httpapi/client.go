@@ -74,10 +74,6 @@ func NewClient(baseURL string, opts ...ClientOption) *Client {
 	return c
 }
 
-// Check posts req to /v1/check. A valid req.TraceID is also sent as a
-// traceparent header. When the server answers with a fail-closed receipt
-// (503 with a receipt body), Check returns that receipt together with an
-// EUNAVAILABLE error, as the in-process service does.
 // WhoAmI returns the identity of the client's API key (GET /v1/whoami):
 // its tenant, key id, subject and roles, or Auth "disabled" when the
 // server is in development mode.
@@ -89,6 +85,10 @@ func (c *Client) WhoAmI(ctx context.Context) (*Identity, error) {
 	return &id, nil
 }
 
+// Check posts req to /v1/check. A valid req.TraceID is also sent as a
+// traceparent header. When the server answers with a fail-closed receipt
+// (503 with a receipt body), Check returns that receipt together with an
+// EUNAVAILABLE error, as the in-process service does.
 func (c *Client) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -322,6 +322,34 @@ func (c *Client) Approval(ctx context.Context, tenantID, approvalID string) (*wr
 	}
 	var a writ.ApprovalRequest
 	if err := c.getJSON(ctx, approvalPath(approvalID), url.Values{paramTenantID: {tenantID}}, "approval request", &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// WithdrawApproval withdraws a pending approval request its requester no
+// longer needs, and returns the request as it now stands (state
+// withdrawn). The approval id goes in the path, the rest as the body; a
+// valid req.TraceID is also sent as a traceparent header.
+func (c *Client) WithdrawApproval(ctx context.Context, req *writ.WithdrawApprovalRequest) (*writ.ApprovalRequest, error) {
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty approval withdrawal")
+	}
+	if err := requirePathIDs([2]string{"approval_id", req.ApprovalID}); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(withdrawBody{TenantID: req.TenantID, Reason: req.Reason, TraceID: req.TraceID})
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: encode approval withdrawal: %w", err)
+	}
+	hreq, err := c.newRequest(ctx, http.MethodPost, withdrawPath(req.ApprovalID), nil, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", mediaJSON)
+	setTraceparent(hreq, req.TraceID)
+	var a writ.ApprovalRequest
+	if err := c.doJSON(hreq, "approval request", &a); err != nil {
 		return nil, err
 	}
 	return &a, nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"reflect"
@@ -51,7 +52,95 @@ func readJSONBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, 
 // duplicate object members (ambiguous JSON that parsers disagree on; RFC
 // 8785 requires I-JSON), invalid UTF-8 and trailing data, and matches
 // member names exactly, case included; unknown members are rejected too.
-var decodeOptions = json.RejectUnknownMembers(true)
+//
+// The unmarshaler below holds three more rules no struct tag can say:
+// null is refused wherever a type is not nullable (the OpenAPI document
+// declares no member nullable; only a free-form value, such as an
+// argument, may hold null); a number must lie within ±(2^53-1); a date-time
+// must lie in the window writ accepts.
+var decodeOptions = json.JoinOptions(json.RejectUnknownMembers(true), json.WithUnmarshalers(json.UnmarshalFromFunc(strictValue)))
+
+// maxExactInteger is 2^53-1 (JavaScript's Number.MAX_SAFE_INTEGER):
+// every integer up to it in magnitude is exact as an IEEE 754 double,
+// which is what a JSON number is in a record's canonical form (RFC 8785
+// serializes numbers as doubles), and no other integer rounds to it. A
+// larger one may be rounded (9007199254740993 stored as …992), so it is
+// refused: send it as a string.
+const maxExactInteger = 1<<53 - 1
+
+// The window of the date-times a request may carry: a report's
+// started_at in year 0001 or an ended_at in 9999 is a bug of its sender,
+// never a time something happened.
+var (
+	minTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC) // exclusive
+)
+
+// valueError is a problem strictValue found with a JSON value; its message
+// goes into the detail that names the member.
+type valueError struct{ msg string }
+
+func (e *valueError) Error() string { return e.msg }
+
+// strictValue is called for every value decoded into v. It refuses null
+// where v is not free-form, numbers beyond ±(2^53-1) and date-times outside
+// the window, and leaves everything else (errors.ErrUnsupported) to the
+// default decoding.
+func strictValue(dec *jsontext.Decoder, v any) error {
+	switch kind := dec.PeekKind(); {
+	case kind == 'n':
+		if _, ok := v.(*any); ok {
+			return errors.ErrUnsupported // null is a value of free-form data
+		}
+		return &valueError{"must not be null; leave the member out instead"}
+	case kind == '0':
+		switch p := v.(type) {
+		case *any:
+			f, err := readNumber(dec)
+			if err == nil {
+				*p = f
+			}
+			return err
+		case *float64:
+			f, err := readNumber(dec)
+			if err == nil {
+				*p = f
+			}
+			return err
+		}
+	case kind == '"':
+		if p, ok := v.(*time.Time); ok {
+			raw, err := dec.ReadValue()
+			if err != nil {
+				return err
+			}
+			var t time.Time
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return &valueError{"must be an RFC 3339 date-time, such as 2026-05-09T09:31:42Z"}
+			}
+			if t.Before(minTime) || !t.Before(maxTime) {
+				return &valueError{fmt.Sprintf("date-time %s is outside the window writ accepts (from %s, before %s)",
+					raw, minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))}
+			}
+			*p = t
+			return nil
+		}
+	}
+	return errors.ErrUnsupported
+}
+
+// readNumber reads a JSON number that must lie within ±(2^53-1).
+func readNumber(dec *jsontext.Decoder) (float64, error) {
+	raw, err := dec.ReadValue()
+	if err != nil {
+		return 0, err
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || math.Abs(f) > maxExactInteger {
+		return 0, &valueError{fmt.Sprintf("number %s is beyond ±9007199254740991 (2^53-1), the largest magnitude writ keeps exactly; send it as a string", raw)}
+	}
+	return f, nil
+}
 
 // msgSchema is the message of an error that says what in a body does not
 // match the expected schema; its details name the path.
@@ -138,6 +227,10 @@ func schemaError(body []byte, err error) error {
 		d   writ.Detail
 	)
 	switch {
+	case errors.As(err, &sem) && errors.As(err, new(*valueError)):
+		var ve *valueError
+		errors.As(err, &ve)
+		d = writ.Detail{Field: fieldPath(body, sem.JSONPointer), Message: ve.msg}
 	case errors.As(err, &syn) && errors.Is(err, jsontext.ErrDuplicateName):
 		d = writ.Detail{Field: fieldPath(body, syn.JSONPointer), Message: "duplicate field"}
 	case errors.As(err, &syn):

@@ -3,14 +3,26 @@ package httpapi
 import (
 	"bytes"
 	stdjson "encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writhq/writ"
 )
+
+const msgNull = "must not be null; leave the member out instead"
+
+func bigNumber(n string) string {
+	return "number " + n + " is beyond ±9007199254740991 (2^53-1), the largest magnitude writ keeps exactly; send it as a string"
+}
+
+func outsideWindow(t string) string {
+	return "date-time " + t + " is outside the window writ accepts (from 1970-01-01T00:00:00Z, before 2200-01-01T00:00:00Z)"
+}
 
 func TestDecodeStrictKinds(t *testing.T) {
 	type shape struct {
@@ -22,18 +34,47 @@ func TestDecodeStrictKinds(t *testing.T) {
 		Inner *struct {
 			Name string `json:"name"`
 		} `json:"inner"`
+		List  []string   `json:"list"`
+		Score float64    `json:"score"`
+		When  time.Time  `json:"when"`
+		At    *time.Time `json:"at"`
 	}
 	tests := []struct {
 		body string
 		want []writ.Detail
 	}{
 		{`{"small":127,"count":65535,"ratio":1e30,"flag":true,"any":[{"a":1},"x"],"inner":{"name":"n"}}`, nil},
-		{`{"small":null,"count":null,"ratio":null,"flag":null,"any":null,"inner":null}`, nil},
+		// null is a value only of free-form data; everywhere else it is
+		// refused, naming the member (issue 38).
+		{`{"any":null}`, nil},
+		{`{"any":{"k":null,"l":[null]}}`, nil},
+		{`{"small":null}`, []writ.Detail{{Field: "small", Message: msgNull}}},
+		{`{"count":null}`, []writ.Detail{{Field: "count", Message: msgNull}}},
+		{`{"ratio":null}`, []writ.Detail{{Field: "ratio", Message: msgNull}}},
+		{`{"flag":null}`, []writ.Detail{{Field: "flag", Message: msgNull}}},
+		{`{"inner":null}`, []writ.Detail{{Field: "inner", Message: msgNull}}},
+		{`{"inner":{"name":null}}`, []writ.Detail{{Field: "inner.name", Message: msgNull}}},
+		{`{"list":null}`, []writ.Detail{{Field: "list", Message: msgNull}}},
+		{`{"list":[null]}`, []writ.Detail{{Field: "list[0]", Message: msgNull}}},
+		{`{"when":null}`, []writ.Detail{{Field: "when", Message: msgNull}}},
+		// Numbers are kept exactly up to 2^53-1 in magnitude, and refused
+		// beyond: a record's canonical JSON holds IEEE doubles.
+		{`{"any":[9007199254740991,-9007199254740991,1.5e-300]}`, nil},
+		{`{"any":9007199254740992}`, []writ.Detail{{Field: "any", Message: bigNumber("9007199254740992")}}},
+		{`{"any":{"n":9007199254740993}}`, []writ.Detail{{Field: "any.n", Message: bigNumber("9007199254740993")}}},
+		{`{"any":[1,-9223372036854775808]}`, []writ.Detail{{Field: "any[1]", Message: bigNumber("-9223372036854775808")}}},
+		{`{"any":1e20}`, []writ.Detail{{Field: "any", Message: bigNumber("1e20")}}},
+		{`{"score":9223372036854775807}`, []writ.Detail{{Field: "score", Message: bigNumber("9223372036854775807")}}},
+		// Date-times lie in a window.
+		{`{"when":"1970-01-01T00:00:00Z","at":"2199-12-31T23:59:59.999Z"}`, nil},
+		{`{"when":"0001-01-01T00:00:00Z"}`, []writ.Detail{{Field: "when", Message: outsideWindow(`"0001-01-01T00:00:00Z"`)}}},
+		{`{"at":"9999-12-31T23:59:59Z"}`, []writ.Detail{{Field: "at", Message: outsideWindow(`"9999-12-31T23:59:59Z"`)}}},
+		{`{"at":"yesterday"}`, []writ.Detail{{Field: "at", Message: "must be an RFC 3339 date-time, such as 2026-05-09T09:31:42Z"}}},
 		{`{"small":128}`, []writ.Detail{{Field: "small", Message: "must be an integer that fits in 8 bits, not 128"}}},
 		{`{"small":1.5}`, []writ.Detail{{Field: "small", Message: "must be an integer that fits in 8 bits, not 1.5"}}},
 		{`{"count":-1}`, []writ.Detail{{Field: "count", Message: "must be a non-negative integer that fits in 16 bits, not -1"}}},
 		{`{"ratio":1e39}`, []writ.Detail{{Field: "ratio", Message: "number 1e39 is out of range"}}},
-		{`{"any":{"n":1e400}}`, []writ.Detail{{Field: "any.n", Message: "number 1e400 is out of range"}}},
+		{`{"any":{"n":1e400}}`, []writ.Detail{{Field: "any.n", Message: bigNumber("1e400")}}},
 		{`{"flag":"true"}`, []writ.Detail{{Field: "flag", Message: "must be a boolean, not a string"}}},
 		{`{"small":false}`, []writ.Detail{{Field: "small", Message: "must be an integer, not a boolean"}}},
 		// Decoding stops at the first problem.
@@ -97,10 +138,10 @@ func TestDecodeCheckRequestAsBefore(t *testing.T) {
 		t.Fatalf("no example requests: %v", err)
 	}
 	bodies := map[string][]byte{
-		"edge cases": []byte(`{"tenant_id":"t","subject_ids":[],"arguments":{},"context":{"n":null,"big":12345678901234567890,` +
-			`"small":1e-7,"neg":-0,"e":"\u00e9\ud83d\ude00\n","list":[1,"a",[],{}],"deep":{"a":{"b":[true,false]}}},` +
-			`"evidence":[null,{"kind":"k","id":"1","observed_at":"2026-05-09T09:10:00.123456789+05:30"}],"actor":null,` +
-			`"usage":{"tokens":-9223372036854775808},"scorecard":{"x":1.7976931348623157e308}}`),
+		"edge cases": []byte(`{"tenant_id":"t","subject_ids":[],"arguments":{},"context":{"n":null,"big":9007199254740991,` +
+			`"small":1e-7,"neg":-0,"e":"\u00e9\ud83d\ude00\n","list":[1,"a",[],{}],"deep":{"a":{"b":[true,false,null]}}},` +
+			`"evidence":[{"kind":"k","id":"1","observed_at":"2026-05-09T09:10:00.123456789+05:30"}],` +
+			`"usage":{"tokens":-9223372036854775808},"scorecard":{"x":-9007199254740991}}`),
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -122,6 +163,28 @@ func TestDecodeCheckRequestAsBefore(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, &want) {
 			t.Errorf("%s: DecodeCheckRequest = %+v, encoding/json decoded %+v", name, got, &want)
+		}
+	}
+}
+
+// TestDecodeCheckRequestRefuses: what encoding/json let through and
+// writ now refuses (issue 38), with the member named.
+func TestDecodeCheckRequestRefuses(t *testing.T) {
+	for _, tt := range []struct{ body, field, msg string }{
+		{`{"tenant_id":"t","actor":null}`, "actor", msgNull},
+		{`{"tenant_id":"t","evidence":[null]}`, "evidence[0]", msgNull},
+		{`{"tenant_id":"t","idempotency_key":null}`, "idempotency_key", msgNull},
+		{`{"tenant_id":"t","arguments":null}`, "arguments", msgNull},
+		{`{"tenant_id":"t","arguments":{"amount":9007199254740993}}`, "arguments.amount", bigNumber("9007199254740993")},
+		{`{"tenant_id":"t","arguments":{"id":9223372036854775808}}`, "arguments.id", bigNumber("9223372036854775808")},
+		{`{"tenant_id":"t","context":{"n":[1e400]}}`, "context.n[0]", bigNumber("1e400")},
+		{`{"tenant_id":"t","scorecard":{"x":1.7976931348623157e308}}`, "scorecard.x", bigNumber("1.7976931348623157e308")},
+		{`{"tenant_id":"t","evidence":[{"kind":"k","id":"1","observed_at":"0001-01-01T00:00:00Z"}]}`, "evidence[0].observed_at", outsideWindow(`"0001-01-01T00:00:00Z"`)},
+	} {
+		_, err := DecodeCheckRequest([]byte(tt.body))
+		var e *writ.Error
+		if !errors.As(err, &e) || e.Code != writ.EINVALID || len(e.Details) != 1 || e.Details[0].Field != tt.field || e.Details[0].Message != tt.msg {
+			t.Errorf("DecodeCheckRequest(%s) = %v, want EINVALID naming %s: %s", tt.body, err, tt.field, tt.msg)
 		}
 	}
 }

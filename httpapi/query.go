@@ -158,7 +158,7 @@ const (
 var approvalParams = []string{paramTenantID, paramState, paramGateID, paramDecisionKey,
 	paramOlderThan, paramCreatedBefore, paramLimit, paramCursor}
 
-var approvalStates = []string{writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalExpired}
+var approvalStates = []string{writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn, writ.ApprovalExpired}
 
 // approvalQueryValues encodes q as the query of GET /v1/approvals. Zero
 // fields are left out.

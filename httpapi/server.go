@@ -101,9 +101,10 @@ type Config struct {
 	// /v1/ledger/keys. Nil means that route answers 404.
 	VerifierKeys func(ctx context.Context, tenantID string) ([]keyring.Key, error)
 	// Metrics serves GET /metrics: the Prometheus metrics (package
-	// telemetry). It needs a key with the admin role, as the metrics
-	// cover every tenant. Nil means the server exports no metrics: the
-	// route answers 404.
+	// telemetry). It needs a key with the admin role; the handler reads
+	// the key's principal from the request's context, to serve that
+	// tenant's series only (telemetry.Metrics.TenantHandler). Nil means
+	// the server exports no metrics: the route answers 404.
 	Metrics http.Handler
 	// Ready reports readiness for GET /readyz: 200 when every check
 	// passes, 503 otherwise. Nil means always ready.
@@ -230,6 +231,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/approvals/{id}", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleApproval},
 	{http.MethodPost, "/v1/approvals/{id}/approve", []writ.Role{writ.RoleApprover}, (*Server).handleApprove},
 	{http.MethodPost, "/v1/approvals/{id}/deny", []writ.Role{writ.RoleApprover}, (*Server).handleDeny},
+	{http.MethodPost, "/v1/approvals/{id}/withdraw", []writ.Role{writ.RoleAgent}, (*Server).handleWithdraw},
 	{http.MethodGet, "/v1/decisions/{id}", []writ.Role{writ.RoleAgent, writ.RoleApprover, writ.RoleAuditor}, (*Server).handleDecision},
 	{http.MethodGet, "/v1/decisions/in_flight", []writ.Role{writ.RoleAuditor}, (*Server).handleInFlight},
 	{http.MethodPost, "/v1/decisions/{id}/execution", []writ.Role{writ.RoleAgent}, (*Server).handleReport},
@@ -326,11 +328,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Int("status", sw.status), slog.Duration("duration", s.cfg.Now().Sub(start)))
 	}()
 	defer s.recoverPanic(sw, r)
+	// ServeMux would redirect a path holding ".", ".." or "//" segments
+	// to its cleaned form (a 307 with an empty body, for a POST too):
+	// such a path names nothing here, and a client that built it has a
+	// bug it should hear of.
+	if !cleanPath(r.URL.Path) {
+		s.writeError(sw, r, writ.Errorf(writ.ENOTFOUND, "nothing is served at %q: a path with \".\", \"..\" or empty segments is never redirected; use the path it means", r.URL.Path))
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.unrouted(sw, r)
 		return
 	}
 	s.mux.ServeHTTP(sw, r)
+}
+
+// cleanPath reports whether p is an absolute path without ".", ".." or
+// empty segments (a trailing slash aside), which ServeMux serves as is.
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for seg := range strings.SplitSeq(strings.TrimSuffix(p[1:], "/"), "/") {
+		if seg == "" && p != "/" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // recoverPanic turns a handler panic into an internal error. If the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -711,4 +712,75 @@ func TestCheckNeverPermitsWithoutRecord(t *testing.T) {
 	s, _ = newTestServer(&fakeService{receipt: noRecord}, Config{})
 	req := newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`)
 	readProblem(t, serve(s, req), req, http.StatusInternalServerError, writ.EINTERNAL)
+}
+
+// TestClientAbortIsNotAnInternalError: a request whose client went away
+// (its context canceled) is logged as the client's doing, at INFO, not as
+// an internal error; the same error with the client still there is one.
+func TestClientAbortIsNotAnInternalError(t *testing.T) {
+	canceled := fmt.Errorf("wait for approval: %w", context.Canceled)
+	for _, gone := range []bool{true, false} {
+		svc := &fakeService{err: canceled}
+		s, log := newTestServer(svc, Config{Ledger: svc, Workflows: svc, Approvals: svc, Replays: svc})
+		for _, req := range slices.Concat([]*http.Request{
+			newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
+			newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
+		}, approvalRequests()) {
+			if gone {
+				ctx, cancel := context.WithCancel(req.Context())
+				cancel()
+				req = req.WithContext(ctx)
+			}
+			serve(s, req)
+		}
+		out := log.String()
+		switch {
+		case gone && (strings.Contains(out, "level=ERROR") || !strings.Contains(out, `level=INFO msg="client closed the request"`)):
+			t.Errorf("a client's abort is logged as:\n%s\nwant INFO \"client closed the request\" and no ERROR", out)
+		case !gone && (!strings.Contains(out, `level=ERROR msg="internal error"`) || strings.Contains(out, "client closed")):
+			t.Errorf("context.Canceled with the client still there is logged as:\n%s\nwant an internal error", out)
+		}
+	}
+}
+
+// TestDotPathsAreNeverRedirected: a path with ".", ".." or empty segments
+// is a 404 problem, never ServeMux's 307 to the cleaned path (issue 38:
+// POST /v1/approvals/x/../../check answered 307 Location: /v1/check),
+// through a real server on loopback.
+func TestDotPathsAreNeverRedirected(t *testing.T) {
+	fake := &fakeService{receipt: &writ.Receipt{}}
+	s, _ := newTestServer(fake, Config{})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range []struct{ method, path string }{
+		{"POST", "/v1/approvals/x/../../check"},
+		{"POST", "/v1//check"},
+		{"POST", "/v1/./check"},
+		{"GET", "/v1/records/."},
+		{"GET", "/v1/records/.."},
+		{"GET", "//healthz"},
+		{"GET", "/healthz/."},
+	} {
+		req, err := http.NewRequest(tt.method, ts.URL+tt.path, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Location") != "" || resp.Header.Get("Content-Type") != mediaProblem {
+			t.Errorf("%s %s = %d (Location %q, Content-Type %q), want a 404 problem", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("Content-Type"))
+		}
+		if !bytes.Contains(body, []byte("never redirected")) {
+			t.Errorf("%s %s: body %s does not say why", tt.method, tt.path, body)
+		}
+	}
+	if fake.calls() != 0 {
+		t.Errorf("a dot path reached the service %d times", fake.calls())
+	}
 }

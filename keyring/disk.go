@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/durable"
 )
 
 // On-disk layout of a ring directory.
@@ -154,39 +155,22 @@ func ensureDir(dir string) error {
 }
 
 // writeKeyFile writes a private key to <name>.key (mode 0600), never
-// replacing an existing file, and syncs it.
+// replacing an existing file, durably: the whole key or no file, synced
+// with its directory before it is used.
 func writeKeyFile(dir, name, skey string) (path string, err error) {
 	path = keyPath(dir, name)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, keyFileMode)
-	if errors.Is(err, fs.ErrExist) {
+	err = durable.Create(path, []byte(skey+"\n"), keyFileMode)
+	if errors.Is(err, durable.ErrExist) {
 		return "", writ.Errorf(writ.ECONFLICT, "private key file %s already exists", path)
 	} else if err != nil {
 		return "", fmt.Errorf("key ring: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(path)
-		}
-	}()
-	if err := f.Chmod(keyFileMode); err != nil { // whatever the umask
-		return "", fmt.Errorf("key ring: %w", err)
-	}
-	if _, err := io.WriteString(f, skey+"\n"); err != nil {
-		return "", fmt.Errorf("key ring: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return "", fmt.Errorf("key ring: sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("key ring: close %s: %w", path, err)
-	}
-	return path, syncDir(dir)
+	return path, nil
 }
 
-// writeRing replaces ring.json atomically: a synced temporary file renamed
-// over it, then the directory synced.
-func writeRing(dir string, keys []Key) (err error) {
+// writeRing replaces ring.json atomically and durably: a synced
+// temporary file renamed over it, then the directory synced.
+func writeRing(dir string, keys []Key) error {
 	if keys == nil {
 		keys = []Key{}
 	}
@@ -195,46 +179,16 @@ func writeRing(dir string, keys []Key) (err error) {
 		return fmt.Errorf("key ring: %w", err)
 	}
 	data = append(data, '\n')
-	tmp, err := os.CreateTemp(dir, "."+ringFile+".tmp-*")
-	if err != nil {
+	if err := durable.WriteFile(filepath.Join(dir, ringFile), data, ringFileMode); err != nil {
 		return fmt.Errorf("key ring: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(ringFileMode); err != nil {
-		return fmt.Errorf("key ring: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("key ring: write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("key ring: sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("key ring: close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, ringFile)); err != nil {
-		return fmt.Errorf("key ring: %w", err)
-	}
-	return syncDir(dir)
+	return nil
 }
 
 // syncDir makes a directory's entries durable.
 func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("key ring: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("key ring: sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -392,6 +392,9 @@ type Store interface {
 	StartRun(ctx context.Context, ev *RunEvent) error
 	// RunEvents returns a run's events in seq order, or ENOTFOUND.
 	RunEvents(ctx context.Context, tenantID, runID string) ([]RunEvent, error)
+	// RunStart returns a run's first event (seq 1), or ENOTFOUND: one
+	// indexed read, for a check that appends to the run.
+	RunStart(ctx context.Context, tenantID, runID string) (*RunEvent, error)
 	// RunIDs returns up to limit of the tenant's run ids greater than
 	// after, in increasing (byte) order.
 	RunIDs(ctx context.Context, tenantID, after string, limit int) ([]string, error)

@@ -13,6 +13,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/pack"
@@ -44,17 +45,13 @@ type BlobSource interface {
 type Rules struct {
 	blobs BlobSource
 	mu    sync.Mutex
-	packs map[string]*pinnedPack
-}
-
-type pinnedPack struct {
-	pack *pack.Pack
-	err  error
+	packs map[string]*pack.Pack // loaded and compiled; a failed load is not kept
+	loads singleflight.Group
 }
 
 // NewRules returns the rule checker reading pinned packs from blobs.
 func NewRules(blobs BlobSource) *Rules {
-	return &Rules{blobs: blobs, packs: map[string]*pinnedPack{}}
+	return &Rules{blobs: blobs, packs: map[string]*pack.Pack{}}
 }
 
 // LoadPinnedPack rebuilds a pack from its stored manifest and files and
@@ -90,15 +87,41 @@ func LoadPinnedPack(ctx context.Context, blobs BlobSource, hash string) (*pack.P
 	return p, nil
 }
 
+// pinned returns the pack a record pins, loading it once however many
+// records ask for it at the same time. Only a loaded pack is kept: a
+// failed load (a cancelled read, a transient store error) is a finding of
+// the records that asked during it, and the next record loads again. The
+// lock guards the map, never a read, so records of other packs are
+// checked while one pack loads.
 func (r *Rules) pinned(ctx context.Context, hash string) (*pack.Pack, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if pp, ok := r.packs[hash]; ok {
-		return pp.pack, pp.err
+	p, ok := r.packs[hash]
+	r.mu.Unlock()
+	if ok {
+		return p, nil
 	}
-	p, err := LoadPinnedPack(ctx, r.blobs, hash)
-	r.packs[hash] = &pinnedPack{pack: p, err: err}
-	return p, err
+	ch := r.loads.DoChan(hash, func() (any, error) {
+		// Every record waiting for the pack shares this load, so it is not
+		// ended by the first caller's cancellation; each caller stops
+		// waiting when its own context ends.
+		p, err := LoadPinnedPack(context.WithoutCancel(ctx), r.blobs, hash)
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		r.packs[hash] = p
+		r.mu.Unlock()
+		return p, nil
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.(*pack.Pack), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 var statuses = []writ.Status{writ.StatusDecided, writ.StatusDeferred, writ.StatusRejected, writ.StatusEscalated, writ.StatusInFlight, writ.StatusClosed}
@@ -320,6 +343,14 @@ func (r *Rules) checkApproval(p *pack.Pack, rec *writ.Record, bad func(rule, for
 		}
 	default:
 		bad("schema", "an approval decision is DECIDED or REJECTED, not %s", rec.Status)
+	}
+	// A withdrawal is its requester's, an agent's; approving and denying
+	// are people's.
+	if rec.Outputs["outcome"] == writ.ApprovalWithdrawn {
+		if rec.Status != writ.StatusRejected || rec.Actor.Type != writ.ActorAgent {
+			bad("approval", "a withdrawal is REJECTED by an AGENT actor, not %s by %s", rec.Status, rec.Actor.Type)
+		}
+		return
 	}
 	if rec.Actor.Type != writ.ActorHuman {
 		bad("approval", "an approval decision is made by a HUMAN actor, not %s", rec.Actor.Type)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/writhq/writ"
@@ -97,5 +98,79 @@ func TestRules(t *testing.T) {
 				t.Errorf("Check = %v, want a finding containing %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// flakyBlobs fails its first failures reads, as a store does when a read
+// is cancelled or times out, then serves blobs.
+type flakyBlobs struct {
+	memBlobs
+	mu       sync.Mutex
+	failures int
+}
+
+func (f *flakyBlobs) Blob(ctx context.Context, hash string) ([]byte, error) {
+	f.mu.Lock()
+	fail := f.failures > 0
+	f.failures--
+	f.mu.Unlock()
+	if fail {
+		return nil, context.DeadlineExceeded
+	}
+	return f.memBlobs.Blob(ctx, hash)
+}
+
+// TestRulesDoNotKeepAFailedPackRead: a transient failure to read the
+// pinned pack is a finding of the record being checked, not of every
+// record of that pack checked after it.
+func TestRulesDoNotKeepAFailedPackRead(t *testing.T) {
+	rules := ledger.NewRules(&flakyBlobs{memBlobs: refundBlobs(t), failures: 1})
+	raw, _ := json.Marshal(goldenRecord(t, "refund-allow"))
+	if got := rules.Check(context.Background(), raw); !strings.Contains(strings.Join(got, "\n"), "lineage: pinned pack") {
+		t.Fatalf("Check while the pack cannot be read = %v, want a lineage finding", got)
+	}
+	if got := rules.Check(context.Background(), raw); len(got) != 0 {
+		t.Errorf("Check once the pack can be read = %v, want no broken rule", got)
+	}
+}
+
+// stalledBlobs holds every read of the refund pack's manifest until
+// release is closed, and tells started when the first one begins.
+type stalledBlobs struct {
+	memBlobs
+	manifest         string
+	started, release chan struct{}
+	once             sync.Once
+}
+
+func (s *stalledBlobs) Blob(ctx context.Context, hash string) ([]byte, error) {
+	if hash == s.manifest {
+		s.once.Do(func() { close(s.started) })
+		<-s.release
+	}
+	return s.memBlobs.Blob(ctx, hash)
+}
+
+// TestRulesReadPacksWithoutALock: while one pinned pack is read, records
+// of other packs are checked (parallel verification does not queue
+// behind one slow read); on the old code this test never ends.
+func TestRulesReadPacksWithoutALock(t *testing.T) {
+	m := refundBlobs(t)
+	rec := goldenRecord(t, "refund-allow")
+	sb := &stalledBlobs{memBlobs: m, manifest: rec["lineage"].(map[string]any)["pack_hash"].(string), started: make(chan struct{}), release: make(chan struct{})}
+	rules := ledger.NewRules(sb)
+	raw, _ := json.Marshal(rec)
+	slow := make(chan []string)
+	go func() { slow <- rules.Check(context.Background(), raw) }()
+	<-sb.started
+	other := goldenRecord(t, "refund-allow")
+	other["lineage"].(map[string]any)["pack_hash"] = "sha256:00"
+	rawOther, _ := json.Marshal(other)
+	if got := rules.Check(context.Background(), rawOther); !strings.Contains(strings.Join(got, "\n"), "lineage: pinned pack sha256:00") {
+		t.Errorf("Check of another pack's record = %v, want its lineage finding", got)
+	}
+	close(sb.release)
+	if got := <-slow; len(got) != 0 {
+		t.Errorf("Check of the stalled pack's record = %v, want no broken rule", got)
 	}
 }

@@ -117,23 +117,33 @@ func checkpointExtensions(text string) ([]string, error) {
 	return ext, nil
 }
 
+// APIKeyLister lists a tenant's API keys, revoked ones included
+// (auth.Store does; both writ stores are one): where a checkpoint's
+// revocations come from.
+type APIKeyLister interface {
+	APIKeys(ctx context.Context, tenantID string) ([]*auth.Key, error)
+}
+
 // SignCheckpoint computes the tenant's tree root at size from its stored
-// hashes and signs a checkpoint for it. When st keeps API keys (both writ
-// stores do), the checkpoint also commits to the tenant's revocations
-// placed before size (RevocationsBefore).
+// hashes and signs a checkpoint for it, which also commits to the
+// tenant's revocations placed before size (RevocationsBefore). st must
+// list API keys (APIKeyLister): a store that does not, such as a wrapper
+// that embeds only Store, is refused, since a checkpoint without a
+// revocations line states that there are none.
 func SignCheckpoint(ctx context.Context, st Store, signer note.Signer, ledgerName, tenantID string, size int64, now time.Time) (*Checkpoint, error) {
+	ks, ok := st.(APIKeyLister)
+	if !ok {
+		return nil, fmt.Errorf("checkpoint: the store (%T) does not list API keys, so a checkpoint of %s could not state its revocations", st, tenantID)
+	}
 	root, err := tlog.TreeHash(size, HashReader(ctx, st, tenantID))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: tree hash of %s at %d: %w", tenantID, size, err)
 	}
-	text := CheckpointText(Origin(ledgerName, tenantID), size, root)
-	if ks, ok := st.(auth.Store); ok {
-		keys, err := ks.APIKeys(ctx, tenantID)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint: revocations of %s: %w", tenantID, err)
-		}
-		text += RevocationsBefore(keys, size).Line()
+	keys, err := ks.APIKeys(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: revocations of %s: %w", tenantID, err)
 	}
+	text := CheckpointText(Origin(ledgerName, tenantID), size, root) + RevocationsBefore(keys, size).Line()
 	msg, err := note.Sign(&note.Note{Text: text}, signer)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: sign: %w", err)

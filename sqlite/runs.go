@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,6 +60,24 @@ func (s *Store) RunEvents(ctx context.Context, tenantID, runID string) ([]ledger
 		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("run %s not found", runID)}
 	}
 	return out, nil
+}
+
+// RunStart returns a run's first event; see ledger.Store. The key
+// (tenant_id, run_id, seq) finds it.
+func (s *Store) RunStart(ctx context.Context, tenantID, runID string) (*ledger.RunEvent, error) {
+	ev := &ledger.RunEvent{TenantID: tenantID, RunID: runID}
+	var at int64
+	var data []byte
+	err := s.read.QueryRowContext(ctx, `SELECT seq, kind, step_id, record_id, at_ns, data FROM run_events WHERE tenant_id = ? AND run_id = ? AND seq = 1`, tenantID, runID).
+		Scan(&ev.Seq, &ev.Kind, &ev.StepID, &ev.RecordID, &at, &data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("run %s not found", runID)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: run start: %w", err)
+	}
+	ev.At, ev.Data = time.Unix(0, at).UTC(), data
+	return ev, nil
 }
 
 // RunIDs returns a tenant's run ids after a run id; see ledger.Store.

@@ -37,6 +37,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/writhq/writ/internal/durable"
 	"github.com/writhq/writ/ledger"
 	sqlitedrv "modernc.org/sqlite" // also registers the "sqlite" driver, which the read pool uses
 )
@@ -93,7 +94,9 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: data directory: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Synced into its parent: SQLite syncs the database file and its
+	// directory, never the directory's own entry.
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite: create data directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
@@ -114,7 +115,7 @@ func NewMetrics(g Gauges) *Metrics {
 		m.failClosed.WithLabelValues(cause)
 	}
 	m.failClosed.WithLabelValues(causeOther)
-	for _, d := range []string{writ.ApprovalApproved, writ.ApprovalDenied} {
+	for _, d := range []string{writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn} {
 		m.approvals.WithLabelValues(d)
 	}
 	for _, s := range writ.RunStatuses {
@@ -136,9 +137,65 @@ func NewMetrics(g Gauges) *Metrics {
 // Registry returns the registry, for tests and extra collectors.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Handler serves the metrics in the Prometheus exposition formats.
+// Handler serves the metrics in the Prometheus exposition formats, every
+// tenant's series included: for an operator's own listener (writ serve
+// --metrics-addr), never for a tenant's key.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// TenantHandler serves the metrics to the caller whose principal the
+// request's context carries (writ.PrincipalFrom): of the series labelled
+// with a tenant, only its own tenant's. A request without a principal
+// (a server that authenticates no one: development mode, on loopback)
+// sees every series.
+func (m *Metrics) TenantHandler() http.Handler {
+	all := m.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := writ.PrincipalFrom(r.Context())
+		if p == nil {
+			all.ServeHTTP(w, r)
+			return
+		}
+		g := tenantGatherer{g: m.reg, tenant: p.TenantID}
+		promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: m.reg}).ServeHTTP(w, r)
+	})
+}
+
+// tenantGatherer gathers g's metrics without the series of tenants other
+// than tenant: a series with a "tenant" label of another value is left
+// out, and so is a family left with no series.
+type tenantGatherer struct {
+	g      prometheus.Gatherer
+	tenant string
+}
+
+func (t tenantGatherer) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := t.g.Gather()
+	out := mfs[:0]
+	for _, mf := range mfs {
+		kept := mf.Metric[:0]
+		for _, m := range mf.Metric {
+			if seriesTenant(m) == "" || seriesTenant(m) == t.tenant {
+				kept = append(kept, m)
+			}
+		}
+		if len(kept) > 0 {
+			mf.Metric = kept
+			out = append(out, mf)
+		}
+	}
+	return out, err
+}
+
+// seriesTenant is the value of a series' "tenant" label, or "".
+func seriesTenant(m *dto.Metric) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "tenant" {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 // ObserveCheck counts one check's answer.

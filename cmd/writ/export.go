@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ/bundle"
+	"github.com/writhq/writ/internal/durable"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 )
@@ -64,8 +65,8 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "exported %d records of %d tenants, %d checkpoints, %d keys and %d pinned pack blobs to %s\n",
-		sum.Records, sum.Tenants, sum.Checkpoints, len(keys), sum.Blobs, *out)
+	fmt.Fprintf(m.Stdout, "exported %s of %s, %s, %s and %s to %s\n",
+		count(sum.Records, "record"), count(sum.Tenants, "tenant"), count(sum.Checkpoints, "checkpoint"), count(len(keys), "key"), count(sum.Blobs, "pinned pack blob"), *out)
 	return nil
 }
 
@@ -99,6 +100,10 @@ func writeBundleFile(ctx context.Context, st ledger.Store, path string, opts bun
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		// The rename is durable only once the directory is synced.
+		err = durable.SyncDir(filepath.Dir(path))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("write bundle %s: %w", path, err)

@@ -35,10 +35,11 @@ type faultLoad struct {
 	prefix string
 	n      atomic.Int64
 
-	mu     sync.Mutex
-	acked  []*writ.Receipt
-	failed []*writ.Receipt // fail-closed receipts
-	errs   []error         // other errors
+	mu       sync.Mutex
+	acked    []*writ.Receipt
+	ackedSeq []int64         // the n of each acknowledged check, for its retry
+	failed   []*writ.Receipt // fail-closed receipts
+	errs     []error         // other errors
 }
 
 func newFaultLoad(t *testing.T, url, prefix string) *faultLoad {
@@ -66,6 +67,7 @@ func (l *faultLoad) check(t *testing.T) bool {
 			t.Errorf("a 200 receipt without a record or not allowing: %+v", rc.Metadata)
 		}
 		l.acked = append(l.acked, rc)
+		l.ackedSeq = append(l.ackedSeq, i)
 		return true
 	case rc != nil:
 		if rc.SafeToExecute || rc.Disposition.DownstreamAllowed || !rc.Metadata.FailClosed || rc.Metadata.RecordID != "" {

@@ -70,7 +70,9 @@ func (m *Main) gateway(ctx context.Context, args []string) error {
 	defer cleanup()
 	if *f.listen == "" {
 		// stdio: standard output carries MCP messages only.
-		t := &mcp.IOTransport{Reader: io.NopCloser(m.Stdin), Writer: nopWriteCloser{m.Stdout}, MaxLineLength: int(*f.maxMessage)}
+		// The gateway's own framing answers malformed messages, so no
+		// input ends the session.
+		t := &gateway.StdioTransport{Reader: m.Stdin, Writer: m.Stdout, MaxMessage: int(*f.maxMessage)}
 		err := g.gw.Server().Run(ctx, t)
 		if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed)) {
 			return nil
@@ -79,10 +81,6 @@ func (m *Main) gateway(ctx context.Context, args []string) error {
 	}
 	return m.serveGateway(ctx, g, f)
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // openedGateway is a gateway with what it runs on.
 type openedGateway struct {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/internal/durable"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
@@ -40,9 +41,29 @@ const storeUsage = "PostgreSQL store URL (postgres://user@host:port/db); default
 // bench/peers/run --floor; writ as built and shipped never does.
 var measureStore func(st *sqlite.Store, dir string) (ledger.Store, error)
 
-// openStore opens the ledger store: PostgreSQL when url is set, else the
-// SQLite store of the data directory.
+// openStore opens the ledger store to append to it: PostgreSQL when url
+// is set, else the SQLite store of the data directory, whose writer lock
+// it takes (see lockDataDir) and holds until the store is closed.
 func openStore(dir, url string) (ledger.Store, error) {
+	if url != "" || measureStore != nil {
+		return openShared(dir, url)
+	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	return &lockedStore{Store: st, lock: lock}, nil
+}
+
+// openShared opens the ledger store without the data directory's writer
+// lock: for commands that only read, or change API keys (which append
+// nothing to the chain), beside a running writer.
+func openShared(dir, url string) (ledger.Store, error) {
 	if url != "" {
 		st, err := postgres.Open(context.Background(), url)
 		if err != nil {
@@ -68,7 +89,7 @@ func openExisting(dir, url string) (ledger.Store, error) {
 			return nil, fmt.Errorf("no ledger at %s: %w", dir, err)
 		}
 	}
-	return openStore(dir, url)
+	return openShared(dir, url)
 }
 
 // kvPassword is a password of a key=value connection string (password,
@@ -99,7 +120,7 @@ func redactURL(s string) string {
 
 // openEngine starts an engine on a store.
 func openEngine(ctx context.Context, cfg engine.Config, dataDir, keyFile string) (*engine.Engine, error) {
-	key, err := loadBindingKey(dataDir, keyFile)
+	key, err := loadBindingKey(ctx, cfg.Store, dataDir, keyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -129,32 +150,41 @@ func findPack(requestFile string) (string, error) {
 // bindingKeyFile is the binding key's file name inside a data directory.
 const bindingKeyFile = "binding.key"
 
+// bindingKeyHelp says where the recovery of a lost binding key is told.
+const bindingKeyHelp = `see "The binding key" in docs/security.md`
+
 // loadBindingKey reads the secret that keys argument bindings (see
 // engine.Config.BindingKey) from path, or from the data directory when
 // path is empty, creating it there (32 random bytes, mode 0600) on first
 // use. The key never enters the database.
-func loadBindingKey(dataDir, path string) ([]byte, error) {
+//
+// A new key is made durable (synced, with its directory) before it is
+// used: a receipt bound with a key a power cut then lost could never be
+// answered again. And a new key is made only for a ledger that holds no
+// records yet: a data directory whose key is gone but whose store holds
+// records is refused, since a new key would turn every earlier
+// idempotent retry into a conflict.
+func loadBindingKey(ctx context.Context, st ledger.Store, dataDir, path string) ([]byte, error) {
 	if path == "" {
 		path = filepath.Join(dataDir, bindingKeyFile)
-		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			return nil, err
-		}
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			_, werr := f.Write(key)
-			if cerr := f.Close(); werr == nil {
-				werr = cerr
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			if err := refuseNewKey(ctx, st, path); err != nil {
+				return nil, err
 			}
-			if werr != nil {
-				return nil, fmt.Errorf("write binding key %s: %w", path, werr)
+			if err := durable.MkdirAll(dataDir, 0o700); err != nil {
+				return nil, err
 			}
-			return key, nil
-		} else if !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("create binding key %s: %w", path, err)
+			key := make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				return nil, err
+			}
+			err := durable.Create(path, key, 0o600)
+			if err == nil {
+				return key, nil
+			} else if !errors.Is(err, durable.ErrExist) {
+				return nil, fmt.Errorf("create binding key: %w", err)
+			}
+			// Another process created it first: read theirs.
 		}
 	}
 	key, err := os.ReadFile(path)
@@ -162,7 +192,29 @@ func loadBindingKey(dataDir, path string) ([]byte, error) {
 		return nil, fmt.Errorf("read binding key: %w", err)
 	}
 	if len(key) < 32 {
-		return nil, fmt.Errorf("binding key %s holds %d bytes; it needs at least 32", path, len(key))
+		return nil, fmt.Errorf("binding key %s holds %d bytes; it needs at least 32. "+
+			"A file cut short like this is what a power cut leaves of a key that had not reached the disk. "+
+			"Restore the key from a backup of the data directory; %s", path, len(key), bindingKeyHelp)
 	}
 	return key, nil
+}
+
+// refuseNewKey returns an error when st already holds records: the
+// binding key that bound them is missing, and a new one must not be made
+// by accident.
+func refuseNewKey(ctx context.Context, st ledger.Store, path string) error {
+	if st == nil {
+		return nil
+	}
+	tenants, err := st.Tenants(ctx)
+	if err != nil {
+		return fmt.Errorf("binding key %s is missing, and whether the ledger holds records cannot be read: %w", path, err)
+	}
+	if len(tenants) == 0 {
+		return nil
+	}
+	return fmt.Errorf("binding key %s is missing, but the ledger already holds records of %d tenants: "+
+		"a new key would answer every earlier idempotent retry with 409 (already used with other arguments). "+
+		"Restore binding.key from a backup of the data directory, or pass the key's file with --binding-key; %s",
+		path, len(tenants), bindingKeyHelp)
 }

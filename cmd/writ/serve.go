@@ -49,7 +49,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	rateBurst := fs.Int("rate-burst", 0, "requests a key may send at once after being idle (default: the rate limit, at least 1)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "log format: json (one object a line) or text")
-	metricsOn := fs.Bool("metrics", true, "export Prometheus metrics at GET /metrics (admin keys only)")
+	metricsOn := fs.Bool("metrics", true, "export Prometheus metrics at GET /metrics (admin keys only; each sees its own tenant's series)")
+	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics, every tenant's series, without a key, on this address of its own (for the operator's scraper; keep it off the tenants' network)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server's run to this file (for performance work)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -159,7 +160,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	var lifecycle writ.Lifecycle = eng
 	var metricsHandler http.Handler
 	if obs.metrics != nil {
-		metricsHandler = obs.metrics.Handler()
+		metricsHandler = obs.metrics.TenantHandler()
 	}
 	if obs.metrics != nil || obs.tracing {
 		svc = telemetry.Service(eng, obs.metrics)
@@ -223,8 +224,20 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	ln = limitConns(ln, *maxConns)
 	fmt.Fprintf(m.Stdout, "writ %s listening on http://%s (pack %s %s, data %s); console at http://%s/console/\n", version, ln.Addr(), p.ID(), p.Hash, *data, ln.Addr())
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if *metricsAddr != "" {
+		if obs.metrics == nil {
+			return usagef("--metrics-addr needs the metrics on (it was given with --metrics=false)")
+		}
+		msrv, mln, err := metricsListener(*metricsAddr, obs.metrics.Handler())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stdout, "writ metrics of every tenant at http://%s/metrics\n", mln.Addr())
+		go func() { errc <- msrv.Serve(mln) }()
+		defer msrv.Close()
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -295,4 +308,17 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// metricsListener listens on addr and serves GET /metrics there with h,
+// every tenant's series and no key: the operator's own address, apart
+// from the API that tenants reach.
+func metricsListener(addr string, h http.Handler) (*http.Server, net.Listener, error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln, nil
 }

@@ -243,7 +243,7 @@ async function inboxPage(params) {
   const list = h('div', { 'aria-live': 'polite' });
   const go = (st, so) => { location.hash = `#/inbox?${new URLSearchParams({ state: st, sort: so })}`; };
   const filter = h('select', { id: 'state', onchange: () => go(filter.value, sort) },
-    ['pending', 'approved', 'denied', 'expired', 'all'].map((s) => h('option', { value: s, selected: s === state }, s)));
+    ['pending', 'approved', 'denied', 'withdrawn', 'expired', 'all'].map((s) => h('option', { value: s, selected: s === state }, s)));
   const order = h('select', { id: 'sort', onchange: () => go(state, order.value) },
     Object.entries(inboxSorts).map(([k, v]) => h('option', { value: k, selected: k === sort }, v)));
   show(h('h1', {}, 'Approvals'), h('p', { class: 'filters' }, h('label', { for: 'state' }, 'State '), filter, ' ', h('label', { for: 'sort' }, 'Order '), order,
@@ -319,7 +319,7 @@ async function approvalPage(id) {
     if (got !== a.replay_packet_id) tampered = `the request envelope hashes to ${got}; the request pins ${a.replay_packet_id}`;
   } else if (envError) {
     tampered = envError.message;
-    envCheck = h('span', { class: 'bad', id: 'envelope-check' }, `✗ ${envError.message}`);
+    envCheck = h('span', { class: 'bad', id: 'envelope-check' }, '✗ not served: it fails its hash (above)');
   }
   const b = a.binding;
   const self = mine(a);
@@ -577,11 +577,11 @@ async function loadStory(decisionID, recordID, box, receiptBox, marker = 'this r
   }
   const st = story.state;
   box.replaceChildren(...kids([h('h2', {}, 'The decision\'s story'),
-    dl([['Decision', code(story.decision_id)], ['Status', st.status], ['Outcome', st.outcome], ['Safe to execute', st.safe_to_execute ? 'yes' : 'no'],
+    dl([['Decision', code(story.decision_id)], ['Status', labelled('status', st.status)], ['Outcome', st.outcome ? labelled('outcome', st.outcome) : ''], ['Safe to execute', st.safe_to_execute ? 'yes' : 'no'],
       ['Permit', st.permit_record_id ? recordLink(st.permit_record_id) : ''], ['Valid until', fmtTime(st.valid_until)],
       ['Execution', st.execution || (st.report_required ? 'not reported yet' : '')], ['In flight', st.in_flight ? 'yes: a report is due' : '']]),
     h('ol', { class: 'story', id: 'story-timeline' }, story.records.map((r) => h('li', { class: r.record_id === recordID ? 'current' : '' },
-      h('p', {}, h('strong', {}, r.kind.replace('_', ' ')), ' · ', r.status, ` · seq ${r.seal?.seq ?? ''} · ${fmtTime(r.timestamp)}`),
+      h('p', {}, h('strong', {}, r.kind.replace('_', ' ')), ' · ', labelled('status', r.status), ` · seq ${r.seal?.seq ?? ''} · `, timeEl(r.timestamp)),
       h('p', {}, r.record_id === recordID ? [code(r.record_id), ` (${marker})`] : recordLink(r.record_id),
         r.receipt ? [' → ', receiptWord(r.receipt)] : null)))),
     story.approvals?.length ? [h('h3', {}, 'Approval requests'), h('ul', { class: 'related' }, story.approvals.map((a) => h('li', {},

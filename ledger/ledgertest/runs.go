@@ -2,6 +2,7 @@ package ledgertest
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -41,6 +42,16 @@ func testRuns(t *testing.T, st ledger.Store) {
 	}
 	if _, err := st.RunEvents(ctx, "acme", "run_nope"); writ.ErrorCode(err) != writ.ENOTFOUND {
 		t.Errorf("RunEvents(unknown run) = %v, want ENOTFOUND", err)
+	}
+	// RunStart: the run's first event alone, as RunEvents has it.
+	if first, err := st.RunStart(ctx, "acme", "run_1"); err != nil || !reflect.DeepEqual(*first, evs[0]) {
+		t.Errorf("RunStart = %+v, %v; want %+v", first, err, evs[0])
+	}
+	if _, err := st.RunStart(ctx, "globex", "run_1"); writ.ErrorCode(err) != writ.ENOTFOUND {
+		t.Errorf("RunStart(another tenant) = %v, want ENOTFOUND", err)
+	}
+	if _, err := st.RunStart(ctx, "acme", "run_nope"); writ.ErrorCode(err) != writ.ENOTFOUND {
+		t.Errorf("RunStart(unknown run) = %v, want ENOTFOUND", err)
 	}
 
 	// RunIDs: every run once (not once per event), by id, per tenant,

@@ -1,12 +1,16 @@
-// The OpenAI Agents SDK mapping (openai-agents.mjs), offline with a
-// scripted model, against a real writ serve with the refund pack.
+// The OpenAI Agents SDK adapter as the example uses it (openai-agents.ts,
+// compiled to dist/), offline with a scripted model, against a real writ
+// serve with the refund pack.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Agent, run, setTracingDisabled } from '@openai/agents';
-import { z } from 'zod';
+import { Agent, RunState, run, setTracingDisabled } from '@openai/agents';
 import { Client } from '@writhq/writ-client';
-import { startWrit, refundRequest } from '../test/writserver.mjs';
-import { governedTool, approveInWrit, rejectInWrit, approvalOf } from './openai-agents.mjs';
+import { FilePendingStore } from '@writhq/writ-client/node';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startWrit, refundRequest, faultProxy } from '../test/writserver.mjs';
+import { refundTool, approveInWrit, rejectInWrit, approvalOf } from './dist/openai-agents.js';
 import { scriptedModel, toolResults } from './scripted-model.mjs';
 
 setTracingDisabled(true); // nothing leaves the machine
@@ -23,25 +27,14 @@ after(async () => { await srv?.close(); });
 // refundAgent is a support agent whose one tool, issue_refund, is governed
 // by writ. `example` names the refund pack's request the check is built
 // from (its evidence, context and subjects); the model picks the arguments.
-function refundAgent(script, example, wait) {
-  const base = refundRequest(example);
+function refundAgent(script, example, wait, facts, client = agentKey, onReportFailed) {
+  const { actor, subject_ids, evidence, context } = facts ?? refundRequest(example);
   const issued = [];
-  const issueRefund = governedTool(agentKey, {
-    name: 'issue_refund',
-    writTool: 'payments.issue_refund', // the SDK's function names may not hold dots
-    description: 'Refund an order to the original payment method.',
-    parameters: z.object({ order_id: z.string(), amount_inr: z.number(), currency: z.literal('INR') }),
-    request: (input) => ({
-      actor: base.actor, subject_ids: base.subject_ids, evidence: base.evidence, context: base.context,
-      outputs: { refund_amount_inr: input.amount_inr, currency: input.currency, order_id: input.order_id },
-    }),
-    run: async (input) => { issued.push(input); return { refund_id: `rf_${issued.length}`, ...input }; },
-    toolResultId: (r) => r.refund_id,
-    wait,
-  });
+  const issueRefund = refundTool(client, { actor, subject_ids, evidence, context },
+    async (input) => { issued.push(input); return { refund_id: `rf_${issued.length}`, ...input }; }, { wait, onReportFailed });
   const model = scriptedModel(script);
   const agent = new Agent({ name: 'support', instructions: 'Resolve refund requests.', model, tools: [issueRefund] });
-  return { agent, model, issueRefund, issued, tool: 'payments.issue_refund' };
+  return { agent, model, issueRefund, issued, facts: { actor, subject_ids, evidence, context } };
 }
 
 const refund = (id, amount) => ({ call: 'issue_refund', id, args: { order_id: 'ord_881', amount_inr: amount, currency: 'INR' } });
@@ -52,7 +45,7 @@ test('an allowed tool is executed and reported', async () => {
   assert.equal(result.finalOutput, 'Refunded.');
   assert.deepEqual(result.interruptions ?? [], []);
   assert.equal(a.issued.length, 1, 'the refund ran once');
-  const receipt = a.issueRefund.writReceipt('call_a');
+  const receipt = a.issueRefund.writ.receipt('call_a');
   assert.equal(receipt.outcome, 'allow');
   const story = await auditor.decision(receipt.decision_id);
   assert.deepEqual(story.records.map((r) => r.kind), ['check', 'execution_report']);
@@ -66,9 +59,9 @@ test('human review pauses the run; approving in writ resumes it', async () => {
   assert.equal(result.interruptions.length, 1, 'the run paused for approval');
   const pause = result.interruptions[0];
   assert.equal(a.issued.length, 0, 'nothing ran before the approval');
-  const receipt = a.issueRefund.writReceipt('call_h');
+  const receipt = a.issueRefund.writ.receipt('call_h');
   assert.equal(receipt.disposition.mode, 'human_review');
-  const approvalId = approvalOf(a.issueRefund, pause);
+  const approvalId = await approvalOf(a.issueRefund, pause);
   assert.equal((await finance.approval(approvalId)).state, 'pending');
 
   await approveInWrit(finance, a.issueRefund, result.state, pause, 'order history checked');
@@ -96,7 +89,7 @@ test('rejecting in writ denies the approval and the tool never runs', async () =
   const a = refundAgent([refund('call_r', 15000), { say: 'The refund was refused.' }], 'refund-high-value-human-review');
   let result = await run(a.agent, 'Refund 15,000 INR on ord_881.');
   const [pause] = result.interruptions;
-  const approvalId = approvalOf(a.issueRefund, pause);
+  const approvalId = await approvalOf(a.issueRefund, pause);
   await rejectInWrit(finance, a.issueRefund, result.state, pause, 'not without the invoice');
   result = await run(a.agent, result.state);
   assert.equal(result.finalOutput, 'The refund was refused.');
@@ -113,4 +106,53 @@ test('approving only in the SDK is not enough: writ still blocks', async () => {
   assert.equal(a.issued.length, 0, 'the refund did not run');
   const told = JSON.parse(toolResults(a.model).call_s);
   assert.deepEqual([told.blocked_by_writ, told.mode], [true, 'human_review']);
+});
+
+test('a run state restored in another process, the tool\'s memory lost, resumes the same decision', async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'writ-agents-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  // Each process's client keeps pending approvals in the same file.
+  const durable = () => new Client(srv.url, { apiKey: srv.tokens.agt_support_service, pending: new FilePendingStore(path.join(dir, 'pending.json')) });
+  const script = [refund('call_restore', 15000), { say: 'Refunded after approval.' }];
+  const first = refundAgent(script, 'refund-high-value-human-review', undefined, undefined, durable());
+  const paused = await run(first.agent, 'Refund 15,000 INR on ord_881.');
+  const [pause] = paused.interruptions;
+  const decisionId = first.issueRefund.writ.receipt('call_restore').decision_id;
+  const saved = paused.state.toString(); // what the application persists
+
+  // Another process: a new tool (no call-id map), a new model that goes on from the pause.
+  const again = refundAgent(script, 'refund-high-value-human-review', undefined, first.facts, durable());
+  again.model.skip(1);
+  const state = await RunState.fromString(again.agent, saved);
+  const [restored] = state.getInterruptions();
+  assert.equal(restored.rawItem.callId, pause.rawItem.callId);
+  await approveInWrit(finance, again.issueRefund, state, restored, 'order history checked');
+  const customer = first.facts.subject_ids.find((x) => x.startsWith('customer:'));
+  const mine = async (q) => (await finance.approvals({ ...q, limit: 500 })).approvals.filter((x) => x.subject_ids.includes(customer));
+  assert.deepEqual(await mine({ state: 'pending' }), [], 'the one approval was decided');
+  assert.deepEqual((await mine({})).map((x) => x.decision_id), [decisionId], 'no second approval was opened');
+  const result = await run(again.agent, state);
+  assert.equal(result.finalOutput, 'Refunded after approval.');
+  assert.deepEqual([first.issued.length, again.issued.length], [0, 1]);
+  assert.equal(again.issueRefund.writ.receipt('call_restore').decision_id, decisionId);
+  const story = await auditor.decision(decisionId);
+  assert.deepEqual(story.records.map((r) => r.kind), ['check', 'approval_decision', 'check', 'execution_report']);
+});
+
+test('a report writ does not take: the model still gets the result, and the report is kept to send again', async (t) => {
+  const proxy = await faultProxy(srv.url, { match: /\/execution$/, fault: '500' });
+  t.after(() => proxy.close());
+  const failed = [];
+  const a = refundAgent([refund('call_f', 4200), { say: 'Refunded.' }], 'refund-allow', undefined, undefined,
+    new Client(proxy.url, { apiKey: srv.tokens.agt_support_service }), (e) => failed.push(e));
+  const result = await run(a.agent, 'Please refund order ord_881.');
+  assert.equal(result.finalOutput, 'Refunded.');
+  assert.equal(a.issued.length, 1, 'the refund ran once');
+  assert.deepEqual(JSON.parse(toolResults(a.model).call_f), { refund_id: 'rf_1', order_id: 'ord_881', amount_inr: 4200, currency: 'INR' },
+    'the model was told the refund happened, not an error it would retry');
+  assert.equal(failed.length, 1);
+  assert.equal(failed[0].decisionId, a.issueRefund.writ.receipt('call_f').decision_id);
+  await agentKey.reportExecution(failed[0].decisionId, failed[0].report);
+  const story = await auditor.decision(failed[0].decisionId);
+  assert.deepEqual(story.records.map((r) => r.kind), ['check', 'execution_report']);
 });

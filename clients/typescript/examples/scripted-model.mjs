@@ -19,6 +19,8 @@ export function scriptedModel(script) {
         : [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: step.say }] }];
       return { usage: new Usage(), output, responseId: `resp_${turn}` };
     },
+    /** Goes on from turn n, as a model in another process would after a restored run's pause. */
+    skip(n) { turn += n; },
     // eslint-disable-next-line require-yield
     async *getStreamedResponse() { throw new Error('the scripted model does not stream'); },
   };

@@ -1,6 +1,12 @@
 // The writ HTTP client: one method per route of writ's API an agent or an
 // approver uses. No runtime dependency: fetch and Web Crypto.
-import { Blocked, errorFor, ReportFailed, Unavailable, WritError } from './errors.js';
+import {
+  Aborted, Blocked, Conflict, errorFor, InvalidArgument, ReportFailed, Timeout, Unavailable, Unreachable, WritError,
+} from './errors.js';
+import type { ExecutionReportBody } from './errors.js';
+import { resultDigest } from './digest.js';
+import { actionDigest, MemoryPendingStore } from './pending.js';
+import type { Outbox, OutboxEntry, PendingStore } from './pending.js';
 import type {
   ApprovalPage, ApprovalRequest, AttemptBody, CheckRequest, DecisionRecord, DecisionStory,
   ExecutionAck, ExecutionReport, InFlightPage, Problem, Receipt, RecordPage, Run, StartRunRequest,
@@ -18,6 +24,25 @@ export interface ClientOptions {
   maxRetryWait?: number;
   /** The W3C `traceparent` to send when a call names none, e.g. the active span's. */
   traceparent?: () => string | undefined;
+  /**
+   * How long one call may take, in seconds, retries and their waits
+   * included (default 30); a resume's `wait` is added to it. Past it the
+   * call throws Timeout.
+   */
+  timeout?: number;
+  /**
+   * Where the guard keeps the approvals it waits on, by action (default: in
+   * memory, for this client). A file store (`FilePendingStore` of
+   * `@writhq/writ-client/node`) keeps them across restarts.
+   */
+  pending?: PendingStore;
+  /**
+   * A durable journal of execution reports (`FileOutbox` of
+   * `@writhq/writ-client/node`): the guard writes to it before the tool
+   * runs and before the report is sent, so `replayOutbox()` can send a
+   * report the agent's crash lost.
+   */
+  outbox?: Outbox;
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch;
   /** How to wait before a retry (default: a timer); tests record the waits. */
@@ -27,11 +52,30 @@ export interface ClientOptions {
 export interface CallOptions {
   /** The W3C `traceparent` of this call: writ continues its trace. */
   traceparent?: string;
+  /** Aborts the call: it throws Aborted. */
   signal?: AbortSignal;
+  /** This call's timeout in seconds (default the client's `timeout`). */
+  timeout?: number;
 }
 
 /** A receipt, with the `traceparent` writ answered. */
 export type ReceiptWithTrace = Receipt & { readonly traceparent?: string };
+
+/**
+ * The parts of a check request besides the tool and its arguments: the
+ * actor (required), subjects, evidence, context, outputs, workflow, … .
+ */
+export type CheckParts = Omit<CheckRequest, 'tool' | 'arguments'>;
+
+/**
+ * A check request typed from its parts: `checkRequest('payments.issue_refund',
+ * args, { actor, subject_ids, evidence })`. The parts may not name another
+ * tool or other arguments.
+ */
+export function checkRequest<A extends { [k: string]: unknown }>(tool: string, args: A, parts: CheckParts): CheckRequest {
+  const { tool: _t, arguments: _a, ...rest } = parts as CheckParts & { tool?: unknown; arguments?: unknown };
+  return { ...rest, tool, arguments: args };
+}
 
 type ReportInput = Omit<ExecutionReport, 'decision_id' | 'result_digest'> & {
   /** The result, to digest (see resultDigest); writ never takes the result. */
@@ -42,6 +86,12 @@ type ReportInput = Omit<ExecutionReport, 'decision_id' | 'result_digest'> & {
 export interface GovernOptions<R> {
   /** Wait this long for an approval (`30s`, `2m`; at most `5m`) when the receipt awaits one. */
   wait?: string;
+  /** Aborts the governed call: before the tool runs it throws Aborted; after, ReportFailed. */
+  signal?: AbortSignal;
+  /** The timeout of each of the guard's calls to writ, in seconds (default the client's). */
+  timeout?: number;
+  /** Where to keep the approval this call waits on (default the client's `pending`). */
+  pending?: PendingStore;
   /** Report the execution after the tool runs (default true). */
   report?: boolean;
   /** The id of the tool's result, for the report. */
@@ -55,38 +105,28 @@ export function newIdempotencyKey(): string {
   return 'ik_' + [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
 }
 
-/**
- * The `sha256:<hex>` digest of a tool's result, for an execution report:
- * bytes as they are, a string as UTF-8, anything else as JSON with sorted
- * keys and no whitespace (the Python client's digest is the same).
- */
-export async function resultDigest(result: unknown): Promise<string> {
-  let data: Uint8Array<ArrayBuffer>;
-  if (result instanceof Uint8Array) data = new Uint8Array(result);
-  else if (typeof result === 'string') data = new TextEncoder().encode(result);
-  else data = new TextEncoder().encode(sortedJSON(result === undefined ? null : result));
-  const h = new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', data));
-  return 'sha256:' + [...h].map((x) => x.toString(16).padStart(2, '0')).join('');
-}
-
-function sortedJSON(v: unknown): string {
-  return JSON.stringify(v, (_k, x) => (x && typeof x === 'object' && !Array.isArray(x)
-    ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, (x as { [k: string]: unknown })[k]]))
-    : x));
-}
-
 /** Whether a receipt is a human review that an approval can settle (not a terminal escalation). */
 export function awaitsApproval(r: Receipt): boolean {
   return r.disposition.mode === 'human_review' && !r.human_review_terminal && (r.metadata.approval_ids?.length ?? 0) > 0;
 }
 
-function waitSeconds(wait: string): number {
+/** writ's longest resume wait (`MaxResumeWait`), in seconds. */
+export const maxWaitSeconds = 300;
+
+const goUnits: { [u: string]: number } = { ns: 1e-9, us: 1e-6, 'µs': 1e-6, 'μs': 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
+
+/**
+ * The seconds of a `wait` (a Go duration such as `30s`, `1m30s`, `500ms`),
+ * or InvalidArgument when writ would refuse it: not a duration, or over 5m.
+ */
+export function waitSeconds(wait: string): number {
   let total = 0;
-  const rest = wait.replace(/(\d+(?:\.\d+)?)(ms|s|m|h)/g, (_m, n: string, u: string) => {
-    total += Number(n) * ({ ms: 0.001, s: 1, m: 60, h: 3600 } as { [u: string]: number })[u];
+  const rest = wait.replace(/(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/g, (_m, n: string, u: string) => {
+    total += Number(n) * goUnits[u];
     return '';
   });
-  if (rest !== '' || wait === '') throw new TypeError(`wait must be a duration such as '30s' or '2m', not '${wait}'`);
+  if (rest !== '' || wait === '') throw new InvalidArgument('wait', `must be a duration such as '30s' or '2m', not '${wait}'`);
+  if (total > maxWaitSeconds) throw new InvalidArgument('wait', `'${wait}' is over writ's maximum, 5m`);
   return total;
 }
 
@@ -102,10 +142,13 @@ const defaultSleep = (s: number) => new Promise<void>((resolve) => setTimeout(re
 export class Client {
   readonly baseUrl: string;
   private readonly opts: ClientOptions;
+  /** The pending store of the guard and the adapters (the `pending` option, or one in memory). */
+  readonly pending: PendingStore;
 
   constructor(baseUrl: string, options: ClientOptions = {}) {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
     this.opts = options;
+    this.pending = options.pending ?? new MemoryPendingStore();
   }
 
   // ---- boundary checks ----------------------------------------------
@@ -127,11 +170,13 @@ export class Client {
   async resume(decisionId: string, request: CheckRequest, opts: CallOptions & { wait?: string } = {}): Promise<ReceiptWithTrace> {
     const body: { [k: string]: unknown } = { request: this.withTenant(request) };
     if (this.opts.tenantId) body.tenant_id = this.opts.tenantId;
+    let waited = 0;
     if (opts.wait) {
-      waitSeconds(opts.wait);
+      waited = waitSeconds(opts.wait);
       body.wait = opts.wait;
     }
-    const { data, headers } = await this.call('POST', `/v1/decisions/${seg(decisionId)}/resume`, { body, ...opts });
+    const { data, headers } = await this.call('POST', `/v1/decisions/${seg('decisionId', decisionId)}/resume`,
+      { body, ...opts, extraSeconds: waited });
     return withTrace(data as Receipt, headers);
   }
 
@@ -140,168 +185,306 @@ export class Client {
    * effect. Pass `result` to have its digest computed, or `result_digest`.
    */
   async reportExecution(decisionId: string, report: ReportInput, o: CallOptions = {}): Promise<ExecutionAck> {
+    const body = await this.reportBody(report);
+    const { data } = await this.call('POST', `/v1/decisions/${seg('decisionId', decisionId)}/execution`, { body, ...o });
+    return data as ExecutionAck;
+  }
+
+  /** The report as sent: the result digested, the tenant set, no undefined member. */
+  private async reportBody(report: ReportInput): Promise<ExecutionReportBody> {
     const { result, ...rest } = report;
     const body: { [k: string]: unknown } = { ...rest };
     if (this.opts.tenantId && !body.tenant_id) body.tenant_id = this.opts.tenantId;
     if (result !== undefined && !body.result_digest) body.result_digest = await resultDigest(result);
     for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
-    const { data } = await this.call('POST', `/v1/decisions/${seg(decisionId)}/execution`, { body, ...o });
-    return data as ExecutionAck;
+    return body as ExecutionReportBody;
+  }
+
+  /**
+   * Sends every report the outbox holds that writ has not taken (an agent
+   * that crashed after its tool ran left them there); call it when the
+   * agent starts. A tool that was begun but never finished has no report:
+   * its outcome is unknown, so it is answered in `unknown` and left in the
+   * outbox for a person to settle (`reportExecution`, then `outbox.done`).
+   */
+  async replayOutbox(o: CallOptions = {}): Promise<{ reported: ExecutionAck[]; unknown: OutboxEntry[]; failed: { decision_id: string; error: unknown }[] }> {
+    const outbox = this.opts.outbox;
+    const out = { reported: [] as ExecutionAck[], unknown: [] as OutboxEntry[], failed: [] as { decision_id: string; error: unknown }[] };
+    if (!outbox) return out;
+    for (const e of await outbox.pending()) {
+      if (!e.report) {
+        out.unknown.push(e);
+        continue;
+      }
+      try {
+        const { data } = await this.call('POST', `/v1/decisions/${seg('decisionId', e.decision_id)}/execution`, { body: e.report, ...o });
+        await outbox.done(e.decision_id);
+        out.reported.push(data as ExecutionAck);
+      } catch (error) {
+        out.failed.push({ decision_id: e.decision_id, error });
+      }
+    }
+    return out;
   }
 
   /** `GET /v1/decisions/{id}`: the decision's story. */
-  async decision(decisionId: string): Promise<DecisionStory> {
-    return (await this.call('GET', `/v1/decisions/${seg(decisionId)}`, { query: this.query() })).data as DecisionStory;
+  async decision(decisionId: string, o: CallOptions = {}): Promise<DecisionStory> {
+    return (await this.call('GET', `/v1/decisions/${seg('decisionId', decisionId)}`, { query: this.query(), ...o })).data as DecisionStory;
   }
 
   /** `GET /v1/decisions/in_flight`: permits still awaiting their execution reports. */
-  async inFlight(q: { expired_by?: string; limit?: number; cursor?: string } = {}): Promise<InFlightPage> {
-    return (await this.call('GET', '/v1/decisions/in_flight', { query: this.query(q) })).data as InFlightPage;
+  async inFlight(q: { expired_by?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<InFlightPage> {
+    return (await this.call('GET', '/v1/decisions/in_flight', { query: this.query(q), ...o })).data as InFlightPage;
   }
 
   // ---- records ------------------------------------------------------
 
   /** `GET /v1/records/{id}`: the record exactly as sealed (keep these bytes to verify its hash). */
-  async recordBytes(recordId: string): Promise<Uint8Array> {
-    return (await this.call('GET', `/v1/records/${seg(recordId)}`, { query: this.query(), raw: true })).data as Uint8Array;
+  async recordBytes(recordId: string, o: CallOptions = {}): Promise<Uint8Array> {
+    return (await this.call('GET', `/v1/records/${seg('recordId', recordId)}`, { query: this.query(), raw: true, ...o })).data as Uint8Array;
   }
 
   /** `GET /v1/records/{id}`, decoded. */
-  async record(recordId: string): Promise<DecisionRecord> {
-    return JSON.parse(new TextDecoder().decode(await this.recordBytes(recordId))) as DecisionRecord;
+  async record(recordId: string, o: CallOptions = {}): Promise<DecisionRecord> {
+    return JSON.parse(new TextDecoder().decode(await this.recordBytes(recordId, o))) as DecisionRecord;
   }
 
   /** `GET /v1/records`: a page of the tenant's records, oldest first. */
   async records(q: { decision_key?: string; status?: string; subject_id?: string; trace_id?: string;
-    from?: string; to?: string; limit?: number; cursor?: string } = {}): Promise<RecordPage> {
-    return (await this.call('GET', '/v1/records', { query: this.query(q) })).data as RecordPage;
+    from?: string; to?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<RecordPage> {
+    return (await this.call('GET', '/v1/records', { query: this.query(q), ...o })).data as RecordPage;
   }
 
   // ---- approvals ----------------------------------------------------
 
   /** `GET /v1/approvals`: a page of approval requests, oldest first. */
   async approvals(q: { state?: string; gate_id?: string; decision_key?: string; older_than?: string;
-    created_before?: string; limit?: number; cursor?: string } = {}): Promise<ApprovalPage> {
-    return (await this.call('GET', '/v1/approvals', { query: this.query(q) })).data as ApprovalPage;
+    created_before?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<ApprovalPage> {
+    return (await this.call('GET', '/v1/approvals', { query: this.query(q), ...o })).data as ApprovalPage;
   }
 
   /** `GET /v1/approvals/{id}`. */
-  async approval(approvalId: string): Promise<ApprovalRequest> {
-    return (await this.call('GET', `/v1/approvals/${seg(approvalId)}`, { query: this.query() })).data as ApprovalRequest;
+  async approval(approvalId: string, o: CallOptions = {}): Promise<ApprovalRequest> {
+    return (await this.call('GET', `/v1/approvals/${seg('approvalId', approvalId)}`, { query: this.query(), ...o })).data as ApprovalRequest;
   }
 
   /** `POST /v1/approvals/{id}/approve` (an approver's key: the approver is its subject). */
-  approve(approvalId: string, reason: string, approver?: string): Promise<ApprovalRequest> {
-    return this.decide(approvalId, 'approve', reason, approver);
+  approve(approvalId: string, reason: string, approver?: string, o: CallOptions = {}): Promise<ApprovalRequest> {
+    return this.decide(approvalId, 'approve', reason, approver, o);
   }
 
   /** `POST /v1/approvals/{id}/deny`. */
-  deny(approvalId: string, reason: string, approver?: string): Promise<ApprovalRequest> {
-    return this.decide(approvalId, 'deny', reason, approver);
+  deny(approvalId: string, reason: string, approver?: string, o: CallOptions = {}): Promise<ApprovalRequest> {
+    return this.decide(approvalId, 'deny', reason, approver, o);
   }
 
-  private async decide(id: string, verb: string, reason: string, approver?: string): Promise<ApprovalRequest> {
+  /**
+   * `POST /v1/approvals/{id}/withdraw`: the requester (an agent's key)
+   * withdraws a pending approval request it no longer needs; sealed as a
+   * record, and a resume of its decision then ends it (`approval_withdrawn`).
+   */
+  async withdraw(approvalId: string, reason?: string, o: CallOptions = {}): Promise<ApprovalRequest> {
+    const body: { [k: string]: unknown } = {};
+    if (this.opts.tenantId) body.tenant_id = this.opts.tenantId;
+    if (reason) body.reason = reason;
+    return (await this.call('POST', `/v1/approvals/${seg('approvalId', approvalId)}/withdraw`, { body, ...o })).data as ApprovalRequest;
+  }
+
+  /**
+   * Withdraws the approvals the guard waits on for this action (see
+   * actionDigest) and forgets it, so its next call is decided afresh.
+   * Answers the withdrawn requests; none when the store holds no approval
+   * for the action. A request decided meanwhile (409) is left as it is.
+   */
+  async withdrawPending(request: CheckRequest, reason?: string,
+    o: CallOptions & { pending?: PendingStore } = {}): Promise<ApprovalRequest[]> {
+    const store = o.pending ?? this.pending;
+    const action = await actionDigest(this.withTenant(request));
+    const held = await store.get(action);
+    if (!held) return [];
+    const out: ApprovalRequest[] = [];
+    for (const id of held.approval_ids) {
+      try {
+        out.push(await this.withdraw(id, reason, o));
+      } catch (err) {
+        if (!(err instanceof Conflict)) throw err;
+      }
+    }
+    await store.delete(action);
+    return out;
+  }
+
+  private async decide(id: string, verb: string, reason: string, approver: string | undefined, o: CallOptions): Promise<ApprovalRequest> {
     const body: { [k: string]: unknown } = { reason };
     if (this.opts.tenantId) body.tenant_id = this.opts.tenantId;
     if (approver) body.approver = approver;
-    return (await this.call('POST', `/v1/approvals/${seg(id)}/${verb}`, { body })).data as ApprovalRequest;
+    return (await this.call('POST', `/v1/approvals/${seg('approvalId', id)}/${verb}`, { body, ...o })).data as ApprovalRequest;
   }
 
   // ---- runs and attempts --------------------------------------------
 
   /** `POST /v1/runs`: start a run of a workflow of the pinned pack. */
-  async startRun(req: StartRunRequest): Promise<Run> {
-    return (await this.call('POST', '/v1/runs', { body: this.withTenant(req) })).data as Run;
+  async startRun(req: StartRunRequest, o: CallOptions = {}): Promise<Run> {
+    return (await this.call('POST', '/v1/runs', { body: this.withTenant(req), ...o })).data as Run;
   }
 
   /** `POST /v1/runs/{id}/steps/{step}/attempts`: answers the step's verdict. */
-  async submitAttempt(runId: string, stepId: string, attempt: AttemptBody): Promise<StepVerdict> {
-    return (await this.call('POST', `/v1/runs/${seg(runId)}/steps/${seg(stepId)}/attempts`,
-      { query: this.query(), body: attempt })).data as StepVerdict;
+  async submitAttempt(runId: string, stepId: string, attempt: AttemptBody, o: CallOptions = {}): Promise<StepVerdict> {
+    return (await this.call('POST', `/v1/runs/${seg('runId', runId)}/steps/${seg('stepId', stepId)}/attempts`,
+      { query: this.query(), body: attempt, ...o })).data as StepVerdict;
   }
 
   /** `GET /v1/runs/{id}`: a run, with its history. */
-  async run(runId: string): Promise<Run> {
-    return (await this.call('GET', `/v1/runs/${seg(runId)}`, { query: this.query() })).data as Run;
+  async run(runId: string, o: CallOptions = {}): Promise<Run> {
+    return (await this.call('GET', `/v1/runs/${seg('runId', runId)}`, { query: this.query(), ...o })).data as Run;
   }
 
   /** `GET /healthz`. */
-  async health(): Promise<{ [k: string]: unknown }> {
-    return (await this.call('GET', '/healthz', {})).data as { [k: string]: unknown };
+  async health(o: CallOptions = {}): Promise<{ [k: string]: unknown }> {
+    return (await this.call('GET', '/healthz', { ...o })).data as { [k: string]: unknown };
   }
 
   // ---- the guard ----------------------------------------------------
 
   /**
-   * Governs one call: check (an idempotency key is generated when the
-   * request has none); when the receipt awaits an approval and `wait` is
-   * set, resume waiting for it; if the call is still not permitted, throw
-   * Blocked carrying the receipt, and `run` never runs. Otherwise run it and
-   * report its execution: `succeeded` with the digest of its result, or
-   * `failed` with the error's name as the code (and rethrow the error).
+   * Governs one call: check, run, report. When the receipt awaits an
+   * approval the action is kept in the pending store, and with `wait` the
+   * decision is resumed waiting for it; if the call is still not permitted
+   * it throws Blocked (with what resuming needs) and `run` never runs. A
+   * later call of the same action (see actionDigest) resumes that decision
+   * instead of opening another approval. Otherwise `run` runs and its
+   * execution is reported: `succeeded` with the digest of its result, or
+   * `failed` with the error's name as the code (and the error is thrown
+   * again). A report writ does not take throws ReportFailed with the result.
    */
   async governed<R>(request: CheckRequest, run: (receipt: Receipt) => Promise<R> | R, o: GovernOptions<R> = {}):
     Promise<{ result: R; receipt: Receipt; ack?: ExecutionAck }> {
-    const req: CheckRequest = { ...request, idempotency_key: request.idempotency_key || newIdempotencyKey() };
-    const receipt = await this.permit(req, o.wait);
-    return this.runAndReport(receipt, () => run(receipt), { ...o, idempotencyKey: req.idempotency_key });
+    const { receipt, idempotencyKey } = await this.permitted(request, o);
+    return this.runAndReport(receipt, () => run(receipt), { ...o, idempotencyKey });
   }
 
   /**
    * The run half of `governed`, for a receipt that permits: run the tool,
    * then report its execution (`succeeded` with the digest of its result,
    * or `failed` with the error's name as the code, and rethrow). Refuses a
-   * receipt that does not permit (Blocked) without running anything.
+   * receipt that does not permit (Blocked) without running anything. With
+   * an outbox, the decision is journalled before the tool runs and the
+   * report before it is sent.
    */
-  async runAndReport<R>(receipt: Receipt, run: () => Promise<R> | R, o: GovernOptions<R> & { idempotencyKey?: string } = {}):
-    Promise<{ result: R; receipt: Receipt; ack?: ExecutionAck }> {
+  async runAndReport<R>(receipt: Receipt, run: () => Promise<R> | R,
+    o: GovernOptions<R> & { idempotencyKey?: string } = {}): Promise<{ result: R; receipt: Receipt; ack?: ExecutionAck }> {
     if (receipt.safe_to_execute !== true) throw new Blocked(receipt);
-    const common = { idempotency_key: o.idempotencyKey, started_at: new Date().toISOString() };
+    if (o.signal?.aborted) throw new Aborted('writ: the call was aborted before the tool ran', { cause: o.signal.reason });
+    const outbox = o.report === false ? undefined : this.opts.outbox;
+    const started = new Date().toISOString();
+    const common = { idempotency_key: o.idempotencyKey, started_at: started };
+    const call: CallOptions = { signal: o.signal, timeout: o.timeout };
+    // Written before the tool runs: a crash from here on leaves a trace.
+    await outbox?.begin({ decision_id: receipt.decision_id, idempotency_key: o.idempotencyKey, started_at: started });
     let result: R;
     try {
       result = await run();
     } catch (err) {
       if (o.report !== false) {
         const e = err instanceof Error ? err : new Error(String(err));
-        await this.reportExecution(receipt.decision_id, {
+        const report = await this.reportBody({
           ...common, ended_at: new Date().toISOString(), status: 'failed',
           error: { code: e.name || 'Error', message: e.message.slice(0, 1024) },
-        }).catch(() => undefined); // the tool's own error matters more
+        });
+        // The tool's own error matters more; a report writ did not take
+        // stays in the outbox for replayOutbox.
+        await this.sendReport(receipt.decision_id, report, call, outbox).catch(() => undefined);
       }
       throw err;
     }
     if (o.report === false) return { result, receipt };
+    let report: ExecutionReportBody = { ...common, status: 'succeeded' };
     try {
-      const ack = await this.reportExecution(receipt.decision_id, {
+      report = await this.reportBody({
         ...common, ended_at: new Date().toISOString(), status: 'succeeded', result,
         tool_result_id: o.toolResultId?.(result),
       });
+      const ack = await this.sendReport(receipt.decision_id, report, call, outbox);
       return { result, receipt, ack };
     } catch (err) {
-      throw new ReportFailed(receipt, result, err);
+      throw new ReportFailed(receipt, result, err, report);
     }
   }
 
-  /** The check half of `governed`: the permitting receipt, or Blocked. */
-  async permit(request: CheckRequest, wait?: string): Promise<Receipt> {
-    let r: Receipt = await this.check(request);
-    if (!r.safe_to_execute && wait && awaitsApproval(r)) r = await this.resume(r.decision_id, request, { wait });
-    if (r.safe_to_execute !== true) throw new Blocked(r);
-    return r;
+  private async sendReport(decisionId: string, report: ExecutionReportBody, o: CallOptions, outbox?: Outbox): Promise<ExecutionAck> {
+    let journalled: unknown;
+    try {
+      await outbox?.settle(decisionId, report);
+    } catch (err) {
+      journalled = err; // still try to send it
+    }
+    const { data } = await this.call('POST', `/v1/decisions/${seg('decisionId', decisionId)}/execution`, { body: report, ...o });
+    if (outbox && journalled === undefined) await outbox.done(decisionId).catch(() => undefined);
+    return data as ExecutionAck;
+  }
+
+  /**
+   * The check half of `governed`: the permitting receipt, or Blocked.
+   * `wait` (or `{ wait, signal, timeout, pending }`) as for `governed`.
+   */
+  async permit(request: CheckRequest, wait?: string | Omit<GovernOptions<unknown>, 'report' | 'toolResultId'>): Promise<Receipt> {
+    return (await this.permitted(request, typeof wait === 'string' ? { wait } : (wait ?? {}))).receipt;
+  }
+
+  private async permitted(request: CheckRequest, o: Omit<GovernOptions<unknown>, 'report' | 'toolResultId'>):
+    Promise<{ receipt: Receipt; idempotencyKey: string }> {
+    const waited = o.wait ? waitSeconds(o.wait) : 0; // refused before any request
+    const call: CallOptions = { signal: o.signal, timeout: o.timeout };
+    const store = o.pending ?? this.pending;
+    const action = await actionDigest(this.withTenant(request));
+    const held = await store.get(action);
+    let receipt: Receipt | undefined;
+    let req: CheckRequest = request;
+    if (held && (!request.idempotency_key || request.idempotency_key === held.idempotency_key)) {
+      // The same action already waits on an approval: decide that one again.
+      req = { ...request, idempotency_key: held.idempotency_key };
+      try {
+        // With no wait of its own, 1ms: an undecided approval answers
+        // still_waiting and nothing is written, rather than a fresh decision.
+        receipt = await this.resume(held.decision_id, req, { ...call, wait: waited > 0 ? o.wait : '1ms' });
+      } catch (err) {
+        if (!(err instanceof Conflict)) throw err;
+        await store.delete(action); // the decision was settled meanwhile: decide afresh
+        req = { ...request, idempotency_key: request.idempotency_key === held.idempotency_key ? newIdempotencyKey() : request.idempotency_key };
+      }
+    }
+    if (!receipt) {
+      req = { ...req, idempotency_key: req.idempotency_key || newIdempotencyKey() };
+      receipt = await this.check(req, call);
+      if (awaitsApproval(receipt)) {
+        await store.set(action, {
+          decision_id: receipt.decision_id, idempotency_key: req.idempotency_key as string,
+          request_digest: await resultDigest(this.withTenant(req)), approval_ids: receipt.metadata.approval_ids ?? [],
+          created_at: new Date().toISOString(),
+        });
+        if (waited > 0) receipt = await this.resume(receipt.decision_id, req, { ...call, wait: o.wait });
+      }
+    }
+    const idempotencyKey = req.idempotency_key as string;
+    if (receipt.safe_to_execute !== true) {
+      if (!awaitsApproval(receipt)) await store.delete(action);
+      throw new Blocked(receipt, { request: req, idempotencyKey, requestDigest: await resultDigest(this.withTenant(req)) });
+    }
+    await store.delete(action); // the permit uses the approval up
+    return { receipt, idempotencyKey };
   }
 
   /**
    * A tool function governed by writ: each call's single argument object is
    * the check's `arguments`, and `request` (fixed members, or a function of
-   * the arguments) fills the rest of the check request.
+   * the arguments) fills the rest of the check request (see checkRequest).
    */
   guard<A extends { [k: string]: unknown }, R>(tool: string, fn: (args: A) => Promise<R> | R,
-    o: GovernOptions<R> & { request?: Partial<CheckRequest> | ((args: A) => Partial<CheckRequest>) } = {}):
-    (args: A) => Promise<R> {
-    return async (args: A) => {
-      const extra = typeof o.request === 'function' ? o.request(args) : (o.request ?? {});
-      const req = { tool, arguments: args, ...extra } as CheckRequest;
-      return (await this.governed(req, () => fn(args), o)).result;
+    o: GovernOptions<R> & { request: CheckParts | ((args: A) => CheckParts) }): (args: A, call?: CallOptions) => Promise<R> {
+    return async (args: A, call: CallOptions = {}) => {
+      const parts = typeof o.request === 'function' ? o.request(args) : o.request;
+      const opts = { ...o, signal: call.signal ?? o.signal, timeout: call.timeout ?? o.timeout };
+      return (await this.governed(checkRequest(tool, args, parts), () => fn(args), opts)).result;
     };
   }
 
@@ -320,7 +503,8 @@ export class Client {
     return p;
   }
 
-  private async call(method: string, path: string, o: { query?: URLSearchParams; body?: unknown; raw?: boolean } & CallOptions):
+  private async call(method: string, path: string,
+    o: { query?: URLSearchParams; body?: unknown; raw?: boolean; extraSeconds?: number } & CallOptions):
     Promise<{ data: unknown; headers: Headers }> {
     const qs = o.query?.toString();
     const url = this.baseUrl + path + (qs ? '?' + qs : '');
@@ -332,21 +516,38 @@ export class Client {
     const f = this.opts.fetch ?? globalThis.fetch;
     const sleep = this.opts.sleep ?? defaultSleep;
     const maxRetries = this.opts.maxRetries ?? 3;
-    for (let attempt = 0; ; attempt++) {
-      const res = await f(url, {
-        method, headers, signal: o.signal,
-        body: o.body === undefined ? undefined : JSON.stringify(o.body),
-      });
-      if (res.ok) {
-        const data = o.raw ? new Uint8Array(await res.arrayBuffer()) : await res.json();
-        return { data, headers: res.headers };
+    const seconds = (o.timeout ?? this.opts.timeout ?? 30) + (o.extraSeconds ?? 0);
+    if (o.signal?.aborted) throw new Aborted(`writ: ${method} ${path} aborted before it was sent`, { cause: o.signal.reason });
+    // One signal for the whole call, retries included: the caller's abort
+    // or the timeout, whichever comes first, each its own error.
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(new Timeout(`writ: ${method} ${path} timed out after ${seconds}s`, seconds)), seconds * 1000);
+    const onAbort = () => ctl.abort(new Aborted(`writ: ${method} ${path} aborted`, { cause: o.signal?.reason }));
+    o.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      for (let attempt = 0; ; attempt++) {
+        const res = await f(url, {
+          method, headers, signal: ctl.signal,
+          body: o.body === undefined ? undefined : JSON.stringify(o.body),
+        });
+        if (res.ok) {
+          const data = o.raw ? new Uint8Array(await res.arrayBuffer()) : await res.json();
+          return { data, headers: res.headers };
+        }
+        const text = await res.text();
+        if ((res.status === 503 || res.status === 429) && attempt < maxRetries) {
+          await abortable(sleep(this.retryAfter(res.headers.get('retry-after'), attempt + 1)), ctl.signal);
+          continue;
+        }
+        throw this.error(res, text);
       }
-      const text = await res.text();
-      if ((res.status === 503 || res.status === 429) && attempt < maxRetries) {
-        await sleep(this.retryAfter(res.headers.get('retry-after'), attempt + 1));
-        continue;
-      }
-      throw this.error(res, text);
+    } catch (err) {
+      if (err instanceof WritError) throw err;
+      if (ctl.signal.aborted && ctl.signal.reason instanceof WritError) throw ctl.signal.reason;
+      throw new Unreachable(`writ: ${method} ${path}: ${transportMessage(err)}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+      o.signal?.removeEventListener('abort', onAbort);
     }
   }
 
@@ -384,6 +585,24 @@ export class Client {
   }
 }
 
+/** Waits for p, or throws the signal's reason when it aborts first. */
+function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then((v) => { signal.removeEventListener('abort', onAbort); resolve(v); },
+      (e) => { signal.removeEventListener('abort', onAbort); reject(e); });
+  });
+}
+
+/** fetch's error, with the system error under it (ECONNREFUSED, …) when there is one. */
+function transportMessage(err: unknown): string {
+  const e = err as { message?: string; cause?: { code?: string; message?: string } };
+  const under = e?.cause?.code ?? e?.cause?.message;
+  return (e?.message ?? String(err)) + (under ? ` (${under})` : '');
+}
+
 function codeOf(status: number): Problem['code'] {
   const m: { [s: number]: Problem['code'] } = { 400: 'invalid', 401: 'unauthenticated', 403: 'forbidden', 404: 'not_found',
     409: 'conflict', 413: 'too_large', 429: 'rate_limited', 503: 'unavailable' };
@@ -395,7 +614,7 @@ function withTrace(r: Receipt, headers: Headers): ReceiptWithTrace {
   return tp ? Object.defineProperty({ ...r }, 'traceparent', { value: tp, enumerable: false }) as ReceiptWithTrace : r;
 }
 
-function seg(s: string): string {
-  if (!s) throw new TypeError('an id is required');
+function seg(field: string, s: string): string {
+  if (typeof s !== 'string' || !s) throw new InvalidArgument(field, 'an id is required');
   return encodeURIComponent(s);
 }

@@ -2,7 +2,10 @@
 // problem: the client throws it as a ProblemError (or the subclass named
 // for its code) carrying the problem. A governed call writ does not
 // permit throws Blocked, carrying the receipt.
-import type { Problem, Receipt } from './types.js';
+import type { CheckRequest, ExecutionReport, Problem, Receipt } from './types.js';
+
+/** An execution report as sent, without the decision id (it is in the path). */
+export type ExecutionReportBody = Omit<ExecutionReport, 'decision_id'>;
 
 /** The base of every error the client throws. */
 export class WritError extends Error {
@@ -56,33 +59,97 @@ export class Unavailable extends ProblemError {
 }
 
 /**
- * The governed call was not permitted; `receipt` says why and what would
- * change it. `mode` (the receipt's `disposition.mode`) says where the
- * workflow goes next.
+ * writ gave no answer: the base of the transport failures. The request may
+ * or may not have reached writ; a check retried with the same idempotency
+ * key writes at most one record.
  */
-export class Blocked extends WritError {
-  readonly receipt: Receipt;
-  constructor(receipt: Receipt) {
-    const codes = receipt.reasons.map((r) => r.code).join(', ') || 'no reason given';
-    super(`writ: ${receipt.outcome} (${receipt.disposition.mode}) for decision ${receipt.decision_id}: ${codes}`);
-    this.receipt = receipt;
+export class TransportError extends WritError {}
+
+/** writ could not be reached: connection refused or reset, name not found, a body cut short. `cause` is fetch's error. */
+export class Unreachable extends TransportError {}
+
+/** The call ran past its timeout (`timeout` of the client or of the call), retries included. */
+export class Timeout extends TransportError {
+  /** The timeout that ran out, in seconds. */
+  readonly seconds: number;
+  constructor(message: string, seconds: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.seconds = seconds;
   }
-  get mode(): Receipt['disposition']['mode'] { return this.receipt.disposition.mode; }
+}
+
+/** The caller's `AbortSignal` aborted the call; `cause` is the signal's reason. */
+export class Aborted extends TransportError {}
+
+/**
+ * The client refused the call before sending anything, because writ would
+ * refuse it too (a `wait` over 5m, an empty id): nothing was written and
+ * no tool ran. `field` names the member.
+ */
+export class InvalidArgument extends WritError {
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(`writ: ${field}: ${message}`);
+    this.field = field;
+  }
+}
+
+/** What resuming a blocked call needs: the request as checked and its key. */
+export interface BlockedState {
+  /** The check request as it was sent, idempotency key included. */
+  readonly request: CheckRequest;
+  /** The idempotency key the check was made with. */
+  readonly idempotencyKey: string;
+  /** `sha256:` and the hex SHA-256 of the request as JSON with sorted keys (see resultDigest). */
+  readonly requestDigest: string;
 }
 
 /**
- * The tool ran but writ did not take its execution report. `result` is
- * what the tool returned (the effect happened), `receipt` the permit and
- * `cause` the report's error; report again, the same report is idempotent.
+ * The governed call was not permitted; `receipt` says why and what would
+ * change it. `mode` (the receipt's `disposition.mode`) says where the
+ * workflow goes next. `decisionId`, `request`, `idempotencyKey` and
+ * `requestDigest` are what `client.resume` needs to decide it again.
+ */
+export class Blocked extends WritError {
+  readonly receipt: Receipt;
+  readonly request?: CheckRequest;
+  readonly idempotencyKey?: string;
+  readonly requestDigest?: string;
+  constructor(receipt: Receipt, state?: BlockedState) {
+    const codes = receipt.reasons.map((r) => r.code).join(', ') || 'no reason given';
+    super(`writ: ${receipt.outcome} (${receipt.disposition.mode}) for decision ${receipt.decision_id}: ${codes}`);
+    this.receipt = receipt;
+    this.request = state?.request;
+    this.idempotencyKey = state?.idempotencyKey;
+    this.requestDigest = state?.requestDigest;
+  }
+  get mode(): Receipt['disposition']['mode'] { return this.receipt.disposition.mode; }
+  get decisionId(): string { return this.receipt.decision_id; }
+  /** The approval requests the decision waits on (empty unless an approval can settle it). */
+  get approvalIds(): string[] { return this.receipt.metadata.approval_ids ?? []; }
+}
+
+/**
+ * The tool ran but writ did not take its execution report: writ was
+ * unreachable or down, the call timed out or was aborted, or writ answered
+ * an error. `result` is what the tool returned (the effect happened),
+ * `receipt` the permit, `report` the report to send again
+ * (`client.reportExecution(err.decisionId, err.report)`: the same report
+ * is idempotent) and `cause` the report's error. Never run the tool again
+ * for it.
  */
 export class ReportFailed extends WritError {
   readonly receipt: Receipt;
   readonly result: unknown;
-  constructor(receipt: Receipt, result: unknown, cause: unknown) {
-    super(`writ: the execution report of decision ${receipt.decision_id} failed`, { cause });
+  readonly report: ExecutionReportBody;
+  constructor(receipt: Receipt, result: unknown, cause: unknown, report: ExecutionReportBody = { status: 'succeeded' }) {
+    super(`writ: the execution report of decision ${receipt.decision_id} failed` +
+      (cause instanceof Error ? `: ${cause.message}` : ''), { cause });
     this.receipt = receipt;
     this.result = result;
+    this.report = report;
   }
+  get decisionId(): string { return this.receipt.decision_id; }
 }
 
 const byCode: Record<string, new (p: Problem) => ProblemError> = {

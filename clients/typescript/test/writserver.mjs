@@ -50,9 +50,11 @@ export async function startWrit({ pack = 'examples/refund', keys = {}, tenant = 
   });
   return {
     url, tokens,
-    async close() {
+    /** Stops writ (SIGTERM; 'SIGKILL' to kill it) and removes its data. */
+    async close(signal = 'SIGTERM') {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
       const exited = new Promise((resolve) => proc.on('exit', resolve));
-      proc.kill('SIGTERM');
+      proc.kill(signal);
       await exited;
       rmSync(tmp, { recursive: true, force: true });
     },
@@ -111,4 +113,47 @@ export async function flakyProxy(upstream, { fail = 1, retryAfter = '2' } = {}) 
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { url: `http://127.0.0.1:${server.address().port}`, seen, close: () => new Promise((r) => server.close(r)) };
+}
+
+/**
+ * faultProxy is a loopback proxy in front of writ that forwards every
+ * request unchanged except those whose path matches `match`, which meet
+ * `fault`: 'hang' (no answer, until the proxy closes), 'reset' (the
+ * connection is destroyed) or '500' (writ's internal-error problem).
+ * These are the ways a report can fail after the tool ran that one real
+ * server does not produce on cue.
+ */
+export async function faultProxy(upstream, { match, fault }) {
+  const http = await import('node:http');
+  const seen = [];
+  const hung = new Set();
+  const server = http.createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const path = new URL(req.url, 'http://x').pathname;
+    if (match.test(path)) {
+      seen.push(`${fault} ${path}`);
+      if (fault === 'hang') { hung.add(res); return; }
+      if (fault === 'reset') { req.socket.destroy(); return; }
+      res.writeHead(500, { 'Content-Type': 'application/problem+json' });
+      res.end(JSON.stringify({ type: 'urn:writ:problem:internal', title: 'Internal error', status: 500,
+        detail: 'internal error', instance: req.url, code: 'internal' }));
+      return;
+    }
+    const headers = { ...req.headers };
+    delete headers.host;
+    delete headers['content-length'];
+    const up = await fetch(upstream + req.url, { method: req.method, headers, body: chunks.length ? Buffer.concat(chunks) : undefined });
+    seen.push(`${up.status} ${path}`);
+    const body = Buffer.from(await up.arrayBuffer());
+    const out = {};
+    up.headers.forEach((v, k) => { if (!['content-length', 'content-encoding', 'transfer-encoding', 'connection'].includes(k)) out[k] = v; });
+    res.writeHead(up.status, out);
+    res.end(body);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`, seen,
+    close: () => new Promise((r) => { for (const res of hung) res.destroy(); server.closeAllConnections(); server.close(r); }),
+  };
 }
