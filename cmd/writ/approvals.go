@@ -52,9 +52,11 @@ func (m *Main) addServerFlags(f *flag.FlagSet) serverFlags {
 
 func (m *Main) client(sf serverFlags) *httpapi.Client {
 	var opts []httpapi.ClientOption
-	if key := m.Getenv("WRIT_API_KEY"); key != "" {
+	key := m.Getenv("WRIT_API_KEY")
+	if key != "" {
 		opts = append(opts, httpapi.WithHeader("Authorization", "Bearer "+key))
 	}
+	m.remote = &remoteUse{tenant: *sf.tenant != "", key: key != ""}
 	return httpapi.NewClient(strings.TrimRight(*sf.server, "/"), opts...)
 }
 
@@ -172,4 +174,42 @@ func (m *Main) approvalsWithdraw(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(m.Stdout, "%s %s by %s (record %s)\n", a.ApprovalID, a.State, a.Decision.Approver, a.Decision.RecordID)
 	return nil
+}
+
+// remoteUse is what a command gave the server it talks to: whether it
+// named a tenant and presented an API key.
+type remoteUse struct{ tenant, key bool }
+
+// hintError tells a server's refusal as the fix the command line offers:
+// the flag or the variable to set, not the API's parameter or header.
+type hintError struct {
+	msg string
+	err error
+}
+
+func (e *hintError) Error() string { return e.msg }
+func (e *hintError) Unwrap() error { return e.err }
+
+// explain turns the refusals a missing --tenant or $WRIT_API_KEY causes
+// into what to do about them; other errors pass unchanged.
+func (u *remoteUse) explain(err error) error {
+	switch writ.ErrorCode(err) {
+	case writ.EINVALID:
+		if u.tenant {
+			return err
+		}
+		for _, d := range writ.ErrorDetails(err) {
+			if d.Field == "tenant_id" {
+				return &hintError{"this server needs to know the tenant: pass --tenant T (a server without API keys cannot take it from a key)", err}
+			}
+		}
+	case writ.EUNAUTHENTICATED:
+		if !u.key {
+			return &hintError{"this server requires an API key: set $WRIT_API_KEY to one (writ keys create makes them)", err}
+		}
+		return &hintError{"the API key in $WRIT_API_KEY was refused: " + writ.ErrorMessage(err), err}
+	case writ.EFORBIDDEN:
+		return &hintError{"the API key in $WRIT_API_KEY was refused: " + writ.ErrorMessage(err), err}
+	}
+	return err
 }
