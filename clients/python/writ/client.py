@@ -4,21 +4,27 @@ approver uses. Standard library only (``urllib``)."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import contextvars
 import email.utils
 import hashlib
 import json
 import re
 import secrets
+import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from .errors import Unavailable, error_for
+from .errors import InvalidArgument, Timeout, Unavailable, Unreachable, error_for
 from .types import JSON, ApprovalRequest, ExecutionAck, Page, Problem, Receipt
+
+if TYPE_CHECKING:
+    from .guard import Permit, _Guard
+    from .state import Outbox
 
 __all__ = ["Client", "traceparent", "current_traceparent", "result_digest", "new_idempotency_key"]
 
@@ -77,11 +83,23 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+#: The longest wait of a resume writ takes (writ.MaxResumeWait).
+MAX_WAIT_SECONDS = 300.0
+
+
 def _wait_string(wait: Union[str, float, int, None]) -> Tuple[Optional[str], float]:
-    """The wait as writ takes it (a Go duration) and in seconds."""
+    """The wait as writ takes it (a Go duration) and in seconds.
+
+    Raises :class:`~writ.errors.InvalidArgument` for a wait writ would
+    refuse (negative, malformed, or over 5 minutes), before any request.
+    """
     if wait is None:
         return None, 0.0
+    if isinstance(wait, bool):
+        raise InvalidArgument("wait", f"must be seconds or a duration such as '30s' or '2m', not {wait!r}")
     if isinstance(wait, (int, float)):
+        if not 0 <= wait <= MAX_WAIT_SECONDS:
+            raise InvalidArgument("wait", f"must be between 0 and 5m (writ's maximum), not {wait:g}s")
         return f"{float(wait):g}s", float(wait)
     total = 0.0
     rest = wait
@@ -90,7 +108,9 @@ def _wait_string(wait: Union[str, float, int, None]) -> Tuple[Optional[str], flo
         total += float(num) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
         rest = rest.replace(num + unit, "", 1)
     if rest or not wait:
-        raise ValueError(f"wait must be seconds or a duration such as '30s' or '2m', not {wait!r}")
+        raise InvalidArgument("wait", f"must be seconds or a duration such as '30s' or '2m', not {wait!r}")
+    if total > MAX_WAIT_SECONDS:
+        raise InvalidArgument("wait", f"must be at most 5m (writ's maximum), not {wait}")
     return wait, total
 
 
@@ -272,6 +292,20 @@ class Client:
         """``POST /v1/approvals/{id}/deny``."""
         return self._decide(approval_id, "deny", reason, approver)
 
+    def withdraw(self, approval_id: str, reason: Optional[str] = None) -> ApprovalRequest:
+        """``POST /v1/approvals/{id}/withdraw``: take back a pending approval request (its requester's agent key).
+
+        The request's state becomes ``withdrawn``; a resume of its decision
+        is then denied (``approval_withdrawn``).
+        """
+        body: JSON = {}
+        if self.tenant_id:
+            body["tenant_id"] = self.tenant_id
+        if reason:
+            body["reason"] = reason
+        data, _ = self._call("POST", f"/v1/approvals/{_seg(approval_id)}/withdraw", body=body)
+        return ApprovalRequest.from_json(data)
+
     def _decide(self, approval_id: str, verb: str, reason: str, approver: Optional[str]) -> ApprovalRequest:
         body: JSON = {"reason": reason}
         if self.tenant_id:
@@ -314,8 +348,8 @@ class Client:
 
     # ---- the guard -------------------------------------------------------
 
-    def guard(self, tool: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A decorator that governs a tool function; see :func:`writ.guard.guard`."""
+    def guard(self, tool: str, **options: Any) -> "_Guard":
+        """A decorator that governs a tool function (sync or ``async def``); see :func:`writ.guard.guard`."""
         from .guard import guard
 
         return guard(self, tool, **options)
@@ -326,7 +360,32 @@ class Client:
 
         return run_and_report(self, receipt, run, **options)
 
-    def permit(self, request: Mapping[str, Any], **options: Any):  # -> guard.Permit
+    def replay_outbox(self, outbox: "Outbox") -> List[ExecutionAck]:
+        """Sends the execution reports an outbox still holds (call it on start).
+
+        An entry whose tool finished is sent as settled; one begun but
+        never settled (the agent crashed while the tool ran) is reported
+        ``failed`` with the error code ``agent_crashed``: writ then knows
+        the outcome is unknown, and the effect is for a person to check.
+        Each one writ takes is marked done. A report writ refuses as a
+        conflict (it already holds one) is marked done too.
+        """
+        from .errors import Conflict
+        acks: List[ExecutionAck] = []
+        for e in outbox.pending():
+            report = dict(e.get("report") or {
+                "status": "failed", "started_at": e.get("started_at"), "ended_at": _now(),
+                "error": {"code": "agent_crashed", "message": "the agent stopped while the tool ran; its outcome is unknown"}})
+            if e.get("idempotency_key") and "idempotency_key" not in report:
+                report["idempotency_key"] = e.get("idempotency_key")
+            try:
+                acks.append(self.report_execution(e["decision_id"], **report))
+            except Conflict:
+                pass
+            outbox.done(e["decision_id"])
+        return acks
+
+    def permit(self, request: Mapping[str, Any], **options: Any) -> "Permit":
         """A context manager that governs one call; see :class:`writ.guard.Permit`."""
         from .guard import Permit
 
@@ -375,6 +434,18 @@ class Client:
                 raw = e.read()
                 hdrs = {k.lower(): v for k, v in (e.headers or {}).items()}
                 status = e.code
+            except (TimeoutError, socket.timeout) as e:
+                raise Timeout(f"writ: {method} {path}: no answer within {timeout or self.timeout:g}s",
+                              timeout or self.timeout) from e
+            except urllib.error.URLError as e:
+                if isinstance(e.reason, (TimeoutError, socket.timeout)):
+                    raise Timeout(f"writ: {method} {path}: no answer within {timeout or self.timeout:g}s",
+                                  timeout or self.timeout) from e
+                raise Unreachable(f"writ: {method} {path}: {e.reason}") from e
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                # A connection reset or an answer cut short (ValueError:
+                # a body that is not the JSON it started as).
+                raise Unreachable(f"writ: {method} {path}: {e}") from e
             retryable = status in (429, 503)
             if retryable and attempt < self.max_retries:
                 attempt += 1

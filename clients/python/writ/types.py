@@ -9,9 +9,17 @@ nothing the server says is lost when the document grows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Literal, Optional, cast
 
 JSON = Dict[str, Any]
+
+# The enumerations of the API as types: a value outside them is a type
+# error for pyright, and writ never answers one.
+Outcome = Literal["allow", "allow_with_warning", "replan_required", "goal_fail_terminal"]
+DispositionMode = Literal["continue_downstream", "local_replan", "upstream_replan", "human_review", "terminal_block"]
+Direction = Literal["downstream", "local", "upstream", "human", "stop"]
+ApprovalState = Literal["pending", "approved", "denied", "withdrawn", "expired"]
+ExecutionStatus = Literal["succeeded", "failed", "not_executed"]
 
 # Outcomes of a receipt (schema Outcome).
 ALLOW = "allow"
@@ -43,7 +51,7 @@ class Reason:
 class Disposition:
     """Where the workflow may go next (schema Disposition)."""
 
-    mode: str
+    mode: DispositionMode
     downstream_allowed: bool
     local_replan_recommended: bool
     upstream_replan_required: bool
@@ -51,7 +59,7 @@ class Disposition:
     @classmethod
     def from_json(cls, d: JSON) -> "Disposition":
         return cls(
-            mode=d.get("mode", ""),
+            mode=cast(DispositionMode, d.get("mode", "")),
             downstream_allowed=bool(d.get("downstream_allowed", False)),
             local_replan_recommended=bool(d.get("local_replan_recommended", False)),
             upstream_replan_required=bool(d.get("upstream_replan_required", False)),
@@ -62,7 +70,7 @@ class Disposition:
 class Routing:
     """Hints for the next stage of the workflow (schema Routing)."""
 
-    direction: str
+    direction: Direction
     target_hint: Optional[str] = None
     return_to_node: Optional[str] = None
     workflow_id: Optional[str] = None
@@ -71,7 +79,7 @@ class Routing:
     @classmethod
     def from_json(cls, d: JSON) -> "Routing":
         return cls(
-            direction=d.get("direction", ""),
+            direction=cast(Direction, d.get("direction", "")),
             target_hint=d.get("target_hint"),
             return_to_node=d.get("return_to_node"),
             workflow_id=d.get("workflow_id"),
@@ -90,7 +98,7 @@ class Receipt:
     """
 
     decision_id: str
-    outcome: str
+    outcome: Outcome
     action_class: str
     safe_to_execute: bool
     human_review_terminal: bool
@@ -108,7 +116,7 @@ class Receipt:
     def from_json(cls, d: JSON, traceparent: Optional[str] = None) -> "Receipt":
         return cls(
             decision_id=d.get("decision_id", ""),
-            outcome=d.get("outcome", ""),
+            outcome=cast(Outcome, d.get("outcome", "")),
             action_class=d.get("action_class", ""),
             # Fail closed: only an explicit true permits.
             safe_to_execute=d.get("safe_to_execute") is True,
@@ -191,7 +199,7 @@ class ApprovalRequest:
     gate_id: str
     decision_id: str
     record_id: str
-    state: str
+    state: ApprovalState
     terminal: bool
     target_hint: Optional[str]
     reasons: List[Reason]
@@ -204,7 +212,7 @@ class ApprovalRequest:
             gate_id=d.get("gate_id", ""),
             decision_id=d.get("decision_id", ""),
             record_id=d.get("record_id", ""),
-            state=d.get("state", ""),
+            state=cast(ApprovalState, d.get("state", "")),
             terminal=bool(d.get("terminal", False)),
             target_hint=d.get("target_hint"),
             reasons=[Reason.from_json(r) for r in d.get("reasons") or []],
