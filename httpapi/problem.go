@@ -91,7 +91,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if _, known := problemKinds[code]; !known || code == writ.EINTERNAL {
 		s.log.ErrorContext(r.Context(), "internal error",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err))
-		err = writ.Errorf(writ.EINTERNAL, "internal error")
+		// Stored data that fails its hash is named to the caller (its
+		// own tenant's record and hashes): whoever is about to act on
+		// it must see that it was tampered with.
+		if we := (*writ.Error)(nil); !errors.Is(err, writ.ErrIntegrity) || !errors.As(err, &we) {
+			err = writ.Errorf(writ.EINTERNAL, "internal error")
+		} else {
+			err = writ.Errorf(writ.EINTERNAL, "%s", we.Message)
+		}
 		code = writ.EINTERNAL
 	}
 	status := statusOf(code)

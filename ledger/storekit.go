@@ -249,6 +249,13 @@ func PageQuery(q writ.RecordQuery) (after int64, limit int, err error) {
 	return pageStart("a record query", q.TenantID, q.Limit, q.Cursor)
 }
 
+// PrefixEnd returns the least string above every string that begins with
+// prefix, in byte order, among strings of valid UTF-8: the prefix
+// followed by U+10FFFF, the greatest code point (whose UTF-8 bytes, F4 8F
+// BF BF, are the greatest of any encoded code point). A prefix search is
+// then the index range [prefix, PrefixEnd(prefix)).
+func PrefixEnd(prefix string) string { return prefix + "\U0010FFFF" }
+
 // pageStart checks what every paged query has (a tenant, a page size and
 // an optional cursor) and returns where the page starts and its size.
 // what names the query in the error for a missing tenant.

@@ -45,9 +45,10 @@ func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte,
 	return receipt, nil
 }
 
-// Records lists the tenant's records matching q in chain order. Pages are
-// cut by seq, so records appended while a client pages through appear on
-// later pages and nothing is served twice.
+// Records lists the tenant's records matching q in chain order (newest
+// first with q.Newest). Pages are cut by seq, so records appended while a
+// client pages through appear on later pages (in chain order) or not at
+// all (newest first), and nothing is served twice.
 func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
 	after, limit, err := ledger.PageQuery(q)
 	if err != nil {
@@ -75,8 +76,30 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 		sb.WriteString(` JOIN record_subjects s ON s.tenant_id = r.tenant_id AND s.seq = r.seq AND s.subject_id = ?`)
 		args = append(args, q.SubjectID)
 	}
-	sb.WriteString(` WHERE r.tenant_id = ? AND r.seq > ?`)
-	args = append(args, q.TenantID, after)
+	sb.WriteString(` WHERE r.tenant_id = ?`)
+	args = append(args, q.TenantID)
+	switch {
+	case !q.Newest:
+		sb.WriteString(` AND r.seq > ?`)
+		args = append(args, after)
+	case after > 0:
+		// Newest first, the cursor names the last seq served.
+		sb.WriteString(` AND r.seq < ?`)
+		args = append(args, after)
+	}
+	if q.DecisionKeyPrefix != "" {
+		// A range of records_decision_key (tenant_id, decision_key,
+		// seq): every key that begins with the prefix sorts, byte by
+		// byte, from it to it followed by the greatest code point.
+		sb.WriteString(` AND r.decision_key >= ? AND r.decision_key < ?`)
+		args = append(args, q.DecisionKeyPrefix, ledger.PrefixEnd(q.DecisionKeyPrefix))
+	}
+	if q.SubjectPrefix != "" {
+		// A range of record_subjects' key (tenant_id, subject_id, seq),
+		// read once: a record with two matching subjects is served once.
+		sb.WriteString(` AND r.seq IN (SELECT p.seq FROM record_subjects p WHERE p.tenant_id = r.tenant_id AND p.subject_id >= ? AND p.subject_id < ?)`)
+		args = append(args, q.SubjectPrefix, ledger.PrefixEnd(q.SubjectPrefix))
+	}
 	if q.DecisionKey != "" {
 		sb.WriteString(` AND r.decision_key = ?`)
 		args = append(args, q.DecisionKey)
@@ -104,7 +127,11 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 		sb.WriteString(` AND r.ts < ?`)
 		args = append(args, ledger.UnixNanos(q.To))
 	}
-	sb.WriteString(` ORDER BY r.seq LIMIT ?`)
+	if q.Newest {
+		sb.WriteString(` ORDER BY r.seq DESC LIMIT ?`)
+	} else {
+		sb.WriteString(` ORDER BY r.seq LIMIT ?`)
+	}
 	args = append(args, limit)
 	return sb.String(), args
 }

@@ -92,10 +92,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List a tenant's decision records, oldest first
+         * List a tenant's decision records, oldest first (or newest first)
          * @description Filters combine with AND; an empty value does not filter. Each
          *     record in the page is its sealed bytes, unchanged. Follow
-         *     `next_cursor` to the next page; it is absent on the last page.
+         *     `next_cursor` to the next page, with the same query; it is absent
+         *     on the last page.
          */
         get: operations["listRecords"];
         put?: never;
@@ -2287,7 +2288,12 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description An unexpected failure (code `internal`). The detail is always "internal error". */
+        /**
+         * @description An unexpected failure (code `internal`). The detail is "internal
+         *     error", but for stored data that fails its hash (a request
+         *     envelope, a record or its receipt changed behind writ's back),
+         *     whose detail names the record and the hashes expected and found.
+         */
         Internal: {
             headers: {
                 [name: string]: unknown;
@@ -2521,6 +2527,24 @@ export interface operations {
                 subject_id?: string;
                 /** @description Only records of this W3C trace id. */
                 trace_id?: string;
+                /**
+                 * @description Only records whose decision key begins with this prefix
+                 *     (byte by byte, case-sensitive), served from an index.
+                 */
+                decision_key_prefix?: string;
+                /**
+                 * @description Only records one of whose `subject_ids` begins with this
+                 *     prefix (byte by byte, case-sensitive), served from an index;
+                 *     a record is served once however many of its subjects match.
+                 */
+                subject_prefix?: string;
+                /**
+                 * @description `chain` (oldest first, by seq) or `newest` (newest first). A
+                 *     cursor continues in the order of its query. Newest first, a
+                 *     record appended while a client pages is not served by later
+                 *     pages (it is newer than the first).
+                 */
+                order?: "chain" | "newest";
                 /** @description Only records with `timestamp` at or after this instant (RFC 3339). */
                 from?: string;
                 /** @description Only records with `timestamp` before this instant (RFC 3339); must be after `from`. */
