@@ -159,3 +159,25 @@ func recordCount(t *testing.T, c *httpapi.Client) int {
 		q.Cursor = page.NextCursor
 	}
 }
+
+// TestWithdrawIsTheRequestersOnly: with API keys, the agent key that
+// asked withdraws; another agent's key and an approver's key may not
+// (403), and neither writes anything.
+func TestWithdrawIsTheRequestersOnly(t *testing.T) {
+	w := newTenantWorld(t)
+	ctx := context.Background()
+	otherAgent, _ := keyFor(t, w.data, "acme", "another_agent", "agent")
+	for _, tok := range []string{otherAgent, w.tokens["acme/approver"]} {
+		_, err := clientFor(w.srv.url, tok).WithdrawApproval(ctx, &writ.WithdrawApprovalRequest{ApprovalID: w.approvalID})
+		if writ.ErrorCode(err) != writ.EFORBIDDEN {
+			t.Errorf("withdraw with another key = %v, want forbidden", err)
+		}
+	}
+	a, err := clientFor(w.srv.url, w.tokens["acme/agent"]).WithdrawApproval(ctx, &writ.WithdrawApprovalRequest{ApprovalID: w.approvalID, Reason: "not needed"})
+	if err != nil {
+		t.Fatalf("withdraw with the requester's key: %v", err)
+	}
+	if a.State != writ.ApprovalWithdrawn || a.Decision.Approver != "acme_agent" || len(a.Events) != 1 {
+		t.Errorf("withdrawn = state %s by %+v, events %+v; want withdrawn by acme_agent, one event", a.State, a.Decision, a.Events)
+	}
+}
