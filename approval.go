@@ -6,18 +6,23 @@ import (
 )
 
 // Approval request states. A request is pending until an approver
-// approves or denies it, or until it expires undecided.
+// approves or denies it, its requester withdraws it, or it expires
+// undecided.
 const (
-	ApprovalPending  = "pending"
-	ApprovalApproved = "approved"
-	ApprovalDenied   = "denied"
-	ApprovalExpired  = "expired"
+	ApprovalPending   = "pending"
+	ApprovalApproved  = "approved"
+	ApprovalDenied    = "denied"
+	ApprovalWithdrawn = "withdrawn"
+	ApprovalExpired   = "expired"
 )
 
 // Approval event kinds.
 const (
 	ApprovalEventApproved = "approved"
 	ApprovalEventDenied   = "denied"
+	// ApprovalEventWithdrawn is its requester's withdrawal: it decides
+	// the request as a denial does, and no one may approve it after.
+	ApprovalEventWithdrawn = "withdrawn"
 	// ApprovalEventRedeemed is appended with the record of a check that an
 	// approval allowed.
 	ApprovalEventRedeemed = "redeemed"
@@ -100,9 +105,11 @@ type ApprovalRequest struct {
 	Events   []ApprovalEvent   `json:"events"`
 }
 
-// ApprovalDecision is an approver's answer to an approval request.
+// ApprovalDecision is an approver's answer to an approval request, or its
+// requester's withdrawal of it.
 type ApprovalDecision struct {
-	// Decision is ApprovalApproved or ApprovalDenied.
+	// Decision is ApprovalApproved, ApprovalDenied or ApprovalWithdrawn;
+	// for a withdrawal, Approver is who withdrew.
 	Decision string    `json:"decision"`
 	Approver string    `json:"approver"`
 	Reason   string    `json:"reason"`
@@ -136,11 +143,14 @@ func (a *ApprovalRequest) Apply(now time.Time) {
 	a.State, a.Decision, a.Uses = ApprovalPending, nil, 0
 	for _, ev := range a.Events {
 		switch ev.Kind {
-		case ApprovalEventApproved, ApprovalEventDenied:
+		case ApprovalEventApproved, ApprovalEventDenied, ApprovalEventWithdrawn:
 			d := &ApprovalDecision{Decision: ApprovalApproved, Approver: ev.Actor, Reason: ev.Reason, At: ev.At, RecordID: ev.RecordID}
-			if ev.Kind == ApprovalEventDenied {
+			switch ev.Kind {
+			case ApprovalEventDenied:
 				d.Decision = ApprovalDenied
-			} else {
+			case ApprovalEventWithdrawn:
+				d.Decision = ApprovalWithdrawn
+			default:
 				d.ValidUntil = ev.At.Add(ttl)
 			}
 			a.State, a.Decision = d.Decision, d
@@ -157,7 +167,7 @@ func (a *ApprovalRequest) Apply(now time.Time) {
 // filter.
 type ApprovalQuery struct {
 	TenantID    string
-	State       string // pending, approved, denied or expired
+	State       string // pending, approved, denied, withdrawn or expired
 	GateID      string
 	DecisionKey string
 	// CreatedBefore keeps requests created before it (an age filter).
@@ -189,6 +199,16 @@ type DecideApprovalRequest struct {
 	TraceID string `json:"trace_id,omitempty"`
 }
 
+// WithdrawApprovalRequest withdraws a pending approval request that its
+// requester no longer needs.
+type WithdrawApprovalRequest struct {
+	TenantID   string `json:"tenant_id"`
+	ApprovalID string `json:"approval_id"`
+	// Reason says why, for the record. Optional.
+	Reason  string `json:"reason,omitempty"`
+	TraceID string `json:"trace_id,omitempty"`
+}
+
 // Approvals is the approval queue: what approvers and auditors program
 // against. The engine and the HTTP client both satisfy it.
 type Approvals interface {
@@ -202,4 +222,10 @@ type Approvals interface {
 	// returns. Deciding a request twice, after it expired, or by one of
 	// its requesters is an error.
 	DecideApproval(ctx context.Context, req *DecideApprovalRequest) (*ApprovalRequest, error)
+	// WithdrawApproval withdraws a pending request for its requester: a
+	// decision record (an AGENT's REJECTED approval record with outcome
+	// withdrawn), durable before WithdrawApproval returns. Withdrawing a
+	// request that is decided, withdrawn or expired is ECONFLICT; with
+	// authentication, only one of its requesters may withdraw it.
+	WithdrawApproval(ctx context.Context, req *WithdrawApprovalRequest) (*ApprovalRequest, error)
 }

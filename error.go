@@ -19,6 +19,14 @@ const (
 	EINTERNAL        = "internal"        // a bug or an unexpected failure; details are logged, not shown
 )
 
+// ErrIntegrity marks an internal error whose cause is stored data that
+// fails its hash: a record, receipt or request envelope changed behind
+// writ's back. Unlike other internal errors, its message (which names the
+// record and the hashes expected and found, all of the caller's own
+// tenant) is shown to the caller: the person about to act on the data
+// must learn that it was tampered with, not that something failed.
+var ErrIntegrity = errors.New("stored data fails its integrity check")
+
 // Error is an application error: a code from the list above, a message
 // safe to show to the caller, and optional details naming where the
 // problem is (a field path, or a file and line of a pack).

@@ -2,8 +2,38 @@ package writ
 
 import (
 	"context"
+	"regexp"
 	"slices"
+	"strings"
+	"unicode"
 )
+
+// TenantIDPattern is what a tenant id may be: 1-128 letters, digits,
+// '_', '.', ':' or '-', starting with a letter or digit. Every request
+// is held to it (POST /v1/check refuses any other tenant_id), and so is
+// an API key when it is created, so that no key names a tenant no
+// request can use.
+var TenantIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$`)
+
+// MaxSubjectLen caps an API key's subject, in bytes.
+const MaxSubjectLen = 128
+
+// ValidSubject reports whether s may be the subject of an API key (who
+// holds it: the name approval decisions and logs carry): 1-128 bytes of
+// printable text without surrounding spaces, and none of the markup
+// characters < > " ' & ` that would let a name pass for something else
+// wherever it is shown.
+func ValidSubject(s string) bool {
+	if s == "" || len(s) > MaxSubjectLen || strings.TrimSpace(s) != s {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) || strings.ContainsRune("<>\"'&`", r) {
+			return false
+		}
+	}
+	return true
+}
 
 // Role is what an API key may do.
 type Role string

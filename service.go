@@ -41,6 +41,14 @@ type RecordQuery struct {
 	TraceID   string
 	// From is inclusive, To exclusive.
 	From, To time.Time
+	// DecisionKeyPrefix and SubjectPrefix keep the records whose
+	// decision key, or one of whose subjects, begins with the prefix
+	// (compared byte by byte, case-sensitive).
+	DecisionKeyPrefix string
+	SubjectPrefix     string
+	// Newest serves the newest records first (descending seq) instead
+	// of chain order; a cursor continues in the order of its query.
+	Newest bool
 	// Limit caps the page size (default 100, at most 1000).
 	Limit int
 	// Cursor continues a previous page (RecordPage.NextCursor).

@@ -96,8 +96,16 @@ func NewKey(tenantID, subject string, roles []writ.Role, now time.Time, random i
 	if tenantID == "" {
 		return nil, "", writ.Errorf(writ.EINVALID, "an API key needs a tenant")
 	}
+	// The tenant is held to the rule every request is held to, so that
+	// no key is made that POST /v1/check would then refuse.
+	if !writ.TenantIDPattern.MatchString(tenantID) {
+		return nil, "", writ.Errorf(writ.EINVALID, "invalid tenant %q: must be 1-128 letters, digits, '_', '.', ':' or '-', starting with a letter or digit", tenantID)
+	}
 	if strings.TrimSpace(subject) == "" {
 		return nil, "", writ.Errorf(writ.EINVALID, "an API key needs a subject: who holds it")
+	}
+	if !writ.ValidSubject(subject) {
+		return nil, "", writ.Errorf(writ.EINVALID, "invalid subject %q: must be 1-%d bytes of printable text, without surrounding spaces or any of < > \" ' & `", subject, writ.MaxSubjectLen)
 	}
 	if len(roles) == 0 {
 		return nil, "", writ.Errorf(writ.EINVALID, "an API key needs at least one role (agent, approver, auditor, admin)")

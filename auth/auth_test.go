@@ -79,6 +79,18 @@ func TestNewKeyInvalid(t *testing.T) {
 		{"no roles", "acme", "alice", nil, "role"},
 		{"empty roles", "acme", "alice", []writ.Role{}, "role"},
 		{"unknown role", "acme", "alice", []writ.Role{writ.RoleAgent, "root"}, `"root"`},
+		// Tenant names are held to the rule of POST /v1/check
+		// (writ.TenantIDPattern): a key for a tenant no request can
+		// name would never work.
+		{"markup in the tenant", "<b>acme</b>", "alice", []writ.Role{writ.RoleAgent}, "invalid tenant"},
+		{"a space in the tenant", "acme corp", "alice", []writ.Role{writ.RoleAgent}, "invalid tenant"},
+		{"a tenant starting with a dash", "-acme", "alice", []writ.Role{writ.RoleAgent}, "invalid tenant"},
+		{"a tenant of 129 bytes", strings.Repeat("a", 129), "alice", []writ.Role{writ.RoleAgent}, "invalid tenant"},
+		{"markup in the subject", "acme", "<img src=x onerror=alert(1)>", []writ.Role{writ.RoleApprover}, "invalid subject"},
+		{"a quote in the subject", "acme", `o"brien`, []writ.Role{writ.RoleApprover}, "invalid subject"},
+		{"a control character in the subject", "acme", "ali\nce", []writ.Role{writ.RoleApprover}, "invalid subject"},
+		{"a subject with surrounding spaces", "acme", " alice", []writ.Role{writ.RoleApprover}, "invalid subject"},
+		{"a subject of 129 bytes", "acme", strings.Repeat("a", 129), []writ.Role{writ.RoleApprover}, "invalid subject"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,6 +99,14 @@ func TestNewKeyInvalid(t *testing.T) {
 				t.Errorf("NewKey(%q, %q, %v) = %v, %q, %v; want no key and an EINVALID error naming %s", tc.tenant, tc.subject, tc.roles, k, token, err, tc.wantInMessage)
 			}
 		})
+	}
+	// What POST /v1/check takes, a key takes: every tenant the engine
+	// accepts, and the subjects people have.
+	for _, ok := range [][2]string{{"acme", "alice@acme.example"}, {"a", "b"}, {strings.Repeat("a", 128), strings.Repeat("b", 128)},
+		{"acme.eu-1:prod_2", "Maria José (finance)"}, {"9acme", "support-bot"}} {
+		if _, _, err := auth.NewKey(ok[0], ok[1], []writ.Role{writ.RoleAgent}, t0, fixedRandom()); err != nil {
+			t.Errorf("NewKey(%q, %q) = %v, want a key", ok[0], ok[1], err)
+		}
 	}
 	// A random source that runs dry is an error, not a weak key.
 	if k, _, err := auth.NewKey("acme", "alice", []writ.Role{writ.RoleAgent}, t0, bytes.NewReader(make([]byte, 47))); err == nil {

@@ -26,7 +26,12 @@
 //
 // In development mode (no authenticator: the server has no API keys and
 // listens on loopback only), sign-in takes a tenant and a name instead
-// of a key, as the API then takes them in each request.
+// of a key, as the API then takes them in each request. The console then
+// answers only requests whose Host names a loopback address (localhost,
+// 127.0.0.0/8, [::1]): a page of another site whose name was made to
+// resolve to 127.0.0.1 (DNS rebinding) is same-origin with itself, not
+// with the console, and is refused (LoopbackOnly does the same for a
+// whole server).
 //
 // # Responses
 //
@@ -45,10 +50,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
@@ -187,6 +195,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if c.cfg.Authenticate == nil && !LoopbackHost(r.Host) {
+		refuseHost(w, r)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, Prefix)
 	if !ok {
 		http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
@@ -527,6 +539,40 @@ func sameOrigin(r *http.Request) error {
 		return errors.New("cross-origin request refused")
 	}
 	return nil
+}
+
+// LoopbackHost reports whether host (a Host header: a name or an address,
+// with or without a port) names the loopback interface: localhost, an
+// address of 127.0.0.0/8 or ::1.
+func LoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// LoopbackOnly answers only requests whose Host is a loopback one
+// (LoopbackHost), and refuses others with 403. A server that
+// authenticates no one (development mode) is wrapped in it: listening on
+// 127.0.0.1 is not enough, since a site whose name an attacker makes
+// resolve to 127.0.0.1 (DNS rebinding) would be same-origin with it.
+func LoopbackOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !LoopbackHost(r.Host) {
+			refuseHost(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func refuseHost(w http.ResponseWriter, r *http.Request) {
+	problem(w, http.StatusForbidden, writ.EFORBIDDEN, fmt.Sprintf("development mode answers only requests for localhost, 127.0.0.1 or [::1], not for host %q (a DNS rebinding attempt?); open the console at http://127.0.0.1:PORT/console/", r.Host))
 }
 
 // problem answers an RFC 9457 problem, as the API does.

@@ -75,11 +75,12 @@ type env struct {
 	api   *fakeAPI
 	clock *clock
 	log   *bytes.Buffer
+	dev   bool
 }
 
 func newEnv(t *testing.T, dev bool, mod ...func(*Config)) *env {
 	t.Helper()
-	e := &env{api: &fakeAPI{}, clock: &clock{now: time.Date(2026, 5, 9, 9, 0, 0, 0, time.UTC)}, log: &bytes.Buffer{}}
+	e := &env{api: &fakeAPI{}, clock: &clock{now: time.Date(2026, 5, 9, 9, 0, 0, 0, time.UTC)}, log: &bytes.Buffer{}, dev: dev}
 	cfg := Config{API: e.api, Now: e.clock.Now, Logger: slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if !dev {
 		cfg.Authenticate = authenticate
@@ -92,6 +93,11 @@ func newEnv(t *testing.T, dev bool, mod ...func(*Config)) *env {
 }
 
 func (e *env) do(r *http.Request) *httptest.ResponseRecorder {
+	if e.dev && r.Host == "example.com" {
+		// httptest's default host; development mode answers loopback
+		// hosts only.
+		r.Host = "127.0.0.1:4100"
+	}
 	w := httptest.NewRecorder()
 	e.c.ServeHTTP(w, r)
 	return w
@@ -408,6 +414,57 @@ func TestDevelopmentMode(t *testing.T) {
 	e.do(r)
 	if calls := e.api.calls(); len(calls) != 1 || calls[0].Header.Get("Authorization") != "" {
 		t.Errorf("dev mode forwarded %v, want one call without Authorization", calls)
+	}
+}
+
+// TestDevelopmentModeLoopbackHostOnly: without authentication, a request
+// for any other host than a loopback one is refused, sign-in first: a
+// site whose name resolves to 127.0.0.1 (DNS rebinding) is same-origin
+// with itself, so the Origin check alone would let it in.
+func TestDevelopmentModeLoopbackHostOnly(t *testing.T) {
+	e := newEnv(t, true)
+	for _, tt := range []struct {
+		host string
+		want int
+	}{
+		{"127.0.0.1:4100", 200},
+		{"localhost:4100", 200},
+		{"LOCALHOST", 200},
+		{"127.9.8.7:80", 200},
+		{"[::1]:4100", 200},
+		{"rebind.evil.example:4100", 403},
+		{"rebind.evil.example", 403},
+		{"localhost.evil.example:4100", 403},
+		{"127.0.0.1.nip.example:4100", 403},
+		{"10.0.0.1:4100", 403},
+		{"[::ffff:10.0.0.1]:4100", 403},
+		{"", 403},
+	} {
+		r := signInRequest(`{"tenant_id":"acme","subject":"maria"}`)
+		r.Host = tt.host
+		r.Header.Set("Origin", "http://"+tt.host)
+		if w := e.do(r); w.Code != tt.want {
+			t.Errorf("dev sign-in for host %q = %d %s, want %d", tt.host, w.Code, w.Body, tt.want)
+		}
+		r = httptest.NewRequest(http.MethodGet, "/console/", nil)
+		r.Host = tt.host
+		if w := e.do(r); w.Code != tt.want {
+			t.Errorf("dev page for host %q = %d, want %d", tt.host, w.Code, tt.want)
+		}
+		var served bool
+		h := LoopbackOnly(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if served != (tt.want == 200) {
+			t.Errorf("LoopbackOnly served host %q: %v, want %v", tt.host, served, tt.want == 200)
+		}
+	}
+	// With authentication any host is served: keys protect it.
+	a := newEnv(t, false)
+	r := signInRequest(`{"api_key":"approver-key"}`)
+	r.Host = "writ.acme.example"
+	if w := a.do(r); w.Code != 200 {
+		t.Errorf("keyed sign-in for a public host = %d, want 200", w.Code)
 	}
 }
 

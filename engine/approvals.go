@@ -157,9 +157,9 @@ func (e *Engine) Approvals(ctx context.Context, q writ.ApprovalQuery) (*writ.App
 		return nil, &writ.Error{Code: writ.EINVALID, Message: "limit must be between 1 and 1000", Details: []writ.Detail{{Field: "limit", Message: "out of range"}}}
 	}
 	switch q.State {
-	case "", writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalExpired:
+	case "", writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn, writ.ApprovalExpired:
 	default:
-		return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("unknown approval state %q (want pending, approved, denied or expired)", q.State), Details: []writ.Detail{{Field: "state", Message: "unknown state"}}}
+		return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("unknown approval state %q (want pending, approved, denied, withdrawn or expired)", q.State), Details: []writ.Detail{{Field: "state", Message: "unknown state"}}}
 	}
 	return e.store.Approvals(ctx, q, e.now().UTC())
 }
@@ -213,33 +213,93 @@ func (e *Engine) DecideApproval(ctx context.Context, req *writ.DecideApprovalReq
 		return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid approval decision", Details: ds}
 	}
 	now := e.now().UTC()
-	a, err := e.store.Approval(ctx, rq.TenantID, rq.ApprovalID, now)
+	a, err := e.pendingApproval(ctx, rq.TenantID, rq.ApprovalID, now)
 	if err != nil {
 		return nil, err
-	}
-	switch a.State {
-	case writ.ApprovalApproved, writ.ApprovalDenied:
-		return nil, writ.Errorf(writ.ECONFLICT, "approval %s was already %s by %s at %s", a.ApprovalID, a.State, a.Decision.Approver, a.Decision.At.Format(time.RFC3339))
-	case writ.ApprovalExpired:
-		return nil, writ.Errorf(writ.ECONFLICT, "approval %s expired undecided at %s; the check must ask again", a.ApprovalID, a.ExpiresAt.Format(time.RFC3339))
 	}
 	if rq.Decision == writ.ApprovalApproved && selfApproval(a.RequestedBy, rq.Approver, p) {
 		return nil, writ.Errorf(writ.EFORBIDDEN, "%s asked for approval %s and may not approve it; another approver must", rq.Approver, a.ApprovalID)
 	}
+	return e.sealDecision(ctx, &rq, a, now)
+}
+
+// pendingApproval reads an approval request that may still be decided:
+// one that is decided, withdrawn or expired is ECONFLICT.
+func (e *Engine) pendingApproval(ctx context.Context, tenantID, approvalID string, now time.Time) (*writ.ApprovalRequest, error) {
+	a, err := e.store.Approval(ctx, tenantID, approvalID, now)
+	if err != nil {
+		return nil, err
+	}
+	switch a.State {
+	case writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn:
+		return nil, writ.Errorf(writ.ECONFLICT, "approval %s was already %s by %s at %s", a.ApprovalID, a.State, a.Decision.Approver, a.Decision.At.Format(time.RFC3339))
+	case writ.ApprovalExpired:
+		return nil, writ.Errorf(writ.ECONFLICT, "approval %s expired undecided at %s; the check must ask again", a.ApprovalID, a.ExpiresAt.Format(time.RFC3339))
+	}
+	return a, nil
+}
+
+// WithdrawApproval withdraws a pending approval request for its
+// requester; see writ.Approvals. The withdrawal is sealed as an approval
+// decision with decision "withdrawn": a REJECTED record (decision key
+// "approval:<gate>") by the requester as an AGENT actor, appended with a
+// withdrawn event in one transaction, exactly as a denial is.
+func (e *Engine) WithdrawApproval(ctx context.Context, req *writ.WithdrawApprovalRequest) (*writ.ApprovalRequest, error) {
+	if e.policy == nil {
+		return nil, writ.Errorf(writ.EUNAVAILABLE, "no pack is pinned: this engine serves the ledger only")
+	}
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty approval withdrawal")
+	}
+	var ds []writ.Detail
+	if req.TenantID == "" || !tenantPattern.MatchString(req.TenantID) {
+		ds = append(ds, writ.Detail{Field: "tenant_id", Message: "a valid tenant_id is required"})
+	}
+	if req.ApprovalID == "" {
+		ds = append(ds, writ.Detail{Field: "approval_id", Message: "required"})
+	}
+	if req.TraceID != "" && !writ.ValidTraceID(req.TraceID) {
+		ds = append(ds, writ.Detail{Field: "trace_id", Message: "must be 32 lowercase hex digits, not all zero"})
+	}
+	if len(ds) > 0 {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid approval withdrawal", Details: ds}
+	}
+	now := e.now().UTC()
+	a, err := e.pendingApproval(ctx, req.TenantID, req.ApprovalID, now)
+	if err != nil {
+		return nil, err
+	}
+	// Only a requester withdraws: with authentication, the key that asked
+	// or one whose subject is a requester; without, the request's actor,
+	// in whose name the withdrawal is recorded.
+	by := a.RequestedBy.ActorID
+	if p := writ.PrincipalFrom(ctx); p != nil {
+		if !selfApproval(a.RequestedBy, p.Subject, p) {
+			return nil, writ.Errorf(writ.EFORBIDDEN, "%s did not ask for approval %s and may not withdraw it; only its requester may", p.Subject, a.ApprovalID)
+		}
+		by = p.Subject
+	}
+	rq := &writ.DecideApprovalRequest{TenantID: req.TenantID, ApprovalID: req.ApprovalID, Decision: writ.ApprovalWithdrawn,
+		Approver: by, Reason: req.Reason, TraceID: req.TraceID}
+	return e.sealDecision(ctx, rq, a, now)
+}
+
+// sealDecision seals the decision rq of the pending approval request a: its
+// record and its event, in one append, then wakes the resumes waiting on
+// it.
+func (e *Engine) sealDecision(ctx context.Context, rq *writ.DecideApprovalRequest, a *writ.ApprovalRequest, now time.Time) (*writ.ApprovalRequest, error) {
 	if rq.TraceID == "" {
 		rq.TraceID = e.newTraceID(now)
 	}
-	rec, envelope, err := e.approvalRecord(&rq, a, now)
+	rec, envelope, err := e.approvalRecord(rq, a, now)
 	if err != nil {
 		return nil, err
 	}
 	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
 		return nil, &writ.Error{Code: writ.EINTERNAL, Message: "the approval record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
 	}
-	kind := writ.ApprovalEventApproved
-	if rq.Decision == writ.ApprovalDenied {
-		kind = writ.ApprovalEventDenied
-	}
+	kind := map[string]string{writ.ApprovalApproved: writ.ApprovalEventApproved, writ.ApprovalDenied: writ.ApprovalEventDenied,
+		writ.ApprovalWithdrawn: writ.ApprovalEventWithdrawn}[rq.Decision]
 	receipt, _ := json.Marshal(map[string]any{"approval_id": a.ApprovalID, "decision": rq.Decision, "approver": rq.Approver, "record_id": rec.RecordID})
 	entry := &ledger.Entry{Record: rec, Receipt: receipt,
 		Envelope:      envelope,
@@ -286,8 +346,9 @@ func selfApproval(by writ.Requester, approver string, p *writ.Principal) bool {
 	return p != nil && by.KeyID != "" && p.KeyID == by.KeyID
 }
 
-// approvalRecord builds the decision record of an approval or a denial:
-// decision key "approval:<gate>", the approver as a HUMAN actor, the
+// approvalRecord builds the decision record of an approval, a denial or a
+// withdrawal: decision key "approval:<gate>", the approver as a HUMAN
+// actor (the requester as an AGENT for a withdrawal), the
 // request's subjects, the checked record and its evidence snapshot as
 // evidence, and, for an approval, the approval itself in approvals[].
 func (e *Engine) approvalRecord(rq *writ.DecideApprovalRequest, a *writ.ApprovalRequest, now time.Time) (*writ.Record, []byte, error) {
@@ -300,16 +361,20 @@ func (e *Engine) approvalRecord(rq *writ.DecideApprovalRequest, a *writ.Approval
 		return nil, nil, errNUL
 	}
 	env := record.Digest(envelope)
-	status, verdict := writ.StatusDecided, "allow"
-	if rq.Decision == writ.ApprovalDenied {
+	status, verdict, actor := writ.StatusDecided, "allow", writ.ActorHuman
+	switch rq.Decision {
+	case writ.ApprovalDenied:
 		status, verdict = writ.StatusRejected, "deny"
+	case writ.ApprovalWithdrawn:
+		// The requester, an agent, takes its own request back.
+		status, verdict, actor = writ.StatusRejected, "withdraw", writ.ActorAgent
 	}
 	spec := "approval:" + a.GateID
 	rec := &writ.Record{
 		// The approval is part of the story of the decision that asked.
 		RecordID: e.newID("dr_", now), DecisionID: a.DecisionID, TenantID: rq.TenantID,
 		DecisionKey: spec, DecisionVersion: p.Version, Timestamp: now, Status: status, ActionClass: "approval",
-		Actor:      writ.Actor{Type: writ.ActorHuman, ID: rq.Approver},
+		Actor:      writ.Actor{Type: actor, ID: rq.Approver},
 		SubjectIDs: append(slices.Clone(a.SubjectIDs), "approval:"+a.ApprovalID),
 		InputsRefs: writ.InputsRefs{Request: env},
 		Outputs: map[string]any{

@@ -568,8 +568,11 @@ func priorClaim(req *writ.CheckRequest, prior *ledger.Prior, block *ledger.Block
 	return ledger.ClaimBlock, digest, err
 }
 
-// failClosed answers a check whose record could not be committed: the
-// action must not run, and the caller may retry the check later.
+// failClosed answers a check that could not be decided and durably
+// recorded (a store read or the commit failed, or the record broke a
+// rule): the action must not run, and the caller may retry the check
+// later. req is the check as decided (rq), so the receipt carries its
+// trace id.
 func (e *Engine) failClosed(req *writ.CheckRequest, r *policy.Resolved, what string, cause error) (*writ.Receipt, error) {
 	code := "record_not_committed"
 	switch {

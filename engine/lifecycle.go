@@ -133,7 +133,7 @@ func (e *Engine) storedReceipt(ctx context.Context, sr *writ.StoredRecord) ([]by
 		return nil, err
 	}
 	if err := ledger.CheckStoredReceipt(sr.Raw, raw); err != nil {
-		return nil, &writ.Error{Code: writ.EINTERNAL, Message: fmt.Sprintf("the stored receipt of record %s does not match its sealed record (writ ledger verify names it); it is not served", sr.Record.RecordID), Err: err}
+		return nil, &writ.Error{Code: writ.EINTERNAL, Message: fmt.Sprintf("the stored receipt of record %s does not match its sealed record (writ ledger verify names it); it is not served", sr.Record.RecordID), Err: fmt.Errorf("%w: %w", writ.ErrIntegrity, err)}
 	}
 	return raw, nil
 }

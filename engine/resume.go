@@ -250,7 +250,7 @@ func (e *Engine) resumable(ctx context.Context, tenantID, decisionID string) (*w
 }
 
 // decidedApproval returns the first of ids that is decided (approved
-// first, then denied), or "".
+// first, then denied or withdrawn), or "".
 func (e *Engine) decidedApproval(ctx context.Context, tenantID string, ids []string) (string, error) {
 	now := e.now().UTC()
 	denied := ""
@@ -264,7 +264,7 @@ func (e *Engine) decidedApproval(ctx context.Context, tenantID string, ids []str
 		switch a.State {
 		case writ.ApprovalApproved:
 			return id, nil
-		case writ.ApprovalDenied:
+		case writ.ApprovalDenied, writ.ApprovalWithdrawn:
 			if denied == "" {
 				denied = id
 			}

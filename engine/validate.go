@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 
@@ -19,7 +18,9 @@ import (
 )
 
 var (
-	tenantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$`)
+	// tenantPattern is writ's one rule for tenant ids, which API keys
+	// are held to as well.
+	tenantPattern = writ.TenantIDPattern
 )
 
 const maxKeyLen = 255

@@ -42,6 +42,11 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 	if r == nil {
 		return nil, fmt.Errorf("unknown tool %q", name)
 	}
+	if r.listed != nil {
+		if r = g.refresh(ctx, r); r == nil {
+			return nil, fmt.Errorf("unknown tool %q", name)
+		}
+	}
 	caller, err := g.caller(req)
 	if err != nil {
 		return refusal(name, err.Error()), nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/record"
 )
 
 // Version is the gateway's MCP implementation version.
@@ -65,8 +66,11 @@ type Options struct {
 	Tools map[string]*pack.Tool
 	// Gates are the pinned pack's approval gates, by id: which allow
 	// elicitation.
-	Gates  map[string]*pack.Gate
-	Logger *slog.Logger
+	Gates map[string]*pack.Gate
+	// Redaction is the pinned pack's redaction rules: the arguments an
+	// approval question shows are redacted by them, as in records.
+	Redaction []*pack.RedactionRule
+	Logger    *slog.Logger
 	// Now reads the clock for execution reports (default time.Now).
 	Now func() time.Time
 	// Transport, when set, reaches an upstream instead of its
@@ -85,6 +89,10 @@ type Gateway struct {
 
 	mu     sync.Mutex
 	routes map[string]*route // by the name the agent sees
+	// pinnedDefs are the definitions seen whose digest is their tool's
+	// pin, by name: what the agent is shown of a pinned tool whose
+	// upstream changed it since.
+	pinnedDefs map[string]*mcp.Tool
 	// waiting remembers blocked calls that wait on an approval, by
 	// waitKey, so the same call again resumes the decision.
 	waiting map[string]string
@@ -98,6 +106,8 @@ type Gateway struct {
 	// spent holds the nonces of states answered, until they expire.
 	stateKey []byte
 	spent    map[string]int64
+
+	redactor *record.Redactor
 }
 
 // route is one tool the agent sees, and where it goes.
@@ -119,13 +129,20 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	if o.Config == nil || o.Writ == nil {
 		return nil, errors.New("gateway: Config and Writ are required")
 	}
-	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports), stateKey: make([]byte, 32), spent: map[string]int64{}}
+	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, pinnedDefs: map[string]*mcp.Tool{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports), stateKey: make([]byte, 32), spent: map[string]int64{}}
 	rand.Read(g.stateKey)
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	g.redactor = record.NewRedactor(o.Redaction)
+	if a := o.Config.Actor; o.Config.User != "" && a != nil && (o.Config.User == a.ID || o.Config.User == a.DelegatedUserID) {
+		// writ refuses an approval by the one who asked for it, so every
+		// answer of the user would be refused.
+		g.log.Warn("the configuration's user is its actor (or the actor's delegated user): writ refuses an approval by whoever asked for it, so the user's answers to approval questions will be refused; name another user, or approve in the console, the API or the CLI",
+			"user", o.Config.User, "actor", a.ID)
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "writ-gateway", Version: Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
@@ -248,25 +265,50 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 		}
 	}
 	var gone []string
+	same := map[string]bool{} // listed again unchanged: not advertised again
 	for name, r := range g.routes {
 		if r.up == u {
-			if _, ok := fresh[name]; !ok {
+			if nr, ok := fresh[name]; !ok {
 				gone = append(gone, name)
+			} else if sameDefinition(r.def, nr.def) {
+				same[name] = true
 			}
 			delete(g.routes, name)
 		}
 	}
-	g.server.RemoveTools(gone...)
+	if len(gone) > 0 {
+		g.server.RemoveTools(gone...)
+	}
 	// Every route first, then the advertisements: an agent told the
 	// list changed finds every new definition in place.
 	maps.Copy(g.routes, fresh)
 	for _, name := range slices.Sorted(maps.Keys(fresh)) {
 		r := fresh[name]
+		if same[name] {
+			// Advertising it again would tell every agent the list
+			// changed (a pinned tool's upstream is listed before each
+			// call).
+			continue
+		}
 		if r.listed == nil && g.cfg.Unlisted != UnlistedRefuse {
 			g.server.RemoveTools(name)
 			continue
 		}
-		adv := *r.def
+		def := r.def
+		if pin := r.pin(); pin != "" {
+			if r.digest == pin {
+				g.pinnedDefs[name] = r.def
+			} else if def = g.pinnedDefs[name]; def == nil {
+				// Changed before this process saw the pinned text: the
+				// agent is shown nothing of it rather than the new text.
+				g.log.Warn("gateway: a pinned tool's definition changed; it is hidden from the agent", "tool", name, "upstream", u.cfg.Name, "pinned", pin, "observed", r.digest)
+				g.server.RemoveTools(name)
+				continue
+			} else {
+				g.log.Warn("gateway: a pinned tool's definition changed; the agent is shown the pinned definition, and calls are refused", "tool", name, "upstream", u.cfg.Name, "pinned", pin, "observed", r.digest)
+			}
+		}
+		adv := *def
 		adv.Name = name
 		if adv.InputSchema == nil {
 			adv.InputSchema = map[string]any{"type": "object"}
@@ -313,6 +355,46 @@ func (g *Gateway) newRoute(u *upstream, t *mcp.Tool) (*route, error) {
 		}
 	}
 	return r, nil
+}
+
+// sameDefinition reports whether two listings of a tool are the same
+// definition, every field included.
+func sameDefinition(a, b *mcp.Tool) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && string(ja) == string(jb)
+}
+
+// pin is the definition digest the tool manifest pins r to, if any.
+func (r *route) pin() string {
+	if r.listed == nil {
+		return ""
+	}
+	return r.listed.DefinitionDigest
+}
+
+// refresh makes sure a call of the tool name is checked against the
+// upstream's live definition: a session that ended is started again (and
+// its tools listed), and a pinned tool's upstream is asked for its tools
+// again, so a definition changed without notifications/tools/list_changed
+// is caught on the first call. It returns the tool's route as it now
+// stands, or nil when the upstream no longer has the tool. When the
+// upstream cannot be reached, the route is returned unchanged: the call is
+// checked, and its forward fails (not_executed) as before.
+func (g *Gateway) refresh(ctx context.Context, r *route) *route {
+	cs, fresh, err := g.session(ctx, r.up)
+	if err != nil {
+		return r
+	}
+	if !fresh && r.pin() != "" {
+		lctx, cancel := context.WithTimeout(ctx, r.up.cfg.connectTimeout())
+		defer cancel()
+		if err := g.list(lctx, r.up, cs); err != nil {
+			g.log.Warn("gateway: listing a pinned tool's upstream before a call failed", "tool", r.name, "upstream", r.up.cfg.Name, "error", err)
+			return r
+		}
+	}
+	return g.route(r.name)
 }
 
 func compileSchema(s any) (*jsonschema.Schema, error) {

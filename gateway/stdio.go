@@ -11,6 +11,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -38,6 +39,11 @@ type StdioTransport struct {
 	// with an error and skipped. 0 means 4 MiB.
 	MaxMessage int
 }
+
+// drainTime bounds how long a session whose input ended waits for the
+// answers to the requests under way (a call that waits on a question to
+// the departed client would wait for ever).
+const drainTime = time.Minute
 
 // DefaultMaxMessage is the largest message StdioTransport reads when
 // MaxMessage is 0.
@@ -68,11 +74,99 @@ type stdioWriter struct {
 	w           io.Writer
 	initialized bool
 	initIDs     map[string]bool // ids of initialize requests passed on, as JSON
+	// open are the ids (as JSON) of the requests passed on and not yet
+	// answered; idle is closed and replaced when none is left.
+	open map[string]int
+	idle chan struct{}
+}
+
+// responsePrefix starts every response the SDK writes: it encodes
+// "jsonrpc", then "id", then "result" or "error" (a request or
+// notification to the client has "method" there instead).
+const responsePrefix = `{"jsonrpc":"2.0","id":`
+
+// answered returns the id of the response p, if it is one, as JSON.
+func answered(p []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(p, []byte(responsePrefix))
+	if !ok {
+		return "", false
+	}
+	var end int
+	if len(rest) > 0 && rest[0] == '"' {
+		for end = 1; end < len(rest) && rest[end] != '"'; end++ {
+			if rest[end] == '\\' {
+				end++
+			}
+		}
+		end++
+	} else {
+		for end < len(rest) && rest[end] != ',' {
+			end++
+		}
+	}
+	if end > len(rest) || !bytes.HasPrefix(rest[end:], []byte(`,"result"`)) && !bytes.HasPrefix(rest[end:], []byte(`,"error"`)) {
+		return "", false
+	}
+	return idKey(rest[:end]), true
+}
+
+// idKey is the id of a message as a key: the same for every spelling of
+// one string or integer.
+func idKey(raw []byte) string {
+	if len(raw) > 0 && raw[0] == '"' {
+		var v string
+		if json.Unmarshal(raw, &v) == nil {
+			return "s" + v
+		}
+	} else if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return "n" + strconv.FormatInt(n, 10)
+	}
+	return "?" + string(raw)
+}
+
+// passed records a request passed on; false when a request with the same
+// id is still unanswered (JSON-RPC ids of requests in flight are unique).
+func (s *stdioWriter) passed(id []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open == nil {
+		s.open = map[string]int{}
+	}
+	k := idKey(id)
+	if s.open[k] > 0 {
+		return false
+	}
+	s.open[k]++
+	return true
+}
+
+// drained is closed once every request passed on so far is answered.
+func (s *stdioWriter) drained() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.open) == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	return s.idle
 }
 
 func (s *stdioWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if id, ok := answered(p); ok && s.open[id] > 0 {
+		if s.open[id]--; s.open[id] == 0 {
+			delete(s.open, id)
+		}
+		if len(s.open) == 0 && s.idle != nil {
+			close(s.idle)
+			s.idle = nil
+		}
+	}
 	if !s.initialized && len(s.initIDs) > 0 {
 		var m struct {
 			ID     jsontext.Value `json:"id"`
@@ -87,10 +181,13 @@ func (s *stdioWriter) Write(p []byte) (int, error) {
 
 func (s *stdioWriter) Close() error { return nil }
 
+// isInitialized reports whether requests may now reach the SDK: once an
+// initialize request was passed on, the SDK handles the requests after
+// it in order (a client may send them before it reads the answer).
 func (s *stdioWriter) isInitialized() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.initialized
+	return s.initialized || len(s.initIDs) > 0
 }
 
 func (s *stdioWriter) initializing(id []byte) {
@@ -133,6 +230,9 @@ func screenStream(r io.Reader, pw *io.PipeWriter, out *stdioWriter, limit int) {
 				if e == nil && method == "initialize" && id != nil {
 					out.initializing(id)
 				}
+				if e == nil && method != "" && id != nil && !out.passed(id) {
+					e = &rpcError{id: id, code: jsonrpc.CodeInvalidRequest, message: "Invalid Request: a request with this id is still under way; ids of requests in flight are unique"}
+				}
 			}
 			if e != nil {
 				if out.answer(e) != nil {
@@ -146,7 +246,14 @@ func screenStream(r io.Reader, pw *io.PipeWriter, out *stdioWriter, limit int) {
 			}
 		}
 		if err != nil {
-			pw.Close() // io.EOF to the SDK: the client hung up
+			// The client closed its end: the requests under way are
+			// answered first (the SDK cancels them all when its input
+			// ends), for at most drainTime, then the SDK reads io.EOF.
+			select {
+			case <-out.drained():
+			case <-time.After(drainTime):
+			}
+			pw.Close()
 			return
 		}
 	}

@@ -170,15 +170,26 @@ func TestMalformedMessagesKeepTheSession(t *testing.T) {
 }
 
 // TestSessionEndsOnlyAtEOF: the stdio session ends when its input ends,
-// not before.
+// not before, and a call made just before the input ends is answered
+// (and executed and recorded), not cancelled.
 func TestSessionEndsOnlyAtEOF(t *testing.T) {
 	f := newFixture(t, packDir(), &files{}, "")
 	w := newWire(t, f, 0)
 	w.send(t, "{\"jsonrpc\":")
 	w.recv(t)
 	w.ping(t, 1)
+	w.initialize(t)
+	w.send(t, `{"jsonrpc":"2.0","id":"last","method":"tools/call","params":{"name":"fs.write_file","arguments":{"path":"/allowed/last.txt","content":"x"}}}`)
 	w.w.Close()
+	m := w.recv(t)
+	res, _ := m["result"].(map[string]any)
+	if m["id"] != "last" || res == nil || res["isError"] == true {
+		t.Errorf("the call sent just before the input ended = %v, want its result", m)
+	}
 	w.ses.Wait()
+	if n := f.up.calls.Load(); n != 1 {
+		t.Errorf("the upstream received %d calls, want 1", n)
+	}
 }
 
 func (w *wire) ping(t *testing.T, id int) {

@@ -186,6 +186,61 @@ func (s *Server) decodeDecision(w http.ResponseWriter, r *http.Request, decision
 	}, nil
 }
 
+// withdrawBody is the body of POST /v1/approvals/{id}/withdraw: a
+// writ.WithdrawApprovalRequest without the approval id, which the path
+// names. tenant_id may be left out when the request is authenticated; an
+// empty body ({}) withdraws without a reason.
+type withdrawBody struct {
+	TenantID string `json:"tenant_id,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	TraceID  string `json:"trace_id,omitempty"`
+}
+
+// withdrawPathNames says where a withdrawal takes what its body must not
+// hold.
+var withdrawPathNames = map[string]string{
+	"approval_id": "must not be in the body: the path names the approval",
+}
+
+// withdrawPath is the path that withdraws an approval request.
+func withdrawPath(approvalID string) string {
+	return approvalPath(approvalID) + "/withdraw"
+}
+
+// handleWithdraw serves POST /v1/approvals/{id}/withdraw: the requester
+// takes back a pending approval request, answered with the request as it
+// now stands (state withdrawn).
+func (s *Server) handleWithdraw(w http.ResponseWriter, r *http.Request) {
+	if s.approvals == nil {
+		s.writeError(w, r, errNoApprovals)
+		return
+	}
+	tp, traced := requestTrace(r)
+	if traced {
+		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
+	}
+	b, err := decodeTenantBody(s, w, r, func(b *withdrawBody) *string { return &b.TenantID })
+	if err != nil {
+		s.writeError(w, r, explainAddressed(err, withdrawPathNames))
+		return
+	}
+	req := &writ.WithdrawApprovalRequest{TenantID: b.TenantID, ApprovalID: r.PathValue("id"), Reason: b.Reason, TraceID: b.TraceID}
+	if traced {
+		req.TraceID = tp.TraceID
+	} else {
+		s.setTraceparent(w, r, req.TraceID, sampledFlag)
+	}
+	a, err := s.approvals.WithdrawApproval(r.Context(), req)
+	if err == nil {
+		err = checkApproval(a, req.TenantID, req.ApprovalID)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, wireApproval(a))
+}
+
 // checkApproval checks that the approvals answered with the request asked
 // for: an answer about another tenant's request must never be sent.
 func checkApproval(a *writ.ApprovalRequest, tenantID, approvalID string) error {

@@ -216,6 +216,10 @@ func (s *Server) handleAuthZENEvaluations(w http.ResponseWriter, r *http.Request
 		rcpt, err := s.svc.Check(r.Context(), req)
 		d, err := azDecisionOf(rcpt, err)
 		if err != nil {
+			if writ.ErrorCode(err) == writ.EINTERNAL && clientGone(r, err) {
+				s.logClientGone(r, err)
+				return
+			}
 			if writ.ErrorCode(err) == writ.EINTERNAL {
 				s.log.ErrorContext(r.Context(), "internal error in an AuthZEN evaluation", "error", err)
 				err = writ.Errorf(writ.EINTERNAL, "internal error")

@@ -327,6 +327,34 @@ func (c *Client) Approval(ctx context.Context, tenantID, approvalID string) (*wr
 	return &a, nil
 }
 
+// WithdrawApproval withdraws a pending approval request its requester no
+// longer needs, and returns the request as it now stands (state
+// withdrawn). The approval id goes in the path, the rest as the body; a
+// valid req.TraceID is also sent as a traceparent header.
+func (c *Client) WithdrawApproval(ctx context.Context, req *writ.WithdrawApprovalRequest) (*writ.ApprovalRequest, error) {
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty approval withdrawal")
+	}
+	if err := requirePathIDs([2]string{"approval_id", req.ApprovalID}); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(withdrawBody{TenantID: req.TenantID, Reason: req.Reason, TraceID: req.TraceID})
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: encode approval withdrawal: %w", err)
+	}
+	hreq, err := c.newRequest(ctx, http.MethodPost, withdrawPath(req.ApprovalID), nil, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", mediaJSON)
+	setTraceparent(hreq, req.TraceID)
+	var a writ.ApprovalRequest
+	if err := c.doJSON(hreq, "approval request", &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
 // DecideApproval approves or denies an approval request, as req.Decision
 // says, and returns the request as it now stands. The approval id and the
 // decision go in the path, the rest as the body; a valid req.TraceID is

@@ -65,7 +65,8 @@ func (s *Server) envelope(ctx context.Context, tenantID, recordID string) ([]byt
 	}
 	sum := sha256.Sum256(body)
 	if got := "sha256:" + hex.EncodeToString(sum[:]); got != hash {
-		return nil, fmt.Errorf("the stored envelope of record %s hashes to %s, not %s", recordID, got, hash)
+		return nil, &writ.Error{Code: writ.EINTERNAL, Err: writ.ErrIntegrity,
+			Message: fmt.Sprintf("the stored request envelope of record %s fails its hash: the record pins %s, the stored bytes hash to %s; it is not served (writ ledger verify names it)", recordID, hash, got)}
 	}
 	return body, nil
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"testing"
 
 	"github.com/writhq/writ"
@@ -16,13 +17,17 @@ func TestEnvelope(t *testing.T) {
 		change func(*fakeService)
 		status int
 		code   string
+		detail string // a regular expression the problem's detail matches
 	}{
-		{"served as stored", func(*fakeService) {}, 200, ""},
-		{"another tenant's record", func(f *fakeService) { f.owners = map[string]string{"r1": "globex"} }, 404, writ.ENOTFOUND},
+		{"served as stored", func(*fakeService) {}, 200, "", ""},
+		{"another tenant's record", func(f *fakeService) { f.owners = map[string]string{"r1": "globex"} }, 404, writ.ENOTFOUND, ""},
+		// A tampered envelope is named, with what was expected and
+		// found, not hidden behind "internal error": an approver must
+		// learn that the request they review was changed.
 		{"a blob that does not hash to its address", func(f *fakeService) {
 			f.blobs[f.record.Record.Replay.ReplayPacketID] = []byte(`{"tool":"payments.issue_refund","arguments":{"amount":1}}`)
-		}, 500, writ.EINTERNAL},
-		{"no stored envelope", func(f *fakeService) { f.blobs = nil }, 404, writ.ENOTFOUND},
+		}, 500, writ.EINTERNAL, `^the stored request envelope of record r1 fails its hash: the record pins sha256:[0-9a-f]{64}, the stored bytes hash to sha256:[0-9a-f]{64}; it is not served`},
+		{"no stored envelope", func(f *fakeService) { f.blobs = nil }, 404, writ.ENOTFOUND, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := fullService()
@@ -32,7 +37,10 @@ func TestEnvelope(t *testing.T) {
 			req := newRequest(http.MethodGet, "/v1/records/r1/envelope?tenant_id=acme", "")
 			rec := serve(s, req)
 			if tt.status != 200 {
-				readProblem(t, rec, req, tt.status, tt.code)
+				p := readProblem(t, rec, req, tt.status, tt.code)
+				if tt.detail != "" && !regexp.MustCompile(tt.detail).MatchString(p.Detail) {
+					t.Errorf("detail = %q, want it to match %s", p.Detail, tt.detail)
+				}
 				return
 			}
 			if rec.Code != 200 || rec.Body.String() != string(want) {

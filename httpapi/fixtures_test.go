@@ -62,6 +62,7 @@ type fakeService struct {
 	approvalQs  []writ.ApprovalQuery
 	approvalGet [][2]string // tenant id, approval id
 	decisions   []*writ.DecideApprovalRequest
+	withdrawals []*writ.WithdrawApprovalRequest
 	replayCalls [][3]string       // method, tenant id, record or trace id
 	principals  []*writ.Principal // of every call, in order
 	tenants     []string          // the tenant of every call, in order
@@ -294,6 +295,20 @@ func (f *fakeService) Approval(ctx context.Context, tenantID, approvalID string)
 func (f *fakeService) DecideApproval(ctx context.Context, req *writ.DecideApprovalRequest) (*writ.ApprovalRequest, error) {
 	f.mu.Lock()
 	f.decisions = append(f.decisions, req)
+	f.saw(ctx, req.TenantID)
+	f.mu.Unlock()
+	if f.panicWith != nil {
+		panic(f.panicWith)
+	}
+	if err := f.lookup(req.TenantID, req.ApprovalID); err != nil {
+		return nil, err
+	}
+	return f.approval, f.err
+}
+
+func (f *fakeService) WithdrawApproval(ctx context.Context, req *writ.WithdrawApprovalRequest) (*writ.ApprovalRequest, error) {
+	f.mu.Lock()
+	f.withdrawals = append(f.withdrawals, req)
 	f.saw(ctx, req.TenantID)
 	f.mu.Unlock()
 	if f.panicWith != nil {

@@ -108,6 +108,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	wantParams := map[string][]string{
 		"get /v1/records": slices.Collect(maps.Keys(recordQueryValues(writ.RecordQuery{
 			TenantID: "t", DecisionKey: "k", Status: "s", Outcome: "o", SubjectID: "s", TraceID: "t",
+			DecisionKeyPrefix: "k", SubjectPrefix: "s", Newest: true,
 			From: testTime, To: testTime, Limit: 1, Cursor: "c",
 		}))),
 		"get /v1/records/{id}":          {paramTenantID},
@@ -363,6 +364,7 @@ var schemaTypes = map[string]reflect.Type{
 	"ApprovalEvent":              reflect.TypeFor[writ.ApprovalEvent](),
 	"ApprovalPage":               reflect.TypeFor[writ.ApprovalPage](),
 	"DecideApprovalBody":         reflect.TypeFor[decideBody](),
+	"WithdrawApprovalBody":       reflect.TypeFor[withdrawBody](),
 	"ReplayResult":               reflect.TypeFor[writ.ReplayResult](),
 	"ReplayDifference":           reflect.TypeFor[writ.ReplayDifference](),
 	"ReplayResults":              reflect.TypeFor[replayResults](),
@@ -465,8 +467,8 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"RunEvent", "properties", "kind"}, strs(ledger.RunStarted, ledger.CallObserved, ledger.CallExecuted, ledger.StepAttempt)},
 		{[]string{"VerdictCheck", "properties", "kind"}, strs("evidence", "tool_call")}, // acceptance.KindEvidence, KindToolCall
 		{[]string{"ApprovalState"}, approvalStates},
-		{[]string{"ApprovalDecision", "properties", "decision"}, strs(writ.ApprovalApproved, writ.ApprovalDenied)},
-		{[]string{"ApprovalEvent", "properties", "kind"}, strs(writ.ApprovalEventApproved, writ.ApprovalEventDenied, writ.ApprovalEventRedeemed)},
+		{[]string{"ApprovalDecision", "properties", "decision"}, strs(writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn)},
+		{[]string{"ApprovalEvent", "properties", "kind"}, strs(writ.ApprovalEventApproved, writ.ApprovalEventDenied, writ.ApprovalEventWithdrawn, writ.ApprovalEventRedeemed)},
 		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
 		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError)},
 		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
@@ -579,6 +581,8 @@ func TestOpenAPIValidatesGoValues(t *testing.T) {
 		{"ApprovalPage", mustJSON(t, wireApprovalPage(&writ.ApprovalPage{}))},
 		{"DecideApprovalBody", mustJSON(t, decideBodyOf(&writ.DecideApprovalRequest{TenantID: "t", ApprovalID: "apr_1", Decision: writ.ApprovalApproved, Approver: "maria", Reason: "ok", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}))},
 		{"DecideApprovalBody", []byte(`{"reason":"ok"}`)},
+		{"WithdrawApprovalBody", []byte(`{}`)},
+		{"WithdrawApprovalBody", []byte(`{"tenant_id":"t","reason":"not needed","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"}`)},
 		{"Receipt", mustJSON(t, func() *writ.Receipt {
 			r := fullReceipt()
 			r.Metadata.ApprovalIDs = []string{"apr_1"}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -83,10 +84,21 @@ func codeOf(status int) string {
 // are logged and shown only as "internal error".
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := writ.ErrorCode(err)
+	if code == writ.EINTERNAL && clientGone(r, err) {
+		s.logClientGone(r, err)
+		return
+	}
 	if _, known := problemKinds[code]; !known || code == writ.EINTERNAL {
 		s.log.ErrorContext(r.Context(), "internal error",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err))
-		err = writ.Errorf(writ.EINTERNAL, "internal error")
+		// Stored data that fails its hash is named to the caller (its
+		// own tenant's record and hashes): whoever is about to act on
+		// it must see that it was tampered with.
+		if we := (*writ.Error)(nil); !errors.Is(err, writ.ErrIntegrity) || !errors.As(err, &we) {
+			err = writ.Errorf(writ.EINTERNAL, "internal error")
+		} else {
+			err = writ.Errorf(writ.EINTERNAL, "%s", we.Message)
+		}
 		code = writ.EINTERNAL
 	}
 	status := statusOf(code)
@@ -128,4 +140,18 @@ func writeBody(w http.ResponseWriter, status int, contentType string, body []byt
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// clientGone reports whether err is the request's context canceled
+// because its client went away (closed the connection, or gave up): the
+// client's doing, not the server's.
+func clientGone(r *http.Request, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
+}
+
+// logClientGone logs a request its client abandoned. It is answered with
+// nothing: no one is there to read an answer.
+func (s *Server) logClientGone(r *http.Request, err error) {
+	s.log.InfoContext(r.Context(), "client closed the request",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err))
 }

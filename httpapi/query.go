@@ -20,11 +20,17 @@ const (
 	paramStatus      = "status"
 	paramOutcome     = "outcome"
 	paramSubjectID   = "subject_id"
-	paramTraceID     = "trace_id"
-	paramFrom        = "from"
-	paramTo          = "to"
-	paramLimit       = "limit"
-	paramCursor      = "cursor"
+	// paramDecisionKeyPrefix and paramSubjectPrefix search by prefix;
+	// paramOrder is "newest" for newest first ("chain", the default,
+	// is chain order).
+	paramDecisionKeyPrefix = "decision_key_prefix"
+	paramSubjectPrefix     = "subject_prefix"
+	paramOrder             = "order"
+	paramTraceID           = "trace_id"
+	paramFrom              = "from"
+	paramTo                = "to"
+	paramLimit             = "limit"
+	paramCursor            = "cursor"
 )
 
 // maxPageLimit is the largest page GET /v1/records and GET /v1/approvals
@@ -51,6 +57,11 @@ func recordQueryValues(q writ.RecordQuery) url.Values {
 	set(paramOutcome, string(q.Outcome))
 	set(paramSubjectID, q.SubjectID)
 	set(paramTraceID, q.TraceID)
+	set(paramDecisionKeyPrefix, q.DecisionKeyPrefix)
+	set(paramSubjectPrefix, q.SubjectPrefix)
+	if q.Newest {
+		v.Set(paramOrder, orderNewest)
+	}
 	if !q.From.IsZero() {
 		v.Set(paramFrom, q.From.Format(time.RFC3339Nano))
 	}
@@ -64,29 +75,44 @@ func recordQueryValues(q writ.RecordQuery) url.Values {
 	return v
 }
 
+// Values of paramOrder.
+const (
+	orderChain  = "chain"
+	orderNewest = "newest"
+)
+
 // parseRecordQuery decodes the query of GET /v1/records. Every problem
 // names its parameter; unknown and repeated parameters are errors. Empty
 // values do not filter.
 func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	p := queryParser{values: v}
 	p.allow(paramTenantID, paramDecisionKey, paramStatus, paramOutcome, paramSubjectID, paramTraceID,
-		paramFrom, paramTo, paramLimit, paramCursor)
+		paramDecisionKeyPrefix, paramSubjectPrefix, paramOrder, paramFrom, paramTo, paramLimit, paramCursor)
 	q := writ.RecordQuery{
-		TenantID:    p.required(paramTenantID),
-		DecisionKey: p.get(paramDecisionKey),
-		Status:      writ.Status(p.get(paramStatus)),
-		Outcome:     writ.Outcome(p.get(paramOutcome)),
-		SubjectID:   p.get(paramSubjectID),
-		TraceID:     p.get(paramTraceID),
-		From:        p.time(paramFrom),
-		To:          p.time(paramTo),
-		Cursor:      p.get(paramCursor),
+		TenantID:          p.required(paramTenantID),
+		DecisionKey:       p.get(paramDecisionKey),
+		Status:            writ.Status(p.get(paramStatus)),
+		Outcome:           writ.Outcome(p.get(paramOutcome)),
+		SubjectID:         p.get(paramSubjectID),
+		TraceID:           p.get(paramTraceID),
+		DecisionKeyPrefix: p.get(paramDecisionKeyPrefix),
+		SubjectPrefix:     p.get(paramSubjectPrefix),
+		From:              p.time(paramFrom),
+		To:                p.time(paramTo),
+		Cursor:            p.get(paramCursor),
 	}
 	if q.Status != "" && !slices.Contains(recordStatuses, q.Status) {
 		p.fail(paramStatus, "must be one of DECIDED, DEFERRED, REJECTED, ESCALATED, IN_FLIGHT, CLOSED")
 	}
 	if q.Outcome != "" && !slices.Contains(writ.Outcomes, q.Outcome) {
 		p.fail(paramOutcome, "must be one of allow, allow_with_warning, replan_required, goal_fail_terminal")
+	}
+	switch p.get(paramOrder) {
+	case "", orderChain:
+	case orderNewest:
+		q.Newest = true
+	default:
+		p.fail(paramOrder, "must be chain (the default) or newest")
 	}
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
 		p.fail(paramTo, "must be after from")
@@ -132,7 +158,7 @@ const (
 var approvalParams = []string{paramTenantID, paramState, paramGateID, paramDecisionKey,
 	paramOlderThan, paramCreatedBefore, paramLimit, paramCursor}
 
-var approvalStates = []string{writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalExpired}
+var approvalStates = []string{writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn, writ.ApprovalExpired}
 
 // approvalQueryValues encodes q as the query of GET /v1/approvals. Zero
 // fields are left out.

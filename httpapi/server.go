@@ -231,6 +231,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/approvals/{id}", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleApproval},
 	{http.MethodPost, "/v1/approvals/{id}/approve", []writ.Role{writ.RoleApprover}, (*Server).handleApprove},
 	{http.MethodPost, "/v1/approvals/{id}/deny", []writ.Role{writ.RoleApprover}, (*Server).handleDeny},
+	{http.MethodPost, "/v1/approvals/{id}/withdraw", []writ.Role{writ.RoleAgent}, (*Server).handleWithdraw},
 	{http.MethodGet, "/v1/decisions/{id}", []writ.Role{writ.RoleAgent, writ.RoleApprover, writ.RoleAuditor}, (*Server).handleDecision},
 	{http.MethodGet, "/v1/decisions/in_flight", []writ.Role{writ.RoleAuditor}, (*Server).handleInFlight},
 	{http.MethodPost, "/v1/decisions/{id}/execution", []writ.Role{writ.RoleAgent}, (*Server).handleReport},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -711,6 +712,35 @@ func TestCheckNeverPermitsWithoutRecord(t *testing.T) {
 	s, _ = newTestServer(&fakeService{receipt: noRecord}, Config{})
 	req := newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`)
 	readProblem(t, serve(s, req), req, http.StatusInternalServerError, writ.EINTERNAL)
+}
+
+// TestClientAbortIsNotAnInternalError: a request whose client went away
+// (its context canceled) is logged as the client's doing, at INFO, not as
+// an internal error; the same error with the client still there is one.
+func TestClientAbortIsNotAnInternalError(t *testing.T) {
+	canceled := fmt.Errorf("wait for approval: %w", context.Canceled)
+	for _, gone := range []bool{true, false} {
+		svc := &fakeService{err: canceled}
+		s, log := newTestServer(svc, Config{Ledger: svc, Workflows: svc, Approvals: svc, Replays: svc})
+		for _, req := range slices.Concat([]*http.Request{
+			newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"}`),
+			newRequest(http.MethodGet, "/v1/records?tenant_id=t", ""),
+		}, approvalRequests()) {
+			if gone {
+				ctx, cancel := context.WithCancel(req.Context())
+				cancel()
+				req = req.WithContext(ctx)
+			}
+			serve(s, req)
+		}
+		out := log.String()
+		switch {
+		case gone && (strings.Contains(out, "level=ERROR") || !strings.Contains(out, `level=INFO msg="client closed the request"`)):
+			t.Errorf("a client's abort is logged as:\n%s\nwant INFO \"client closed the request\" and no ERROR", out)
+		case !gone && (!strings.Contains(out, `level=ERROR msg="internal error"`) || strings.Contains(out, "client closed")):
+			t.Errorf("context.Canceled with the client still there is logged as:\n%s\nwant an internal error", out)
+		}
+	}
 }
 
 // TestDotPathsAreNeverRedirected: a path with ".", ".." or empty segments

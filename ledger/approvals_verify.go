@@ -97,11 +97,14 @@ func verifyApproval(ctx context.Context, src ApprovalSource, a *writ.ApprovalReq
 			continue
 		}
 		switch ev.Kind {
-		case writ.ApprovalEventApproved, writ.ApprovalEventDenied:
+		case writ.ApprovalEventApproved, writ.ApprovalEventDenied, writ.ApprovalEventWithdrawn:
 			decision = ev
 			want := writ.StatusDecided
-			if ev.Kind == writ.ApprovalEventDenied {
+			if ev.Kind != writ.ApprovalEventApproved {
 				want = writ.StatusRejected
+			}
+			if ev.Kind == writ.ApprovalEventWithdrawn && rec.Outputs["outcome"] != writ.ApprovalWithdrawn {
+				bad(ev.RecordID, "the withdrawn event names record %s, whose outcome is %v, not withdrawn", ev.RecordID, rec.Outputs["outcome"])
 			}
 			if rec.DecisionKey != "approval:"+a.GateID || rec.Outputs["approval_id"] != a.ApprovalID || rec.Actor.ID != ev.Actor || rec.Status != want {
 				bad(ev.RecordID, "the %s event names record %s, which is %s %s by %s for approval %v", ev.Kind, ev.RecordID, rec.DecisionKey, rec.Status, rec.Actor.ID, rec.Outputs["approval_id"])

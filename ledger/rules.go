@@ -344,6 +344,14 @@ func (r *Rules) checkApproval(p *pack.Pack, rec *writ.Record, bad func(rule, for
 	default:
 		bad("schema", "an approval decision is DECIDED or REJECTED, not %s", rec.Status)
 	}
+	// A withdrawal is its requester's, an agent's; approving and denying
+	// are people's.
+	if rec.Outputs["outcome"] == writ.ApprovalWithdrawn {
+		if rec.Status != writ.StatusRejected || rec.Actor.Type != writ.ActorAgent {
+			bad("approval", "a withdrawal is REJECTED by an AGENT actor, not %s by %s", rec.Status, rec.Actor.Type)
+		}
+		return
+	}
 	if rec.Actor.Type != writ.ActorHuman {
 		bad("approval", "an approval decision is made by a HUMAN actor, not %s", rec.Actor.Type)
 	}

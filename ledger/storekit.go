@@ -84,7 +84,7 @@ func ValidateEntry(i int, e *Entry) error {
 			return bad("approval event of tenant %q with a record of tenant %q", ev.TenantID, e.Record.TenantID)
 		case ev.ApprovalID == "":
 			return bad("approval event without an approval id")
-		case ev.Event.Kind != writ.ApprovalEventApproved && ev.Event.Kind != writ.ApprovalEventDenied && ev.Event.Kind != writ.ApprovalEventRedeemed:
+		case ev.Event.Kind != writ.ApprovalEventApproved && ev.Event.Kind != writ.ApprovalEventDenied && ev.Event.Kind != writ.ApprovalEventWithdrawn && ev.Event.Kind != writ.ApprovalEventRedeemed:
 			return bad("approval event of unknown kind %q", ev.Event.Kind)
 		case !inRange(ev.Event.At):
 			return bad("approval event time %s is out of range", ev.Event.At)
@@ -249,6 +249,13 @@ func PageQuery(q writ.RecordQuery) (after int64, limit int, err error) {
 	return pageStart("a record query", q.TenantID, q.Limit, q.Cursor)
 }
 
+// PrefixEnd returns the least string above every string that begins with
+// prefix, in byte order, among strings of valid UTF-8: the prefix
+// followed by U+10FFFF, the greatest code point (whose UTF-8 bytes, F4 8F
+// BF BF, are the greatest of any encoded code point). A prefix search is
+// then the index range [prefix, PrefixEnd(prefix)).
+func PrefixEnd(prefix string) string { return prefix + "\U0010FFFF" }
+
 // pageStart checks what every paged query has (a tenant, a page size and
 // an optional cursor) and returns where the page starts and its size.
 // what names the query in the error for a missing tenant.
@@ -374,9 +381,9 @@ func ApprovalPageQuery(q writ.ApprovalQuery) (after int64, limit int, err error)
 		return 0, 0, err
 	}
 	switch q.State {
-	case "", writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalExpired:
+	case "", writ.ApprovalPending, writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn, writ.ApprovalExpired:
 	default:
-		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "invalid state", Details: []writ.Detail{{Field: "state", Message: "must be pending, approved, denied or expired"}}}
+		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: "invalid state", Details: []writ.Detail{{Field: "state", Message: "must be pending, approved, denied, withdrawn or expired"}}}
 	}
 	return after, limit, nil
 }
@@ -444,7 +451,7 @@ type ApprovalTally struct {
 // and leaves the tally as it was.
 func (t *ApprovalTally) Admit(kind string) (seq int64, refused string) {
 	switch kind {
-	case writ.ApprovalEventApproved, writ.ApprovalEventDenied:
+	case writ.ApprovalEventApproved, writ.ApprovalEventDenied, writ.ApprovalEventWithdrawn:
 		if t.Decision != "" {
 			return 0, RefusedDecided
 		}

@@ -54,6 +54,13 @@ func (d *Decision) ApplyApprovals(presented []*writ.ApprovalRequest, current wri
 			f.Reason = writ.Reason{Code: "approval_denied", Message: fmt.Sprintf("Approval %s for this exact action was denied by %s: %s", a.ApprovalID, a.Decision.Approver, a.Decision.Reason)}
 			f.NextSteps = []writ.Reason{{Code: "DO_NOT_RETRY_UNCHANGED", Message: "Do not retry this action unchanged; a changed action needs a new approval."}}
 			f.MustNotRetry = true
+		case a.State == writ.ApprovalWithdrawn:
+			// Its requester withdrew it: answered as a denial is, so a
+			// resume of the decision ends it instead of waiting on.
+			ap.Verdict = Deny
+			f.Reason = writ.Reason{Code: "approval_withdrawn", Message: fmt.Sprintf("Approval %s for this exact action was withdrawn by %s: %s", a.ApprovalID, a.Decision.Approver, a.Decision.Reason)}
+			f.NextSteps = []writ.Reason{{Code: "DO_NOT_RETRY_UNCHANGED", Message: "The request for approval was withdrawn; check the action again to ask anew."}}
+			f.MustNotRetry = true
 		case a.State == writ.ApprovalPending:
 			ap.Verdict = RequireApproval
 			f.Reason = writ.Reason{Code: "approval_pending", Message: fmt.Sprintf("Approval %s at %s is still waiting for a decision.", a.ApprovalID, a.GateID)}

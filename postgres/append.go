@@ -435,7 +435,7 @@ func queueApprovalTallies(b *pgx.Batch, keys []approvalKey, tallies map[approval
 			return rows.Err()
 		})
 	b.Queue(`SELECT e.tenant_id, e.approval_id, max(e.seq), count(*) FILTER (WHERE e.kind = 'redeemed'),
-			coalesce((array_agg(e.kind ORDER BY e.seq DESC) FILTER (WHERE e.kind IN ('approved', 'denied')))[1], '')
+			coalesce((array_agg(e.kind ORDER BY e.seq DESC) FILTER (WHERE e.kind IN ('approved', 'denied', 'withdrawn')))[1], '')
 		FROM unnest($1::text[], $2::text[]) AS k (tenant_id, approval_id)
 		JOIN approval_events e ON e.tenant_id = k.tenant_id AND e.approval_id = k.approval_id
 		GROUP BY 1, 2`, kt, ki).

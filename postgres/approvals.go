@@ -30,7 +30,7 @@ func withEvents(requests string) string {
 
 // undecided is the condition that request a has no decision event.
 const undecided = `NOT EXISTS (SELECT 1 FROM approval_events d WHERE d.tenant_id = a.tenant_id AND d.approval_id = a.approval_id
-	AND d.kind IN ('approved', 'denied'))`
+	AND d.kind IN ('approved', 'denied', 'withdrawn'))`
 
 // Approval returns one of the tenant's approval requests; see
 // ledger.ApprovalStore.
@@ -67,7 +67,7 @@ func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Ti
 		sb.WriteString(` AND a.expires_ns > ` + arg(ledger.UnixNanos(now)) + ` AND ` + undecided)
 	case writ.ApprovalExpired:
 		sb.WriteString(` AND a.expires_ns <= ` + arg(ledger.UnixNanos(now)) + ` AND ` + undecided)
-	case writ.ApprovalApproved, writ.ApprovalDenied:
+	case writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn:
 		// The state names the kind of the decision event.
 		sb.WriteString(` AND EXISTS (SELECT 1 FROM approval_events d WHERE d.tenant_id = a.tenant_id AND d.approval_id = a.approval_id
 			AND d.kind = ` + arg(q.State) + `)`)
@@ -117,7 +117,7 @@ func (s *Store) approvals(ctx context.Context, limit int, now time.Time, query s
 // DecidedApprovals returns those of ids that have a decision event.
 func (s *Store) DecidedApprovals(ctx context.Context, tenantID string, ids []string) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT DISTINCT approval_id FROM approval_events
-		WHERE tenant_id = $1 AND approval_id = ANY($2::text[]) AND kind IN ('approved', 'denied')`, tenantID, ids)
+		WHERE tenant_id = $1 AND approval_id = ANY($2::text[]) AND kind IN ('approved', 'denied', 'withdrawn')`, tenantID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read decided approvals: %w", err)
 	}

@@ -75,7 +75,38 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
+	// page bounds the page by the cursor's seq, order sorts it: chain
+	// order, or newest first (the cursor then names the last seq served).
+	page := func(t string) string {
+		switch {
+		case !q.Newest:
+			return ` AND ` + t + `.seq > ` + arg(after)
+		case after > 0:
+			return ` AND ` + t + `.seq < ` + arg(after)
+		}
+		return ""
+	}
+	order := func(t string) string {
+		if q.Newest {
+			return ` ORDER BY ` + t + `.seq DESC LIMIT ` + arg(limit)
+		}
+		return ` ORDER BY ` + t + `.seq LIMIT ` + arg(limit)
+	}
 	var filters, bounds strings.Builder
+	if q.DecisionKeyPrefix != "" {
+		// A range of records_decision_key_prefix (tenant_id,
+		// decision_key COLLATE "C", seq): byte order, where every key
+		// that begins with the prefix sorts from it to it followed by
+		// the greatest code point.
+		filters.WriteString(` AND r.decision_key COLLATE "C" >= ` + arg(q.DecisionKeyPrefix) + ` AND r.decision_key COLLATE "C" < ` + arg(ledger.PrefixEnd(q.DecisionKeyPrefix)))
+	}
+	if q.SubjectPrefix != "" {
+		// A range of record_subjects_prefix (tenant_id, subject_id
+		// COLLATE "C"), read once: a record with two matching subjects
+		// is served once.
+		filters.WriteString(` AND r.seq IN (SELECT p.seq FROM record_subjects p WHERE p.tenant_id = r.tenant_id AND p.subject_id COLLATE "C" >= ` +
+			arg(q.SubjectPrefix) + ` AND p.subject_id COLLATE "C" < ` + arg(ledger.PrefixEnd(q.SubjectPrefix)) + `)`)
+	}
 	if q.DecisionKey != "" {
 		filters.WriteString(` AND r.decision_key = ` + arg(q.DecisionKey))
 	}
@@ -110,11 +141,11 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 		return `SELECT s.seq, r.raw FROM record_subjects s
 			CROSS JOIN LATERAL (SELECT r.raw FROM records r
 				WHERE r.tenant_id = s.tenant_id AND r.seq = s.seq AND r.ts = s.ts` + filters.String() + ` LIMIT 1) r
-			WHERE s.subject_id = ` + arg(q.SubjectID) + ` AND s.tenant_id = ` + arg(q.TenantID) + ` AND s.seq > ` + arg(after) +
-			strings.ReplaceAll(bounds.String(), "{t}", "s") + ` ORDER BY s.seq LIMIT ` + arg(limit), args
+			WHERE s.subject_id = ` + arg(q.SubjectID) + ` AND s.tenant_id = ` + arg(q.TenantID) + page("s") +
+			strings.ReplaceAll(bounds.String(), "{t}", "s") + order("s"), args
 	}
-	return `SELECT r.seq, r.raw FROM records r WHERE r.tenant_id = ` + arg(q.TenantID) + ` AND r.seq > ` + arg(after) +
-		filters.String() + strings.ReplaceAll(bounds.String(), "{t}", "r") + ` ORDER BY r.seq LIMIT ` + arg(limit), args
+	return `SELECT r.seq, r.raw FROM records r WHERE r.tenant_id = ` + arg(q.TenantID) + page("r") +
+		filters.String() + strings.ReplaceAll(bounds.String(), "{t}", "r") + order("r"), args
 }
 
 // byID is the join from a record id to its record: a parameterized lookup

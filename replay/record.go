@@ -249,7 +249,7 @@ func (rp *replaying) approvalDecision(ctx context.Context, pin *pinned, envelope
 		return nil, fmt.Errorf("read approval %s of record %s: %w", req.ApprovalID, rp.head.RecordID, err)
 	}
 	if !slices.ContainsFunc(a.Events, func(ev writ.ApprovalEvent) bool {
-		return ev.RecordID == rp.head.RecordID && (ev.Kind == writ.ApprovalEventApproved || ev.Kind == writ.ApprovalEventDenied)
+		return ev.RecordID == rp.head.RecordID && (ev.Kind == writ.ApprovalEventApproved || ev.Kind == writ.ApprovalEventDenied || ev.Kind == writ.ApprovalEventWithdrawn)
 	}) {
 		rp.tamper("", "approval "+req.ApprovalID, "approval %s has no decision event for this record, which is appended with it", req.ApprovalID)
 		return nil, nil

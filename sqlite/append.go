@@ -53,7 +53,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.runEvent, `INSERT INTO run_events (tenant_id, run_id, seq, kind, step_id, record_id, at_ns, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&w.approvalTally, `SELECT a.allowance,
 			coalesce((SELECT e.kind FROM approval_events e WHERE e.tenant_id = a.tenant_id AND e.approval_id = a.approval_id
-				AND e.kind IN ('approved', 'denied') ORDER BY e.seq DESC LIMIT 1), ''),
+				AND e.kind IN ('approved', 'denied', 'withdrawn') ORDER BY e.seq DESC LIMIT 1), ''),
 			(SELECT count(*) FROM approval_events e WHERE e.tenant_id = a.tenant_id AND e.approval_id = a.approval_id AND e.kind = 'redeemed'),
 			(SELECT coalesce(max(e.seq), 0) FROM approval_events e WHERE e.tenant_id = a.tenant_id AND e.approval_id = a.approval_id)
 			FROM approval_requests a WHERE a.tenant_id = ? AND a.approval_id = ?`},

@@ -28,7 +28,7 @@ func withEvents(requests, order string) string {
 
 // undecided is the condition that request a has no decision event.
 const undecided = `NOT EXISTS (SELECT 1 FROM approval_events d WHERE d.tenant_id = a.tenant_id AND d.approval_id = a.approval_id
-	AND d.kind IN ('approved', 'denied'))`
+	AND d.kind IN ('approved', 'denied', 'withdrawn'))`
 
 // Approval returns one of the tenant's approval requests; see
 // ledger.ApprovalStore.
@@ -62,7 +62,7 @@ func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Ti
 	case writ.ApprovalExpired:
 		sb.WriteString(` AND a.expires_ns <= ? AND ` + undecided)
 		args = append(args, ledger.UnixNanos(now))
-	case writ.ApprovalApproved, writ.ApprovalDenied:
+	case writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn:
 		// The state names the kind of the decision event.
 		sb.WriteString(` AND EXISTS (SELECT 1 FROM approval_events d WHERE d.tenant_id = a.tenant_id AND d.approval_id = a.approval_id AND d.kind = ?)`)
 		args = append(args, q.State)
@@ -124,7 +124,7 @@ func (s *Store) DecidedApprovals(ctx context.Context, tenantID string, ids []str
 			args = append(args, id)
 		}
 		rows, err := s.read.QueryContext(ctx, `SELECT DISTINCT approval_id FROM approval_events
-			WHERE tenant_id = ? AND kind IN ('approved', 'denied') AND approval_id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`, args...)
+			WHERE tenant_id = ? AND kind IN ('approved', 'denied', 'withdrawn') AND approval_id IN (?`+strings.Repeat(", ?", len(chunk)-1)+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: read decided approvals: %w", err)
 		}

@@ -46,9 +46,10 @@ func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte,
 	return receipt, nil
 }
 
-// Records lists the tenant's records matching q in chain order. Pages are
-// cut by seq, so records appended while a client pages through appear on
-// later pages and nothing is served twice.
+// Records lists the tenant's records matching q in chain order (newest
+// first with q.Newest). Pages are cut by seq, so records appended while a
+// client pages through appear on later pages (in chain order) or not at
+// all (newest first), and nothing is served twice.
 func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
 	after, limit, err := ledger.PageQuery(q)
 	if err != nil {
@@ -81,7 +82,8 @@ const narrowRange = 10000
 // took 138 ms). Counting stops at narrowRange+1 index entries, so the
 // probe costs at most that.
 func (s *Store) narrowTimeRange(ctx context.Context, q writ.RecordQuery) (bool, error) {
-	if q.From.IsZero() && q.To.IsZero() || q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" {
+	if q.From.IsZero() && q.To.IsZero() || q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" ||
+		q.DecisionKeyPrefix != "" || q.SubjectPrefix != "" {
 		return false, nil
 	}
 	from, to := int64(math.MinInt64), int64(math.MaxInt64)
@@ -115,15 +117,37 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool) (stri
 		// whole chain, looking each record's subject up.
 		sb.WriteString(`SELECT r.seq, r.raw FROM record_subjects s CROSS JOIN records r` +
 			` ON r.tenant_id = s.tenant_id AND r.seq = s.seq` +
-			` WHERE s.tenant_id = ? AND s.subject_id = ? AND s.seq > ? AND r.tenant_id = ? AND r.seq > ?`)
-		args = append(args, q.TenantID, q.SubjectID, after, q.TenantID, after)
+			` WHERE s.tenant_id = ? AND s.subject_id = ? AND r.tenant_id = ?`)
+		args = append(args, q.TenantID, q.SubjectID, q.TenantID)
 		order = "s.seq"
 	case byTime:
-		sb.WriteString(`SELECT r.seq, r.raw FROM records r INDEXED BY records_ts WHERE r.tenant_id = ? AND r.seq > ?`)
-		args = append(args, q.TenantID, after)
+		sb.WriteString(`SELECT r.seq, r.raw FROM records r INDEXED BY records_ts WHERE r.tenant_id = ?`)
+		args = append(args, q.TenantID)
 	default:
-		sb.WriteString(`SELECT r.seq, r.raw FROM records r WHERE r.tenant_id = ? AND r.seq > ?`)
-		args = append(args, q.TenantID, after)
+		sb.WriteString(`SELECT r.seq, r.raw FROM records r WHERE r.tenant_id = ?`)
+		args = append(args, q.TenantID)
+	}
+	switch {
+	case !q.Newest:
+		sb.WriteString(` AND ` + order + ` > ?`)
+		args = append(args, after)
+	case after > 0:
+		// Newest first, the cursor names the last seq served.
+		sb.WriteString(` AND ` + order + ` < ?`)
+		args = append(args, after)
+	}
+	if q.DecisionKeyPrefix != "" {
+		// A range of records_decision_key (tenant_id, decision_key,
+		// seq): every key that begins with the prefix sorts, byte by
+		// byte, from it to it followed by the greatest code point.
+		sb.WriteString(` AND r.decision_key >= ? AND r.decision_key < ?`)
+		args = append(args, q.DecisionKeyPrefix, ledger.PrefixEnd(q.DecisionKeyPrefix))
+	}
+	if q.SubjectPrefix != "" {
+		// A range of record_subjects' key (tenant_id, subject_id, seq),
+		// read once: a record with two matching subjects is served once.
+		sb.WriteString(` AND r.seq IN (SELECT p.seq FROM record_subjects p WHERE p.tenant_id = r.tenant_id AND p.subject_id >= ? AND p.subject_id < ?)`)
+		args = append(args, q.SubjectPrefix, ledger.PrefixEnd(q.SubjectPrefix))
 	}
 	if q.DecisionKey != "" {
 		sb.WriteString(` AND r.decision_key = ?`)
@@ -152,7 +176,11 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool) (stri
 		sb.WriteString(` AND r.ts < ?`)
 		args = append(args, ledger.UnixNanos(q.To))
 	}
-	sb.WriteString(` ORDER BY ` + order + ` LIMIT ?`)
+	if q.Newest {
+		sb.WriteString(` ORDER BY ` + order + ` DESC LIMIT ?`)
+	} else {
+		sb.WriteString(` ORDER BY ` + order + ` LIMIT ?`)
+	}
 	args = append(args, limit)
 	return sb.String(), args
 }

@@ -115,7 +115,7 @@ func NewMetrics(g Gauges) *Metrics {
 		m.failClosed.WithLabelValues(cause)
 	}
 	m.failClosed.WithLabelValues(causeOther)
-	for _, d := range []string{writ.ApprovalApproved, writ.ApprovalDenied} {
+	for _, d := range []string{writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn} {
 		m.approvals.WithLabelValues(d)
 	}
 	for _, s := range writ.RunStatuses {

@@ -169,6 +169,19 @@ func (a *approvals) DecideApproval(ctx context.Context, req *writ.DecideApproval
 	return ar, err
 }
 
+func (a *approvals) WithdrawApproval(ctx context.Context, req *writ.WithdrawApprovalRequest) (*writ.ApprovalRequest, error) {
+	ctx, span := tracer().Start(ctx, "writ.approval.withdraw")
+	if req != nil {
+		span.SetAttributes(attribute.String("writ.approval_id", req.ApprovalID))
+	}
+	ar, err := a.inner.WithdrawApproval(ctx, req)
+	if err == nil && a.m != nil {
+		a.m.approvals.WithLabelValues(writ.ApprovalWithdrawn).Inc()
+	}
+	endSpan(span, err)
+	return ar, err
+}
+
 // Lifecycle wraps l: an execution report, a resume, a decision's story
 // and the decisions in flight are writ.decision.report,
 // writ.decision.resume, writ.decision.story and writ.decision.in_flight

@@ -79,7 +79,7 @@ func (m *Main) keyRing(dir string) (ringView, error) {
 func openKeyStore(dir, url string, create bool) (auth.Store, func() error, error) {
 	open := openExisting
 	if create {
-		open = openStore
+		open = openShared // keys append nothing to the chain
 	}
 	st, err := open(dir, url)
 	if err != nil {

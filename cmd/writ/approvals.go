@@ -17,7 +17,7 @@ import (
 // through the one engine that records it.
 func (m *Main) approvals(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("usage: writ approvals list|show|approve|deny [flags]")
+		return usagef("usage: writ approvals list|show|approve|deny|withdraw [flags]")
 	}
 	switch args[0] {
 	case "list":
@@ -28,8 +28,10 @@ func (m *Main) approvals(ctx context.Context, args []string) error {
 		return m.approvalsDecide(ctx, writ.ApprovalApproved, args[1:])
 	case "deny":
 		return m.approvalsDecide(ctx, writ.ApprovalDenied, args[1:])
+	case "withdraw":
+		return m.approvalsWithdraw(ctx, args[1:])
 	}
-	return usagef("unknown approvals command %q (want list, show, approve or deny)", args[0])
+	return usagef("unknown approvals command %q (want list, show, approve, deny or withdraw)", args[0])
 }
 
 // serverFlags are the flags of commands that talk to a server.
@@ -50,9 +52,11 @@ func (m *Main) addServerFlags(f *flag.FlagSet) serverFlags {
 
 func (m *Main) client(sf serverFlags) *httpapi.Client {
 	var opts []httpapi.ClientOption
-	if key := m.Getenv("WRIT_API_KEY"); key != "" {
+	key := m.Getenv("WRIT_API_KEY")
+	if key != "" {
 		opts = append(opts, httpapi.WithHeader("Authorization", "Bearer "+key))
 	}
+	m.remote = &remoteUse{tenant: *sf.tenant != "", key: key != ""}
 	return httpapi.NewClient(strings.TrimRight(*sf.server, "/"), opts...)
 }
 
@@ -60,7 +64,7 @@ func (m *Main) approvalsList(ctx context.Context, args []string) error {
 	fs := m.flags("approvals list", "[--state pending] [--gate G] [--decision-key K] [--older-than 1h] [--server URL]")
 	sf := m.addServerFlags(fs)
 	var q writ.ApprovalQuery
-	fs.StringVar(&q.State, "state", writ.ApprovalPending, "pending, approved, denied, expired, or all")
+	fs.StringVar(&q.State, "state", writ.ApprovalPending, "pending, approved, denied, withdrawn, expired, or all")
 	fs.StringVar(&q.GateID, "gate", "", "only this gate (escalations are escalation:<rule>)")
 	fs.StringVar(&q.DecisionKey, "decision-key", "", "only this decision key")
 	olderThan := fs.Duration("older-than", 0, "only requests older than this (e.g. 30m, 4h)")
@@ -150,4 +154,62 @@ func (m *Main) approvalsDecide(ctx context.Context, decision string, args []stri
 	}
 	fmt.Fprintf(m.Stdout, "%s %s by %s (record %s)\n", a.ApprovalID, a.State, a.Decision.Approver, a.Decision.RecordID)
 	return nil
+}
+
+// approvalsWithdraw takes back a pending approval request, as its
+// requester (an agent's API key): the requester no longer needs it.
+func (m *Main) approvalsWithdraw(ctx context.Context, args []string) error {
+	fs := m.flags("approvals withdraw", "[--reason TEXT] [--server URL] APPROVAL_ID")
+	sf := m.addServerFlags(fs)
+	reason := fs.String("reason", "", "why, for the record (optional)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usagef("approvals withdraw needs exactly one APPROVAL_ID")
+	}
+	a, err := m.client(sf).WithdrawApproval(ctx, &writ.WithdrawApprovalRequest{TenantID: *sf.tenant, ApprovalID: fs.Arg(0), Reason: *reason})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "%s %s by %s (record %s)\n", a.ApprovalID, a.State, a.Decision.Approver, a.Decision.RecordID)
+	return nil
+}
+
+// remoteUse is what a command gave the server it talks to: whether it
+// named a tenant and presented an API key.
+type remoteUse struct{ tenant, key bool }
+
+// hintError tells a server's refusal as the fix the command line offers:
+// the flag or the variable to set, not the API's parameter or header.
+type hintError struct {
+	msg string
+	err error
+}
+
+func (e *hintError) Error() string { return e.msg }
+func (e *hintError) Unwrap() error { return e.err }
+
+// explain turns the refusals a missing --tenant or $WRIT_API_KEY causes
+// into what to do about them; other errors pass unchanged.
+func (u *remoteUse) explain(err error) error {
+	switch writ.ErrorCode(err) {
+	case writ.EINVALID:
+		if u.tenant {
+			return err
+		}
+		for _, d := range writ.ErrorDetails(err) {
+			if d.Field == "tenant_id" {
+				return &hintError{"this server needs to know the tenant: pass --tenant T (a server without API keys cannot take it from a key)", err}
+			}
+		}
+	case writ.EUNAUTHENTICATED:
+		if !u.key {
+			return &hintError{"this server requires an API key: set $WRIT_API_KEY to one (writ keys create makes them)", err}
+		}
+		return &hintError{"the API key in $WRIT_API_KEY was refused: " + writ.ErrorMessage(err), err}
+	case writ.EFORBIDDEN:
+		return &hintError{"the API key in $WRIT_API_KEY was refused: " + writ.ErrorMessage(err), err}
+	}
+	return err
 }

@@ -65,8 +65,8 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "exported %d records of %d tenants, %d checkpoints, %d keys and %d pinned pack blobs to %s\n",
-		sum.Records, sum.Tenants, sum.Checkpoints, len(keys), sum.Blobs, *out)
+	fmt.Fprintf(m.Stdout, "exported %s of %s, %s, %s and %s to %s\n",
+		count(sum.Records, "record"), count(sum.Tenants, "tenant"), count(sum.Checkpoints, "checkpoint"), count(len(keys), "key"), count(sum.Blobs, "pinned pack blob"), *out)
 	return nil
 }
 

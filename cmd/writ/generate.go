@@ -119,7 +119,7 @@ func (m *Main) generate(ctx context.Context, args []string) error {
 		}
 	}
 	took := time.Since(began)
-	fmt.Fprintf(m.Stdout, "appended %d records (%d tenants) in %s: %.0f records/s\n", total, *tenants, took.Round(time.Millisecond), float64(total)/took.Seconds())
+	fmt.Fprintf(m.Stdout, "appended %s (%s) in %s: %.0f records/s\n", count(total, "record"), count(*tenants, "tenant"), took.Round(time.Millisecond), float64(total)/took.Seconds())
 	return nil
 }
 

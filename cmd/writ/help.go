@@ -28,6 +28,7 @@ var groups = map[string][]subcommand{
 		{"show", "show one approval request with its events"},
 		{"approve", "approve a pending approval request"},
 		{"deny", "deny a pending approval request"},
+		{"withdraw", "withdraw a pending approval request you asked for and no longer need"},
 	},
 	"decisions": {
 		{"show", "show a decision's story: every record in chain order, its approvals, where it stands"},

@@ -187,7 +187,7 @@ func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) 
 		fmt.Fprintf(m.Stdout, "notice: %s\ttenant %s: %s\n", f.Kind, f.TenantID, f.Detail)
 	}
 	if rep.Intact() {
-		fmt.Fprintf(m.Stdout, "ledger intact: %d records of %d tenants and %d checkpoints verified in %s\n", rep.Records, rep.Tenants, rep.Checkpoints, took.Round(time.Millisecond))
+		fmt.Fprintf(m.Stdout, "ledger intact: %s of %s and %s verified in %s\n", count(rep.Records, "record"), count(rep.Tenants, "tenant"), count(rep.Checkpoints, "checkpoint"), took.Round(time.Millisecond))
 	}
 	return nil
 }

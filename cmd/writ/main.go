@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"reflect"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -44,6 +45,9 @@ func printError(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintln(w, "writ:", err)
+	if _, ok := errors.AsType[*hintError](err); ok {
+		return // the hint replaces the server's details
+	}
 	for _, d := range writ.ErrorDetails(err) {
 		if d.Message != writ.ErrorMessage(err) && !strings.Contains(err.Error(), d.String()) {
 			fmt.Fprintln(w, "  "+d.String())
@@ -94,6 +98,9 @@ type Main struct {
 	// onFlags, when set, sees every flag set a command defines (shell
 	// completion learns the flags this way).
 	onFlags func(*flag.FlagSet)
+	// remote is set when the command built a client of a server, so
+	// that Run can tell a refusal in the CLI's own words.
+	remote *remoteUse
 }
 
 // NewMain returns a Main on the process's streams.
@@ -148,7 +155,11 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	if done, err := m.group(args); done {
 		return err
 	}
-	return c.run(m, ctx, args[1:])
+	err := c.run(m, ctx, args[1:])
+	if err != nil && m.remote != nil {
+		err = m.remote.explain(err)
+	}
+	return err
 }
 
 func (m *Main) usage() {
@@ -184,10 +195,65 @@ func (m *Main) flags(name, usage string) *flag.FlagSet {
 		m.onFlags(fs)
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(m.Stderr, "Usage: writ %s %s\n\nFlags:\n", name, usage)
-		fs.PrintDefaults()
+		fmt.Fprintln(m.Stderr, strings.TrimRight("Usage: writ "+name+" "+usage, " \n"))
+		printFlags(m.Stderr, fs)
 	}
 	return fs
+}
+
+// printFlags lists a flag set's flags the way flag.PrintDefaults does,
+// but spelled --flag, as every usage line and doc spells them (the flag
+// package accepts -flag and --flag alike). A command without flags gets
+// no Flags: heading.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		fmt.Fprintf(&b, "  --%s", f.Name)
+		name, usage := flag.UnquoteUsage(f)
+		if name != "" {
+			b.WriteString(" " + name)
+		}
+		b.WriteString("\n    \t")
+		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if !isZeroFlag(f) {
+			if t := reflect.TypeOf(f.Value); t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.String {
+				fmt.Fprintf(&b, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(&b, " (default %v)", f.DefValue)
+			}
+		}
+		b.WriteString("\n")
+	})
+	if b.Len() > 0 {
+		fmt.Fprintf(w, "\nFlags:\n%s", b.String())
+	}
+}
+
+// count says n of a noun, in agreement: "1 tenant", "2 tenants".
+func count[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// isZeroFlag reports whether a flag's default is its type's zero value,
+// which flag.PrintDefaults leaves unsaid too.
+func isZeroFlag(f *flag.Flag) (zero bool) {
+	defer func() {
+		if recover() != nil { // a Value whose zero String panics: say its default
+			zero = false
+		}
+	}()
+	t := reflect.TypeOf(f.Value)
+	var z reflect.Value
+	if t.Kind() == reflect.Pointer {
+		z = reflect.New(t.Elem())
+	} else {
+		z = reflect.Zero(t)
+	}
+	v, ok := z.Interface().(flag.Value)
+	return ok && f.DefValue == v.String()
 }
 
 // parse parses flags, turning flag errors into usage errors. Flags may

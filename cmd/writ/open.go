@@ -41,9 +41,29 @@ const storeUsage = "PostgreSQL store URL (postgres://user@host:port/db); default
 // bench/peers/run --floor; writ as built and shipped never does.
 var measureStore func(st *sqlite.Store, dir string) (ledger.Store, error)
 
-// openStore opens the ledger store: PostgreSQL when url is set, else the
-// SQLite store of the data directory.
+// openStore opens the ledger store to append to it: PostgreSQL when url
+// is set, else the SQLite store of the data directory, whose writer lock
+// it takes (see lockDataDir) and holds until the store is closed.
 func openStore(dir, url string) (ledger.Store, error) {
+	if url != "" || measureStore != nil {
+		return openShared(dir, url)
+	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	return &lockedStore{Store: st, lock: lock}, nil
+}
+
+// openShared opens the ledger store without the data directory's writer
+// lock: for commands that only read, or change API keys (which append
+// nothing to the chain), beside a running writer.
+func openShared(dir, url string) (ledger.Store, error) {
 	if url != "" {
 		st, err := postgres.Open(context.Background(), url)
 		if err != nil {
@@ -69,7 +89,7 @@ func openExisting(dir, url string) (ledger.Store, error) {
 			return nil, fmt.Errorf("no ledger at %s: %w", dir, err)
 		}
 	}
-	return openStore(dir, url)
+	return openShared(dir, url)
 }
 
 // kvPassword is a password of a key=value connection string (password,

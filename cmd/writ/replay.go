@@ -149,8 +149,8 @@ func (m *Main) replayTenant(ctx context.Context, rp *replay.Replayer, tenant str
 		}
 		fmt.Fprintf(m.Stdout, "\n],\"summary\":%s}\n", b)
 	} else {
-		fmt.Fprintf(m.Stdout, "replayed %d records of tenant %s in %s (%.0f records/s): %d replay_equal, %d diff, %d error\n",
-			sum.Records, tenant, took.Round(time.Millisecond), rate, sum.Equal, sum.Diff, sum.Errors)
+		fmt.Fprintf(m.Stdout, "replayed %s of tenant %s in %s (%.0f records/s): %d replay_equal, %d diff, %d error\n",
+			count(sum.Records, "record"), tenant, took.Round(time.Millisecond), rate, sum.Equal, sum.Diff, sum.Errors)
 		if len(sum.Classes) > 0 {
 			fmt.Fprintf(m.Stdout, "records by class of difference: %s\n", classCounts(sum.Classes))
 		}

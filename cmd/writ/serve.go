@@ -205,8 +205,14 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	mux.Handle("/console/", console.New(console.Config{API: apiHandler, Authenticate: authenticate, Logger: log}))
 	mux.Handle("/console", http.RedirectHandler(console.Prefix, http.StatusMovedPermanently))
 	mux.Handle("/", apiHandler)
+	var handler http.Handler = mux
+	if authenticate == nil {
+		// Development mode: only requests for a loopback host, so that
+		// no page of another site reaches it by DNS rebinding.
+		handler = console.LoopbackOnly(mux)
+	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           handler,
 		ReadHeaderTimeout: *readHeaderTimeout,
 		ReadTimeout:       *readTimeout,
 		WriteTimeout:      *writeTimeout,

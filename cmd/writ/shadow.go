@@ -60,7 +60,7 @@ func (m *Main) shadow(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(w, ": %d, %d with another outcome than enforced\n", rep.Decisions, rep.Changed)
 	for _, p := range rep.Packs {
-		fmt.Fprintf(w, "  shadow pack %s (%s): %d decisions\n", p.Pack, p.PackHash, p.Decisions)
+		fmt.Fprintf(w, "  shadow pack %s (%s): %s\n", p.Pack, p.PackHash, count(p.Decisions, "decision"))
 	}
 	return printTransitions(w, rep.Transitions, "ENFORCED\tSHADOW")
 }

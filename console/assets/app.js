@@ -49,8 +49,19 @@ class ApiError extends Error {
 async function fail(res) {
   let p = null;
   try { p = await res.json(); } catch { /* not a problem body */ }
-  if (res.status === 401) { session = null; }
+  if (res.status === 401 && session) sessionEnded();
   throw new ApiError(res.status, p);
+}
+
+// sessionEnded stops every poller, forgets who was signed in and shows
+// the sign-in page: an ended session polls nothing and shows no one.
+function sessionEnded() {
+  clearInterval(timer);
+  timer = null;
+  session = null;
+  renderChrome();
+  document.title = 'writ console';
+  signInPage('Your session ended: sign in again.');
 }
 
 // api calls the API through the console's forwarder, for the session's
@@ -74,8 +85,34 @@ async function api(method, path, { query, body, raw } = {}) {
 }
 
 const has = (role) => session && session.roles.includes(role);
+
+// home is the first page of a role: approvers decide, auditors read the
+// records, an admin (who may do neither) sees the server.
+const home = () => (has('approver') ? '#/inbox' : has('auditor') ? '#/records' : '#/server');
 const fmtTime = (t) => (t ? new Date(t).toISOString().replace('.000Z', 'Z') : '');
 const json = (v) => JSON.stringify(v, null, 2);
+
+// ago says how long ago (or, for a time ahead, in how long) t is, in
+// words; the exact time is on hover.
+function relTime(t, now = Date.now()) {
+  if (!t) return '';
+  const d = Math.round((Date.parse(t) - now) / 1000);
+  const a = Math.abs(d);
+  const [n, unit] = a < 60 ? [a, 's'] : a < 3600 ? [Math.floor(a / 60), 'min'] : a < 86400 ? [Math.floor(a / 3600), 'h'] : [Math.floor(a / 86400), 'd'];
+  const span = `${n} ${unit}`;
+  return d <= 0 ? (a < 5 ? 'just now' : `${span} ago`) : `in ${span}`;
+}
+const timeEl = (t) => (t ? h('time', { datetime: t, title: fmtTime(t) }, relTime(t)) : '');
+
+// Human words for the values people read most; the field's own name
+// (and value) is on hover, for auditors.
+const words = {
+  DECIDED: 'decided', DEFERRED: 'deferred', REJECTED: 'rejected', ESCALATED: 'escalated', IN_FLIGHT: 'in flight', CLOSED: 'closed',
+  allow: 'allowed', allow_with_warning: 'allowed, with a warning', replan_required: 'replan required', goal_fail_terminal: 'goal failed (terminal)',
+  check: 'check', approval_decision: 'approval decision', execution_report: 'execution report', verdict: 'step verdict',
+};
+const human = (v) => (v === undefined || v === null ? '' : words[v] || String(v));
+const labelled = (field, v, cls) => h('span', { title: `${field}: ${v}`, class: cls }, human(v));
 
 function errorBox(e) {
   return h('p', { class: 'error', role: 'alert' }, e instanceof ApiError ? `${e.status}: ${e.message}` : String(e.message || e));
@@ -112,11 +149,15 @@ const code = (s) => h('code', {}, s);
 
 // table builds a list table; each cell carries its column's name, which
 // narrow screens show beside the value. rows are [attrs, cells].
-function table(cols, rows) {
-  return h('table', { class: 'list' }, h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c)))),
-    h('tbody', {}, rows.map(([attrs, cells]) => h('tr', attrs, cells.map((c, i) => h('td', { 'data-label': cols[i] }, c))))));
+function table(cols, rows) { return tableOf(cols, cols, rows); }
+
+// tableOf is table with headers that are nodes (a sort link, say) and
+// the names narrow screens show beside each value.
+function tableOf(heads, names, rows) {
+  return h('div', { class: 'tablewrap' }, h('table', { class: 'list' }, h('thead', {}, h('tr', {}, heads.map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, rows.map(([attrs, cells]) => h('tr', attrs, cells.map((c, i) => h('td', { 'data-label': names[i] }, c)))))));
 }
-const link = (href, text) => h('a', { href }, text);
+const link = (href, text, attrs = {}) => h('a', { href, ...attrs }, text);
 
 // ---- sign-in ----
 
@@ -142,7 +183,7 @@ async function signInPage(message) {
     session = await res.json();
     renderChrome();
     // A deep link opened before signing in is kept.
-    const target = !location.hash || location.hash.startsWith('#/signin') ? (has('approver') ? '#/inbox' : '#/records') : location.hash;
+    const target = !location.hash || location.hash.startsWith('#/signin') ? home() : location.hash;
     if (location.hash === target) route(); else location.hash = target;
   } },
   h('h1', {}, 'Sign in to writ'),
@@ -162,6 +203,7 @@ function renderChrome() {
   const links = [];
   if (has('approver') || has('auditor')) links.push(['#/inbox', 'Approvals']);
   if (has('auditor')) links.push(['#/records', 'Records'], ['#/runs', 'Runs'], ['#/shadow', 'Shadow'], ['#/ledger', 'Ledger']);
+  if (session) links.push(['#/server', 'Server']);
   nav.replaceChildren(...links.map(([href, text]) => h('a', { href, 'data-nav': href }, text)));
   who.replaceChildren(...kids(session ? [
     h('span', {}, `${session.subject} · ${session.tenant_id} · ${session.roles.join(', ')}`),
@@ -171,14 +213,40 @@ function renderChrome() {
 
 // ---- approvals ----
 
-const stateBadge = (s) => h('span', { class: `badge ${s}` }, s);
+// stateBadge shows a request's state by its name, whatever it is (a
+// state this console does not know yet included).
+const stateBadge = (s) => h('span', { class: `badge ${String(s || 'unknown').replace(/[^a-z_]/g, '')}` }, s || 'unknown');
+
+// envelopes caches the request envelopes the inbox has read, by record:
+// they are immutable (content-addressed), so each is read once.
+const envelopes = new Map();
+async function envelopeOf(recordID) {
+  if (!envelopes.has(recordID)) {
+    envelopes.set(recordID, api('GET', `/v1/records/${encodeURIComponent(recordID)}/envelope`).catch((e) => ({ error: e })));
+  }
+  return envelopes.get(recordID);
+}
+
+// summaryArgs picks what a person needs to tell requests apart: the
+// top-level scalar arguments (already redacted by the pack), at most
+// four, as "name value".
+function summaryArgs(args) {
+  return Object.entries(args || {}).filter(([, v]) => v === null || typeof v !== 'object').slice(0, 4)
+    .map(([k, v]) => `${k} ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' · ');
+}
+
+const inboxSorts = { newest: 'newest first', oldest: 'oldest first', expiring: 'expiring first' };
 
 async function inboxPage(params) {
   const state = params.get('state') || 'pending';
+  const sort = inboxSorts[params.get('sort')] ? params.get('sort') : 'newest';
   const list = h('div', { 'aria-live': 'polite' });
-  const filter = h('select', { id: 'state', onchange: () => { location.hash = `#/inbox?state=${filter.value}`; } },
-    ['pending', 'approved', 'denied', 'expired', 'all'].map((s) => h('option', { value: s, selected: s === state }, s)));
-  show(h('h1', {}, 'Approvals'), h('p', { class: 'filters' }, h('label', { for: 'state' }, 'State '), filter,
+  const go = (st, so) => { location.hash = `#/inbox?${new URLSearchParams({ state: st, sort: so })}`; };
+  const filter = h('select', { id: 'state', onchange: () => go(filter.value, sort) },
+    ['pending', 'approved', 'denied', 'withdrawn', 'expired', 'all'].map((s) => h('option', { value: s, selected: s === state }, s)));
+  const order = h('select', { id: 'sort', onchange: () => go(state, order.value) },
+    Object.entries(inboxSorts).map(([k, v]) => h('option', { value: k, selected: k === sort }, v)));
+  show(h('h1', {}, 'Approvals'), h('p', { class: 'filters' }, h('label', { for: 'state' }, 'State '), filter, ' ', h('label', { for: 'sort' }, 'Order '), order,
     state === 'pending' ? h('span', { class: 'muted' }, ' · new requests appear here as they arrive') : null), list);
   const seen = new Set();
   let first = true;
@@ -187,20 +255,27 @@ async function inboxPage(params) {
     try { page = await api('GET', '/v1/approvals', { query: { state: state === 'all' ? '' : state, limit: 200 } }); } catch (e) {
       list.replaceChildren(errorBox(e)); return;
     }
-    // Pending first, then newest first.
-    const rows = page.approvals.slice().reverse().sort((a, b) => (b.state === 'pending') - (a.state === 'pending'));
+    const by = { newest: (a, b) => Date.parse(b.created_at) - Date.parse(a.created_at), oldest: (a, b) => Date.parse(a.created_at) - Date.parse(b.created_at),
+      expiring: (a, b) => Date.parse(a.expires_at) - Date.parse(b.expires_at) }[sort];
+    // Pending first, then in the chosen order.
+    const rows = page.approvals.slice().sort((a, b) => (b.state === 'pending') - (a.state === 'pending') || by(a, b));
     if (state === 'pending') document.title = rows.length ? `(${rows.length}) Approvals · writ` : 'Approvals · writ';
     if (!rows.length) { list.replaceChildren(h('p', { class: 'muted' }, state === 'pending' ? 'Nothing waits for a decision.' : 'No requests.')); return; }
+    const envs = await Promise.all(rows.map((a) => envelopeOf(a.record_id)));
     list.replaceChildren(...kids([page.next_cursor ? h('p', { class: 'warn' }, `More than ${rows.length} requests: these are the oldest ${rows.length}. Narrow the list with the state, or decide these first.`) : null,
-      table(['Requested', 'Gate', 'Decision key', 'Subjects', 'Asked by', 'State'], rows.map((a) => {
+      table(['Asked', 'Tool', 'What is asked', 'Asked by', 'Expires', 'Gate', 'State'], rows.map((a, i) => {
       const fresh = !first && !seen.has(a.approval_id);
       seen.add(a.approval_id);
+      const env = envs[i];
+      const by = a.requested_by || {};
       return [{ class: fresh ? 'fresh' : '' }, [
-        link(`#/approvals/${encodeURIComponent(a.approval_id)}`, fmtTime(a.created_at)),
+        link(`#/approvals/${encodeURIComponent(a.approval_id)}`, h('time', { datetime: a.created_at, title: fmtTime(a.created_at) }, relTime(a.created_at))),
+        env.error ? h('span', { class: 'bad', title: env.error.message }, '✗ envelope fails its check') : code(env.tool || ''),
+        env.error ? '' : h('span', { class: 'summary', title: 'arguments (redacted)' }, summaryArgs(env.arguments)),
+        [h('span', { class: 'id' }, by.actor_id || ''), by.delegated_user_id ? [' for ', h('span', { class: 'id' }, by.delegated_user_id)] : '',
+          by.subject ? [' ', h('span', { class: 'id muted', title: 'the API key\'s subject' }, `(${by.subject})`)] : ''],
+        a.state === 'pending' ? timeEl(a.expires_at) : '',
         [a.gate_id, a.terminal ? h('span', { class: 'badge' }, 'terminal') : null],
-        a.binding.decision_key,
-        (a.subject_ids || []).join(', '),
-        a.requested_by.subject || a.requested_by.actor_id,
         stateBadge(a.state)]];
     }))]));
     first = false;
@@ -210,7 +285,7 @@ async function inboxPage(params) {
   // One load at a time, should the API be slower than the interval.
   let busy = false;
   timer = setInterval(async () => {
-    if (busy || document.visibilityState === 'hidden') return;
+    if (busy || document.visibilityState === 'hidden' || !session) return;
     busy = true;
     try { await load(); } finally { busy = false; }
   }, 2000);
@@ -232,12 +307,19 @@ async function approvalPage(id) {
   try { a = await api('GET', `/v1/approvals/${encodeURIComponent(id)}`); } catch (e) { show(h('h1', {}, 'Approval request'), errorBox(e)); return; }
   let env = null, envBytes = null, envError = null;
   try { envBytes = await api('GET', `/v1/records/${encodeURIComponent(a.record_id)}/envelope`, { raw: true }); env = JSON.parse(new TextDecoder().decode(envBytes)); } catch (e) { envError = e; }
-  let envCheck = null;
+  // The envelope is what the approver reviews: bytes that do not hash to
+  // the address the request pins (here, or as the server found) are
+  // shown as failing, and nothing about them can be approved.
+  let envCheck = null, tampered = null;
   if (envBytes) {
     const got = 'sha256:' + hex(await sha256(envBytes));
     envCheck = got === a.replay_packet_id
-      ? h('span', { class: 'ok' }, `✓ the envelope hashes to the request's replay_packet_id`)
-      : h('span', { class: 'bad' }, `✗ the envelope hashes to ${got}, not to the request's replay_packet_id ${a.replay_packet_id}`);
+      ? h('span', { class: 'ok', id: 'envelope-check' }, `✓ the envelope hashes to the request's replay_packet_id`)
+      : h('span', { class: 'bad', id: 'envelope-check' }, `✗ the envelope hashes to ${got}, not to the request's replay_packet_id ${a.replay_packet_id}`);
+    if (got !== a.replay_packet_id) tampered = `the request envelope hashes to ${got}; the request pins ${a.replay_packet_id}`;
+  } else if (envError) {
+    tampered = envError.message;
+    envCheck = h('span', { class: 'bad', id: 'envelope-check' }, '✗ not served: it fails its hash (above)');
   }
   const b = a.binding;
   const self = mine(a);
@@ -261,12 +343,13 @@ async function approvalPage(id) {
   const decision = canDecide ? h('section', { class: 'card decide', 'aria-labelledby': 'decide-h' },
     h('h2', { id: 'decide-h' }, 'Decide'),
     self ? h('p', { class: 'error', id: 'sod' }, 'You asked for this request: separation of duties says someone else must decide it.') : null,
+    tampered ? h('p', { class: 'error', id: 'no-approve' }, 'Approve is disabled: the request\'s envelope fails its integrity check, so what would be approved is not what was recorded. Deny it, and tell whoever runs this server (writ ledger verify names what changed).') : null,
     h('label', { for: 'reason' }, 'Reason (recorded with the decision)'), reason,
     h('p', { id: 'reason-help', class: 'muted' }, a.terminal
       ? 'This is an escalation: the automated path ended. Your decision is recorded; no check can redeem it.'
       : `Approving lets the agent's retry of exactly this call (same arguments digest, evidence and policy) proceed, ${a.allowance} time(s), until the approval expires.`),
     h('div', { class: 'buttons' },
-      h('button', { type: 'button', id: 'approve', disabled: self, onclick: decide('approve') }, 'Approve'),
+      h('button', { type: 'button', id: 'approve', disabled: self || !!tampered, onclick: decide('approve') }, 'Approve'),
       h('button', { type: 'button', id: 'deny', class: 'danger', disabled: self, onclick: decide('deny') }, 'Deny')),
     status) : null;
 
@@ -274,7 +357,8 @@ async function approvalPage(id) {
     h('p', { class: 'muted' }, code(a.approval_id)),
     h('div', { class: 'grid' },
       h('section', { class: 'card', 'aria-labelledby': 'what-h' }, h('h2', { id: 'what-h' }, 'What is being approved'),
-        dl([['Tool', env ? code(env.tool) : envError ? errorBox(envError) : ''],
+        tampered ? h('p', { class: 'result bad', id: 'tampered', role: 'alert' }, '✗ What was asked cannot be shown as recorded: ', tampered) : null,
+        dl([['Tool', env ? code(env.tool) : h('span', { class: 'bad' }, 'unknown: the envelope fails its check')],
           ['Arguments (redacted)', env ? h('pre', { id: 'arguments' }, json(env.arguments ?? {})) : ''],
           ['Decision key', b.decision_key],
           ['Arguments digest (keyed)', code(b.arguments_digest)],
@@ -326,41 +410,77 @@ const select = (id, label, options, value) => [h('label', { for: id }, label),
 
 function toRFC3339(local) { return local ? new Date(local).toISOString() : ''; }
 
+// recordColumns are the records list's columns: the sort key of each
+// sortable one (seq is the server's order; the others sort the page).
+const recordColumns = [['Seq', 'seq'], ['Time', 'seq'], ['Decision key', 'key'], ['Status', 'status'], ['Outcome', 'outcome'], ['Actor', null], ['Subjects', null]];
+const recordFilters = ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'trace_id', 'from', 'to', 'decision_key', 'subject_id'];
+
+// recordsPage lists the tenant's records, newest first unless the URL
+// says order=chain, filtered and sorted as the URL says: the URL holds
+// the whole view, so it can be shared.
 async function recordsPage(params) {
-  const f = Object.fromEntries(['decision_key', 'status', 'subject_id', 'trace_id', 'from', 'to', 'outcome', 'cursor'].map((k) => [k, params.get(k) || '']));
+  const f = Object.fromEntries([...recordFilters, 'cursor', 'order', 'sort', 'dir'].map((k) => [k, params.get(k) || '']));
+  const newest = f.order !== 'chain';
   const input = (id, label, attrs = {}) => [h('label', { for: id }, label), h('input', { id, name: id, value: f[id], ...attrs })];
+  const view = (over) => {
+    const q = new URLSearchParams();
+    for (const k of [...recordFilters, 'order', 'sort', 'dir']) { const v = over[k] ?? f[k]; if (v) q.set(k, v); }
+    return `#/records?${q}`;
+  };
   const form = h('form', { class: 'filters card', onsubmit: (ev) => {
     ev.preventDefault();
-    const q = new URLSearchParams();
-    for (const k of ['decision_key', 'status', 'subject_id', 'trace_id', 'from', 'to', 'outcome']) if (form[k].value) q.set(k, form[k].value);
-    location.hash = `#/records?${q}`;
+    const over = {};
+    for (const k of ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'trace_id', 'from', 'to']) over[k] = form[k].value;
+    location.hash = view(over);
   } },
-  h('div', {}, input('decision_key', 'Decision key')),
+  h('div', {}, input('decision_key_prefix', 'Decision key begins with', { placeholder: 'support.refund', 'aria-describedby': 'prefix-help' })),
+  h('div', {}, input('subject_prefix', 'Subject begins with', { placeholder: 'customer:', 'aria-describedby': 'prefix-help' })),
   h('div', {}, select('status', 'Status', statuses, f.status)),
   h('div', {}, select('outcome', 'Outcome', outcomes, f.outcome)),
-  h('div', {}, input('subject_id', 'Subject')),
   h('div', {}, input('trace_id', 'Trace id')),
   h('div', {}, input('from', 'From', { type: 'datetime-local', step: 1 })),
   h('div', {}, input('to', 'To', { type: 'datetime-local', step: 1 })),
-  h('div', {}, h('button', { type: 'submit', id: 'filter' }, 'Filter')));
+  h('div', {}, h('button', { type: 'submit', id: 'filter' }, 'Filter')),
+  h('p', { id: 'prefix-help', class: 'muted small' }, 'Decision key and subject match by prefix, case-sensitive: support.refund finds support.refund.execute.'),
+  f.decision_key || f.subject_id ? h('p', { class: 'small' }, 'Also exactly: ', [f.decision_key ? ['decision key ', code(f.decision_key), ' '] : null, f.subject_id ? ['subject ', code(f.subject_id), ' '] : null],
+    link(view({ decision_key: '', subject_id: '' }), 'clear')) : null);
   const out = h('div', {});
   show(h('h1', {}, 'Records'), form, out);
   let page;
+  const t0 = performance.now();
   try {
-    page = await api('GET', '/v1/records', { query: { decision_key: f.decision_key, status: f.status, outcome: f.outcome, subject_id: f.subject_id, trace_id: f.trace_id,
-      from: toRFC3339(f.from), to: toRFC3339(f.to), cursor: f.cursor, limit: 50 } });
+    page = await api('GET', '/v1/records', { query: { decision_key: f.decision_key, decision_key_prefix: f.decision_key_prefix, status: f.status, outcome: f.outcome,
+      subject_id: f.subject_id, subject_prefix: f.subject_prefix, trace_id: f.trace_id, from: toRFC3339(f.from), to: toRFC3339(f.to), cursor: f.cursor,
+      order: newest ? 'newest' : '', limit: 50 } });
   } catch (e) { out.replaceChildren(errorBox(e)); return; }
-  const rows = page.records;
+  let rows = page.records;
+  const key = { key: (r) => r.decision_key, status: (r) => human(r.status), outcome: (r) => human(r.outputs?.outcome) }[f.sort];
+  if (key) {
+    rows = rows.slice().sort((a, b) => key(a).localeCompare(key(b)) || b.audit.seq - a.audit.seq);
+    if (f.dir === 'desc') rows.reverse();
+  }
+  // A column's header sorts by it: seq and time in the server's order
+  // (newest or oldest first), the others within this page.
+  const header = ([name, sortKey]) => {
+    if (!sortKey) return name;
+    const active = sortKey === 'seq' ? !key : f.sort === sortKey;
+    const dir = sortKey === 'seq' ? (newest ? 'descending' : 'ascending') : f.dir === 'desc' ? 'descending' : 'ascending';
+    const next = sortKey === 'seq' ? view({ order: newest ? 'chain' : '', sort: '', dir: '' }) : view({ sort: sortKey, dir: active && f.dir !== 'desc' ? 'desc' : '' });
+    return [link(next, name, { 'data-sort': sortKey, 'aria-sort': active ? dir : null }), active ? (dir === 'descending' ? ' ↓' : ' ↑') : ''];
+  };
   const next = new URLSearchParams(params);
   if (page.next_cursor) next.set('cursor', page.next_cursor);
   out.replaceChildren(...kids([
-    rows.length ? table(['Seq', 'Time', 'Decision key', 'Status', 'Outcome', 'Actor', 'Subjects'], rows.map((r) => [{}, [
+    rows.length ? tableOf(recordColumns.map(header), recordColumns.map(([n]) => n), rows.map((r) => [{}, [
       String(r.audit?.seq ?? ''),
-      link(`#/records/${encodeURIComponent(r.record_id)}`, fmtTime(r.timestamp)),
-      r.decision_key, r.status, String(r.outputs?.outcome ?? ''),
-      `${r.actor?.type} ${r.actor?.id}`, (r.subject_ids || []).join(', ')]])) : h('p', { class: 'muted' }, 'No records match.'),
-    h('p', { class: 'pager' }, f.cursor ? link('#/records?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), 'First page') : null,
-      page.next_cursor ? [' ', link(`#/records?${next}`, 'Next page →')] : null)]));
+      timeEl(r.timestamp),
+      link(`#/records/${encodeURIComponent(r.record_id)}`, r.decision_key),
+      labelled('status', r.status),
+      r.outputs?.outcome !== undefined ? link(`#/records/${encodeURIComponent(r.record_id)}`, labelled('outputs.outcome', r.outputs.outcome)) : '',
+      `${r.actor?.type ?? ''} ${r.actor?.id ?? ''}`.trim(), (r.subject_ids || []).join(', ')]])) : h('p', { class: 'muted' }, 'No records match.'),
+    h('p', { class: 'pager' }, f.cursor ? link('#/records?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), newest ? 'Newest page' : 'First page') : null,
+      page.next_cursor ? [' ', link(`#/records?${next}`, newest ? 'Older →' : 'Next page →')] : null,
+      h('span', { class: 'muted small', id: 'records-timing', 'data-ms': String(Math.round(performance.now() - t0)) }, `${rows.length} records, ${newest ? 'newest' : 'oldest'} first`))]));
 }
 
 // The seed's field groups (002, "Anatomy"), each with the members of the
@@ -396,15 +516,46 @@ async function recordPage(id) {
     return h('section', { class: 'group', 'aria-label': name }, h('h3', {}, name), rows.length ? dl(rows) : h('p', { class: 'muted' }, '—'));
   });
   const extra = Object.keys(rec).filter((k) => !used.has(k));
-  show(h('h1', {}, 'Record ', h('span', { class: 'badge' }, rec.status)),
-    h('p', { class: 'muted' }, code(rec.record_id), ` · seq ${rec.audit?.seq} · ${rec.decision_key} · `, rec.outputs?.outcome ? code(String(rec.outputs.outcome)) : ''),
+  show(h('h1', {}, 'Record ', labelled('status', rec.status, 'badge')),
+    h('p', { class: 'muted' }, code(rec.record_id), ` · seq ${rec.audit?.seq} · ${rec.decision_key} · `, timeEl(rec.timestamp)),
     h('div', { class: 'record' },
-      h('div', { class: 'fields' }, fields, extra.length ? h('section', { class: 'group' }, h('h3', {}, 'Other'), dl(extra.map((k) => [k, rec[k]]))) : null),
+      h('div', { class: 'fields' }, recordSummary(rec),
+        h('details', { class: 'group', id: 'all-fields' }, h('summary', {}, 'Every field of the record: ids, hashes, seal and signature'),
+          h('div', { class: 'fields' }, fields, extra.length ? h('section', { class: 'group' }, h('h3', {}, 'Other'), dl(extra.map((k) => [k, rec[k]]))) : null))),
       h('aside', { class: 'side' }, verdict, receiptBox, storyBox, replay,
         h('section', { class: 'card' }, h('h2', {}, 'Related'),
           h('ul', { class: 'related' }, related(rec).map(([href, text]) => h('li', {}, link(href, text))))))));
   verify(id, bytes, verdict);
   loadStory(rec.decision_id, id, storyBox, receiptBox);
+}
+
+// recordSummary says in words what a record decided, why, for whom, on
+// what evidence and with whose approval: what people read first. The
+// field each line comes from is on hover.
+function recordSummary(rec) {
+  const out = rec.outputs || {};
+  const row = (label, field, value) => (value === '' || value === undefined || value === null ? null : [h('dt', { title: field }, label), h('dd', {}, value)]);
+  const outcome = out.outcome !== undefined ? labelled('outputs.outcome', out.outcome, out.outcome === 'allow' ? 'ok' : out.outcome === 'allow_with_warning' ? 'warn' : 'bad') : null;
+  const rules = (rec.policy_decisions || []).flatMap((p) => (p.rule_ids || []).map((r) => [r, p.verdict]));
+  const actor = rec.actor || {};
+  return h('section', { class: 'card summary', id: 'summary', 'aria-labelledby': 'summary-h' },
+    h('h2', { id: 'summary-h' }, outcome ? ['Outcome: ', outcome] : ['A ', human(rec.kind) || 'record', ' · ', labelled('status', rec.status)]),
+    h('dl', {}, kids([
+      row('Decision', 'decision_key', code(rec.decision_key)),
+      row('Status', 'status', labelled('status', rec.status)),
+      row('Why', 'policy_decisions[].rule_ids', rules.length ? h('ul', { class: 'inline' }, rules.map(([r, v]) => h('li', {}, code(r), v ? ` (${v})` : ''))) : 'no rule fired'),
+      row('Who', 'actor', [h('span', { title: 'actor.type' }, String(actor.type || '').toLowerCase()), ' ', code(actor.id || ''),
+        actor.delegated_user_id ? [' for ', code(actor.delegated_user_id)] : '']),
+      row('About', 'subject_ids', (rec.subject_ids || []).length ? h('ul', { class: 'inline' }, rec.subject_ids.map((x) => h('li', {}, code(x)))) : 'no subject'),
+      row('Evidence', 'evidence_refs', (rec.evidence_refs || []).length ? h('ul', { class: 'inline' }, rec.evidence_refs.map((x) => h('li', {}, code(x)))) : 'none'),
+      row('Approvals', 'approvals', (rec.approvals || []).length
+        ? h('ul', {}, rec.approvals.map((a) => h('li', {}, `${a.approver || 'someone'} at gate ${a.gate_id}`, a.decided_at ? [', ', timeEl(a.decided_at)] : '')))
+        : rec.approval_mode_effective ? `none yet (mode ${rec.approval_mode_effective})` : 'none needed'),
+      row('Execution', 'execution', rec.execution ? [rec.execution.status ? `reported ${human(rec.execution.status)}` : rec.execution.report_required ? 'permitted; a report is due' : 'permitted',
+        rec.execution.valid_until ? [' · valid until ', timeEl(rec.execution.valid_until)] : ''] : ''),
+      row('When', 'timestamp', [timeEl(rec.timestamp), h('span', { class: 'muted small' }, ` ${fmtTime(rec.timestamp)}`)]),
+      row('Trace', 'trace_id', link(`#/records?trace_id=${encodeURIComponent(rec.trace_id)}`, 'every record of this trace')),
+    ].flat())));
 }
 
 // loadStory fills box with the decision's whole story (GET
@@ -413,7 +564,9 @@ async function recordPage(id) {
 async function loadStory(decisionID, recordID, box, receiptBox, marker = 'this record') {
   let story;
   try { story = await api('GET', `/v1/decisions/${encodeURIComponent(decisionID)}`); } catch (e) {
-    box.replaceChildren(h('h2', {}, 'The decision\'s story'), errorBox(e));
+    box.replaceChildren(h('h2', {}, 'The decision\'s story'), e instanceof ApiError && e.status === 500 && e.message !== 'internal error'
+      ? h('p', { class: 'result bad', id: 'story-error', role: 'alert' }, '✗ The story cannot be shown: ', e.message)
+      : errorBox(e));
     receiptBox?.remove();
     return;
   }
@@ -424,13 +577,13 @@ async function loadStory(decisionID, recordID, box, receiptBox, marker = 'this r
   }
   const st = story.state;
   box.replaceChildren(...kids([h('h2', {}, 'The decision\'s story'),
-    dl([['Decision', code(story.decision_id)], ['Status', st.status], ['Outcome', st.outcome], ['Safe to execute', st.safe_to_execute ? 'yes' : 'no'],
+    dl([['Decision', code(story.decision_id)], ['Status', labelled('status', st.status)], ['Outcome', st.outcome ? labelled('outcome', st.outcome) : ''], ['Safe to execute', st.safe_to_execute ? 'yes' : 'no'],
       ['Permit', st.permit_record_id ? recordLink(st.permit_record_id) : ''], ['Valid until', fmtTime(st.valid_until)],
       ['Execution', st.execution || (st.report_required ? 'not reported yet' : '')], ['In flight', st.in_flight ? 'yes: a report is due' : '']]),
     h('ol', { class: 'story', id: 'story-timeline' }, story.records.map((r) => h('li', { class: r.record_id === recordID ? 'current' : '' },
-      h('p', {}, h('strong', {}, r.kind.replace('_', ' ')), ' · ', r.status, ` · seq ${r.seal?.seq ?? ''} · ${fmtTime(r.timestamp)}`),
+      h('p', {}, h('strong', {}, r.kind.replace('_', ' ')), ' · ', labelled('status', r.status), ` · seq ${r.seal?.seq ?? ''} · `, timeEl(r.timestamp)),
       h('p', {}, r.record_id === recordID ? [code(r.record_id), ` (${marker})`] : recordLink(r.record_id),
-        r.receipt ? [' → ', h('span', { class: r.receipt.safe_to_execute ? 'ok' : 'warn' }, String(r.receipt.outcome))] : null)))),
+        r.receipt ? [' → ', receiptWord(r.receipt)] : null)))),
     story.approvals?.length ? [h('h3', {}, 'Approval requests'), h('ul', { class: 'related' }, story.approvals.map((a) => h('li', {},
       link(`#/approvals/${encodeURIComponent(a.approval_id)}`, a.gate_id), ' ', stateBadge(a.state),
       a.decision ? ` by ${a.decision.approver}: ${a.decision.reason}` : '')))] : null]));
@@ -438,10 +591,27 @@ async function loadStory(decisionID, recordID, box, receiptBox, marker = 'this r
 
 const recordLink = (id) => (has('auditor') ? link(`#/records/${encodeURIComponent(id)}`, id) : code(id));
 
-// receiptView shows a decision receipt: what the agent was told.
+// receiptWord says in a word what a story entry answered: a check's
+// outcome, or what an execution report acknowledged.
+function receiptWord(r) {
+  if (r.outcome !== undefined) return h('span', { class: r.safe_to_execute ? 'ok' : 'warn', title: `outcome: ${r.outcome}` }, human(r.outcome));
+  if (r.execution !== undefined) return h('span', { title: `execution: ${r.execution}` }, `execution ${human(r.execution)}`);
+  return h('span', { class: 'muted' }, r.state || r.status || 'answered');
+}
+
+// receiptView shows what the agent was told: a decision receipt, or the
+// acknowledgement of an execution report (which has no outcome).
 function receiptView(r) {
+  if (r.outcome === undefined) {
+    return [
+      h('p', { class: 'result', id: 'receipt-summary' }, `Execution report acknowledged: ${human(r.execution ?? 'unknown')}${r.status ? ` · record ${human(r.status)}` : ''}`),
+      dl([['Reported for', r.reported_for ? recordLink(r.reported_for) : ''],
+        ['Findings', (r.findings || []).length ? h('ul', {}, r.findings.map((x) => h('li', {}, code(x.code), ' ', x.message))) : 'none']]),
+      h('details', {}, h('summary', {}, 'The whole acknowledgement'), val(r)),
+    ];
+  }
   return [
-    h('p', { class: r.safe_to_execute ? 'result ok' : 'result warn' }, `${r.outcome} · ${r.safe_to_execute ? 'safe to execute' : 'not safe to execute'}${r.human_review_terminal ? ' · human review, terminal' : ''}`),
+    h('p', { class: r.safe_to_execute ? 'result ok' : 'result warn', id: 'receipt-summary' }, `${r.outcome} · ${r.safe_to_execute ? 'safe to execute' : 'not safe to execute'}${r.human_review_terminal ? ' · human review, terminal' : ''}`),
     dl([['Reasons', (r.reasons || []).length ? h('ul', {}, r.reasons.map((x) => h('li', {}, code(x.code), ' ', x.message))) : ''],
       ['Safe next steps', (r.safe_next_steps || []).length ? h('ul', {}, r.safe_next_steps.map((x) => h('li', {}, code(x.code), ' ', x.message))) : ''],
       ['What would change this', (r.what_would_change_this || []).length ? h('ul', {}, r.what_would_change_this.map((x) => h('li', {}, typeof x === 'string' ? x : val(x)))) : '']]),
@@ -686,6 +856,29 @@ function ledgerVerifier() {
     lastLine, h('div', { class: 'buttons' }, button), result);
 }
 
+// ---- server ----
+
+// serverPage shows what this server runs: the pack in force and its
+// hash, the store and how callers are authenticated; every role may read
+// it, and it is an admin's start page.
+async function serverPage() {
+  const out = h('div', {});
+  show(h('h1', {}, 'Server'), out);
+  let health;
+  try { health = await (await fetch('/healthz')).json(); } catch (e) { out.replaceChildren(errorBox(e)); return; }
+  out.replaceChildren(
+    h('section', { class: 'card', id: 'server' }, h('h2', {}, 'The pack in force'),
+      dl([['Pack', health.pack ? code(health.pack) : 'none (this server serves the ledger only)'], ['Pack hash', health.pack_hash ? code(health.pack_hash) : ''],
+        ['writ version', health.version], ['Store', health.store], ['Authentication', health.auth === 'disabled' ? 'none: development mode, loopback only' : 'API keys'],
+        ['Status', health.status]])),
+    h('section', { class: 'card' }, h('h2', {}, 'Your session'),
+      dl([['Tenant', session.tenant_id], ['You', session.subject], ['Key', session.key_id ? code(session.key_id) : ''], ['Roles', session.roles.join(', ')],
+        ['Session ends', timeEl(session.expires_at)]])),
+    has('admin') ? h('section', { class: 'card' }, h('h2', {}, 'API keys'),
+      h('p', {}, 'API keys are managed on the server with the writ command; this console does not create or revoke them:'),
+      h('pre', {}, 'writ keys list --data DIR\nwrit keys create --data DIR --tenant ' + session.tenant_id + ' --subject NAME --role approver\nwrit keys revoke --data DIR KEY_ID')) : null);
+}
+
 // ---- router ----
 
 async function route() {
@@ -703,22 +896,31 @@ async function route() {
     renderChrome();
   }
   if (!session || seg[0] === 'signin') { await signInPage(); return; }
-  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger' }[seg[0]];
+  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger', server: '#/server' }[seg[0]];
   for (const a of nav.querySelectorAll('a')) {
     if (a.getAttribute('href') === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
+  // A page the role cannot read says so, and where to go instead.
+  const needs = { records: 'auditor', runs: 'auditor', shadow: 'auditor', ledger: 'auditor', inbox: ['approver', 'auditor'], approvals: ['approver', 'auditor'] }[seg[0]];
+  if (needs && ![needs].flat().some(has)) {
+    show(h('h1', {}, 'Not for your role'), h('p', { id: 'not-for-role' }, `This page needs the role ${[needs].flat().join(' or ')}; you signed in with ${session.roles.join(', ')}.`),
+      h('p', {}, link(home(), 'Go to your start page →')));
+    document.body.dataset.ready = location.hash;
+    return;
+  }
   try {
     switch (seg[0]) {
+      case 'server': await serverPage(); break;
       case 'approvals': if (seg[1]) { await approvalPage(seg[1]); break; } // falls through
       case 'inbox': await inboxPage(params); break;
       case 'records': if (seg[1]) await recordPage(seg[1]); else await recordsPage(params); break;
       case 'runs': if (seg[1]) await runPage(seg[1]); else await runsPage(params); break;
       case 'shadow': await shadowPage(params); break;
       case 'ledger': await ledgerPage(); break;
-      default: location.hash = has('approver') ? '#/inbox' : '#/records'; return;
+      default: location.hash = home(); return;
     }
   } catch (e) {
-    if (e instanceof ApiError && e.status === 401) { await signInPage('Your session ended: sign in again.'); return; }
+    if (e instanceof ApiError && e.status === 401) return; // sessionEnded showed the sign-in page
     show(h('h1', {}, 'Error'), errorBox(e));
   }
   document.body.dataset.ready = location.hash;

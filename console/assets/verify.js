@@ -130,8 +130,13 @@ export async function openNote(note, keys) {
     verifiedBy.push(k.id);
   }
   if (verifiedBy.length === 0) throw new Error('no known key signed the checkpoint');
+  // Origin, size and root, then C2SP extension lines (writ's
+  // revocations line, docs/ledger-format.md §5.1), each non-empty, which
+  // a verifier that does not know them ignores.
   const [origin, size, root, ...rest] = text.split('\n');
-  if (rest.length !== 1 || !/^[1-9][0-9]*$/.test(size)) throw new Error('the checkpoint text is not origin, size and root');
+  if (rest.pop() !== '' || rest.some((l) => l === '') || !/^[1-9][0-9]*$/.test(size) || root === undefined) {
+    throw new Error('the checkpoint text is not origin, size and root (and extension lines)');
+  }
   return { origin, size: Number(size), root: b64(root), verifiedBy };
 }
 

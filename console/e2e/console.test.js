@@ -6,7 +6,9 @@
 //
 //	cd console/e2e && npm ci && npm test
 //
-// WRIT_CHROMIUM overrides /usr/bin/chromium. WRIT_E2E_SCREENSHOTS
+// WRIT_CHROMIUM overrides /usr/bin/chromium. WRIT_E2E_BIN_DIR names a
+// directory holding writ and tamper already built from this tree (the
+// tests then build nothing). WRIT_E2E_SCREENSHOTS
 // overrides where screenshots go (docs/console). WRIT_E2E_METRICS, when
 // set, names a file the page-weight and time-to-interactive figures are
 // written to.
@@ -24,8 +26,9 @@ const repo = path.resolve(here, '../..');
 const shots = process.env.WRIT_E2E_SCREENSHOTS || path.join(repo, 'docs/console');
 const tmp = mkdtempSync(path.join(tmpdir(), 'writ-console-e2e-'));
 const data = path.join(tmp, 'data');
-const bin = path.join(tmp, 'writ');
-const tamperBin = path.join(tmp, 'tamper');
+const binDir = process.env.WRIT_E2E_BIN_DIR || tmp;
+const bin = path.join(binDir, 'writ');
+const tamperBin = path.join(binDir, 'tamper');
 const metrics = {};
 
 let server; // { proc, url }
@@ -107,6 +110,7 @@ async function newPage(width = 1280, height = 900) {
 // closes its context.
 async function close(page) {
   assert.deepEqual(page.errors || [], [], 'page errors and CSP violations');
+  await assertReadable(page);
   // Accessibility basics of the page left open: every control has a
   // label, every button a name, every image an alternative.
   const unlabelled = await page.evaluate(() => [
@@ -116,6 +120,39 @@ async function close(page) {
   ]);
   assert.deepEqual(unlabelled, [], 'controls without a label or name');
   await page.context().close();
+}
+
+// brokenWords lists the words of list cells that the browser cut over
+// two lines (a word whose text spans more than one line box), at the
+// page's width. Narrow screens (under 760 px) stack the cells and may
+// break long identifiers; wider ones must not.
+async function brokenWords(page) {
+  return page.evaluate(() => {
+    if (window.innerWidth < 760) return [];
+    const out = [];
+    for (const td of document.querySelectorAll('table.list td, table.list th')) {
+      const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        for (const m of n.data.matchAll(/\S{2,}/g)) {
+          const r = document.createRange();
+          r.setStart(n, m.index);
+          r.setEnd(n, m.index + m[0].length);
+          const lines = new Set([...r.getClientRects()].map((x) => Math.round(x.top)));
+          if (lines.size > 1) out.push(m[0]);
+        }
+      }
+    }
+    return out;
+  });
+}
+
+// assertReadable checks what a person reads on the page left open: no
+// "undefined" or "null" shown for a missing value, and no word of a
+// list cut mid-word.
+async function assertReadable(page) {
+  const text = await page.locator('body').textContent();
+  assert.doesNotMatch(text, /\bundefined\b/, 'the page shows "undefined"');
+  assert.deepEqual(await brokenWords(page), [], `words broken mid-cell at ${page.viewportSize().width} px`);
 }
 
 // signIn signs in at the console's start page; unless refused is set,
@@ -133,12 +170,15 @@ async function shot(page, name, fullPage = true) {
 
 before(async () => {
   mkdirSync(shots, { recursive: true });
-  execFileSync('go', ['build', '-o', bin, './cmd/writ'], { cwd: repo, stdio: 'inherit' });
-  execFileSync('go', ['build', '-o', tamperBin, './console/e2e/tamper'], { cwd: repo, stdio: 'inherit' });
+  if (!process.env.WRIT_E2E_BIN_DIR) {
+    execFileSync('go', ['build', '-o', bin, './cmd/writ'], { cwd: repo, stdio: 'inherit' });
+    execFileSync('go', ['build', '-o', tamperBin, './console/e2e/tamper'], { cwd: repo, stdio: 'inherit' });
+  }
   keys.maria = createKey('maria', 'approver');
   keys.olga = createKey('olga', 'auditor');
   keys.bot = createKey('support-bot', 'agent');
   keys.sam = createKey('sam', 'agent,approver');
+  keys.ada = createKey('ada', 'admin');
   server = await startServer();
   browser = await chromium.launch({
     executablePath: process.env.WRIT_CHROMIUM || '/usr/bin/chromium',
@@ -180,6 +220,17 @@ test('an approver approves a high-value refund, and the agent\'s retry is allowe
   await signIn(page, keys.maria);
   await page.locator(`a[href="#/approvals/${approvalID}"]`).waitFor();
   metrics.sign_in_to_inbox_ms = Date.now() - t0;
+  // The inbox says what is asked: the tool, the arguments that tell
+  // requests apart, who asks, how long ago, and until when.
+  const row = page.locator('tbody tr', { has: page.locator(`a[href="#/approvals/${approvalID}"]`) });
+  await row.getByText('payments.issue_refund').waitFor();
+  const cells = await row.locator('td').allTextContents();
+  assert.match(cells[0], /^(just now|\d+ s ago)$/, cells.join(' | '));
+  assert.equal(cells[1], 'payments.issue_refund');
+  assert.match(cells[2], /amount_inr 15000/);
+  assert.match(cells[3], /agt_support.*support-bot/);
+  assert.match(cells[4], /^in \d+ (s|min|h|d)$/);
+  assert.match(await row.locator('time').first().getAttribute('title'), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/, 'the exact time on hover');
   await shot(page, 'inbox');
 
   // A new request appears without reloading.
@@ -287,18 +338,27 @@ test('an auditor filters records, opens one and sees it verified in the browser;
   await page.waitForURL(/outcome=replan_required/);
   await page.locator('tbody tr').first().waitFor();
   const shown = await page.locator('tbody tr td:nth-child(5)').allTextContents();
-  assert.ok(shown.length >= 1 && shown.every((o) => o === 'replan_required'), shown.join(','));
+  assert.ok(shown.length >= 1 && shown.every((o) => o === 'replan required'), shown.join(','));
+  assert.equal(await page.locator('tbody tr td:nth-child(5) span').first().getAttribute('title'), 'outputs.outcome: replan_required', 'the field name on hover');
   await page.getByLabel('Outcome').selectOption('');
   // The allowed retry is a permit awaiting its execution report.
   await page.getByLabel('Status').selectOption('IN_FLIGHT');
   await page.getByRole('button', { name: 'Filter' }).click();
-  const link = page.locator(`a[href="#/records/${approvals.allowedRecord}"]`);
+  const link = page.locator(`a[href="#/records/${approvals.allowedRecord}"]`).first();
   await link.waitFor();
   assert.equal(await page.locator('tbody tr').count() >= 1, true);
   await shot(page, 'records');
   await link.click();
   const result = page.locator('#verify-result');
   await result.filter({ hasText: 'Verified in your browser' }).waitFor({ timeout: 15_000 });
+  // Summary first: the outcome, why, who, evidence and approvals in
+  // words; every field, hashes and seal folded below.
+  const summary = await page.locator('#summary').textContent();
+  for (const want of ['Outcome: allowed', 'agt_support', 'identity_verification:idv_771', 'maria at gate GATE_FINANCE_APPROVAL']) {
+    assert.ok(summary.includes(want), `the summary says ${want}: ${summary}`);
+  }
+  assert.equal(await page.getByRole('heading', { name: 'Seal', exact: true }).isVisible(), false, 'the seal is folded');
+  await page.locator('#all-fields > summary').click();
   for (const group of ['Identity', 'Actor', 'Subject', 'Inputs', 'Outputs', 'Evidence', 'Policy', 'Approvals', 'Controls', 'Tool lineage', 'Scores', 'Budget', 'Lineage', 'Trace', 'Seal']) {
     await page.getByRole('heading', { name: group, exact: true }).waitFor();
   }
@@ -309,8 +369,8 @@ test('an auditor filters records, opens one and sees it verified in the browser;
   await story.nth(2).waitFor();
   const kinds = await story.allTextContents();
   assert.deepEqual(kinds.map((k) => k.split(' · ')[0]), ['check', 'approval decision', 'check'], kinds.join('\n'));
-  assert.match(kinds[0], /replan_required/);
-  assert.match(kinds[2], /this record.*allow/);
+  assert.match(kinds[0], /replan required/);
+  assert.match(kinds[2], /this record.*allowed/);
   await page.locator('#story').getByText(/by maria: Order and identity checked/).waitFor();
   await page.getByRole('button', { name: 'Replay this record' }).click();
   await page.getByText(`${approvals.allowedRecord}: replay_equal`).waitFor({ timeout: 15_000 });
@@ -479,8 +539,110 @@ test('development mode: sign in with a tenant and a name, no key, and approve', 
     await page.locator('.badge.approved').first().waitFor();
     assert.match(await page.locator('main').textContent(), /Bymaria/, 'the approver is the name signed in with');
     await close(page);
+
+    // DNS rebinding: a site whose name resolves to 127.0.0.1 is
+    // same-origin with itself; development mode refuses its Host.
+    const port = new URL(srv.url).port;
+    const rebound = await chromium.launch({
+      executablePath: process.env.WRIT_CHROMIUM || '/usr/bin/chromium',
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--host-resolver-rules=MAP rebind.evil.example 127.0.0.1'],
+    });
+    try {
+      const evil = await (await rebound.newContext()).newPage();
+      const res = await evil.goto(`http://rebind.evil.example:${port}/console/`);
+      assert.equal(res.status(), 403);
+      const signInStatus = await evil.evaluate(async () => (await fetch('/console/session', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ tenant_id: 'acme', subject: 'mallory' }) })).status);
+      assert.equal(signInStatus, 403, 'no session for a rebound host');
+      const apiStatus = await evil.evaluate(async (aid) => (await fetch(`/v1/approvals/${aid}?tenant_id=acme`)).status, id);
+      assert.equal(apiStatus, 403, 'nor the API');
+      assert.match(await evil.locator('body').textContent(), /development mode answers only requests for localhost/);
+    } finally {
+      await rebound.close();
+    }
   } finally {
     await stopServer(srv);
+  }
+});
+
+test('an execution report reads in words: no "undefined" in its receipt panel or the story', async () => {
+  const { status, body } = await call('GET', `/v1/records/${approvals.allowedRecord}`, keys.olga);
+  assert.equal(status, 200);
+  const rep = await call('POST', `/v1/decisions/${body.decision_id}/execution`, keys.bot, { status: 'succeeded', tool_result_id: 'tr_e2e_1', idempotency_key: 'ik_e2e_approve' });
+  assert.equal(rep.status, 201, JSON.stringify(rep.body));
+  approvals.report = rep.body.record_id;
+  const page = await newPage();
+  await signIn(page, keys.olga);
+  await page.goto(`${server.url}/console/#/records/${approvals.report}`);
+  await page.locator('#receipt-summary').filter({ hasText: 'Execution report acknowledged: succeeded' }).waitFor();
+  const story = page.locator('#story-timeline > li');
+  await story.nth(3).waitFor();
+  const entries = await story.allTextContents();
+  assert.match(entries[3], /execution report.*execution succeeded/, entries.join('\n'));
+  for (const e of entries) assert.doesNotMatch(e, /undefined/, e);
+  await close(page);
+});
+
+test('each role lands on a page it can use', async () => {
+  // An admin key (no approver, no auditor role): the server page, with
+  // the pack in force.
+  const admin = await newPage();
+  await signIn(admin, keys.ada);
+  await admin.getByRole('heading', { name: 'The pack in force' }).waitFor();
+  assert.match(admin.url(), /#\/server$/);
+  assert.match(await admin.locator('#server').textContent(), /support@1\.0\.0.*sha256:[0-9a-f]{64}/s);
+  await shot(admin, 'server');
+  // A page it cannot read says so, and links to its start page.
+  await admin.goto(`${server.url}/console/#/records`);
+  await admin.locator('#not-for-role').filter({ hasText: 'needs the role auditor; you signed in with admin' }).waitFor();
+  await close(admin);
+  // An approver typing #/records.
+  const approver = await newPage();
+  await signIn(approver, keys.maria);
+  await approver.goto(`${server.url}/console/#/records`);
+  await approver.locator('#not-for-role').filter({ hasText: 'needs the role auditor; you signed in with approver' }).waitFor();
+  await approver.getByRole('link', { name: 'Go to your start page →' }).click();
+  await approver.getByRole('heading', { name: 'Approvals' }).waitFor();
+  await close(approver);
+});
+
+test('an ended session returns to sign-in and stops polling', async () => {
+  const token = createKey('temp-approver', 'approver');
+  const keyID = token.split('_').slice(1, 3).join('_');
+  const page = await newPage();
+  await signIn(page, token);
+  await page.getByRole('heading', { name: 'Approvals' }).waitFor();
+  const calls = [];
+  page.on('request', (r) => { if (r.url().includes('/console/api/')) calls.push(r.url()); });
+  writ('keys', 'revoke', '--data', data, keyID);
+  // The inbox's next poll is refused: the page shows the sign-in form.
+  await page.getByText('Your session ended: sign in again.').waitFor({ timeout: 10_000 });
+  await page.getByLabel('API key').waitFor();
+  assert.equal((await page.locator('#who').textContent()).trim(), '', 'no one is shown signed in');
+  assert.equal(await page.locator('nav a').count(), 0);
+  // Nothing polls any more: two poll intervals pass without a call.
+  const after = calls.length;
+  await page.waitForTimeout(4500);
+  assert.equal(calls.length, after, `calls after the session ended: ${calls.slice(after).join(', ')}`);
+  await shot(page, 'signin-session-ended');
+  await close(page);
+});
+
+test('no list breaks a word mid-cell at 1280, 1440 and 1920 px', async () => {
+  for (const width of [1280, 1440, 1920]) {
+    const page = await newPage(width, 900);
+    await signIn(page, keys.olga);
+    for (const hash of ['#/records', '#/inbox?state=all', '#/ledger']) {
+      await page.goto(`${server.url}/console/${hash}`);
+      await page.locator('tbody tr').first().waitFor();
+      assert.deepEqual(await brokenWords(page), [], `${hash} at ${width} px`);
+    }
+    if (width === 1440) {
+      await page.goto(`${server.url}/console/#/records`);
+      await page.locator('tbody tr').first().waitFor();
+      await shot(page, 'records');
+    }
+    await close(page);
   }
 });
 
@@ -510,8 +672,14 @@ test('the console is usable 390 px wide', async () => {
 });
 
 test('a record tampered with in the database fails verification in the browser', async () => {
+  // A pending request whose stored envelope (what the approver reviews)
+  // is edited too.
+  const asked = await check(keys.bot, request({ idempotency_key: 'ik_e2e_tampered_envelope' }));
+  const pending = asked.body.metadata.approval_ids[0];
+  assert.ok(pending, JSON.stringify(asked.body));
   await stopServer();
   execFileSync(tamperBin, [path.join(data, 'writ.db'), approvals.allowedRecord, '"refund_amount_inr":15000', '"refund_amount_inr":150000']);
+  execFileSync(tamperBin, ['-envelope', path.join(data, 'writ.db'), asked.body.metadata.record_id, '"amount_inr":15000', '"amount_inr":1500']);
   server = await startServer();
   const page = await newPage();
   await signIn(page, keys.olga);
@@ -532,5 +700,69 @@ test('a record tampered with in the database fails verification in the browser',
   assert.ok(findings.includes(`${approvals.allowedRecord} record hash: the record's bytes hash to`), findings);
   assert.match(findings, /checkpoint: the first \d+ records give root/);
   await shot(page, 'ledger-tampered');
+
+  // The story of the tampered record names it, instead of "internal
+  // error".
+  await page.goto(`${server.url}/console/#/records/${approvals.allowedRecord}`);
+  await page.locator('#story-error').filter({ hasText: approvals.allowedRecord }).waitFor({ timeout: 15_000 });
+  assert.match(await page.locator('#story-error').textContent(), /does not match its sealed record/);
   await close(page);
+
+  // The API names the tampered envelope, as a problem.
+  const res = await fetch(`${server.url}/v1/records/${asked.body.metadata.record_id}/envelope?tenant_id=acme`, { headers: { Authorization: `Bearer ${keys.maria}` } });
+  assert.equal(res.status, 500);
+  assert.equal(res.headers.get('content-type'), 'application/problem+json');
+  const p = await res.json();
+  assert.match(p.detail, /fails its hash: the record pins sha256:[0-9a-f]{64}, the stored bytes hash to sha256:[0-9a-f]{64}/, p.detail);
+  // The approver sees it failing, and cannot approve it blind.
+  const approver = await newPage();
+  await signIn(approver, keys.maria);
+  await approver.goto(`${server.url}/console/#/approvals/${pending}`);
+  await approver.locator('#tampered').waitFor();
+  assert.match(await approver.locator('#tampered').textContent(), /fails its hash: the record pins sha256:[0-9a-f]{64}, the stored bytes hash to sha256:[0-9a-f]{64}/);
+  assert.equal(await approver.getByRole('button', { name: 'Approve' }).isDisabled(), true, 'Approve is disabled');
+  assert.equal(await approver.getByRole('button', { name: 'Deny' }).isDisabled(), false, 'Deny stays possible');
+  await approver.locator('#no-approve').waitFor();
+  await shot(approver, 'approval-tampered');
+  // The inbox flags it too.
+  await approver.goto(`${server.url}/console/#/inbox`);
+  await approver.locator('tbody tr', { has: approver.locator(`a[href="#/approvals/${pending}"]`) }).getByText('envelope fails its check').waitFor();
+  await close(approver);
+});
+
+// With WRIT_E2E_SCALE=N (say 100000), a tenant of N records made by writ
+// ledger generate: how long the newest page of the records list and a
+// prefix search take to render, measured from navigation to the rows
+// being shown, and written to the metrics. Figures are reported, never
+// asserted.
+test('the records list at scale: newest page and prefix search', { skip: !process.env.WRIT_E2E_SCALE }, async () => {
+  const n = process.env.WRIT_E2E_SCALE;
+  const dir = path.join(tmp, 'scale');
+  const t0 = Date.now();
+  writ('ledger', 'generate', '--data', dir, '--request', 'examples/refund/requests/refund-high-value-human-review.json', '--records', n);
+  metrics.scale = { records: Number(n), generate_ms: Date.now() - t0 };
+  const auditor = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'tenant-1', '--subject', 'olga', '--role', 'auditor', '--json')).token;
+  const srv = await startServer('examples/refund', dir);
+  try {
+    const page = await newPage(1440, 900);
+    await signIn(page, auditor, srv.url);
+    const timed = async (hash, what) => {
+      await page.goto('about:blank');
+      const start = Date.now();
+      await page.goto(`${srv.url}/console/${hash}`);
+      await page.locator('tbody tr').first().waitFor({ timeout: 60_000 });
+      const ms = Date.now() - start;
+      const api = Number(await page.locator('#records-timing').getAttribute('data-ms'));
+      metrics.scale[what] = { render_ms: ms, api_ms: api, rows: await page.locator('tbody tr').count() };
+    };
+    await timed('#/records', 'newest_page');
+    const newestSeq = Number(await page.locator('tbody tr td').first().textContent());
+    assert.equal(newestSeq, Number(n), 'the newest record is first');
+    await timed('#/records?decision_key_prefix=support.ref', 'decision_key_prefix');
+    await timed('#/records?subject_prefix=customer%3A', 'subject_prefix');
+    await timed('#/records?order=chain', 'oldest_page');
+    await close(page);
+  } finally {
+    await stopServer(srv);
+  }
 });

@@ -802,6 +802,20 @@ func testRecordsQuery(t *testing.T, st ledger.Store) {
 		{"every filter", writ.RecordQuery{DecisionKey: acme[4].DecisionKey, Status: acme[4].Status, SubjectID: acme[4].SubjectIDs[0], TraceID: acme[4].TraceID, From: at(4), To: at(4).Add(time.Nanosecond)},
 			func(r *writ.Record) bool { return r.RecordID == acme[4].RecordID }},
 		{"no match", writ.RecordQuery{DecisionKey: "no.such.key"}, func(*writ.Record) bool { return false }},
+		{"decision key prefix", writ.RecordQuery{DecisionKeyPrefix: "payments."},
+			func(r *writ.Record) bool { return strings.HasPrefix(r.DecisionKey, "payments.") }},
+		{"decision key prefix, a whole key", writ.RecordQuery{DecisionKeyPrefix: "payments.refund"},
+			func(r *writ.Record) bool { return strings.HasPrefix(r.DecisionKey, "payments.refund") }},
+		{"decision key prefix, case-sensitive", writ.RecordQuery{DecisionKeyPrefix: "Payments."}, func(*writ.Record) bool { return false }},
+		{"decision key prefix past every key", writ.RecordQuery{DecisionKeyPrefix: "payments.refundz"}, func(*writ.Record) bool { return false }},
+		{"subject prefix", writ.RecordQuery{SubjectPrefix: "customer:c-001"},
+			func(r *writ.Record) bool { return hasSubjectPrefix(r, "customer:c-001") }},
+		{"subject prefix of a few", writ.RecordQuery{SubjectPrefix: "order:o-0001"},
+			func(r *writ.Record) bool { return hasSubjectPrefix(r, "order:o-0001") }},
+		{"key prefix, subject prefix and status", writ.RecordQuery{DecisionKeyPrefix: "crm.", SubjectPrefix: "customer:", Status: writ.StatusDecided},
+			func(r *writ.Record) bool {
+				return strings.HasPrefix(r.DecisionKey, "crm.") && hasSubjectPrefix(r, "customer:") && r.Status == writ.StatusDecided
+			}},
 		{"empty window", writ.RecordQuery{From: at(10), To: at(10)}, func(*writ.Record) bool { return false }},
 	}
 	for _, tc := range tests {
@@ -817,6 +831,11 @@ func testRecordsQuery(t *testing.T, st ledger.Store) {
 		if strings.HasPrefix(tc.name, "outcome") && (len(want) == 0 || len(want) == len(acme)) {
 			t.Fatalf("fixture: %q matches %d of %d records; the filter would prove nothing", tc.name, len(want), len(acme))
 		}
+		if strings.Contains(tc.name, "prefix") && !strings.Contains(tc.name, "case") && !strings.Contains(tc.name, "past") && (len(want) == 0 || len(want) == len(acme)) {
+			t.Fatalf("fixture: %q matches %d of %d records; the filter would prove nothing", tc.name, len(want), len(acme))
+		}
+		newest := slices.Clone(want)
+		slices.Reverse(newest)
 		for _, limit := range []int{1000, 3} {
 			q := tc.q
 			q.TenantID = "acme"
@@ -824,6 +843,11 @@ func testRecordsQuery(t *testing.T, st ledger.Store) {
 			got := allPages(t, st, q)
 			if !slices.Equal(got, want) {
 				t.Errorf("%s: Records(%s) pages = %v, want %v", tc.name, fmtQuery(q), got, want)
+			}
+			// Newest first: the same records, the other way round.
+			q.Newest = true
+			if got := allPages(t, st, q); !slices.Equal(got, newest) {
+				t.Errorf("%s: Records(%s) pages = %v, want %v", tc.name, fmtQuery(q), got, newest)
 			}
 		}
 	}
@@ -882,6 +906,10 @@ func allPages(t *testing.T, st ledger.Store, q writ.RecordQuery) []string {
 	}
 }
 
+func hasSubjectPrefix(r *writ.Record, prefix string) bool {
+	return slices.ContainsFunc(r.SubjectIDs, func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
 func fmtQuery(q writ.RecordQuery) string {
 	var parts []string
 	add := func(k, v string) {
@@ -895,6 +923,11 @@ func fmtQuery(q writ.RecordQuery) string {
 	add("outcome", string(q.Outcome))
 	add("subject", q.SubjectID)
 	add("trace", q.TraceID)
+	add("key_prefix", q.DecisionKeyPrefix)
+	add("subject_prefix", q.SubjectPrefix)
+	if q.Newest {
+		add("order", "newest")
+	}
 	if !q.From.IsZero() {
 		add("from", q.From.Format(time.RFC3339Nano))
 	}

@@ -29,7 +29,7 @@ METADATA = f"""Metadata-Version: 2.1
 Name: writ-client
 Version: {VERSION}
 Summary: Python client of writ, the governance runtime for AI agents
-Requires-Python: >=3.9
+Requires-Python: >=3.10
 Classifier: Programming Language :: Python :: 3
 Classifier: Typing :: Typed
 Description-Content-Type: text/markdown

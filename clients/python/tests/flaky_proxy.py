@@ -18,8 +18,10 @@ from typing import List
 
 
 class FlakyProxy:
-    def __init__(self, upstream: str, fail: int = 1, retry_after: str = "2") -> None:
+    def __init__(self, upstream: str, fail: int = 1, retry_after: str = "2", only: str = "") -> None:
+        """``only``: fail only the requests whose path contains it (every request when empty)."""
         self.upstream = upstream.rstrip("/")
+        self.only = only
         self.remaining = fail
         self.retry_after = retry_after
         self.seen: List[str] = []  # "503 /v1/check", "200 /v1/check", ...
@@ -33,7 +35,7 @@ class FlakyProxy:
             def _handle(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with lock:
-                    fail_now = proxy.remaining > 0
+                    fail_now = proxy.remaining > 0 and proxy.only in self.path
                     if fail_now:
                         proxy.remaining -= 1
                 if fail_now:

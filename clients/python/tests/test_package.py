@@ -1,4 +1,4 @@
-"""The package itself: Python 3.9 syntax, and a wheel that pip can install offline."""
+"""The package itself: Python 3.10 syntax, and a wheel that pip can install offline."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import writ_build  # noqa: E402
 
 
 class Package(unittest.TestCase):
-    def test_python_39_syntax(self) -> None:
+    def test_python_310_syntax(self) -> None:
         for _, disk in writ_build._package_files():
             with open(disk, encoding="utf-8") as f:
                 src = f.read()
             with self.subTest(disk):
-                ast.parse(src, disk, feature_version=(3, 9))
+                ast.parse(src, disk, feature_version=(3, 10))
 
     def test_wheel(self) -> None:
         d = tempfile.mkdtemp()
@@ -31,7 +31,7 @@ class Package(unittest.TestCase):
         with zipfile.ZipFile(os.path.join(d, name)) as z:
             names = set(z.namelist())
             record = z.read("writ_client-0.1.0.dist-info/RECORD").decode()
-        for want in ("writ/__init__.py", "writ/client.py", "writ/guard.py", "writ/py.typed",
+        for want in ("writ/__init__.py", "writ/client.py", "writ/guard.py", "writ/aio.py", "writ/state.py", "writ/py.typed",
                      "writ_client-0.1.0.dist-info/METADATA", "writ_client-0.1.0.dist-info/WHEEL"):
             self.assertIn(want, names)
             self.assertIn(want + ",sha256=", record)

@@ -60,8 +60,13 @@ class WritServer:
             out = self.writ("keys", "create", "--data", self.data, "--tenant", tenant,
                             "--subject", subject, "--role", roles, "--json")
             self.tokens[subject] = json.loads(out)["token"]
+        self.pack = pack
+        self.start()
+
+    def start(self) -> None:
+        """Starts `writ serve` on the data directory (again, after kill), on a new port."""
         self.proc = subprocess.Popen(
-            [writ_bin(), "serve", "--pack", pack, "--data", self.data, "--addr", "127.0.0.1:0",
+            [writ_bin(), "serve", "--pack", self.pack, "--data", self.data, "--addr", "127.0.0.1:0",
              "--log-level", "warn"],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.url = ""
@@ -77,12 +82,21 @@ class WritServer:
         # Keep reading stdout so the server never blocks on a full pipe.
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()
 
+    def kill(self) -> None:
+        """Kills `writ serve` (SIGKILL) and waits for it: writ is down."""
+        self.proc.kill()
+        self.proc.wait()
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f:
+                f.close()
+
     def writ(self, *args: str) -> str:
         return subprocess.run([writ_bin(), *args], cwd=REPO, check=True, capture_output=True,
                               text=True).stdout
 
     def close(self) -> None:
-        self.proc.terminate()
+        if self.proc.poll() is None:
+            self.proc.terminate()
         self.proc.wait()
         for f in (self.proc.stdout, self.proc.stderr):
             if f:

@@ -7,19 +7,35 @@ end to end. See README.md beside this package.
 """
 
 from .client import Client, current_traceparent, new_idempotency_key, result_digest, traceparent
+from .aio import AsyncClient
 from .errors import (
+    Aborted,
     Blocked,
     Conflict,
     Forbidden,
     Internal,
     Invalid,
+    InvalidArgument,
     NotFound,
     ProblemError,
     RateLimited,
+    Timeout,
     TooLarge,
+    TransportError,
     Unauthenticated,
     Unavailable,
+    Unreachable,
     WritError,
+)
+from .state import (
+    FileOutbox,
+    FilePendingStore,
+    MemoryPendingStore,
+    Outbox,
+    OutboxEntry,
+    PendingApproval,
+    PendingStore,
+    action_digest,
 )
 from .guard import Permit, ReportFailed, guard, run_and_report
 from .types import (
@@ -33,7 +49,12 @@ from .types import (
     TERMINAL_BLOCK,
     UPSTREAM_REPLAN,
     ApprovalRequest,
+    ApprovalState,
+    Direction,
     Disposition,
+    DispositionMode,
+    ExecutionStatus,
+    Outcome,
     ExecutionAck,
     FieldError,
     Page,
@@ -46,10 +67,14 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "traceparent", "current_traceparent", "result_digest", "new_idempotency_key",
+    "Client", "AsyncClient", "traceparent", "current_traceparent", "result_digest", "new_idempotency_key",
     "guard", "Permit", "ReportFailed", "run_and_report",
     "WritError", "ProblemError", "Blocked", "Invalid", "Unauthenticated", "Forbidden", "NotFound",
     "Conflict", "TooLarge", "RateLimited", "Unavailable", "Internal",
+    "TransportError", "Unreachable", "Timeout", "Aborted", "InvalidArgument",
+    "PendingStore", "PendingApproval", "MemoryPendingStore", "FilePendingStore", "action_digest",
+    "Outbox", "OutboxEntry", "FileOutbox",
+    "Outcome", "DispositionMode", "Direction", "ApprovalState", "ExecutionStatus",
     "Receipt", "Disposition", "Routing", "Reason", "ExecutionAck", "ApprovalRequest", "Page",
     "Problem", "FieldError",
     "ALLOW", "ALLOW_WITH_WARNING", "REPLAN_REQUIRED", "GOAL_FAIL_TERMINAL",

@@ -4,21 +4,27 @@ approver uses. Standard library only (``urllib``)."""
 from __future__ import annotations
 
 import contextlib
+import http.client
 import contextvars
 import email.utils
 import hashlib
 import json
 import re
 import secrets
+import socket
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Generator, cast, Dict, List, Mapping, Optional, Tuple, Union
 
-from .errors import Unavailable, error_for
-from .types import JSON, ApprovalRequest, ExecutionAck, Page, Problem, Receipt
+from .errors import InvalidArgument, Timeout, Unavailable, Unreachable, error_for
+from .types import JSON, ApprovalRequest, ExecutionAck, Page, Problem, Receipt, objects
+
+if TYPE_CHECKING:
+    from .guard import Permit, Guard
+    from .state import Outbox
 
 __all__ = ["Client", "traceparent", "current_traceparent", "result_digest", "new_idempotency_key"]
 
@@ -28,7 +34,7 @@ _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 
 
 @contextlib.contextmanager
-def traceparent(value: str) -> Iterator[None]:
+def traceparent(value: str) -> Generator[None, None, None]:
     """Sends ``value`` as the W3C ``traceparent`` of every request made inside the block.
 
     writ continues the trace: the record's ``trace_id`` is the header's trace id.
@@ -60,8 +66,10 @@ def result_digest(result: Any) -> str:
     with sorted keys and no whitespace (``json.dumps(sort_keys=True,
     separators=(",", ":"), ensure_ascii=False)``). writ never sees the result.
     """
-    if isinstance(result, (bytes, bytearray, memoryview)):
+    if isinstance(result, (bytes, bytearray)):
         data = bytes(result)
+    elif isinstance(result, memoryview):
+        data = cast(memoryview, result).tobytes()
     elif isinstance(result, str):
         data = result.encode("utf-8")
     else:
@@ -77,11 +85,23 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _wait_string(wait: Union[str, float, int, None]) -> Tuple[Optional[str], float]:
-    """The wait as writ takes it (a Go duration) and in seconds."""
+#: The longest wait of a resume writ takes (writ.MaxResumeWait).
+MAX_WAIT_SECONDS = 300.0
+
+
+def check_wait(wait: Union[str, float, int, None]) -> Tuple[Optional[str], float]:
+    """The wait as writ takes it (a Go duration) and in seconds.
+
+    Raises :class:`~writ.errors.InvalidArgument` for a wait writ would
+    refuse (negative, malformed, or over 5 minutes), before any request.
+    """
     if wait is None:
         return None, 0.0
+    if isinstance(wait, bool):
+        raise InvalidArgument("wait", f"must be seconds or a duration such as '30s' or '2m', not {wait!r}")
     if isinstance(wait, (int, float)):
+        if not 0 <= wait <= MAX_WAIT_SECONDS:
+            raise InvalidArgument("wait", f"must be between 0 and 5m (writ's maximum), not {wait:g}s")
         return f"{float(wait):g}s", float(wait)
     total = 0.0
     rest = wait
@@ -90,7 +110,9 @@ def _wait_string(wait: Union[str, float, int, None]) -> Tuple[Optional[str], flo
         total += float(num) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
         rest = rest.replace(num + unit, "", 1)
     if rest or not wait:
-        raise ValueError(f"wait must be seconds or a duration such as '30s' or '2m', not {wait!r}")
+        raise InvalidArgument("wait", f"must be seconds or a duration such as '30s' or '2m', not {wait!r}")
+    if total > MAX_WAIT_SECONDS:
+        raise InvalidArgument("wait", f"must be at most 5m (writ's maximum), not {wait}")
     return wait, total
 
 
@@ -140,7 +162,7 @@ class Client:
         :class:`~writ.errors.Unavailable` (with the fail-closed receipt)
         when writ could not commit the record even after retrying.
         """
-        body = self._with_tenant(request)
+        body = self.with_tenant(request)
         if not body.get("idempotency_key"):
             body["idempotency_key"] = new_idempotency_key()
         data, headers = self._call("POST", "/v1/check", body=body, traceparent=traceparent)
@@ -162,8 +184,8 @@ class Client:
         decided. If none is, the blocked receipt comes back with
         ``repeated == "still_waiting"``.
         """
-        wait_str, wait_s = _wait_string(wait)
-        body: JSON = {"request": self._with_tenant(request)}
+        wait_str, wait_s = check_wait(wait)
+        body: JSON = {"request": self.with_tenant(request)}
         if self.tenant_id:
             body["tenant_id"] = self.tenant_id
         if wait_str:
@@ -256,7 +278,7 @@ class Client:
                                older_than=older_than, created_before=created_before,
                                limit=limit, cursor=cursor)
         data, _ = self._call("GET", "/v1/approvals", query=q)
-        return Page([ApprovalRequest.from_json(a) for a in data.get("approvals") or []],
+        return Page([ApprovalRequest.from_json(a) for a in objects(data.get("approvals"))],
                     data.get("next_cursor"))
 
     def approval(self, approval_id: str) -> ApprovalRequest:
@@ -272,6 +294,20 @@ class Client:
         """``POST /v1/approvals/{id}/deny``."""
         return self._decide(approval_id, "deny", reason, approver)
 
+    def withdraw(self, approval_id: str, reason: Optional[str] = None) -> ApprovalRequest:
+        """``POST /v1/approvals/{id}/withdraw``: take back a pending approval request (its requester's agent key).
+
+        The request's state becomes ``withdrawn``; a resume of its decision
+        is then denied (``approval_withdrawn``).
+        """
+        body: JSON = {}
+        if self.tenant_id:
+            body["tenant_id"] = self.tenant_id
+        if reason:
+            body["reason"] = reason
+        data, _ = self._call("POST", f"/v1/approvals/{_seg(approval_id)}/withdraw", body=body)
+        return ApprovalRequest.from_json(data)
+
     def _decide(self, approval_id: str, verb: str, reason: str, approver: Optional[str]) -> ApprovalRequest:
         body: JSON = {"reason": reason}
         if self.tenant_id:
@@ -286,7 +322,7 @@ class Client:
     def start_run(self, workflow_id: str, *, context: Optional[Mapping[str, Any]] = None,
                   **extra: Any) -> JSON:
         """``POST /v1/runs``: start a run of a workflow of the pinned pack (schema Run)."""
-        body = self._with_tenant({"workflow_id": workflow_id, **extra})
+        body = self.with_tenant({"workflow_id": workflow_id, **extra})
         if context is not None:
             body["context"] = dict(context)
         data, _ = self._call("POST", "/v1/runs", body=body)
@@ -314,8 +350,8 @@ class Client:
 
     # ---- the guard -------------------------------------------------------
 
-    def guard(self, tool: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A decorator that governs a tool function; see :func:`writ.guard.guard`."""
+    def guard(self, tool: str, **options: Any) -> "Guard":
+        """A decorator that governs a tool function (sync or ``async def``); see :func:`writ.guard.guard`."""
         from .guard import guard
 
         return guard(self, tool, **options)
@@ -326,7 +362,33 @@ class Client:
 
         return run_and_report(self, receipt, run, **options)
 
-    def permit(self, request: Mapping[str, Any], **options: Any):  # -> guard.Permit
+    def replay_outbox(self, outbox: "Outbox") -> List[ExecutionAck]:
+        """Sends the execution reports an outbox still holds (call it on start).
+
+        An entry whose tool finished is sent as settled; one begun but
+        never settled (the agent crashed while the tool ran) is reported
+        ``failed`` with the error code ``agent_crashed``: writ then knows
+        the outcome is unknown, and the effect is for a person to check.
+        Each one writ takes is marked done. A report writ refuses as a
+        conflict (it already holds one) is marked done too.
+        """
+        from .errors import Conflict
+        acks: List[ExecutionAck] = []
+        for e in outbox.pending():
+            decision_id = e.get("decision_id", "")
+            report: Dict[str, Any] = dict(e.get("report") or {
+                "status": "failed", "started_at": e.get("started_at"), "ended_at": _now(),
+                "error": {"code": "agent_crashed", "message": "the agent stopped while the tool ran; its outcome is unknown"}})
+            if e.get("idempotency_key") and "idempotency_key" not in report:
+                report["idempotency_key"] = e.get("idempotency_key")
+            try:
+                acks.append(self.report_execution(decision_id, **report))
+            except Conflict:
+                pass
+            outbox.done(decision_id)
+        return acks
+
+    def permit(self, request: Mapping[str, Any], **options: Any) -> "Permit":
         """A context manager that governs one call; see :class:`writ.guard.Permit`."""
         from .guard import Permit
 
@@ -334,7 +396,8 @@ class Client:
 
     # ---- plumbing --------------------------------------------------------
 
-    def _with_tenant(self, body: Mapping[str, Any]) -> JSON:
+    def with_tenant(self, body: Mapping[str, Any]) -> JSON:
+        """``body`` with the client's tenant, when it has one and the body names none."""
         out = dict(body)
         if self.tenant_id and not out.get("tenant_id"):
             out["tenant_id"] = self.tenant_id
@@ -375,6 +438,18 @@ class Client:
                 raw = e.read()
                 hdrs = {k.lower(): v for k, v in (e.headers or {}).items()}
                 status = e.code
+            except (TimeoutError, socket.timeout) as e:
+                raise Timeout(f"writ: {method} {path}: no answer within {timeout or self.timeout:g}s",
+                              timeout or self.timeout) from e
+            except urllib.error.URLError as e:
+                if isinstance(e.reason, (TimeoutError, socket.timeout)):
+                    raise Timeout(f"writ: {method} {path}: no answer within {timeout or self.timeout:g}s",
+                                  timeout or self.timeout) from e
+                raise Unreachable(f"writ: {method} {path}: {e.reason}") from e
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                # A connection reset or an answer cut short (ValueError:
+                # a body that is not the JSON it started as).
+                raise Unreachable(f"writ: {method} {path}: {e}") from e
             retryable = status in (429, 503)
             if retryable and attempt < self.max_retries:
                 attempt += 1
@@ -402,11 +477,10 @@ class Client:
     def _error(self, status: int, hdrs: Mapping[str, str], raw: bytes) -> Exception:
         ctype = hdrs.get("content-type", "").split(";")[0].strip()
         try:
-            doc = json.loads(raw) if raw else {}
+            decoded: Any = json.loads(raw) if raw else {}
         except ValueError:
-            doc = {}
-        if not isinstance(doc, dict):
-            doc = {}
+            decoded = {}
+        doc: JSON = cast(JSON, decoded) if isinstance(decoded, dict) else {}
         if ctype == "application/json" and doc.get("receipt_type"):
             # A fail-closed receipt: writ could not commit the record.
             receipt = Receipt.from_json(doc, hdrs.get("traceparent"))

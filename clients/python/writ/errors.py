@@ -8,7 +8,7 @@ the receipt.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Mapping, Optional, Type
 
 from .types import Problem, Receipt
 
@@ -82,16 +82,64 @@ class Internal(ProblemError):
     """500: a bug or an unexpected failure in writ."""
 
 
+class TransportError(WritError):
+    """writ gave no answer: the base of the transport failures.
+
+    The request may or may not have reached writ; a check retried with the
+    same idempotency key writes at most one record. ``__cause__`` is the
+    error of the standard library.
+    """
+
+
+class Unreachable(TransportError):
+    """writ could not be reached: connection refused or reset, name not found, an answer cut short."""
+
+
+class Timeout(TransportError):
+    """The call ran past its timeout (the client's ``timeout``, plus a resume's ``wait``)."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+
+
+class Aborted(TransportError):
+    """The call was cancelled by its caller (an asyncio task cancelled while it waited)."""
+
+
+class InvalidArgument(WritError, ValueError):
+    """The client refused the call before sending anything, because writ would refuse it too.
+
+    Nothing was written and no tool ran. ``field`` names the member (such
+    as ``wait``, over writ's 5 minute maximum).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"writ: {field}: {message}")
+        self.field = field
+
+
 class Blocked(WritError):
     """The guard's check did not permit the call; ``receipt`` says why and what would change it.
 
     ``receipt.disposition.mode`` says where the workflow goes next:
     ``local_replan``, ``upstream_replan`` (``receipt.routing.return_to_node``),
     ``human_review`` (``receipt.approval_ids``) or ``terminal_block``.
+
+    What resuming needs is here too: ``decision_id``, ``request`` (the
+    check request as it was sent, idempotency key included),
+    ``idempotency_key`` and ``request_digest`` (:func:`writ.result_digest`
+    of ``request``). ``client.resume(b.decision_id, b.request, wait=...)``
+    resumes the same decision; a guard with a pending store does it on the
+    next call of the same action.
     """
 
-    def __init__(self, receipt: Receipt) -> None:
+    def __init__(self, receipt: Receipt, request: Optional[Mapping[str, Any]] = None,
+                 request_digest: Optional[str] = None) -> None:
         self.receipt = receipt
+        self.request: Dict[str, Any] = dict(request or {})
+        self.idempotency_key: Optional[str] = self.request.get("idempotency_key")
+        self.request_digest = request_digest
         codes = ", ".join(r.code for r in receipt.reasons) or "no reason given"
         super().__init__(
             f"writ: {receipt.outcome} ({receipt.disposition.mode}) for decision "
@@ -101,6 +149,10 @@ class Blocked(WritError):
     @property
     def mode(self) -> str:
         return self.receipt.disposition.mode
+
+    @property
+    def decision_id(self) -> str:
+        return self.receipt.decision_id
 
 
 _BY_CODE: Dict[str, Type[ProblemError]] = {

@@ -9,9 +9,27 @@ nothing the server says is lost when the document grows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Literal, Optional, cast
 
 JSON = Dict[str, Any]
+
+
+def objects(v: Any) -> List[JSON]:
+    """The JSON objects of a decoded list (anything else is skipped): typed for the readers below."""
+    out: List[JSON] = []
+    if isinstance(v, list):
+        for x in cast(List[Any], v):
+            if isinstance(x, dict):
+                out.append(cast(JSON, x))
+    return out
+
+# The enumerations of the API as types: a value outside them is a type
+# error for pyright, and writ never answers one.
+Outcome = Literal["allow", "allow_with_warning", "replan_required", "goal_fail_terminal"]
+DispositionMode = Literal["continue_downstream", "local_replan", "upstream_replan", "human_review", "terminal_block"]
+Direction = Literal["downstream", "local", "upstream", "human", "stop"]
+ApprovalState = Literal["pending", "approved", "denied", "withdrawn", "expired"]
+ExecutionStatus = Literal["succeeded", "failed", "not_executed"]
 
 # Outcomes of a receipt (schema Outcome).
 ALLOW = "allow"
@@ -43,7 +61,7 @@ class Reason:
 class Disposition:
     """Where the workflow may go next (schema Disposition)."""
 
-    mode: str
+    mode: DispositionMode
     downstream_allowed: bool
     local_replan_recommended: bool
     upstream_replan_required: bool
@@ -51,7 +69,7 @@ class Disposition:
     @classmethod
     def from_json(cls, d: JSON) -> "Disposition":
         return cls(
-            mode=d.get("mode", ""),
+            mode=cast(DispositionMode, d.get("mode", "")),
             downstream_allowed=bool(d.get("downstream_allowed", False)),
             local_replan_recommended=bool(d.get("local_replan_recommended", False)),
             upstream_replan_required=bool(d.get("upstream_replan_required", False)),
@@ -62,7 +80,7 @@ class Disposition:
 class Routing:
     """Hints for the next stage of the workflow (schema Routing)."""
 
-    direction: str
+    direction: Direction
     target_hint: Optional[str] = None
     return_to_node: Optional[str] = None
     workflow_id: Optional[str] = None
@@ -71,7 +89,7 @@ class Routing:
     @classmethod
     def from_json(cls, d: JSON) -> "Routing":
         return cls(
-            direction=d.get("direction", ""),
+            direction=cast(Direction, d.get("direction", "")),
             target_hint=d.get("target_hint"),
             return_to_node=d.get("return_to_node"),
             workflow_id=d.get("workflow_id"),
@@ -90,7 +108,7 @@ class Receipt:
     """
 
     decision_id: str
-    outcome: str
+    outcome: Outcome
     action_class: str
     safe_to_execute: bool
     human_review_terminal: bool
@@ -108,14 +126,14 @@ class Receipt:
     def from_json(cls, d: JSON, traceparent: Optional[str] = None) -> "Receipt":
         return cls(
             decision_id=d.get("decision_id", ""),
-            outcome=d.get("outcome", ""),
+            outcome=cast(Outcome, d.get("outcome", "")),
             action_class=d.get("action_class", ""),
             # Fail closed: only an explicit true permits.
             safe_to_execute=d.get("safe_to_execute") is True,
             human_review_terminal=bool(d.get("human_review_terminal", False)),
             must_not_retry_same_action=bool(d.get("must_not_retry_same_action", False)),
-            reasons=[Reason.from_json(r) for r in d.get("reasons") or []],
-            safe_next_steps=[Reason.from_json(r) for r in d.get("safe_next_steps") or []],
+            reasons=[Reason.from_json(r) for r in objects(d.get("reasons"))],
+            safe_next_steps=[Reason.from_json(r) for r in objects(d.get("safe_next_steps"))],
             what_would_change_this=list(d.get("what_would_change_this") or []),
             disposition=Disposition.from_json(d.get("disposition") or {}),
             routing=Routing.from_json(d.get("routing") or {}),
@@ -176,7 +194,7 @@ class ExecutionAck:
             reported_for=d.get("reported_for", ""),
             status=d.get("status", ""),
             execution=d.get("execution", ""),
-            findings=[Reason.from_json(r) for r in d.get("findings") or []],
+            findings=[Reason.from_json(r) for r in objects(d.get("findings"))],
             trace_id=d.get("trace_id", ""),
             repeated=d.get("repeated"),
             raw=d,
@@ -191,7 +209,7 @@ class ApprovalRequest:
     gate_id: str
     decision_id: str
     record_id: str
-    state: str
+    state: ApprovalState
     terminal: bool
     target_hint: Optional[str]
     reasons: List[Reason]
@@ -204,10 +222,10 @@ class ApprovalRequest:
             gate_id=d.get("gate_id", ""),
             decision_id=d.get("decision_id", ""),
             record_id=d.get("record_id", ""),
-            state=d.get("state", ""),
+            state=cast(ApprovalState, d.get("state", "")),
             terminal=bool(d.get("terminal", False)),
             target_hint=d.get("target_hint"),
-            reasons=[Reason.from_json(r) for r in d.get("reasons") or []],
+            reasons=[Reason.from_json(r) for r in objects(d.get("reasons"))],
             raw=d,
         )
 
@@ -240,16 +258,15 @@ class Problem:
     detail: str
     type: str = ""
     instance: str = ""
-    errors: List[FieldError] = field(default_factory=list)
-    raw: JSON = field(default_factory=dict, repr=False)
+    errors: List[FieldError] = field(default_factory=lambda: list[FieldError]())
+    raw: JSON = field(default_factory=lambda: cast(JSON, {}), repr=False)
 
     @classmethod
     def from_json(cls, d: JSON, status: int) -> "Problem":
-        errs = []
-        for e in d.get("errors") or []:
-            if isinstance(e, dict):
-                errs.append(FieldError(message=str(e.get("message", "")), field=e.get("field"),
-                                       file=e.get("file"), line=e.get("line")))
+        errs: List[FieldError] = []
+        for e in objects(d.get("errors")):
+            errs.append(FieldError(message=str(e.get("message", "")), field=e.get("field"),
+                                   file=e.get("file"), line=e.get("line")))
         return cls(
             status=int(d.get("status") or status),
             code=str(d.get("code") or ""),

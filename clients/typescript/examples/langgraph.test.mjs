@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { Command, MemorySaver } from '@langchain/langgraph';
 import { FakeListChatModel } from '@langchain/core/utils/testing';
 import { Client } from '@writhq/writ-client';
-import { startWrit, refundRequest } from '../test/writserver.mjs';
+import { startWrit, refundRequest, faultProxy } from '../test/writserver.mjs';
 import { governedRefundGraph } from './dist/langgraph.js';
 
 let srv, agent, finance, auditor;
@@ -19,7 +19,7 @@ after(async () => { await srv?.close(); });
 
 // scenario builds the graph with a scripted model that proposes the
 // refunds of `amounts` in turn, and the facts of a refund pack example.
-function scenario(example, amounts) {
+function scenario(example, amounts, client = agent) {
   const { tool, arguments: _a, ...facts } = refundRequest(example);
   const model = new FakeListChatModel({
     responses: amounts.map((amount) => JSON.stringify({ tool, arguments: { order_id: 'ord_881', amount_inr: amount, currency: 'INR' } })),
@@ -27,7 +27,7 @@ function scenario(example, amounts) {
   const issued = [];
   const upstream = [];
   const graph = governedRefundGraph({
-    client: agent, model, checkpointer: new MemorySaver(),
+    client, model, checkpointer: new MemorySaver(),
     issue: async (args) => { issued.push(args); return { refund_id: `rf_${issued.length}` }; },
     // The returns desk confirms the warehouse has the item.
     onUpstream: async (f, receipt) => {
@@ -87,4 +87,19 @@ test('a terminal block ends the graph with the receipt', async () => {
   assert.deepEqual(out.trail, ['returns_intake', 'support_agent', 'writ_check']);
   assert.equal(out.writ.receipt.disposition.mode, 'terminal_block');
   assert.equal(s.issued.length, 0);
+});
+
+test('a report writ does not take: the tool node keeps the result and the report, and does not fail', async (t) => {
+  const proxy = await faultProxy(srv.url, { match: /\/execution$/, fault: '500' });
+  t.after(() => proxy.close());
+  const quiet = t.mock.method(console, 'error', () => {});
+  const s = scenario('refund-allow', [4200], new Client(proxy.url, { apiKey: srv.tokens.agt_support_service }));
+  const out = await s.graph.invoke(s.input, config('unreported'));
+  assert.deepEqual(out.trail, ['returns_intake', 'support_agent', 'writ_check', 'issue_refund']);
+  assert.deepEqual([out.writ.result, s.issued.length], [{ refund_id: 'rf_1' }, 1]);
+  assert.equal(out.writ.unreported.report.status, 'succeeded');
+  assert.match(quiet.mock.calls[0].arguments[0], new RegExp(out.writ.receipt.decision_id));
+  await agent.reportExecution(out.writ.receipt.decision_id, out.writ.unreported.report);
+  const story = await auditor.decision(out.writ.receipt.decision_id);
+  assert.deepEqual(story.records.map((r) => r.kind), ['check', 'execution_report']);
 });

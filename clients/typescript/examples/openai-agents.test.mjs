@@ -9,7 +9,7 @@ import { FilePendingStore } from '@writhq/writ-client/node';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startWrit, refundRequest } from '../test/writserver.mjs';
+import { startWrit, refundRequest, faultProxy } from '../test/writserver.mjs';
 import { refundTool, approveInWrit, rejectInWrit, approvalOf } from './dist/openai-agents.js';
 import { scriptedModel, toolResults } from './scripted-model.mjs';
 
@@ -27,11 +27,11 @@ after(async () => { await srv?.close(); });
 // refundAgent is a support agent whose one tool, issue_refund, is governed
 // by writ. `example` names the refund pack's request the check is built
 // from (its evidence, context and subjects); the model picks the arguments.
-function refundAgent(script, example, wait, facts, client = agentKey) {
+function refundAgent(script, example, wait, facts, client = agentKey, onReportFailed) {
   const { actor, subject_ids, evidence, context } = facts ?? refundRequest(example);
   const issued = [];
   const issueRefund = refundTool(client, { actor, subject_ids, evidence, context },
-    async (input) => { issued.push(input); return { refund_id: `rf_${issued.length}`, ...input }; }, wait);
+    async (input) => { issued.push(input); return { refund_id: `rf_${issued.length}`, ...input }; }, { wait, onReportFailed });
   const model = scriptedModel(script);
   const agent = new Agent({ name: 'support', instructions: 'Resolve refund requests.', model, tools: [issueRefund] });
   return { agent, model, issueRefund, issued, facts: { actor, subject_ids, evidence, context } };
@@ -137,4 +137,22 @@ test('a run state restored in another process, the tool\'s memory lost, resumes 
   assert.equal(again.issueRefund.writ.receipt('call_restore').decision_id, decisionId);
   const story = await auditor.decision(decisionId);
   assert.deepEqual(story.records.map((r) => r.kind), ['check', 'approval_decision', 'check', 'execution_report']);
+});
+
+test('a report writ does not take: the model still gets the result, and the report is kept to send again', async (t) => {
+  const proxy = await faultProxy(srv.url, { match: /\/execution$/, fault: '500' });
+  t.after(() => proxy.close());
+  const failed = [];
+  const a = refundAgent([refund('call_f', 4200), { say: 'Refunded.' }], 'refund-allow', undefined, undefined,
+    new Client(proxy.url, { apiKey: srv.tokens.agt_support_service }), (e) => failed.push(e));
+  const result = await run(a.agent, 'Please refund order ord_881.');
+  assert.equal(result.finalOutput, 'Refunded.');
+  assert.equal(a.issued.length, 1, 'the refund ran once');
+  assert.deepEqual(JSON.parse(toolResults(a.model).call_f), { refund_id: 'rf_1', order_id: 'ord_881', amount_inr: 4200, currency: 'INR' },
+    'the model was told the refund happened, not an error it would retry');
+  assert.equal(failed.length, 1);
+  assert.equal(failed[0].decisionId, a.issueRefund.writ.receipt('call_f').decision_id);
+  await agentKey.reportExecution(failed[0].decisionId, failed[0].report);
+  const story = await auditor.decision(failed[0].decisionId);
+  assert.deepEqual(story.records.map((r) => r.kind), ['check', 'execution_report']);
 });

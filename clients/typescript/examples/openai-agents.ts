@@ -4,7 +4,7 @@
 // permit and reports its execution. A replan or a block is answered to the
 // model as the receipt, so it replans. See docs/frameworks.md.
 import { z } from 'zod';
-import type { Client, CheckParts } from '@writhq/writ-client';
+import type { Client, CheckParts, ReportFailed } from '@writhq/writ-client';
 import { governedTool } from '@writhq/writ-client/openai-agents';
 
 export { approveInWrit, rejectInWrit, approvalOf } from '@writhq/writ-client/openai-agents';
@@ -15,10 +15,10 @@ export type Refund = z.infer<typeof RefundArgs>;
 /**
  * refundTool is the `issue_refund` tool governed by writ: `facts` are the
  * check's actor, subjects, evidence and context; `issue` is the payment
- * provider's refund.
+ * provider's refund; `onReportFailed` keeps a report writ did not take.
  */
 export function refundTool<R extends { refund_id: string }>(client: Client, facts: CheckParts,
-  issue: (refund: Refund) => Promise<R>, wait = '30s') {
+  issue: (refund: Refund) => Promise<R>, o: { wait?: string; onReportFailed?: (e: ReportFailed) => void } = {}) {
   return governedTool(client, {
     name: 'issue_refund',
     writTool: 'payments.issue_refund', // the SDK's function names may not hold dots
@@ -30,6 +30,6 @@ export function refundTool<R extends { refund_id: string }>(client: Client, fact
     }),
     run: issue,
     toolResultId: (r) => r.refund_id,
-    wait,
+    ...o,
   });
 }

@@ -228,84 +228,120 @@ export class Client {
   }
 
   /** `GET /v1/decisions/{id}`: the decision's story. */
-  async decision(decisionId: string): Promise<DecisionStory> {
-    return (await this.call('GET', `/v1/decisions/${seg('decisionId', decisionId)}`, { query: this.query() })).data as DecisionStory;
+  async decision(decisionId: string, o: CallOptions = {}): Promise<DecisionStory> {
+    return (await this.call('GET', `/v1/decisions/${seg('decisionId', decisionId)}`, { query: this.query(), ...o })).data as DecisionStory;
   }
 
   /** `GET /v1/decisions/in_flight`: permits still awaiting their execution reports. */
-  async inFlight(q: { expired_by?: string; limit?: number; cursor?: string } = {}): Promise<InFlightPage> {
-    return (await this.call('GET', '/v1/decisions/in_flight', { query: this.query(q) })).data as InFlightPage;
+  async inFlight(q: { expired_by?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<InFlightPage> {
+    return (await this.call('GET', '/v1/decisions/in_flight', { query: this.query(q), ...o })).data as InFlightPage;
   }
 
   // ---- records ------------------------------------------------------
 
   /** `GET /v1/records/{id}`: the record exactly as sealed (keep these bytes to verify its hash). */
-  async recordBytes(recordId: string): Promise<Uint8Array> {
-    return (await this.call('GET', `/v1/records/${seg('recordId', recordId)}`, { query: this.query(), raw: true })).data as Uint8Array;
+  async recordBytes(recordId: string, o: CallOptions = {}): Promise<Uint8Array> {
+    return (await this.call('GET', `/v1/records/${seg('recordId', recordId)}`, { query: this.query(), raw: true, ...o })).data as Uint8Array;
   }
 
   /** `GET /v1/records/{id}`, decoded. */
-  async record(recordId: string): Promise<DecisionRecord> {
-    return JSON.parse(new TextDecoder().decode(await this.recordBytes(recordId))) as DecisionRecord;
+  async record(recordId: string, o: CallOptions = {}): Promise<DecisionRecord> {
+    return JSON.parse(new TextDecoder().decode(await this.recordBytes(recordId, o))) as DecisionRecord;
   }
 
   /** `GET /v1/records`: a page of the tenant's records, oldest first. */
   async records(q: { decision_key?: string; status?: string; subject_id?: string; trace_id?: string;
-    from?: string; to?: string; limit?: number; cursor?: string } = {}): Promise<RecordPage> {
-    return (await this.call('GET', '/v1/records', { query: this.query(q) })).data as RecordPage;
+    from?: string; to?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<RecordPage> {
+    return (await this.call('GET', '/v1/records', { query: this.query(q), ...o })).data as RecordPage;
   }
 
   // ---- approvals ----------------------------------------------------
 
   /** `GET /v1/approvals`: a page of approval requests, oldest first. */
   async approvals(q: { state?: string; gate_id?: string; decision_key?: string; older_than?: string;
-    created_before?: string; limit?: number; cursor?: string } = {}): Promise<ApprovalPage> {
-    return (await this.call('GET', '/v1/approvals', { query: this.query(q) })).data as ApprovalPage;
+    created_before?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<ApprovalPage> {
+    return (await this.call('GET', '/v1/approvals', { query: this.query(q), ...o })).data as ApprovalPage;
   }
 
   /** `GET /v1/approvals/{id}`. */
-  async approval(approvalId: string): Promise<ApprovalRequest> {
-    return (await this.call('GET', `/v1/approvals/${seg('approvalId', approvalId)}`, { query: this.query() })).data as ApprovalRequest;
+  async approval(approvalId: string, o: CallOptions = {}): Promise<ApprovalRequest> {
+    return (await this.call('GET', `/v1/approvals/${seg('approvalId', approvalId)}`, { query: this.query(), ...o })).data as ApprovalRequest;
   }
 
   /** `POST /v1/approvals/{id}/approve` (an approver's key: the approver is its subject). */
-  approve(approvalId: string, reason: string, approver?: string): Promise<ApprovalRequest> {
-    return this.decide(approvalId, 'approve', reason, approver);
+  approve(approvalId: string, reason: string, approver?: string, o: CallOptions = {}): Promise<ApprovalRequest> {
+    return this.decide(approvalId, 'approve', reason, approver, o);
   }
 
   /** `POST /v1/approvals/{id}/deny`. */
-  deny(approvalId: string, reason: string, approver?: string): Promise<ApprovalRequest> {
-    return this.decide(approvalId, 'deny', reason, approver);
+  deny(approvalId: string, reason: string, approver?: string, o: CallOptions = {}): Promise<ApprovalRequest> {
+    return this.decide(approvalId, 'deny', reason, approver, o);
   }
 
-  private async decide(id: string, verb: string, reason: string, approver?: string): Promise<ApprovalRequest> {
+  /**
+   * `POST /v1/approvals/{id}/withdraw`: the requester (an agent's key)
+   * withdraws a pending approval request it no longer needs; sealed as a
+   * record, and a resume of its decision then ends it (`approval_withdrawn`).
+   */
+  async withdraw(approvalId: string, reason?: string, o: CallOptions = {}): Promise<ApprovalRequest> {
+    const body: { [k: string]: unknown } = {};
+    if (this.opts.tenantId) body.tenant_id = this.opts.tenantId;
+    if (reason) body.reason = reason;
+    return (await this.call('POST', `/v1/approvals/${seg('approvalId', approvalId)}/withdraw`, { body, ...o })).data as ApprovalRequest;
+  }
+
+  /**
+   * Withdraws the approvals the guard waits on for this action (see
+   * actionDigest) and forgets it, so its next call is decided afresh.
+   * Answers the withdrawn requests; none when the store holds no approval
+   * for the action. A request decided meanwhile (409) is left as it is.
+   */
+  async withdrawPending(request: CheckRequest, reason?: string,
+    o: CallOptions & { pending?: PendingStore } = {}): Promise<ApprovalRequest[]> {
+    const store = o.pending ?? this.pending;
+    const action = await actionDigest(this.withTenant(request));
+    const held = await store.get(action);
+    if (!held) return [];
+    const out: ApprovalRequest[] = [];
+    for (const id of held.approval_ids) {
+      try {
+        out.push(await this.withdraw(id, reason, o));
+      } catch (err) {
+        if (!(err instanceof Conflict)) throw err;
+      }
+    }
+    await store.delete(action);
+    return out;
+  }
+
+  private async decide(id: string, verb: string, reason: string, approver: string | undefined, o: CallOptions): Promise<ApprovalRequest> {
     const body: { [k: string]: unknown } = { reason };
     if (this.opts.tenantId) body.tenant_id = this.opts.tenantId;
     if (approver) body.approver = approver;
-    return (await this.call('POST', `/v1/approvals/${seg('approvalId', id)}/${verb}`, { body })).data as ApprovalRequest;
+    return (await this.call('POST', `/v1/approvals/${seg('approvalId', id)}/${verb}`, { body, ...o })).data as ApprovalRequest;
   }
 
   // ---- runs and attempts --------------------------------------------
 
   /** `POST /v1/runs`: start a run of a workflow of the pinned pack. */
-  async startRun(req: StartRunRequest): Promise<Run> {
-    return (await this.call('POST', '/v1/runs', { body: this.withTenant(req) })).data as Run;
+  async startRun(req: StartRunRequest, o: CallOptions = {}): Promise<Run> {
+    return (await this.call('POST', '/v1/runs', { body: this.withTenant(req), ...o })).data as Run;
   }
 
   /** `POST /v1/runs/{id}/steps/{step}/attempts`: answers the step's verdict. */
-  async submitAttempt(runId: string, stepId: string, attempt: AttemptBody): Promise<StepVerdict> {
+  async submitAttempt(runId: string, stepId: string, attempt: AttemptBody, o: CallOptions = {}): Promise<StepVerdict> {
     return (await this.call('POST', `/v1/runs/${seg('runId', runId)}/steps/${seg('stepId', stepId)}/attempts`,
-      { query: this.query(), body: attempt })).data as StepVerdict;
+      { query: this.query(), body: attempt, ...o })).data as StepVerdict;
   }
 
   /** `GET /v1/runs/{id}`: a run, with its history. */
-  async run(runId: string): Promise<Run> {
-    return (await this.call('GET', `/v1/runs/${seg('runId', runId)}`, { query: this.query() })).data as Run;
+  async run(runId: string, o: CallOptions = {}): Promise<Run> {
+    return (await this.call('GET', `/v1/runs/${seg('runId', runId)}`, { query: this.query(), ...o })).data as Run;
   }
 
   /** `GET /healthz`. */
-  async health(): Promise<{ [k: string]: unknown }> {
-    return (await this.call('GET', '/healthz', {})).data as { [k: string]: unknown };
+  async health(o: CallOptions = {}): Promise<{ [k: string]: unknown }> {
+    return (await this.call('GET', '/healthz', { ...o })).data as { [k: string]: unknown };
   }
 
   // ---- the guard ----------------------------------------------------

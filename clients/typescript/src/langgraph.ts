@@ -18,6 +18,8 @@
 // process resumes the same decision.
 import { Annotation, Command, END, interrupt } from '@langchain/langgraph';
 import { awaitsApproval, Client, newIdempotencyKey } from './client.js';
+import { ReportFailed } from './errors.js';
+import type { ExecutionReportBody } from './errors.js';
 import type { CheckRequest, Receipt } from './types.js';
 
 /** What the `writ` channel holds: the check as made, writ's latest receipt, and the tool's result once it ran. */
@@ -25,6 +27,8 @@ export interface WritStep {
   request: CheckRequest;
   receipt: Receipt;
   result?: unknown;
+  /** The report writ did not take after the tool ran (ReportFailed): send it again with reportExecution. */
+  unreported?: { report: ExecutionReportBody; error: string };
 }
 
 /** The state channel the nodes read and write; put it in your Annotation.Root as `writ`. */
@@ -51,6 +55,13 @@ export interface GovernedNodesOptions<S, R> {
   nodes: WritNodeNames;
   /** How long the review node waits for writ's decision once resumed (default 30s, at most 5m). */
   wait?: string;
+  /**
+   * Called when the tool ran but writ did not take its report. The tool
+   * node still answers the result (the effect happened: failing the node
+   * would have the graph run it again on the next invoke), with the report
+   * in the step's `unreported`. Default: console.error with the decision id.
+   */
+  onReportFailed?: (e: ReportFailed) => Promise<void> | void;
   /** More of the state to update with each node's answer (a trail, a message). */
   update?: (node: 'check' | 'review' | 'tool', step: WritStep) => Record<string, unknown>;
 }
@@ -110,9 +121,16 @@ export function governedNodes<S extends { writ?: WritStep | null }, R>(client: C
     },
     tool: async (s: S): Promise<Record<string, unknown>> => {
       const { request, receipt } = held(s);
-      const { result } = await client.runAndReport(receipt, () => o.run(s, receipt),
-        { toolResultId: o.toolResultId, idempotencyKey: request.idempotency_key });
-      return more('tool', { request, receipt, result });
+      try {
+        const { result } = await client.runAndReport(receipt, () => o.run(s, receipt),
+          { toolResultId: o.toolResultId, idempotencyKey: request.idempotency_key });
+        return more('tool', { request, receipt, result });
+      } catch (err) {
+        if (!(err instanceof ReportFailed)) throw err;
+        await (o.onReportFailed ?? ((e: ReportFailed) => console.error(
+          `writ: the tool ran but writ did not take its report (decision ${e.decisionId}); send it again: ${e.message}`)))(err);
+        return more('tool', { request, receipt, result: err.result, unreported: { report: err.report, error: err.message } });
+      }
     },
     ends: {
       check: [o.nodes.tool, o.nodes.review, o.nodes.replan, ...(o.nodes.upstream ?? []), END],

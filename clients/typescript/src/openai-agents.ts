@@ -24,6 +24,7 @@ import type { FunctionTool, RunState, RunToolApprovalItem, ToolExecuteArgument, 
 type Params = Exclude<ToolInputParameters, undefined>;
 import { awaitsApproval, checkRequest, Client } from './client.js';
 import { resultDigest } from './digest.js';
+import { ReportFailed } from './errors.js';
 import type { CheckParts } from './client.js';
 import { idempotencyKeyFor, type PendingStore } from './pending.js';
 import type { CheckRequest, Receipt } from './types.js';
@@ -45,6 +46,14 @@ export interface GovernedToolOptions<P extends Params, R> {
   wait?: string;
   /** Where calls awaiting an approval are kept (default the client's `pending`). */
   pending?: PendingStore;
+  /**
+   * Called when the tool ran but writ did not take its report: the model
+   * is answered the result all the same (the effect happened; an error
+   * would have it call the tool again), and this gets the ReportFailed to
+   * send `e.report` again. Default: console.error with the decision id.
+   * With the client's outbox the report is also journalled for replayOutbox.
+   */
+  onReportFailed?: (e: ReportFailed) => Promise<void> | void;
 }
 
 /** The writ side of a governed tool, for the approver's helpers and tests. */
@@ -113,9 +122,15 @@ export function governedTool<P extends Params, R>(client: Client, o: GovernedToo
         await keep(c.request.idempotency_key as string, c.request, c.receipt);
       }
       if (!c.receipt.safe_to_execute) return blockedOutput(c.receipt);
-      const { result } = await client.runAndReport(c.receipt, () => o.run(input),
-        { toolResultId: o.toolResultId, idempotencyKey: c.request.idempotency_key });
-      return result;
+      try {
+        const { result } = await client.runAndReport(c.receipt, () => o.run(input),
+          { toolResultId: o.toolResultId, idempotencyKey: c.request.idempotency_key });
+        return result;
+      } catch (err) {
+        if (!(err instanceof ReportFailed)) throw err;
+        await (o.onReportFailed ?? defaultReportFailed)(err);
+        return err.result as R;
+      }
     },
   } as ToolOptions<P, unknown, undefined>) as GovernedTool<P, R>;
   t.writ = {
@@ -127,6 +142,10 @@ export function governedTool<P extends Params, R>(client: Client, o: GovernedToo
     },
   };
   return t;
+}
+
+function defaultReportFailed(e: ReportFailed): void {
+  console.error(`writ: the tool ran but writ did not take its report (decision ${e.decisionId}); send it again: ${e.message}`);
 }
 
 /** What the model sees instead of the tool's result when writ did not permit it. */

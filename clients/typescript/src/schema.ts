@@ -92,10 +92,11 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List a tenant's decision records, oldest first
+         * List a tenant's decision records, oldest first (or newest first)
          * @description Filters combine with AND; an empty value does not filter. Each
          *     record in the page is its sealed bytes, unchanged. Follow
-         *     `next_cursor` to the next page; it is absent on the last page.
+         *     `next_cursor` to the next page, with the same query; it is absent
+         *     on the last page.
          */
         get: operations["listRecords"];
         put?: never;
@@ -523,6 +524,42 @@ export interface paths {
          *     (409).
          */
         post: operations["denyApproval"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/approvals/{id}/withdraw": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Withdraw a pending approval request its requester no longer needs
+         * @description Withdraws the request, and answers with it as it now stands
+         *     (`state: withdrawn`, `decision.decision: withdrawn`). The
+         *     withdrawal is sealed as an approval decision record: decision key
+         *     `approval:<gate>`, status `REJECTED`, the requester as an `AGENT`
+         *     actor, `outputs.outcome: withdrawn`, durably committed before the
+         *     answer. No one may approve or deny the request after it, and
+         *     resumes waiting on it wake: a resume of the decision is then
+         *     decided as with a denied approval, `deny` with the reason
+         *     `approval_withdrawn` (outcome `goal_fail_terminal`).
+         *
+         *     Only a requester may withdraw: with an API key, the key that made
+         *     the check or a key whose subject is one of `requested_by` (its
+         *     actor, delegated user or key subject), otherwise 403; the
+         *     withdrawal is recorded as that subject's. In development mode it
+         *     is recorded as `requested_by.actor_id`'s. A request already
+         *     decided, withdrawn, or expired is a conflict (409); an unknown id
+         *     is 404. Neither writes anything.
+         */
+        post: operations["withdrawApproval"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1845,10 +1882,11 @@ export interface components {
         };
         /**
          * @description `pending` until an approver decides, `approved` or `denied` then,
-         *     and `expired` when `expires_at` passed undecided.
+         *     `withdrawn` when its requester withdrew it, and `expired` when
+         *     `expires_at` passed undecided.
          * @enum {string}
          */
-        ApprovalState: "pending" | "approved" | "denied" | "expired";
+        ApprovalState: "pending" | "approved" | "denied" | "withdrawn" | "expired";
         /**
          * @description A durable request for a human decision at a gate, created by a
          *     check whose outcome needs one and frozen on what that check saw.
@@ -1915,20 +1953,21 @@ export interface components {
             /** @description The subject of that key. */
             subject?: string;
         };
-        /** @description An approver's answer. */
+        /** @description An approver's answer, or the requester's withdrawal. */
         ApprovalDecision: {
             /** @enum {string} */
-            decision: "approved" | "denied";
+            decision: "approved" | "denied" | "withdrawn";
+            /** @description The approver; for a withdrawal, who withdrew. */
             approver: string;
             reason: string;
             /** Format: date-time */
             decided_at: string;
             /**
              * Format: date-time
-             * @description When an approval stops being redeemable. Absent for a denial.
+             * @description When an approval stops being redeemable. Absent for a denial or a withdrawal.
              */
             valid_until?: string;
-            /** @description The decision record of the approval or denial. */
+            /** @description The decision record of the approval, denial or withdrawal. */
             record_id: string;
         };
         /** @description One append-only event of an approval request. */
@@ -1936,8 +1975,8 @@ export interface components {
             /** Format: int64 */
             seq: number;
             /** @enum {string} */
-            kind: "approved" | "denied" | "redeemed";
-            /** @description The approver of a decision; absent for a redemption. */
+            kind: "approved" | "denied" | "withdrawn" | "redeemed";
+            /** @description The approver of a decision, or who withdrew the request; absent for a redemption. */
             actor?: string;
             reason?: string;
             /** @description The decision record written with the event: the approval or denial, or the check that redeemed it. */
@@ -1963,6 +2002,18 @@ export interface components {
             /** @description Why, for the record. */
             reason: string;
             /** @description The W3C trace id of the decision's record. A valid `traceparent` header overrides it. */
+            trace_id?: components["schemas"]["TraceID"];
+        };
+        /**
+         * @description Withdraws an approval request; the path names it, so
+         *     `approval_id` is not a member. `{}` withdraws without a reason.
+         */
+        WithdrawApprovalBody: {
+            /** @description With an API key it defaults to the key's tenant, and naming another is 403; in development mode it is required. */
+            tenant_id?: string;
+            /** @description Why, for the record (optional). */
+            reason?: string;
+            /** @description The W3C trace id of the withdrawal's record. A valid `traceparent` header overrides it. */
             trace_id?: components["schemas"]["TraceID"];
         };
         /** @description RFC 9457 problem details, with writ's error code and details as extension members. */
@@ -2213,7 +2264,7 @@ export interface components {
         };
         /**
          * @description The request is no longer pending (code `conflict`): it was already
-         *     approved or denied, or it expired undecided.
+         *     approved, denied or withdrawn, or it expired undecided.
          */
         ApprovalConflict: {
             headers: {
@@ -2237,7 +2288,12 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description An unexpected failure (code `internal`). The detail is always "internal error". */
+        /**
+         * @description An unexpected failure (code `internal`). The detail is "internal
+         *     error", but for stored data that fails its hash (a request
+         *     envelope, a record or its receipt changed behind writ's back),
+         *     whose detail names the record and the hashes expected and found.
+         */
         Internal: {
             headers: {
                 [name: string]: unknown;
@@ -2471,6 +2527,24 @@ export interface operations {
                 subject_id?: string;
                 /** @description Only records of this W3C trace id. */
                 trace_id?: string;
+                /**
+                 * @description Only records whose decision key begins with this prefix
+                 *     (byte by byte, case-sensitive), served from an index.
+                 */
+                decision_key_prefix?: string;
+                /**
+                 * @description Only records one of whose `subject_ids` begins with this
+                 *     prefix (byte by byte, case-sensitive), served from an index;
+                 *     a record is served once however many of its subjects match.
+                 */
+                subject_prefix?: string;
+                /**
+                 * @description `chain` (oldest first, by seq) or `newest` (newest first). A
+                 *     cursor continues in the order of its query. Newest first, a
+                 *     record appended while a client pages is not served by later
+                 *     pages (it is newer than the first).
+                 */
+                order?: "chain" | "newest";
                 /** @description Only records with `timestamp` at or after this instant (RFC 3339). */
                 from?: string;
                 /** @description Only records with `timestamp` before this instant (RFC 3339); must be after `from`. */
@@ -3268,6 +3342,57 @@ export interface operations {
         };
         responses: {
             /** @description The approval request, denied. */
+            200: {
+                headers: {
+                    traceparent: components["headers"]["traceparent"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApprovalRequest"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ApprovalNotFound"];
+            409: components["responses"]["ApprovalConflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    withdrawApproval: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description W3C Trace Context parent, `00-<32 hex trace-id>-<16 hex parent-id>-<2 hex flags>`,
+                 *     lowercase, ids not all zeros. Higher versions are read by the
+                 *     specification's forward-compatibility rule. An invalid value is ignored.
+                 * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+                 */
+                traceparent?: components["parameters"]["traceparent"];
+            };
+            path: {
+                /** @description The approval request id (`approval_id`). */
+                id: components["parameters"]["approval_id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "The customer cancelled the refund."
+                 *     }
+                 */
+                "application/json": components["schemas"]["WithdrawApprovalBody"];
+            };
+        };
+        responses: {
+            /** @description The approval request, withdrawn. */
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];

@@ -125,6 +125,16 @@ test('transport failures are typed, never a raw TypeError or DOMException', asyn
       assert.equal(err.cause?.name, 'AbortError');
       const before = await agent.check(refundRequest('refund-allow'), { signal: AbortSignal.abort() }).catch((e) => e);
       assert.ok(before instanceof writ.Aborted, `got ${before}`);
+      // Every method takes the signal last.
+      const gone = { signal: AbortSignal.abort() };
+      for (const call of [() => agent.decision('dec_x', gone), () => agent.inFlight({}, gone), () => agent.record('dr_x', gone),
+        () => agent.records({}, gone), () => finance.approvals({}, gone), () => finance.approval('apr_x', gone),
+        () => finance.approve('apr_x', 'ok', undefined, gone), () => finance.deny('apr_x', 'no', undefined, gone),
+        () => agent.withdraw('apr_x', 'no', gone), () => agent.run('run_x', gone), () => agent.health(gone),
+        () => agent.startRun({ workflow_id: 'w' }, gone), () => agent.submitAttempt('run_x', 's', { actor: { type: 'AGENT', id: 'a' } }, gone),
+        () => agent.reportExecution('dec_x', { status: 'succeeded' }, gone), () => agent.resume('dec_x', {}, gone)]) {
+        await assert.rejects(call(), writ.Aborted, String(call));
+      }
       const { tool, args, parts } = split('refund-allow');
       const ran = [];
       const g = c.guard(tool, (a) => { ran.push(a); return 'x'; }, { request: parts });
@@ -244,4 +254,24 @@ test('a tool begun but never finished is an unknown outcome: replay does not gue
   assert.equal((await auditor.decision(r.decision_id)).records.length, 1);
   await outbox.compact();
   assert.equal((await new FileOutbox(journal).pending()).length, 1, 'still there for a person to settle');
+});
+
+test('an agent withdraws the approval it no longer needs', async () => {
+  const { tool, args, parts } = split('refund-high-value-human-review');
+  const ran = [];
+  const issueRefund = agent.guard(tool, (a) => { ran.push(a); return 'x'; }, { request: parts });
+  const blocked = await issueRefund(args).catch((e) => e);
+  assert.ok(blocked instanceof writ.Blocked, `got ${blocked}`);
+  const [withdrawn] = await agent.withdrawPending(blocked.request, 'the customer cancelled the refund');
+  assert.deepEqual([withdrawn.approval_id, withdrawn.state], [blocked.approvalIds[0], 'withdrawn']);
+  assert.equal((await finance.approval(blocked.approvalIds[0])).state, 'withdrawn');
+  assert.deepEqual(await agent.withdrawPending(blocked.request), [], 'the action is no longer pending');
+  await assert.rejects(finance.approve(blocked.approvalIds[0], 'too late'), writ.Conflict);
+  await assert.rejects(agent.withdraw(blocked.approvalIds[0]), writ.Conflict, 'withdrawn once');
+  const ended = await agent.resume(blocked.decisionId, blocked.request);
+  assert.equal(ended.outcome, 'goal_fail_terminal');
+  assert.ok(ended.reasons.some((r) => r.code === 'approval_withdrawn'));
+  assert.deepEqual(ran, []);
+  const kinds = (await auditor.decision(blocked.decisionId)).records.map((x) => x.kind);
+  assert.deepEqual(kinds, ['check', 'approval_decision', 'check']);
 });

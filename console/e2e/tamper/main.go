@@ -5,10 +5,11 @@
 // record then fails verification in the browser. Never run it on a
 // ledger you care about.
 //
-//	tamper DB RECORD_ID OLD NEW
+//	tamper [-envelope] DB RECORD_ID OLD NEW
 //
-// replaces the first occurrence of OLD in the record's stored bytes with
-// NEW, and fails unless exactly that record changed.
+// replaces the first occurrence of OLD in the record's stored bytes (with
+// -envelope, in the request envelope stored with the record) with NEW,
+// and fails unless exactly that row changed.
 package main
 
 import (
@@ -28,8 +29,12 @@ func main() {
 }
 
 func run(args []string) error {
+	envelope := len(args) > 0 && args[0] == "-envelope"
+	if envelope {
+		args = args[1:]
+	}
 	if len(args) != 4 {
-		return fmt.Errorf("usage: tamper DB RECORD_ID OLD NEW")
+		return fmt.Errorf("usage: tamper [-envelope] DB RECORD_ID OLD NEW")
 	}
 	dbPath, recordID, old, repl := args[0], args[1], []byte(args[2]), []byte(args[3])
 	db, err := sql.Open("sqlite", dbPath)
@@ -37,6 +42,9 @@ func run(args []string) error {
 		return err
 	}
 	defer db.Close()
+	if envelope {
+		return tamperEnvelope(db, recordID, old, repl)
+	}
 	var raw []byte
 	if err := db.QueryRow(`SELECT raw FROM records WHERE record_id = ?`, recordID).Scan(&raw); err != nil {
 		return fmt.Errorf("read record %s: %w", recordID, err)
@@ -54,6 +62,35 @@ func run(args []string) error {
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return fmt.Errorf("updated %d rows (%v), want 1", n, err)
+	}
+	return nil
+}
+
+// tamperEnvelope rewrites the request envelope stored with a record: what
+// an approver reviews, and what an attacker would change to have
+// something else approved.
+func tamperEnvelope(db *sql.DB, recordID string, old, repl []byte) error {
+	var tenant string
+	var seq int64
+	if err := db.QueryRow(`SELECT tenant_id, seq FROM records WHERE record_id = ?`, recordID).Scan(&tenant, &seq); err != nil {
+		return fmt.Errorf("read record %s: %w", recordID, err)
+	}
+	var data []byte
+	if err := db.QueryRow(`SELECT data FROM envelopes WHERE tenant_id = ? AND seq = ?`, tenant, seq).Scan(&data); err != nil {
+		return fmt.Errorf("read the envelope of record %s: %w", recordID, err)
+	}
+	if !bytes.Contains(data, old) {
+		return fmt.Errorf("the envelope of record %s does not contain %q", recordID, old)
+	}
+	if _, err := db.Exec(`DROP TRIGGER IF EXISTS envelopes_no_update`); err != nil {
+		return err
+	}
+	res, err := db.Exec(`UPDATE envelopes SET data = ? WHERE tenant_id = ? AND seq = ?`, bytes.Replace(data, old, repl, 1), tenant, seq)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("updated %d envelopes (%v), want 1", n, err)
 	}
 	return nil
 }
