@@ -69,8 +69,14 @@ func (g *Gateway) askable(req *mcp.CallToolRequest, creq *writ.CheckRequest, rc 
 	for _, r := range rc.Reasons {
 		why = append(why, r.Message)
 	}
+	// The arguments as a record keeps them: the pack's redaction rules
+	// hide what they name, here as there.
+	args, err := json.Marshal(g.redactor.Map(creq.Arguments))
+	if err != nil {
+		return question{}, false
+	}
 	q.params = &mcp.ElicitParams{
-		Message: fmt.Sprintf("writ asks you, %s, to approve or deny a call to %s (approval request %s at gate %s): %s", g.cfg.User, creq.Tool, q.approvalID, q.gateID, strings.Join(why, " ")),
+		Message: fmt.Sprintf("writ asks you, %s, to approve or deny a call to %s (approval request %s at gate %s). Why: %s Arguments: %s", g.cfg.User, creq.Tool, q.approvalID, q.gateID, strings.Join(why, " "), args),
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{

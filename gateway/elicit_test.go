@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/gateway"
+	"github.com/writhq/writ/pack"
 )
 
 // TestElicitedApproval: at a gate that allows it, the gateway asks the
@@ -50,7 +53,8 @@ func TestElicitedApproval(t *testing.T) {
 			up := &files{}
 			eng, st, pol := newEngine(t, packDir())
 			cfg := &gateway.Config{Tenant: tenant, User: "owner@acme", Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
-			gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Transport: up.connect})
+			redaction := []*pack.RedactionRule{{ID: "secret", Fields: []string{"content"}}}
+			gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Redaction: redaction, Transport: up.connect})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,8 +70,14 @@ func TestElicitedApproval(t *testing.T) {
 			if tc.result != nil {
 				opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 					asked++
-					if !strings.Contains(req.Params.Message, "owner@acme") || !strings.Contains(req.Params.Message, "fs.delete_file") {
-						t.Errorf("elicitation message %q names neither the user nor the tool", req.Params.Message)
+					msg := req.Params.Message
+					for _, want := range []string{"owner@acme", "fs.delete_file", "Why: Deleting /allowed/old.txt needs a person's approval.", `Arguments: {"content":"[redacted:secret]","path":"/allowed/old.txt"}`} {
+						if !strings.Contains(msg, want) {
+							t.Errorf("elicitation message %q lacks %q", msg, want)
+						}
+					}
+					if strings.Contains(msg, "s3cr3t") {
+						t.Errorf("elicitation message %q shows a redacted argument", msg)
 					}
 					return tc.result, nil
 				}
@@ -78,7 +88,7 @@ func TestElicitedApproval(t *testing.T) {
 			}
 			t.Cleanup(func() { cs.Close() })
 
-			res := call(t, cs, "fs.delete_file", map[string]any{"path": "/allowed/old.txt"})
+			res := call(t, cs, "fs.delete_file", map[string]any{"path": "/allowed/old.txt", "content": "s3cr3t"})
 			if forwarded := !res.IsError; forwarded != tc.forwarded {
 				t.Fatalf("forwarded = %v (%q), want %v", forwarded, text(res), tc.forwarded)
 			}
@@ -213,4 +223,25 @@ func TestInputRequiredState(t *testing.T) {
 		t.Errorf("%d calls forwarded after the replay, want 1", n)
 	}
 	verifyLedger(t, &fixture{eng: eng, store: st, gw: gw, up: up})
+}
+
+// TestWarnsWhenUserIsActor: a configured user who is also the actor (or
+// its delegated user) could never approve its own calls; the gateway
+// warns when it starts.
+func TestWarnsWhenUserIsActor(t *testing.T) {
+	for _, actor := range []*gateway.ActorConfig{{ID: "owner@acme"}, {ID: "agent", DelegatedUserID: "owner@acme"}, {ID: "agent"}} {
+		up := &files{}
+		eng, _, pol := newEngine(t, packDir())
+		var logs bytes.Buffer
+		cfg := &gateway.Config{Tenant: tenant, User: "owner@acme", Actor: actor, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "files", Prefix: "fs."}}}
+		gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Transport: up.connect, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw.Close()
+		warned := strings.Contains(logs.String(), "the configuration's user is its actor")
+		if want := actor.ID == "owner@acme" || actor.DelegatedUserID == "owner@acme"; warned != want {
+			t.Errorf("actor %+v: warned = %v, want %v\n%s", actor, warned, want, logs.String())
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/record"
 )
 
 // Version is the gateway's MCP implementation version.
@@ -65,8 +66,11 @@ type Options struct {
 	Tools map[string]*pack.Tool
 	// Gates are the pinned pack's approval gates, by id: which allow
 	// elicitation.
-	Gates  map[string]*pack.Gate
-	Logger *slog.Logger
+	Gates map[string]*pack.Gate
+	// Redaction is the pinned pack's redaction rules: the arguments an
+	// approval question shows are redacted by them, as in records.
+	Redaction []*pack.RedactionRule
+	Logger    *slog.Logger
 	// Now reads the clock for execution reports (default time.Now).
 	Now func() time.Time
 	// Transport, when set, reaches an upstream instead of its
@@ -102,6 +106,8 @@ type Gateway struct {
 	// spent holds the nonces of states answered, until they expire.
 	stateKey []byte
 	spent    map[string]int64
+
+	redactor *record.Redactor
 }
 
 // route is one tool the agent sees, and where it goes.
@@ -130,6 +136,13 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	g.redactor = record.NewRedactor(o.Redaction)
+	if a := o.Config.Actor; o.Config.User != "" && a != nil && (o.Config.User == a.ID || o.Config.User == a.DelegatedUserID) {
+		// writ refuses an approval by the one who asked for it, so every
+		// answer of the user would be refused.
+		g.log.Warn("the configuration's user is its actor (or the actor's delegated user): writ refuses an approval by whoever asked for it, so the user's answers to approval questions will be refused; name another user, or approve in the console, the API or the CLI",
+			"user", o.Config.User, "actor", a.ID)
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "writ-gateway", Version: Version}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},

@@ -203,7 +203,7 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 		og.eng, og.st, og.ring, og.keys = eng, st, ring, keys
 		w = gatewayWrit(eng, tracing)
 	}
-	gw, err := gateway.New(ctx, gateway.Options{Config: cfg, Writ: w, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Logger: log})
+	gw, err := gateway.New(ctx, gateway.Options{Config: cfg, Writ: w, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Redaction: pol.Pack.Controls.Redaction, Logger: log})
 	if err != nil {
 		cleanup()
 		return nil, nil, err
