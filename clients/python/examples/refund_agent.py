@@ -20,6 +20,7 @@ import os
 import sys
 import uuid
 from datetime import datetime, timedelta, timezone
+from typing import Any, Dict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # run from a clone, installed or not
 
@@ -28,10 +29,13 @@ import writ  # noqa: E402
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "examples", "refund", "requests")
 
 
-def facts(example: str, customer: str) -> dict:
+JSON = Dict[str, Any]
+
+
+def facts(example: str, customer: str) -> JSON:
     """What the agent knows when it asks: the refund example's actor, subjects, evidence and context, fresh."""
     with open(os.path.join(EXAMPLES, example + ".json")) as f:
-        r = json.load(f)
+        r: JSON = json.load(f)
     now = (datetime.now(timezone.utc) - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
     for e in r["evidence"]:
         e["observed_at"] = now  # the examples were written on 2026-05-09
@@ -40,19 +44,23 @@ def facts(example: str, customer: str) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--url", default=os.environ.get("WRIT_URL", "http://127.0.0.1:8080"))
     ap.add_argument("--api-key", default=os.environ.get("WRIT_API_KEY"))
     ap.add_argument("--wait", default=None, help="wait this long for the approval of the third refund, such as 2m")
     opts = ap.parse_args()
     client = writ.Client(opts.url, opts.api_key)
     customer = "customer:cus_" + uuid.uuid4().hex[:8]
-    situation = {}
+    situation: JSON = {}
 
-    @client.guard("payments.issue_refund", request=lambda order_id, amount_inr, currency="INR": {
-        **situation, "outputs": {"refund_amount_inr": amount_inr, "currency": currency, "order_id": order_id}},
-        wait=opts.wait, tool_result_id=lambda r: r["refund_id"])
-    def issue_refund(order_id: str, amount_inr: int, currency: str = "INR") -> dict:
+    def request(order_id: str, amount_inr: int, currency: str = "INR") -> JSON:
+        return {**situation, "outputs": {"refund_amount_inr": amount_inr, "currency": currency, "order_id": order_id}}
+
+    def refund_id(r: Any) -> str:
+        return str(r["refund_id"])
+
+    @client.guard("payments.issue_refund", request=request, wait=opts.wait, tool_result_id=refund_id)
+    def issue_refund(order_id: str, amount_inr: int, currency: str = "INR") -> JSON:
         print(f"  -> payments provider: refund {amount_inr} {currency} on {order_id}")
         return {"refund_id": "rf_" + uuid.uuid4().hex[:8], "amount_inr": amount_inr}
 

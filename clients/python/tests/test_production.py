@@ -190,7 +190,7 @@ class Production(unittest.TestCase):
         self.assertEqual(b.receipt.repeated, "still_waiting")
         self.assertTrue(b.decision_id and b.idempotency_key and b.request_digest)
         self.assertEqual(b.request["idempotency_key"], b.idempotency_key)
-        self.assertEqual(b.request_digest, writ.result_digest(self.agent._with_tenant(b.request)))
+        self.assertEqual(b.request_digest, writ.result_digest(self.agent.with_tenant(b.request)))
         b2 = self._blocked_once(issue_refund, args)  # still waiting: the same decision, no second approval
         self.assertEqual((b2.decision_id, b2.receipt.approval_ids), (b.decision_id, b.receipt.approval_ids))
         self.finance.approve(b.receipt.approval_ids[0], "order history checked")
@@ -220,7 +220,7 @@ class Production(unittest.TestCase):
         story = self.auditor.decision(b.decision_id)
         self.assertEqual([x["kind"] for x in story["records"]],
                          ["check", "approval_decision", "check", "execution_report"])
-        self.assertEqual(writ.FilePendingStore(path).get(writ.action_digest(self.agent._with_tenant(
+        self.assertEqual(writ.FilePendingStore(path).get(writ.action_digest(self.agent.with_tenant(
             {"tool": "payments.issue_refund", **base, "arguments": args}))), None, "settled, so forgotten")
 
     def test_withdraw(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Mapping, Optional, TypeVar, Union
 
 from .client import Client
 from .errors import Aborted
-from .guard import Permit, _Guard
+from .guard import Permit, Guard
 from .state import Outbox
 from .types import JSON, ApprovalRequest, ExecutionAck, Page, Receipt
 
@@ -78,7 +78,7 @@ class AsyncClient:
     async def replay_outbox(self, outbox: Outbox) -> List[ExecutionAck]:
         return await self._run(self.sync.replay_outbox, outbox)
 
-    def guard(self, tool: str, **options: Any) -> _Guard:
+    def guard(self, tool: str, **options: Any) -> Guard:
         """The guard of :meth:`writ.Client.guard`: use it on ``async def`` tools."""
         return self.sync.guard(tool, **options)
 

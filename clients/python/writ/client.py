@@ -17,13 +17,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Generator, cast, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import InvalidArgument, Timeout, Unavailable, Unreachable, error_for
-from .types import JSON, ApprovalRequest, ExecutionAck, Page, Problem, Receipt
+from .types import JSON, ApprovalRequest, ExecutionAck, Page, Problem, Receipt, objects
 
 if TYPE_CHECKING:
-    from .guard import Permit, _Guard
+    from .guard import Permit, Guard
     from .state import Outbox
 
 __all__ = ["Client", "traceparent", "current_traceparent", "result_digest", "new_idempotency_key"]
@@ -34,7 +34,7 @@ _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 
 
 @contextlib.contextmanager
-def traceparent(value: str) -> Iterator[None]:
+def traceparent(value: str) -> Generator[None, None, None]:
     """Sends ``value`` as the W3C ``traceparent`` of every request made inside the block.
 
     writ continues the trace: the record's ``trace_id`` is the header's trace id.
@@ -66,8 +66,10 @@ def result_digest(result: Any) -> str:
     with sorted keys and no whitespace (``json.dumps(sort_keys=True,
     separators=(",", ":"), ensure_ascii=False)``). writ never sees the result.
     """
-    if isinstance(result, (bytes, bytearray, memoryview)):
+    if isinstance(result, (bytes, bytearray)):
         data = bytes(result)
+    elif isinstance(result, memoryview):
+        data = cast(memoryview, result).tobytes()
     elif isinstance(result, str):
         data = result.encode("utf-8")
     else:
@@ -87,7 +89,7 @@ def _now() -> str:
 MAX_WAIT_SECONDS = 300.0
 
 
-def _wait_string(wait: Union[str, float, int, None]) -> Tuple[Optional[str], float]:
+def check_wait(wait: Union[str, float, int, None]) -> Tuple[Optional[str], float]:
     """The wait as writ takes it (a Go duration) and in seconds.
 
     Raises :class:`~writ.errors.InvalidArgument` for a wait writ would
@@ -160,7 +162,7 @@ class Client:
         :class:`~writ.errors.Unavailable` (with the fail-closed receipt)
         when writ could not commit the record even after retrying.
         """
-        body = self._with_tenant(request)
+        body = self.with_tenant(request)
         if not body.get("idempotency_key"):
             body["idempotency_key"] = new_idempotency_key()
         data, headers = self._call("POST", "/v1/check", body=body, traceparent=traceparent)
@@ -182,8 +184,8 @@ class Client:
         decided. If none is, the blocked receipt comes back with
         ``repeated == "still_waiting"``.
         """
-        wait_str, wait_s = _wait_string(wait)
-        body: JSON = {"request": self._with_tenant(request)}
+        wait_str, wait_s = check_wait(wait)
+        body: JSON = {"request": self.with_tenant(request)}
         if self.tenant_id:
             body["tenant_id"] = self.tenant_id
         if wait_str:
@@ -276,7 +278,7 @@ class Client:
                                older_than=older_than, created_before=created_before,
                                limit=limit, cursor=cursor)
         data, _ = self._call("GET", "/v1/approvals", query=q)
-        return Page([ApprovalRequest.from_json(a) for a in data.get("approvals") or []],
+        return Page([ApprovalRequest.from_json(a) for a in objects(data.get("approvals"))],
                     data.get("next_cursor"))
 
     def approval(self, approval_id: str) -> ApprovalRequest:
@@ -320,7 +322,7 @@ class Client:
     def start_run(self, workflow_id: str, *, context: Optional[Mapping[str, Any]] = None,
                   **extra: Any) -> JSON:
         """``POST /v1/runs``: start a run of a workflow of the pinned pack (schema Run)."""
-        body = self._with_tenant({"workflow_id": workflow_id, **extra})
+        body = self.with_tenant({"workflow_id": workflow_id, **extra})
         if context is not None:
             body["context"] = dict(context)
         data, _ = self._call("POST", "/v1/runs", body=body)
@@ -348,7 +350,7 @@ class Client:
 
     # ---- the guard -------------------------------------------------------
 
-    def guard(self, tool: str, **options: Any) -> "_Guard":
+    def guard(self, tool: str, **options: Any) -> "Guard":
         """A decorator that governs a tool function (sync or ``async def``); see :func:`writ.guard.guard`."""
         from .guard import guard
 
@@ -373,16 +375,17 @@ class Client:
         from .errors import Conflict
         acks: List[ExecutionAck] = []
         for e in outbox.pending():
-            report = dict(e.get("report") or {
+            decision_id = e.get("decision_id", "")
+            report: Dict[str, Any] = dict(e.get("report") or {
                 "status": "failed", "started_at": e.get("started_at"), "ended_at": _now(),
                 "error": {"code": "agent_crashed", "message": "the agent stopped while the tool ran; its outcome is unknown"}})
             if e.get("idempotency_key") and "idempotency_key" not in report:
                 report["idempotency_key"] = e.get("idempotency_key")
             try:
-                acks.append(self.report_execution(e["decision_id"], **report))
+                acks.append(self.report_execution(decision_id, **report))
             except Conflict:
                 pass
-            outbox.done(e["decision_id"])
+            outbox.done(decision_id)
         return acks
 
     def permit(self, request: Mapping[str, Any], **options: Any) -> "Permit":
@@ -393,7 +396,8 @@ class Client:
 
     # ---- plumbing --------------------------------------------------------
 
-    def _with_tenant(self, body: Mapping[str, Any]) -> JSON:
+    def with_tenant(self, body: Mapping[str, Any]) -> JSON:
+        """``body`` with the client's tenant, when it has one and the body names none."""
         out = dict(body)
         if self.tenant_id and not out.get("tenant_id"):
             out["tenant_id"] = self.tenant_id
@@ -473,11 +477,10 @@ class Client:
     def _error(self, status: int, hdrs: Mapping[str, str], raw: bytes) -> Exception:
         ctype = hdrs.get("content-type", "").split(";")[0].strip()
         try:
-            doc = json.loads(raw) if raw else {}
+            decoded: Any = json.loads(raw) if raw else {}
         except ValueError:
-            doc = {}
-        if not isinstance(doc, dict):
-            doc = {}
+            decoded = {}
+        doc: JSON = cast(JSON, decoded) if isinstance(decoded, dict) else {}
         if ctype == "application/json" and doc.get("receipt_type"):
             # A fail-closed receipt: writ could not commit the record.
             receipt = Receipt.from_json(doc, hdrs.get("traceparent"))

@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Mapping, Optional, ParamSpec,
                     TypeVar, Union, cast, overload)
 
-from .client import _wait_string, new_idempotency_key, result_digest
+from .client import check_wait, new_idempotency_key, result_digest
 from .errors import Blocked, NotFound, WritError
 from .state import Outbox, PendingApproval, PendingStore, action_digest
 from .types import JSON, ExecutionAck, Receipt
@@ -47,7 +47,7 @@ from .types import JSON, ExecutionAck, Receipt
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ["Permit", "guard", "run_and_report", "ReportFailed"]
+__all__ = ["Permit", "Guard", "guard", "run_and_report", "ReportFailed"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -107,7 +107,7 @@ class Permit:
                  receipt: Optional[Receipt] = None,
                  pending: Optional[PendingStore] = None,
                  outbox: Optional[Outbox] = None) -> None:
-        _wait_string(wait)  # refuse what writ would refuse, before any request
+        check_wait(wait)  # refuse what writ would refuse, before any request
         self.client = client
         self.request: JSON = dict(request)
         self.wait = wait
@@ -130,7 +130,7 @@ class Permit:
                 raise Blocked(r, self.request)
             return r
         c = self.client
-        action = action_digest(c._with_tenant(self.request)) if self.pending is not None else ""
+        action = action_digest(c.with_tenant(self.request)) if self.pending is not None else ""
         held: Optional[PendingApproval] = self.pending.get(action) if self.pending is not None else None
         r: Optional[Receipt] = None
         if held is not None and self.request.get("idempotency_key") in (None, "", held["idempotency_key"]):
@@ -147,7 +147,7 @@ class Permit:
             r = c.check(self.request)
             if not r.safe_to_execute and self.wait is not None and r.awaits_approval:
                 r = c.resume(r.decision_id, self.request, wait=self.wait)
-        digest = result_digest(c._with_tenant(self.request))
+        digest = result_digest(c.with_tenant(self.request))
         if self.pending is not None:
             if not r.safe_to_execute and r.awaits_approval:
                 self.pending.set(action, {"decision_id": r.decision_id,
@@ -258,8 +258,8 @@ def _arguments(sig: inspect.Signature, bound: inspect.BoundArguments) -> JSON:
 RequestOption = Union[Mapping[str, Any], Callable[..., Mapping[str, Any]], None]
 
 
-class _Guard:
-    """The decorator :func:`guard` returns; typed so the wrapped signature is kept."""
+class Guard:
+    """The decorator :func:`guard` returns; typed so the wrapped signature is kept (``ParamSpec``)."""
 
     def __init__(self, client: "Client", tool: str, request: RequestOption, options: Dict[str, Any]) -> None:
         self.client, self.tool, self.request, self.options = client, tool, request, options
@@ -315,7 +315,7 @@ def guard(client: "Client", tool: str, *,
           wait: Union[str, float, None] = None, report: bool = True,
           tool_result_id: Optional[Callable[[Any], Optional[str]]] = None,
           pending: Optional[PendingStore] = None,
-          outbox: Optional[Outbox] = None) -> _Guard:
+          outbox: Optional[Outbox] = None) -> Guard:
     """A decorator that governs every call of a tool function, sync or ``async def``.
 
     The check request is ``{"tool": tool, "arguments": <the call's
@@ -331,6 +331,6 @@ def guard(client: "Client", tool: str, *,
     A call writ does not permit raises :class:`~writ.errors.Blocked` and
     the function never runs.
     """
-    _wait_string(wait)
-    return _Guard(client, tool, request, {"wait": wait, "report": report, "tool_result_id": tool_result_id,
+    check_wait(wait)
+    return Guard(client, tool, request, {"wait": wait, "report": report, "tool_result_id": tool_result_id,
                                          "pending": pending, "outbox": outbox})

@@ -221,7 +221,7 @@ class FileOutbox:
         """Rewrites the journal with only the entries still pending."""
         keep = self.pending()
         data = b"".join(_canonical({"op": "begin", **{k: v for k, v in e.items() if k != "report"}}) + b"\n" +
-                        (_canonical({"op": "settle", "decision_id": e["decision_id"], "report": e["report"]}) + b"\n"
+                        (_canonical({"op": "settle", "decision_id": e.get("decision_id"), "report": e.get("report")}) + b"\n"
                          if "report" in e else b"") for e in keep)
         with self._lock:
             _write_durably(self.path, data)

@@ -13,6 +13,16 @@ from typing import Any, Dict, List, Literal, Optional, cast
 
 JSON = Dict[str, Any]
 
+
+def objects(v: Any) -> List[JSON]:
+    """The JSON objects of a decoded list (anything else is skipped): typed for the readers below."""
+    out: List[JSON] = []
+    if isinstance(v, list):
+        for x in cast(List[Any], v):
+            if isinstance(x, dict):
+                out.append(cast(JSON, x))
+    return out
+
 # The enumerations of the API as types: a value outside them is a type
 # error for pyright, and writ never answers one.
 Outcome = Literal["allow", "allow_with_warning", "replan_required", "goal_fail_terminal"]
@@ -122,8 +132,8 @@ class Receipt:
             safe_to_execute=d.get("safe_to_execute") is True,
             human_review_terminal=bool(d.get("human_review_terminal", False)),
             must_not_retry_same_action=bool(d.get("must_not_retry_same_action", False)),
-            reasons=[Reason.from_json(r) for r in d.get("reasons") or []],
-            safe_next_steps=[Reason.from_json(r) for r in d.get("safe_next_steps") or []],
+            reasons=[Reason.from_json(r) for r in objects(d.get("reasons"))],
+            safe_next_steps=[Reason.from_json(r) for r in objects(d.get("safe_next_steps"))],
             what_would_change_this=list(d.get("what_would_change_this") or []),
             disposition=Disposition.from_json(d.get("disposition") or {}),
             routing=Routing.from_json(d.get("routing") or {}),
@@ -184,7 +194,7 @@ class ExecutionAck:
             reported_for=d.get("reported_for", ""),
             status=d.get("status", ""),
             execution=d.get("execution", ""),
-            findings=[Reason.from_json(r) for r in d.get("findings") or []],
+            findings=[Reason.from_json(r) for r in objects(d.get("findings"))],
             trace_id=d.get("trace_id", ""),
             repeated=d.get("repeated"),
             raw=d,
@@ -215,7 +225,7 @@ class ApprovalRequest:
             state=cast(ApprovalState, d.get("state", "")),
             terminal=bool(d.get("terminal", False)),
             target_hint=d.get("target_hint"),
-            reasons=[Reason.from_json(r) for r in d.get("reasons") or []],
+            reasons=[Reason.from_json(r) for r in objects(d.get("reasons"))],
             raw=d,
         )
 
@@ -248,16 +258,15 @@ class Problem:
     detail: str
     type: str = ""
     instance: str = ""
-    errors: List[FieldError] = field(default_factory=list)
-    raw: JSON = field(default_factory=dict, repr=False)
+    errors: List[FieldError] = field(default_factory=lambda: list[FieldError]())
+    raw: JSON = field(default_factory=lambda: cast(JSON, {}), repr=False)
 
     @classmethod
     def from_json(cls, d: JSON, status: int) -> "Problem":
-        errs = []
-        for e in d.get("errors") or []:
-            if isinstance(e, dict):
-                errs.append(FieldError(message=str(e.get("message", "")), field=e.get("field"),
-                                       file=e.get("file"), line=e.get("line")))
+        errs: List[FieldError] = []
+        for e in objects(d.get("errors")):
+            errs.append(FieldError(message=str(e.get("message", "")), field=e.get("field"),
+                                   file=e.get("file"), line=e.get("line")))
         return cls(
             status=int(d.get("status") or status),
             code=str(d.get("code") or ""),
