@@ -66,6 +66,18 @@ func (u *upstream) session(ctx context.Context) (cs *mcp.ClientSession, fresh bo
 	// upstream's process).
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.cfg.connectTimeout())
 	defer cancel()
+	if k, ok := t.(interface{ kill() }); ok {
+		// A process that has not completed the handshake by the deadline
+		// is killed at once: the SDK would otherwise give it
+		// TerminateDuration to exit, and connect_timeout would overrun by
+		// as much.
+		stop := context.AfterFunc(hctx, func() {
+			if hctx.Err() == context.DeadlineExceeded {
+				k.kill()
+			}
+		})
+		defer stop()
+	}
 	cs, err = c.Connect(hctx, t, nil)
 	if err != nil {
 		if hctx.Err() != nil {
@@ -133,7 +145,7 @@ func transport(u Upstream) func(ctx context.Context) (mcp.Transport, error) {
 				cmd.Env = append(cmd.Env, k+"="+v)
 			}
 			cmd.Stderr = os.Stderr // the tool server's own log, beside the gateway's
-			return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
+			return &commandTransport{CommandTransport: mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}}, nil
 		}
 	case u.HTTP != nil:
 		hc := &http.Client{Transport: headers{h: u.HTTP.Headers, next: http.DefaultTransport}}
@@ -160,4 +172,16 @@ func (t headers) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	return t.next.RoundTrip(r)
+}
+
+// commandTransport is the SDK's CommandTransport with a way to kill its
+// process (see session).
+type commandTransport struct {
+	mcp.CommandTransport
+}
+
+func (t *commandTransport) kill() {
+	if p := t.Command.Process; p != nil {
+		p.Kill()
+	}
 }

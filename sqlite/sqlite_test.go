@@ -609,16 +609,28 @@ func TestQueriesUseIndexes(t *testing.T) {
 	s := openTemp(t)
 	ctx := t.Context()
 	now := time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)
-	queries := []writ.RecordQuery{
-		{TenantID: "acme"},
-		{TenantID: "acme", DecisionKey: "payments.refund"},
-		{TenantID: "acme", Status: writ.StatusDecided},
-		{TenantID: "acme", SubjectID: "customer:c-001"},
-		{TenantID: "acme", TraceID: strings.Repeat("ab", 16)},
-		{TenantID: "acme", From: now, To: now.Add(time.Hour)},
+	queries := []struct {
+		q      writ.RecordQuery
+		byTime bool
+		index  string // the index the plan must use
+	}{
+		{writ.RecordQuery{TenantID: "acme"}, false, "sqlite_autoindex_records_2 (tenant_id=? AND seq>?)"},
+		{writ.RecordQuery{TenantID: "acme", DecisionKey: "payments.refund"}, false, "records_decision_key"},
+		{writ.RecordQuery{TenantID: "acme", Status: writ.StatusDecided}, false, "records_status"},
+		{writ.RecordQuery{TenantID: "acme", SubjectID: "customer:c-001"}, false, "SEARCH s USING PRIMARY KEY (tenant_id=? AND subject_id=? AND seq>?)"},
+		{writ.RecordQuery{TenantID: "acme", TraceID: strings.Repeat("ab", 16)}, false, "records_trace_id"},
+		// A narrow time range is read through the time index, never by
+		// walking the chain up to it (issue 38).
+		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(time.Hour)}, true, "records_ts"},
+		{writ.RecordQuery{TenantID: "acme", From: now}, true, "records_ts"},
+		{writ.RecordQuery{TenantID: "acme", To: now}, true, "records_ts"},
 	}
-	for _, q := range queries {
-		query, args := recordsQuery(q, 0, 101)
+	for _, tt := range queries {
+		q := tt.q
+		if byTime, err := s.narrowTimeRange(ctx, q); err != nil || byTime != tt.byTime {
+			t.Errorf("narrowTimeRange(%+v) = %v, %v; want %v", q, byTime, err, tt.byTime)
+		}
+		query, args := recordsQuery(q, 0, 101, tt.byTime)
 		rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
 		if err != nil {
 			t.Fatalf("EXPLAIN QUERY PLAN %s = %v", query, err)
@@ -638,6 +650,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 				t.Errorf("Records(%+v) plan %q scans a table", q, plan)
 			}
 		}
+		if !strings.Contains(plan[0], tt.index) {
+			t.Errorf("Records(%+v) plan %q does not use %s", q, plan, tt.index)
+		}
+		t.Logf("Records(%+v): %q", q, plan)
 	}
 }
 

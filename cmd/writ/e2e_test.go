@@ -258,17 +258,15 @@ func TestServeBadInputWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		name, body string
-		status     int
-	}{
-		{"malformed JSON", `{"tenant_id": "acme",`, 400},
-		{"unknown field", strings.Replace(string(good), `"tenant_id"`, `"bogus": 1, "tenant_id"`, 1), 400},
-		{"missing tenant", strings.Replace(string(good), `"tenant_id": "acme",`, ``, 1), 400},
-		{"unknown decision key", strings.Replace(string(good), `"tool": "payments.issue_refund"`, `"decision_key": "no.such.key"`, 1), 400},
-		{"wrong type", strings.Replace(string(good), `"subject_ids": [`, `"subject_ids": "x", "y": [`, 1), 400},
-		{"oversized body", `{"tenant_id": "acme", "context": {"pad": "` + strings.Repeat("x", 2<<20) + `"}}`, 413},
+	tests := []badInput{
+		{"malformed JSON", `{"tenant_id": "acme",`, 400, ""},
+		{"unknown field", strings.Replace(string(good), `"tenant_id"`, `"bogus": 1, "tenant_id"`, 1), 400, ""},
+		{"missing tenant", strings.Replace(string(good), `"tenant_id": "acme",`, ``, 1), 400, ""},
+		{"unknown decision key", strings.Replace(string(good), `"tool": "payments.issue_refund"`, `"decision_key": "no.such.key"`, 1), 400, ""},
+		{"wrong type", strings.Replace(string(good), `"subject_ids": [`, `"subject_ids": "x", "y": [`, 1), 400, ""},
+		{"oversized body", `{"tenant_id": "acme", "context": {"pad": "` + strings.Repeat("x", 2<<20) + `"}}`, 413, ""},
 	}
+	tests = append(tests, bentInput(t, string(good))...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, err := http.Post(srv.url+"/v1/check", "application/json", strings.NewReader(tt.body))
@@ -281,6 +279,15 @@ func TestServeBadInputWritesNothing(t *testing.T) {
 			if resp.StatusCode != tt.status || resp.Header.Get("Content-Type") != "application/problem+json" || p["detail"] == "" {
 				t.Errorf("POST /v1/check (%s) = %d %s %v, want %d problem+json", tt.name, resp.StatusCode, resp.Header.Get("Content-Type"), p, tt.status)
 			}
+			problem, _ := json.Marshal(p)
+			if tt.says != "" && !strings.Contains(string(problem), tt.says) {
+				t.Errorf("POST /v1/check (%s) = %s, want it to say %q", tt.name, problem, tt.says)
+			}
+			for _, mark := range []string{"&{", "map[", "%!"} {
+				if strings.Contains(string(problem), mark) {
+					t.Errorf("POST /v1/check (%s) = %s: Go value formatting %q", tt.name, problem, mark)
+				}
+			}
 		})
 	}
 	page, err := httpapi.NewClient(srv.url).Records(context.Background(), writ.RecordQuery{TenantID: "acme"})
@@ -289,6 +296,74 @@ func TestServeBadInputWritesNothing(t *testing.T) {
 	}
 	if len(page.Records) != 0 {
 		t.Errorf("bad input wrote %d records", len(page.Records))
+	}
+}
+
+// badInput is a check request body the server must refuse: with status,
+// and a problem that says says.
+type badInput struct {
+	name, body string
+	status     int
+	says       string
+}
+
+// bentInput are the inputs issue 38 found bent instead of refused, made
+// from good (a refund request): null, integers beyond 2^53-1, dates in
+// years 0001 and 9999, and outputs that break the outputs schema (whose
+// messages printed Go values).
+func bentInput(t *testing.T, good string) []badInput {
+	t.Helper()
+	replace := func(old, new string) string {
+		if !strings.Contains(good, old) {
+			t.Fatalf("the request lacks %s", old)
+		}
+		return strings.Replace(good, old, new, 1)
+	}
+	return []badInput{
+		{"null actor", replace(`"actor": {`, `"actor": null, "x": {`), 400, `"field":"actor","message":"must not be null`},
+		{"null idempotency key", replace(`"idempotency_key": "ik_2x9k4j7m1q8w0p3z"`, `"idempotency_key": null`), 400, `"field":"idempotency_key","message":"must not be null`},
+		{"2^53+1", replace(`"amount_inr": 4200`, `"amount_inr": 9007199254740993`), 400, `"field":"arguments.amount_inr","message":"number 9007199254740993 is beyond`},
+		{"2^63", replace(`"amount_inr": 4200`, `"amount_inr": 9223372036854775808`), 400, `number 9223372036854775808 is beyond`},
+		{"year 0001", replace(`"observed_at": "`, `"observed_at": "0001-01-01T00:00:00Z", "x": "`), 400, `outside the window`},
+		{"year 9999", replace(`"observed_at": "`, `"observed_at": "9999-12-31T23:59:59Z", "x": "`), 400, `outside the window`},
+		{"outputs currency", replace(`"refund_amount_inr": 4200,
+    "currency": "INR"`, `"refund_amount_inr": 4200,
+    "currency": "USD"`), 400, `outputs.currency`},
+	}
+}
+
+// TestCheckCommandRefusesBentInput: writ check decodes a request file by
+// the server's rules: each bent input is a plain message and exit 2 or 1,
+// never a decision.
+func TestCheckCommandRefusesBentInput(t *testing.T) {
+	good, err := os.ReadFile("../../examples/refund/requests/refund-allow.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range bentInput(t, string(good)) {
+		file := filepath.Join(t.TempDir(), "request.json")
+		if err := os.WriteFile(file, []byte(tt.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(writBinary, "check", "--request", file, "--pack", "../../examples/refund", "--now", "2026-05-09T09:31:42Z")
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("writ check (%s) succeeded:\n%s", tt.name, out)
+			continue
+		}
+		text := string(out)
+		for _, mark := range []string{"&{", "map[", "%!"} {
+			if strings.Contains(text, mark) {
+				t.Errorf("writ check (%s): Go value formatting %q in %s", tt.name, mark, text)
+			}
+		}
+		want := tt.says
+		if i := strings.LastIndex(want, `"message":"`); i >= 0 {
+			want = want[i+len(`"message":"`):]
+		}
+		if !strings.Contains(text, want) {
+			t.Errorf("writ check (%s) said %s, want %q", tt.name, text, want)
+		}
 	}
 }
 

@@ -56,6 +56,12 @@ func (m *Main) generate(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
+	// The binding key is made (or read) before any record, as writ serve
+	// would: writ refuses to make one later for a ledger that holds
+	// records, so a generated ledger is served like any other.
+	if _, err := loadBindingKey(ctx, st, lf.data, ""); err != nil {
+		return err
+	}
 	log, _ := m.logger("warn")
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	keys, _, err := m.openSigningKeys(lf.keysDir(), start, log)

@@ -202,7 +202,7 @@ async function signOut() {
 function renderChrome() {
   const links = [];
   if (has('approver') || has('auditor')) links.push(['#/inbox', 'Approvals']);
-  if (has('auditor')) links.push(['#/records', 'Records'], ['#/runs', 'Runs'], ['#/shadow', 'Shadow'], ['#/ledger', 'Ledger']);
+  if (has('auditor')) links.push(['#/overview', 'Overview'], ['#/records', 'Records'], ['#/runs', 'Runs'], ['#/shadow', 'Shadow'], ['#/ledger', 'Ledger']);
   if (session) links.push(['#/server', 'Server']);
   nav.replaceChildren(...links.map(([href, text]) => h('a', { href, 'data-nav': href }, text)));
   who.replaceChildren(...kids(session ? [
@@ -856,6 +856,108 @@ function ledgerVerifier() {
     lastLine, h('div', { class: 'buttons' }, button), result);
 }
 
+// ---- overview ----
+
+// The chart library, uPlot (MIT, vendored from npm under assets/vendor
+// with its licence), is loaded by the overview page only.
+let uPlotModule = null;
+async function uPlotLib() {
+  if (!uPlotModule) {
+    uPlotModule = (await import('./vendor/uPlot.esm.js')).default;
+    document.head.append(h('link', { rel: 'stylesheet', href: '/console/assets/vendor/uPlot.min.css' }));
+  }
+  return uPlotModule;
+}
+
+const outcomeSeries = [['allow', '#1a7f37'], ['allow_with_warning', '#9a6700'], ['replan_required', '#0a58ca'], ['goal_fail_terminal', '#b42318'], ['', '#8c959f']];
+
+// bucketsOf counts records by time bucket and outcome: the bucket is the
+// smallest of a minute, five minutes, an hour or a day that keeps the
+// chart to at most 60 of them.
+function bucketsOf(records) {
+  const ts = records.map((r) => Date.parse(r.timestamp) / 1000);
+  const lo = Math.min(...ts), hi = Math.max(...ts);
+  const step = [60, 300, 3600, 86400].find((s) => (hi - lo) / s <= 60) || 86400;
+  // One empty bucket either side, so that a single one still has a time
+  // axis around it.
+  const start = Math.floor(lo / step) * step - step;
+  const n = Math.floor((hi - start) / step) + 2;
+  const xs = Array.from({ length: n }, (_, i) => start + i * step);
+  const ys = outcomeSeries.map(() => new Array(n).fill(0));
+  records.forEach((r, i) => {
+    const k = outcomeSeries.findIndex(([o]) => o === (r.outputs?.outcome ?? ''));
+    ys[k < 0 ? outcomeSeries.length - 1 : k][Math.floor((ts[i] - start) / step)]++;
+  });
+  return { step, data: [xs, ...ys] };
+}
+
+// overviewPage pictures the tenant's recent decisions: how many of each
+// outcome over time, the rules that block most, the approvals waiting and
+// their age, and where verification stands. It reads the newest 1,000
+// records (GET /v1/records?order=newest).
+async function overviewPage() {
+  const out = h('div', { class: 'overview' });
+  show(h('h1', {}, 'Overview'), out);
+  let page, pending, cp = null;
+  try {
+    [page, pending] = await Promise.all([api('GET', '/v1/records', { query: { order: 'newest', limit: 1000 } }),
+      api('GET', '/v1/approvals', { query: { state: 'pending', limit: 200 } })]);
+    try { cp = await api('GET', '/v1/ledger/checkpoint'); } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+  } catch (e) { out.replaceChildren(errorBox(e)); return; }
+  const recs = page.records;
+  const chart = h('div', { id: 'decisions-chart', role: 'img', 'aria-label': 'Decisions over time by outcome' });
+  // Rules that block most: the rules of a non-allow verdict in the
+  // records whose outcome is not allow.
+  const blocking = new Map();
+  for (const r of recs) {
+    const o = r.outputs?.outcome;
+    if (o === undefined || o === 'allow') continue;
+    for (const p of r.policy_decisions || []) {
+      if (p.verdict === 'allow') continue;
+      for (const id of p.rule_ids || []) blocking.set(id, (blocking.get(id) || 0) + 1);
+    }
+  }
+  const top = [...blocking].sort((a, b) => b[1] - a[1]).slice(0, 8);
+  const now = Date.now();
+  const ages = (pending.approvals || []).map((a) => now - Date.parse(a.created_at));
+  const band = (lo, hi) => ages.filter((x) => x >= lo && x < hi).length;
+  let last = null;
+  try { last = JSON.parse(localStorage.getItem(`writ-console-last-verification:${session.tenant_id}`)); } catch { /* none */ }
+  out.replaceChildren(
+    h('section', { class: 'card' }, h('h2', {}, `Decisions over time, by outcome`),
+      h('p', { class: 'muted small', id: 'overview-span' }, recs.length
+        ? `The newest ${recs.length} records${page.next_cursor ? ' (older ones are not counted)' : ''}, from ${fmtTime(recs[recs.length - 1].timestamp)} to ${fmtTime(recs[0].timestamp)}.`
+        : 'No records yet.'),
+      chart),
+    h('div', { class: 'grid' },
+      h('section', { class: 'card', id: 'blocking-rules' }, h('h2', {}, 'Rules that block most'),
+        top.length ? h('table', { class: 'mini' }, h('tbody', {}, top.map(([id, n]) => h('tr', {}, h('td', {}, code(id)),
+          h('td', {}, h('meter', { min: 0, max: top[0][1], value: n, 'aria-label': `${id}: ${n}` })), h('td', {}, String(n))))))
+          : h('p', { class: 'muted' }, 'No rule blocked any of these records.')),
+      h('section', { class: 'card', id: 'waiting' }, h('h2', {}, 'Approvals waiting'),
+        h('p', { class: 'big' }, String(ages.length), pending.next_cursor ? '+' : ''),
+        ages.length ? dl([['Oldest', `asked ${relTime(new Date(now - Math.max(...ages)).toISOString(), now)}`],
+          ['Under an hour', String(band(0, 3600e3))], ['1 to 24 hours', String(band(3600e3, 86400e3))], ['Over a day', String(band(86400e3, Infinity))]])
+          : h('p', { class: 'muted' }, 'Nothing waits for a decision.'),
+        h('p', {}, link('#/inbox?sort=oldest', 'Oldest first →'))),
+      h('section', { class: 'card', id: 'verification' }, h('h2', {}, `Verification of ${session.tenant_id}`),
+        dl([['Latest checkpoint', cp ? h('span', {}, `${cp.tree_size} records, issued `, timeEl(cp.issued_at)) : 'none yet'],
+          ['Verified in this browser', last ? h('span', {}, h('span', { class: last.ok ? 'ok' : 'bad' }, last.ok ? '✓ intact' : `✗ ${last.failures} finding(s)`), `, ${last.records} records, `, timeEl(last.at)) : 'not yet'],
+        ]),
+        h('p', {}, link('#/ledger', 'Verify the whole ledger →')))));
+  if (!recs.length) return;
+  const uPlot = await uPlotLib();
+  const { step, data } = bucketsOf(recs);
+  const width = Math.max(320, chart.clientWidth || 900);
+  // eslint-disable-next-line no-new
+  new uPlot({
+    width, height: 260,
+    scales: { x: { time: true } },
+    axes: [{}, { label: `records per ${({ 60: 'minute', 300: '5 minutes', 3600: 'hour', 86400: 'day' })[step]}` }],
+    series: [{}, ...outcomeSeries.map(([o, stroke]) => ({ label: o ? human(o) : 'no outcome', stroke, width: 2, points: { show: true, size: 5 } }))],
+  }, data, chart);
+}
+
 // ---- server ----
 
 // serverPage shows what this server runs: the pack in force and its
@@ -896,12 +998,12 @@ async function route() {
     renderChrome();
   }
   if (!session || seg[0] === 'signin') { await signInPage(); return; }
-  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger', server: '#/server' }[seg[0]];
+  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger', server: '#/server', overview: '#/overview' }[seg[0]];
   for (const a of nav.querySelectorAll('a')) {
     if (a.getAttribute('href') === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
   // A page the role cannot read says so, and where to go instead.
-  const needs = { records: 'auditor', runs: 'auditor', shadow: 'auditor', ledger: 'auditor', inbox: ['approver', 'auditor'], approvals: ['approver', 'auditor'] }[seg[0]];
+  const needs = { overview: 'auditor', records: 'auditor', runs: 'auditor', shadow: 'auditor', ledger: 'auditor', inbox: ['approver', 'auditor'], approvals: ['approver', 'auditor'] }[seg[0]];
   if (needs && ![needs].flat().some(has)) {
     show(h('h1', {}, 'Not for your role'), h('p', { id: 'not-for-role' }, `This page needs the role ${[needs].flat().join(' or ')}; you signed in with ${session.roles.join(', ')}.`),
       h('p', {}, link(home(), 'Go to your start page →')));
@@ -911,6 +1013,7 @@ async function route() {
   try {
     switch (seg[0]) {
       case 'server': await serverPage(); break;
+      case 'overview': await overviewPage(); break;
       case 'approvals': if (seg[1]) { await approvalPage(seg[1]); break; } // falls through
       case 'inbox': await inboxPage(params); break;
       case 'records': if (seg[1]) await recordPage(seg[1]); else await recordsPage(params); break;

@@ -17,6 +17,7 @@ import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -374,6 +375,9 @@ test('an auditor filters records, opens one and sees it verified in the browser;
   await page.locator('#story').getByText(/by maria: Order and identity checked/).waitFor();
   await page.getByRole('button', { name: 'Replay this record' }).click();
   await page.getByText(`${approvals.allowedRecord}: replay_equal`).waitFor({ timeout: 15_000 });
+  // The screenshot shows the page as it opens: the summary, the fields
+  // folded.
+  await page.locator('#all-fields > summary').click();
   await shot(page, 'record');
 
   // Page weight and time to interactive of a cold record page.
@@ -565,6 +569,30 @@ test('development mode: sign in with a tenant and a name, no key, and approve', 
   }
 });
 
+test('the overview pictures decisions by outcome, the rules that block most, approvals waiting and verification', async () => {
+  const page = await newPage(1440, 900);
+  await signIn(page, keys.olga);
+  await page.getByRole('link', { name: 'Overview' }).click();
+  await page.locator('#decisions-chart canvas').first().waitFor();
+  assert.match(await page.locator('#overview-span').textContent(), /^The newest \d+ records, from /);
+  // The high-value rule asked for approval in every refund above 10,000.
+  assert.match(await page.locator('#blocking-rules').textContent(), /R_HIGH_VALUE_REQUIRES_APPROVAL/);
+  assert.match(await page.locator('#waiting').textContent(), /Approvals waiting\d+/);
+  assert.match(await page.locator('#verification').textContent(), /Latest checkpoint\d+ records, issued (just now|\d+ s ago)/);
+  // Every outcome is named in the chart's legend.
+  const legend = await page.locator('.u-legend').textContent();
+  for (const o of ['allowed', 'replan required', 'no outcome']) assert.ok(legend.includes(o), legend);
+  await shot(page, 'overview');
+  await close(page);
+});
+
+test('the chart library is uPlot as published, with its licence', () => {
+  for (const [vendored, published] of [['uPlot.esm.js', 'dist/uPlot.esm.js'], ['uPlot.min.css', 'dist/uPlot.min.css'], ['uPlot.LICENSE', 'LICENSE']]) {
+    assert.ok(readFileSync(path.join(repo, 'console/assets/vendor', vendored)).equals(readFileSync(path.join(here, 'node_modules/uplot', published))),
+      `console/assets/vendor/${vendored} is not node_modules/uplot/${published}: copy it again after updating uplot`);
+  }
+});
+
 test('an execution report reads in words: no "undefined" in its receipt panel or the story', async () => {
   const { status, body } = await call('GET', `/v1/records/${approvals.allowedRecord}`, keys.olga);
   assert.equal(status, 200);
@@ -740,6 +768,10 @@ test('the records list at scale: newest page and prefix search', { skip: !proces
   const dir = path.join(tmp, 'scale');
   const t0 = Date.now();
   writ('ledger', 'generate', '--data', dir, '--request', 'examples/refund/requests/refund-high-value-human-review.json', '--records', n);
+  // writ serve needs a binding key beside records (docs/security.md, "The
+  // binding key"); generated records bind no idempotency claim a retry
+  // could meet, so a fresh one does.
+  writeFileSync(path.join(dir, 'binding.key'), randomBytes(32), { mode: 0o600 });
   metrics.scale = { records: Number(n), generate_ms: Date.now() - t0 };
   const auditor = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'tenant-1', '--subject', 'olga', '--role', 'auditor', '--json')).token;
   const srv = await startServer('examples/refund', dir);
@@ -760,6 +792,11 @@ test('the records list at scale: newest page and prefix search', { skip: !proces
     assert.equal(newestSeq, Number(n), 'the newest record is first');
     await timed('#/records?decision_key_prefix=support.ref', 'decision_key_prefix');
     await timed('#/records?subject_prefix=customer%3A', 'subject_prefix');
+    // A prefix no record has: the index range is empty.
+    await page.goto(`${srv.url}/console/#/records?decision_key_prefix=no.such.`);
+    const start = Date.now();
+    await page.getByText('No records match.').waitFor({ timeout: 60_000 });
+    metrics.scale.decision_key_prefix_none = { render_ms: Date.now() - start };
     await timed('#/records?order=chain', 'oldest_page');
     await close(page);
   } finally {
