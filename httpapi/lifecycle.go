@@ -25,7 +25,7 @@ func decisionPath(decisionID string) string {
 // authenticated.
 type resumeBody struct {
 	TenantID string             `json:"tenant_id,omitempty"`
-	Request  *writ.CheckRequest `json:"request"`
+	Request  *writ.CheckRequest `json:"request,omitempty"`
 	Wait     string             `json:"wait,omitempty"`
 }
 
