@@ -1,16 +1,17 @@
 """writ in a LangGraph graph: the receipt's disposition.mode picks the next node."""
 
-from typing import Any, TypedDict
+from typing import Any, Callable, TypedDict
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Checkpointer, Command, interrupt
 
 import writ
 
 
-class RefundState(TypedDict, total=False):
+class RefundState(TypedDict):
     """The graph's state. Each key is a channel of its own, so a node's
-    update replaces only the keys it returns."""
+    update replaces only the keys it returns; a node reads only keys an
+    earlier node (or the graph's input) wrote."""
 
     facts: dict[str, Any]      # the check's tenant, actor, context, evidence
     proposal: dict[str, Any]   # the agent's tool and arguments
@@ -33,15 +34,19 @@ def route(receipt: writ.Receipt) -> str:
     return END  # terminal_block, or a terminal human review
 
 
-def build_graph(client: writ.Client, support_agent, returns_intake, issue, checkpointer):
-    def writ_check(state: RefundState) -> Command:
+Node = Callable[[RefundState], dict[str, Any]]
+
+
+def build_graph(client: writ.Client, support_agent: Node, returns_intake: Node,
+                issue: Callable[[dict[str, Any]], Any], checkpointer: Checkpointer):
+    def writ_check(state: RefundState) -> Command[str]:
         check = {**state["facts"], **state["proposal"], "idempotency_key": writ.new_idempotency_key()}
         receipt = client.check(check)
         return Command(goto=route(receipt), update={"check": check, "receipt": receipt.raw})
 
     # A separate node, because LangGraph runs an interrupted node again from
     # its start when it resumes: the check above must not be made twice.
-    def human_review(state: RefundState) -> Command:
+    def human_review(state: RefundState) -> Command[str]:
         r = writ.Receipt.from_json(state["receipt"])
         review = interrupt({"decision_id": r.decision_id, "approval_ids": r.approval_ids,
                             "reasons": [x.code for x in r.reasons], "target_hint": r.routing.target_hint})
@@ -51,7 +56,7 @@ def build_graph(client: writ.Client, support_agent, returns_intake, issue, check
         r = client.resume(r.decision_id, state["check"], wait="30s")
         return Command(goto="issue_refund" if r.safe_to_execute else END, update={"receipt": r.raw})
 
-    def issue_refund(state: RefundState) -> dict:
+    def issue_refund(state: RefundState) -> dict[str, Any]:
         receipt = writ.Receipt.from_json(state["receipt"])
         result = client.run_and_report(receipt, lambda: issue(state["proposal"]["arguments"]),
                                        idempotency_key=state["check"]["idempotency_key"])

@@ -2,8 +2,9 @@
 
 import asyncio
 import json
+from typing import Any, Callable
 
-from agents import function_tool
+from agents import RunContextWrapper, RunState, ToolApprovalItem, function_tool
 from agents.tool_context import ToolContext
 
 import writ
@@ -12,20 +13,21 @@ import writ
 class GovernedRefund:
     """The issue_refund tool, checked with writ once per tool call (the SDK's call id)."""
 
-    def __init__(self, client: writ.Client, facts: dict, issue) -> None:
+    def __init__(self, client: writ.Client, facts: dict[str, Any],
+                 issue: Callable[[dict[str, Any]], Any]) -> None:
         self.client, self.facts, self.issue = client, facts, issue
-        self.calls = {}  # call id -> (check request, receipt)
+        self.calls: dict[str, tuple[dict[str, Any], writ.Receipt]] = {}  # call id -> (check request, receipt)
         self.tool = function_tool(self._issue_refund, name_override="issue_refund",
                                   needs_approval=self._needs_approval)
 
-    def _decide(self, args: dict, call_id: str):
+    def _decide(self, args: dict[str, Any], call_id: str) -> tuple[dict[str, Any], writ.Receipt]:
         if call_id not in self.calls:
             req = {**self.facts, "tool": "payments.issue_refund", "arguments": args,
                    "idempotency_key": writ.new_idempotency_key()}
             self.calls[call_id] = (req, self.client.check(req))
         return self.calls[call_id]
 
-    async def _needs_approval(self, ctx, params: dict, call_id: str) -> bool:
+    async def _needs_approval(self, ctx: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
         _, receipt = await asyncio.to_thread(self._decide, dict(params), call_id)
         return receipt.awaits_approval  # human_review that an approval can settle
 
@@ -52,7 +54,8 @@ class GovernedRefund:
         return self.calls[call_id][1]
 
 
-def approve_in_writ(approver: writ.Client, refund: GovernedRefund, state, interruption, reason: str) -> None:
+def approve_in_writ(approver: writ.Client, refund: GovernedRefund, state: RunState,
+                    interruption: ToolApprovalItem, reason: str) -> None:
     """An approver approves in writ (the recorded approval), then in the SDK's run state."""
     approver.approve(refund.receipt(interruption.raw_item.call_id).approval_ids[0], reason)
     state.approve(interruption)

@@ -1,6 +1,7 @@
 """writ in a Temporal workflow: checks, waits and reports are activities."""
 
 from datetime import timedelta
+from typing import Any, Callable
 
 from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
@@ -12,16 +13,16 @@ with workflow.unsafe.imports_passed_through():
 class RefundActivities:
     """The I/O of the workflow: every call to writ and to the payments provider."""
 
-    def __init__(self, client: writ.Client, issue) -> None:
+    def __init__(self, client: writ.Client, issue: Callable[[dict[str, Any]], Any]) -> None:
         self.client, self.issue = client, issue
 
     @activity.defn
-    def check_refund(self, req: dict) -> dict:
+    def check_refund(self, req: dict[str, Any]) -> dict[str, Any]:
         # A retried activity sends the same idempotency key: one record.
         return self.client.check(req).raw
 
     @activity.defn
-    def wait_for_approval(self, decision_id: str, req: dict) -> dict:
+    def wait_for_approval(self, decision_id: str, req: dict[str, Any]) -> dict[str, Any]:
         while True:  # long-poll writ, heartbeating, until a person decides
             r = self.client.resume(decision_id, req, wait="60s")
             if r.repeated != "still_waiting":
@@ -29,7 +30,7 @@ class RefundActivities:
             activity.heartbeat(decision_id)
 
     @activity.defn
-    def issue_refund(self, receipt: dict, req: dict) -> dict:
+    def issue_refund(self, receipt: dict[str, Any], req: dict[str, Any]) -> dict[str, Any]:
         return self.client.run_and_report(writ.Receipt.from_json(receipt),
                                           lambda: self.issue(req["arguments"]),
                                           idempotency_key=req["idempotency_key"])
@@ -38,7 +39,7 @@ class RefundActivities:
 @workflow.defn
 class RefundWorkflow:
     @workflow.run
-    async def run(self, facts: dict, args: dict) -> dict:
+    async def run(self, facts: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
         # workflow.uuid4() is the same on every replay of the workflow.
         req = {**facts, "tool": "payments.issue_refund", "arguments": args,
                "idempotency_key": "ik_" + workflow.uuid4().hex}

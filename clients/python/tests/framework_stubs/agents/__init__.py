@@ -3,6 +3,7 @@ and a runner with the SDK's semantics for one tool call: needs_approval
 decides; true interrupts the run until state.approve or state.reject;
 an approved (or never gated) call runs the tool with a ToolContext."""
 
+from .run_context import RunContextWrapper  # noqa: F401
 from .tool_context import ToolContext
 
 

@@ -1,14 +1,23 @@
-"""Stand-in for langgraph.types: Command and interrupt()."""
+"""Stand-in for langgraph.types: Command, interrupt() and the Checkpointer type."""
 
 import contextvars
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Generic, Optional, TypeVar, Union
 
 _resume = contextvars.ContextVar("resume", default=None)
 
+N = TypeVar("N")
+
+
+class BaseCheckpointSaver:
+    pass
+
+
+Checkpointer = Union[None, bool, BaseCheckpointSaver]
+
 
 @dataclass
-class Command:
+class Command(Generic[N]):
     goto: Optional[str] = None
     update: Optional[dict] = None
     resume: Any = None

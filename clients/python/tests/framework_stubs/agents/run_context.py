@@ -1,0 +1,7 @@
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class RunContextWrapper(Generic[T]):
+    pass

@@ -1,0 +1,5 @@
+# Typed stubs that we (writ) wrote from the framework's documentation, of the
+# API surface examples/frameworks/ uses: pyright (strict) checks those examples
+# against these stubs, because the real packages (langgraph 1.2, openai-agents 0.24, temporalio 1.35)
+# cannot be installed where writ is developed and tested (no Python package index).
+# They are not the frameworks' own type information; see typings/README.md.
