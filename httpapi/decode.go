@@ -165,6 +165,9 @@ func decodeStrict(body []byte, v any) error {
 	}
 	err := json.Unmarshal(body, v, decodeOptions)
 	if err == nil {
+		if c, ok := v.(requiredMembers); ok {
+			return c.checkRequired()
+		}
 		return nil
 	}
 	// JSON v2 stops at the first problem, but malformed JSON anywhere
@@ -173,6 +176,13 @@ func decodeStrict(body []byte, v any) error {
 		return err
 	}
 	return schemaError(body, err)
+}
+
+// requiredMembers is a body with a member the API requires that decoding
+// alone cannot insist on: a pointer left out decodes as nil, and encodes
+// again as the null the decoder refuses.
+type requiredMembers interface {
+	checkRequired() error
 }
 
 // checkSingleValue checks that body is well-formed JSON holding exactly

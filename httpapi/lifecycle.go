@@ -25,8 +25,17 @@ func decisionPath(decisionID string) string {
 // authenticated.
 type resumeBody struct {
 	TenantID string             `json:"tenant_id,omitempty"`
-	Request  *writ.CheckRequest `json:"request,omitempty"`
+	Request  *writ.CheckRequest `json:"request"`
 	Wait     string             `json:"wait,omitempty"`
+}
+
+// checkRequired refuses a resume without the check request it resumes,
+// as the OpenAPI document requires, before anything is read.
+func (b *resumeBody) checkRequired() error {
+	if b.Request == nil {
+		return &writ.Error{Code: writ.EINVALID, Message: "a resume carries the check request it resumes", Details: []writ.Detail{{Field: "request", Message: "required"}}}
+	}
+	return nil
 }
 
 // handleReport serves POST /v1/decisions/{id}/execution: 201 with the
