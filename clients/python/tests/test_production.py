@@ -175,6 +175,22 @@ class Production(unittest.TestCase):
             issue_refund(**args)
         return cm.exception
 
+    def test_the_clients_own_pending_store_reuses_the_approval_by_default(self) -> None:
+        # No pending= anywhere: the client's in-memory store is the guard's.
+        base = refund_request("refund-high-value-human-review")
+        args = base.pop("arguments")
+
+        @self.agent.guard("payments.issue_refund", request=base)
+        def issue_refund(order_id: str, amount_inr: int, currency: str, card_number: str) -> str:
+            return "rf_never"
+
+        b = self._blocked_once(issue_refund, args)
+        b2 = self._blocked_once(issue_refund, args)
+        self.assertEqual((b2.decision_id, b2.receipt.approval_ids), (b.decision_id, b.receipt.approval_ids))
+        approvals = [a for a in self.finance.approvals().items if a.decision_id == b.decision_id]
+        self.assertEqual(len(approvals), 1, "one approval request for the one action")
+        self.assertIsInstance(self.agent.pending, writ.MemoryPendingStore)
+
     def test_a_guard_timeout_then_a_second_call_reuses_the_approval(self) -> None:
         base = refund_request("refund-high-value-human-review")
         args = base.pop("arguments")

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Generator, cast, Dict, List, Mapping, Optional, Tuple, Union
 
 from .errors import InvalidArgument, Timeout, Unavailable, Unreachable, error_for
+from .state import MemoryPendingStore, PendingStore
 from .types import JSON, ApprovalRequest, ExecutionAck, Page, Problem, Receipt, objects
 
 if TYPE_CHECKING:
@@ -128,6 +129,11 @@ class Client:
     ``Retry-After`` the server sent (at most ``max_retry_wait`` seconds).
     A check always carries an idempotency key (one is generated when the
     request has none), so retrying it writes at most one record.
+
+    ``pending`` is the pending store its guards use unless given their own
+    (a :class:`~writ.state.MemoryPendingStore` by default), so a guard
+    called again for an action that waits on an approval resumes that
+    decision instead of opening a second approval request.
     """
 
     def __init__(
@@ -141,8 +147,12 @@ class Client:
         max_retry_wait: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         user_agent: str = "writ-python",
+        pending: Optional[PendingStore] = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # Where guards keep the approvals they wait on, unless a guard is
+        # given its own: in memory by default, as the TypeScript client's.
+        self.pending: PendingStore = pending if pending is not None else MemoryPendingStore()
         self.api_key = api_key
         self.tenant_id = tenant_id
         self.timeout = timeout

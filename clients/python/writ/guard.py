@@ -17,7 +17,8 @@ One governed call goes:
    a 5xx), :class:`ReportFailed` carries the result and the decision id:
    the effect happened, do not run it again.
 
-With ``pending`` (a :class:`~writ.state.PendingStore`), a blocked call that
+With ``pending`` (a :class:`~writ.state.PendingStore`; the client's own,
+in memory, unless one is given), a blocked call that
 waits on an approval is remembered by its action, and the next call of the
 same action resumes that decision (with the same idempotency key) instead
 of checking again and opening a second approval request. With ``outbox``
@@ -115,7 +116,7 @@ class Permit:
         self._tool_result_id = tool_result_id
         self.receipt: Optional[Receipt] = None
         self._given = receipt
-        self.pending = pending
+        self.pending: Optional[PendingStore] = pending if pending is not None else client.pending
         self.outbox = outbox
         self.result: Any = None
         self.ack: Optional[ExecutionAck] = None
