@@ -306,6 +306,21 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	v.read = tlog.HashReaderFunc(v.readHashes)
+	// The head is read before the chain and again after it. A record and
+	// the head it moves are committed together, so every record up to
+	// the first head is stored, and none is stored beyond the second;
+	// records appended while the chain is read (a commit that lands after
+	// its server was killed, on PostgreSQL) fall between the two.
+	hs, hasHead := v.src.(HeadSource)
+	var before Head
+	if hasHead {
+		h, err := hs.Head(ctx, v.tenant)
+		if err != nil {
+			return err
+		}
+		before = h
+	}
+	var atBefore Head // the linked record at before.Seq, once reached
 	if sc, ok := v.src.(HashScanner); ok {
 		v.stored = &storedHashes{src: sc, tenant: v.tenant}
 		defer v.stored.stop()
@@ -350,6 +365,9 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 		}
 		for i := range c.out {
 			v.link(&c.out[i])
+			if hasHead && v.prev.Seq == before.Seq {
+				atBefore = v.prev
+			}
 		}
 		if v.stored != nil {
 			if err := v.stored.compare(ctx, v.hashes, false); err != nil {
@@ -360,14 +378,20 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if hs, ok := v.src.(HeadSource); ok {
-		head, err := hs.Head(ctx, v.tenant)
+	if hasHead {
+		after, err := hs.Head(ctx, v.tenant)
 		if err != nil {
 			return err
 		}
-		if head.Seq != v.prev.Seq || head.Hash != v.prev.Hash {
-			v.add(Finding{Seq: head.Seq, Kind: FindingMissingRecord,
-				Detail: fmt.Sprintf("the chain head is seq %d (%s) but the last stored record is seq %d (%s)", head.Seq, head.Hash, v.prev.Seq, v.prev.Hash)})
+		switch {
+		case v.prev.Seq < before.Seq || (before.Seq > 0 && atBefore.Hash != before.Hash):
+			// Records the head already covered are gone, or not these.
+			v.add(Finding{Seq: before.Seq, Kind: FindingMissingRecord,
+				Detail: fmt.Sprintf("the chain head is seq %d (%s) but the last stored record is seq %d (%s)", before.Seq, before.Hash, v.prev.Seq, v.prev.Hash)})
+		case v.prev.Seq > after.Seq || (v.prev.Seq == after.Seq && v.prev.Hash != after.Hash):
+			// Records beyond the head, or a head that names another record.
+			v.add(Finding{Seq: after.Seq, Kind: FindingMissingRecord,
+				Detail: fmt.Sprintf("the chain head is seq %d (%s) but the last stored record is seq %d (%s)", after.Seq, after.Hash, v.prev.Seq, v.prev.Hash)})
 		}
 	}
 	if v.stored != nil {
