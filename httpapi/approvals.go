@@ -138,14 +138,24 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, decision s
 		s.writeError(w, r, err)
 		return
 	}
+	s.answerApproval(w, r, tp, traced, &req.TraceID, req.TenantID, req.ApprovalID, func() (*writ.ApprovalRequest, error) {
+		return s.approvals.DecideApproval(r.Context(), req)
+	})
+}
+
+// answerApproval ends a handler that changes an approval request (approve,
+// deny, withdraw): the trace id from the traceparent header or else the
+// body's, the change, and the request as it now stands, checked to be the
+// one asked for.
+func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request, tp traceparent, traced bool, traceID *string, tenantID, approvalID string, change func() (*writ.ApprovalRequest, error)) {
 	if traced {
-		req.TraceID = tp.TraceID
+		*traceID = tp.TraceID
 	} else {
-		s.setTraceparent(w, r, req.TraceID, sampledFlag)
+		s.setTraceparent(w, r, *traceID, sampledFlag)
 	}
-	a, err := s.approvals.DecideApproval(r.Context(), req)
+	a, err := change()
 	if err == nil {
-		err = checkApproval(a, req.TenantID, req.ApprovalID)
+		err = checkApproval(a, tenantID, approvalID)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -225,20 +235,9 @@ func (s *Server) handleWithdraw(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &writ.WithdrawApprovalRequest{TenantID: b.TenantID, ApprovalID: r.PathValue("id"), Reason: b.Reason, TraceID: b.TraceID}
-	if traced {
-		req.TraceID = tp.TraceID
-	} else {
-		s.setTraceparent(w, r, req.TraceID, sampledFlag)
-	}
-	a, err := s.approvals.WithdrawApproval(r.Context(), req)
-	if err == nil {
-		err = checkApproval(a, req.TenantID, req.ApprovalID)
-	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, wireApproval(a))
+	s.answerApproval(w, r, tp, traced, &req.TraceID, req.TenantID, req.ApprovalID, func() (*writ.ApprovalRequest, error) {
+		return s.approvals.WithdrawApproval(r.Context(), req)
+	})
 }
 
 // checkApproval checks that the approvals answered with the request asked
