@@ -127,6 +127,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			TenantID: "t", State: "s", GateID: "g", DecisionKey: "k", CreatedBefore: testTime, Limit: 1, Cursor: "c",
 		}))), paramOlderThan),
 		"get /v1/approvals/{id}":      {paramTenantID},
+		"get /v1/params":              {paramTenantID},
 		"get /v1/records/{id}/replay": {paramTenantID},
 		"get /v1/replay":              replayTraceParams,
 		"get /v1/shadow/report": slices.Collect(maps.Keys(shadowQueryValues(writ.ShadowQuery{
@@ -358,6 +359,9 @@ var schemaTypes = map[string]reflect.Type{
 	"ExecutionError":             reflect.TypeFor[writ.ExecutionError](),
 	"ExecutionReport":            reflect.TypeFor[writ.ExecutionReport](),
 	"ExecutionAck":               reflect.TypeFor[writ.ExecutionAck](),
+	"ParamsPin":                  reflect.TypeFor[writ.ParamsPin](),
+	"SetParamsRequest":           reflect.TypeFor[writ.SetParamsRequest](),
+	"ParamsState":                reflect.TypeFor[writ.ParamsState](),
 	"ResumeBody":                 reflect.TypeFor[resumeBody](),
 	"DecisionStory":              reflect.TypeFor[writ.DecisionStory](),
 	"InFlightPage":               reflect.TypeFor[writ.InFlightPage](),

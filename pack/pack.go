@@ -59,6 +59,9 @@ type Pack struct {
 	// History are the pack's aggregates over the tenant's own decisions,
 	// in file order (see history.go).
 	History []*Aggregate
+	// Params are the pack's tenant parameters, in file order (see
+	// params.go); none when the pack has no params file.
+	Params []*Param
 }
 
 // Webhook is where writ announces new approval requests: an HTTPS (or,
@@ -301,6 +304,7 @@ type manifest struct {
 		Webhook *Webhook `yaml:"webhook"`
 	} `yaml:"approvals"`
 	History []*Aggregate `yaml:"history"`
+	Params  string       `yaml:"params"`
 }
 
 // Load loads the pack rooted at dir.
@@ -461,6 +465,9 @@ func (l *loader) load() *Pack {
 	}
 	if m.WFPolicies != "" {
 		l.loadWorkflowPolicies(p, m.WFPolicies)
+	}
+	if m.Params != "" {
+		l.loadParams(p, m.Params)
 	}
 	l.loadHistory(doc, p, m.History)
 	l.crossCheck(p)
@@ -696,6 +703,9 @@ func (l *loader) crossCheck(p *Pack) {
 		}
 		if strings.HasPrefix(s.DecisionKey, "approval:") {
 			l.addf(s.Pos, "decision key %q: the prefix approval: is reserved for approval decisions", s.DecisionKey)
+		}
+		if strings.HasPrefix(s.DecisionKey, ParamsKeyPrefix) {
+			l.addf(s.Pos, "decision key %q: the prefix params: is reserved for tenant parameter changes", s.DecisionKey)
 		}
 	}
 	for _, t := range sortedTools(p) {

@@ -31,6 +31,11 @@ type recordHead struct {
 		Seq int64 `json:"seq"`
 	} `json:"audit"`
 	History []writ.HistoryValue `json:"history"`
+	Params  *writ.ParamsPin     `json:"params"`
+	// Outputs.Replaces is the change a parameter change replaced.
+	Outputs struct {
+		Replaces string `json:"replaces"`
+	} `json:"outputs"`
 	// Bound is carried over to the rebuilt record: it pins what the store
 	// keeps beside the record, not the decision.
 	Bound *writ.Bound `json:"bound"`
