@@ -52,7 +52,7 @@ type TestCase struct {
 	// against the pack's parameters; nil keeps the defaults.
 	Params map[string]any
 	Expect []Expectation
-	Run     *TestRun
+	Run    *TestRun
 
 	Pos, RequestPos, ExpectPos, HistoryPos Pos
 }
