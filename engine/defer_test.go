@@ -1,7 +1,10 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -82,4 +85,44 @@ func TestDeniedRefundListsNoApprovalStep(t *testing.T) {
 	if len(rc.Metadata.ApprovalIDs) != 0 {
 		t.Errorf("a deny opened approvals %v", rc.Metadata.ApprovalIDs)
 	}
+}
+
+// A conditional evidence requirement through the engine: a refund at or
+// under 5000 INR needs no identity verification, a larger one does, and
+// the ledger verifies the allowed one that carries none.
+func TestConditionalEvidenceRequirement(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(example("refund"))); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "specs", "refund-execute.yaml")
+	spec, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = bytes.Replace(spec, []byte("  - kind: identity_verification\n"), []byte("  - kind: identity_verification\n    when: args.amount_inr > 5000\n"), 1)
+	if err := os.WriteFile(path, spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, dir)
+	ctx := context.Background()
+	small := refundRequest(t, "refund-missing-idv-local-replan")
+	rc, err := h.eng.Check(ctx, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rc.SafeToExecute {
+		t.Errorf("Check(4200 INR, no verification) = %s: %s; want allowed (the requirement's when does not hold)", rc.Outcome, reasonCodes(rc))
+	}
+	large := refundRequest(t, "refund-missing-idv-local-replan")
+	large.IdempotencyKey = ""
+	large.Arguments["amount_inr"] = 6000.0
+	rc, err = h.eng.Check(ctx, large)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Disposition.Mode != writ.ModeLocalReplan || len(rc.Reasons) == 0 || rc.Reasons[0].Code != "missing_identity_verification" {
+		t.Errorf("Check(6000 INR, no verification) = %s/%s: %s; want local_replan for missing_identity_verification", rc.Outcome, rc.Disposition.Mode, reasonCodes(rc))
+	}
+	h.verify(t)
 }

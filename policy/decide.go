@@ -323,6 +323,20 @@ func (d *Decision) pinned(r *Resolved, req *writ.CheckRequest) {
 // not observed in the future, and no older than its maximum age.
 func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Applied {
 	a := Applied{ID: e.cid}
+	// A conditional requirement applies only where its condition holds;
+	// one that cannot be evaluated applies (writ fails closed).
+	var whenErr string
+	if e.when != nil {
+		out, _, err := e.when.Eval(v)
+		switch {
+		case err != nil:
+			whenErr = err.Error()
+		case out == types.False:
+			return a
+		case out != types.True:
+			whenErr = fmt.Sprintf("condition evaluated to %v, not a bool", out)
+		}
+	}
 	kind, maxAge := e.req.Kind, e.req.MaxAge
 	var best *writ.Evidence
 	var foreign, future *writ.Evidence
@@ -357,7 +371,10 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 		// The pack's own words, with writ's diagnosis kept alongside.
 		reason = writ.Reason{Code: e.reason.code, Message: e.reason.message.render(v) + " (" + reason.Message + ")"}
 	}
-	f := &Firing{Reason: reason, Routing: e.req.Routing}
+	f := &Firing{Reason: reason, Routing: e.req.Routing, EvalError: whenErr}
+	if whenErr != "" {
+		f.Reason.Message += " (the requirement's when could not be evaluated: " + whenErr + "; writ fails closed and requires the evidence)"
+	}
 	a.Verdict, a.Firing = e.effect, f
 	step := writ.Reason{Code: "FETCH_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(kind)), Message: fmt.Sprintf("Fetch current %s evidence and retry the check.", kind)}
 	if e.step != nil {
