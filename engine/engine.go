@@ -365,14 +365,14 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
 	binding := record.Binding(r, digests, argsDigest)
-	hist, err := e.readHistory(ctx, r, rq, now)
-	if err != nil {
-		rc, err := e.failClosed(rq, r, "the history aggregates could not be read", err)
-		return rc, "", err
-	}
 	params, err := e.checkParams(ctx, rq.TenantID)
 	if err != nil {
 		rc, err := e.failClosed(rq, r, "the tenant's parameter values could not be read", err)
+		return rc, "", err
+	}
+	hist, err := e.readHistory(ctx, r, rq, now, paramValues(params))
+	if err != nil {
+		rc, err := e.failClosed(rq, r, "the history aggregates could not be read", err)
 		return rc, "", err
 	}
 	d := e.policy.DecideInputs(r, rq, now, policy.Inputs{History: hist.values, Params: paramValues(params)})
@@ -509,7 +509,8 @@ func (e *Engine) decideShadow(ctx context.Context, rq *writ.CheckRequest, presen
 	}
 	// The shadow pack reads the tenant's values the check read, as it
 	// declares its parameters (its defaults for the others).
-	d := sh.DecideInputs(r, rq, now, policy.Inputs{History: e.shadowHistory(ctx, sh, r, rq, now), Params: sh.Pack.EffectiveParams(paramValues(params))})
+	shParams := sh.Pack.EffectiveParams(paramValues(params))
+	d := sh.DecideInputs(r, rq, now, policy.Inputs{History: e.shadowHistory(ctx, sh, r, rq, now, shParams), Params: shParams})
 	d.ApplyApprovals(presented, record.Binding(r, digests, argsDigest), now)
 	src := d.Receipt(r, rq, rec.DecisionID)
 	redactReceipt(e.redactor, src)

@@ -77,7 +77,7 @@ func rebuildCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.Approva
 	if err != nil {
 		return nil, fmt.Errorf("the record cannot be rebuilt: %w", err)
 	}
-	rec.History = rebuiltHistory(pin, r, req, now, h.History)
+	rec.History = rebuiltHistory(pin, r, req, now, h.History, pinnedParams(pin, h.Params))
 	var set string
 	if h.Params != nil {
 		set = h.Params.Set
