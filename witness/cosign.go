@@ -2,6 +2,8 @@ package witness
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -47,6 +49,13 @@ func SplitLines(data []byte) ([][]byte, error) {
 // included), with a non-zero timestamp. It returns that timestamp. A
 // line of another key is ErrOtherKey.
 func Verify(checkpoint, line []byte, k Key) (time.Time, error) {
+	name, hash, err := lineKey(line)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if name != k.Name() || hash != k.Hash() {
+		return time.Time{}, ErrOtherKey
+	}
 	msg := make([]byte, 0, len(checkpoint)+len(line))
 	msg = append(append(msg, checkpoint...), line...)
 	n, err := note.Open(msg, note.VerifierList(k.Verifier))
@@ -73,6 +82,17 @@ func Verify(checkpoint, line []byte, k Key) (time.Time, error) {
 	// The key verified a signature line of the checkpoint itself, not
 	// this line.
 	return time.Time{}, ErrOtherKey
+}
+
+// lineKey reads the key name and key hash of a signature line.
+func lineKey(line []byte) (string, uint32, error) {
+	rest, ok := bytes.CutPrefix(line, []byte("— "))
+	name, b64, ok2 := bytes.Cut(bytes.TrimSuffix(rest, []byte("\n")), []byte(" "))
+	sig, err := base64.StdEncoding.Strict().DecodeString(string(b64))
+	if !ok || !ok2 || len(name) == 0 || err != nil || len(sig) < 5 {
+		return "", 0, fmt.Errorf("%q is not a note signature line", truncate(line))
+	}
+	return string(name), binary.BigEndian.Uint32(sig), nil
 }
 
 // ErrOtherKey is Verify's answer for a line that is not by the key.

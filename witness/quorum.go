@@ -68,7 +68,7 @@ func CheckQuorum(ctx context.Context, src QuorumSource, keys []Key, min int) ([]
 			}
 			seen[cp.Size] = true
 			if newest == nil || cp.Size > newest.Size {
-				newest = cp
+				newest, newestWitnesses = cp, nil
 			}
 			data, err := src.CosignatureLines(ctx, t, cp.Size)
 			if err != nil {
@@ -113,6 +113,10 @@ func checkLines(tenant string, cp *ledger.Checkpoint, data []byte, keys []Key) (
 	var names []string
 	var fs []ledger.Finding
 	for _, line := range lines {
+		if _, _, err := lineKey(line); err != nil {
+			fs = append(fs, ledger.Finding{TenantID: tenant, TreeSize: cp.Size, Kind: FindingBadCosignature, Detail: err.Error()})
+			continue
+		}
 		for _, k := range keys {
 			_, err := Verify(cp.Note, line, k)
 			if errors.Is(err, ErrOtherKey) {
