@@ -284,6 +284,16 @@ func (d *differ) evidence(subject string, o, n *pack.Spec) {
 		default:
 			d.field(b.Pos, s, "max_age", a.MaxAgeText, b.MaxAgeText, durationDirection(a.MaxAgeText, b.MaxAgeText))
 			d.field(b.Pos, s, "on_missing", a.OnMissing, b.OnMissing, effectDirection(a.OnMissing, b.OnMissing))
+			// A condition narrows where the requirement applies: adding one
+			// loosens, dropping one tightens; changing one cannot be told.
+			whenDir := ""
+			switch {
+			case a.When == "" && b.When != "":
+				whenDir = Loosened
+			case a.When != "" && b.When == "":
+				whenDir = Tightened
+			}
+			d.field(b.Pos, s, "when", a.When, b.When, whenDir)
 		}
 	}
 }
