@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writhq/writ"
 	"github.com/writhq/writ/bundle"
 	"github.com/writhq/writ/internal/durable"
 	"github.com/writhq/writ/keyring"
@@ -117,17 +118,22 @@ func writeBundleFile(ctx context.Context, st ledger.Store, path string, opts bun
 	return sum, nil
 }
 
-// ledgerVerifyBundle verifies an export bundle with nothing else: its
-// records, chains, signatures and key windows against the keys it
-// carries, its checkpoints, and the record rules against the pinned packs
-// it carries; with --witness, also that each tenant's newest checkpoint
-// carries valid cosignatures of --min-witnesses of the given witnesses.
+// ledgerVerifyBundle verifies an export bundle offline: its records,
+// chains, signatures and key windows, its checkpoints, and the record
+// rules against the pinned packs it carries. Signatures are checked
+// against the operator's published keys (--trusted-keys); without them
+// against the bundle's own keys.json, which the command says plainly and
+// answers with exit status 4 unless --trust-bundle-keys accepts that.
+// With --witness, each tenant's newest checkpoint must also carry valid
+// cosignatures of --min-witnesses of the given witnesses.
 // Exit status 0 means intact, 3 that problems were found.
 func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
-	const usage = "[--json] [--allow-uncovered] [--witness KEYFILE]... [--min-witnesses N] FILE"
+	const usage = "[--json] [--allow-uncovered] [--trusted-keys FILE | --trust-bundle-keys] [--witness KEYFILE]... [--min-witnesses N] FILE"
 	fs := m.flags("ledger verify-bundle", usage)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	allowUncovered := fs.Bool("allow-uncovered", false, "report records that no signed checkpoint covers as a notice, not a finding")
+	trustedFile := fs.String("trusted-keys", "", "the operator's published keys (writ ledger keys publish): verify signatures against them, and keys.json too")
+	trustBundle := fs.Bool("trust-bundle-keys", false, "verify against the bundle's own keys.json and exit 0 if intact (without it, and without --trusted-keys, an intact bundle exits 4)")
 	var witnessKeys []witness.Key
 	fs.Func("witness", "a file holding a trusted witness's cosignature/v1 verifier key (repeatable); each tenant's newest checkpoint must carry valid cosignatures of --min-witnesses of them", func(path string) error {
 		k, err := witness.ReadKeyFile(path)
@@ -142,7 +148,21 @@ func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("usage: writ ledger verify-bundle " + usage)
+		return usagef("usage: writ ledger verify-bundle %s", usage)
+	}
+	if *trustedFile != "" && *trustBundle {
+		return usagef("--trusted-keys and --trust-bundle-keys exclude each other")
+	}
+	var cfg bundle.VerifyConfig
+	cfg.AllowUncovered = *allowUncovered
+	if *trustedFile != "" {
+		data, err := os.ReadFile(*trustedFile)
+		if err != nil {
+			return fmt.Errorf("trusted keys: %w", err)
+		}
+		if cfg.Trusted, err = keyring.ParsePublished(data); err != nil {
+			return fmt.Errorf("%s: %s", *trustedFile, writ.ErrorMessage(err))
+		}
 	}
 	switch {
 	case *minWitnesses != 0 && len(witnessKeys) == 0:
@@ -157,13 +177,8 @@ func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
 		return err
 	}
 	defer b.Close()
-	opts, err := b.VerifyOptions()
-	if err != nil {
-		return err
-	}
-	opts.RequireCheckpoints = !*allowUncovered
 	start := time.Now()
-	rep, err := ledger.Verify(ctx, b, opts)
+	rep, err := b.Verify(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -182,6 +197,9 @@ func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
 	}
 	if len(witnessKeys) > 0 && !*asJSON {
 		fmt.Fprintf(m.Stdout, "witnessed: each tenant's newest checkpoint carries valid cosignatures of at least %d of the %s given\n", *minWitnesses, count(len(witnessKeys), "witness key"))
+	}
+	if cfg.Trusted == nil && !*trustBundle {
+		return &untrustedKeysError{}
 	}
 	return nil
 }

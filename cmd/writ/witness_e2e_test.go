@@ -217,7 +217,7 @@ func TestWitnessedLedgerEndToEnd(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "witness cosignature") {
 		t.Fatalf("writ ledger export --cosigned = exit %d:\n%s", code, out)
 	}
-	verify := append([]string{"ledger", "verify-bundle"}, witnessFlags(keyFiles)...)
+	verify := append([]string{"ledger", "verify-bundle", "--trust-bundle-keys"}, witnessFlags(keyFiles)...)
 	out, code = runWrit(t, append(verify, "--min-witnesses", "2", good)...)
 	if code != 0 || !strings.Contains(out, "witnessed: each tenant's newest checkpoint carries valid cosignatures of at least 2") {
 		t.Fatalf("verify-bundle --witness (intact, witnessed) = exit %d:\n%s", code, out)
@@ -267,7 +267,7 @@ func TestWitnessedLedgerEndToEnd(t *testing.T) {
 	}
 	// Without witnesses, the cut and re-grown ledger verifies: its own key
 	// signed it all.
-	if out, code := runWrit(t, "ledger", "verify-bundle", cut); code != 0 {
+	if out, code := runWrit(t, "ledger", "verify-bundle", "--trust-bundle-keys", cut); code != 0 {
 		t.Fatalf("verify-bundle (cut, no witnesses) = exit %d, want 0:\n%s", code, out)
 	}
 	out, code = runWrit(t, append(verify, cut)...)

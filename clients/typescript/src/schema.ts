@@ -1015,7 +1015,7 @@ export interface components {
          *     the pinned pack (decision spec, tool manifest, outputs schema).
          */
         CheckRequest: {
-            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode it is required. */
+            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode, in-process and in `writ check` it is required. */
             tenant_id?: string;
             /** @description The decision spec. Optional when `tool` is given and the pack's tool manifest maps it to a decision key. */
             decision_key?: string;
@@ -1031,7 +1031,7 @@ export interface components {
             tool_call_id?: string;
             /** @description An earlier record of the tenant that this decision corrects. Records are never edited; a correction is a new record naming the one it replaces. An unknown record is a 400. */
             supersedes?: string;
-            /** @description The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
+            /** @description At most 255 bytes. The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
             idempotency_key?: string;
             /**
              * @description Approvals to redeem (at most one per check): the `approval_id`
@@ -1052,7 +1052,7 @@ export interface components {
             evidence?: components["schemas"]["Evidence"][];
             /** @description Facts that rules may read, such as a fraud score. */
             context?: Record<string, unknown>;
-            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. */
+            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. It may not set `outcome`, which writ sets in the record. */
             outputs?: Record<string, unknown>;
             usage?: components["schemas"]["Usage"];
             /** @description Evaluator scores by name. */
