@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"HistoryExecuted", testHistoryExecuted},
 		{"Stored", testStored},
 		{"Params", testParams},
+		{"Cosignatures", testCosignatures},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
