@@ -476,9 +476,9 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
 		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError)},
 		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
-		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport)},
+		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport, replay.KindParamsChange)},
 		{[]string{"ReplayClass"}, strs(replay.ClassEvidence, replay.ClassPolicy, replay.ClassToolTranscript, replay.ClassCompiledContext,
-			replay.ClassScorecard, replay.ClassHistory, replay.ClassRecord, replay.ClassTamper)},
+			replay.ClassScorecard, replay.ClassHistory, replay.ClassParams, replay.ClassRecord, replay.ClassTamper)},
 	}
 	for _, tt := range tests {
 		var got []string

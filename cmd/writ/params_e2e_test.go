@@ -45,7 +45,7 @@ func testTenantParams(t *testing.T, srv *server) {
 	ctx := context.Background()
 	c := httpapi.NewClient(srv.url)
 	email := func(tenant string) *writ.CheckRequest {
-		req := readExample(t, "../../examples/messaging/requests/email-internal.json")
+		req := readExample(t, "../../examples/messaging/requests/email-internal-allow.json")
 		req.TenantID = tenant
 		return req
 	}
