@@ -229,6 +229,7 @@ func (d *differ) history(old, new *pack.Pack) {
 			d.field(b.ExpressionPos, s, "expression", a.Expression, b.Expression, "")
 			d.field(b.Pos, s, "window", a.WindowText, b.WindowText, "")
 			d.field(b.Pos, s, "filter", a.Filter, b.Filter, "")
+			d.field(b.Pos, s, "filter_expression", a.FilterExpression, b.FilterExpression, "")
 			d.field(b.Pos, s, "decision_keys", list(a.DecisionKeys), list(b.DecisionKeys), "")
 		}
 	}
