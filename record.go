@@ -52,7 +52,12 @@ type Record struct {
 	// an execution report's record.
 	Execution   *Execution         `json:"execution,omitempty"`
 	Scorecard   map[string]float64 `json:"scorecard,omitempty"`
-	BudgetUsage *Usage             `json:"budget_usage,omitempty"`
+	// BudgetUsage is the caller's usage, as it sent it: claimed.
+	BudgetUsage *Usage `json:"budget_usage,omitempty"`
+	// MeteredUsage is what writ itself counted of the session's usage
+	// for the spec's budgets (observed), set when it metered the check;
+	// the budgets counted the larger of it and BudgetUsage.
+	MeteredUsage *MeteredUsage `json:"metered_usage,omitempty"`
 	Lineage     Lineage            `json:"lineage"`
 	TraceID     string             `json:"trace_id"`
 	Replay      Replay             `json:"replay"`
