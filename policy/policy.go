@@ -43,9 +43,9 @@ type specIndex struct {
 	budgets        []*budgetCheck
 	// metered is set when the spec has a tool_calls budget: its checks
 	// read the tool-call meter (meter.go).
-	metered bool
-	ceilings       map[string]*CheckID // by tool
-	pins           map[string]*CheckID // by pinned tool
+	metered  bool
+	ceilings map[string]*CheckID // by tool
+	pins     map[string]*CheckID // by pinned tool
 	// byTool lists the candidate checks for each tool of the manifest
 	// that maps to this spec; noTool is used when the check names only
 	// the decision key.
