@@ -73,7 +73,7 @@ type StepVerdict struct {
 	// observed (absent from verdicts decided before issue 31).
 	ClaimedCalls []string `json:"claimed_calls,omitempty"`
 	DecisionID   string   `json:"decision_id"`
-	RecordID          string `json:"record_id"`
+	RecordID     string   `json:"record_id"`
 }
 
 // VerdictCheck is one rule of a verification contract, checked.
