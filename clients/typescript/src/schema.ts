@@ -1108,6 +1108,12 @@ export interface components {
             cost_usd_cents?: number;
             wall_clock_ms?: number;
         };
+        /** @description What writ itself counted of the session's usage for the spec's budgets (provenance observed): the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one. Present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage (see docs/pack-format.md, Budgets). */
+        MeteredUsage: {
+            tool_calls: number;
+            /** @enum {string} */
+            provenance: "observed";
+        };
         /** @description One history aggregate value a decision read: the sum of the tenant's contributions to the aggregate for the check's group with a time after `since` (the decision's clock minus the aggregate's window), not counting the decision itself. */
         HistoryValue: {
             /** @description The aggregate's name in the pack (history.<name>). */
@@ -1315,7 +1321,9 @@ export interface components {
             scorecard?: {
                 [key: string]: number;
             };
+            /** @description The caller's usage as it sent it: provenance claimed. */
             budget_usage?: components["schemas"]["Usage"];
+            metered_usage?: components["schemas"]["MeteredUsage"];
             execution?: components["schemas"]["Execution"];
             /** @description The values of the pack's history aggregates the decision read (history.<name> in its conditions), pinned for replay. Absent when it read none. */
             history?: components["schemas"]["HistoryValue"][];
@@ -1798,6 +1806,8 @@ export interface components {
             exemption?: string;
             /** @description The payload reported its own success (a field like success or status) that no rule checks; it did not count. */
             self_report_ignored?: boolean;
+            /** @description The tool calls the attempt reported that writ did not observe for the run and step (claimed, not observed), by name. Absent when there are none, and on verdicts decided before writ listed them. */
+            claimed_calls?: string[];
             decision_id: string;
             /** @description The decision record that keeps the verdict. */
             record_id: string;
