@@ -297,11 +297,15 @@ func PinnedHistory(pinned []writ.HistoryValue) History {
 	return h
 }
 
-// Aggregates lists the pack's aggregates: name and id, in pack order.
+// Aggregates lists the pack's aggregates: name and id, in pack order,
+// then the tool-call meter when the pack has one (meter.go).
 func (p *Policy) Aggregates() [][2]string {
-	out := make([][2]string, 0, len(p.history))
+	out := make([][2]string, 0, len(p.history)+1)
 	for _, ag := range p.history {
 		out = append(out, [2]string{ag.def.Name, ag.id})
+	}
+	if m := p.meter; m != nil {
+		out = append(out, [2]string{m.def.Name, m.id})
 	}
 	return out
 }

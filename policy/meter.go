@@ -31,7 +31,7 @@ import (
 // MeterToolCalls names writ's count of a session's allowed checks in a
 // decision's history (and in the record's history field). The name
 // cannot be a pack's: pack aggregate names have no dot.
-const MeterToolCalls = "writ.tool_calls"
+const MeterToolCalls = pack.MeterToolCalls
 
 // meterSince is the start of the meter's window: a session's whole life.
 var meterSince = time.Unix(0, 0).UTC()
