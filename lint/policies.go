@@ -3,6 +3,8 @@ package lint
 import (
 	"slices"
 	"strings"
+
+	"github.com/writhq/writ/pack"
 )
 
 // workflowPolicies applies the pack's workflow policies to every step:
@@ -27,6 +29,9 @@ func (l *linter) workflowPolicies() {
 				case len(missing) > 0:
 					l.errorf(s.Pos, RuleMutatingVerification, "step %s is mutating (action class %s) but its verification has no %s: it needs evidence and required tool calls, or an exemption with its reason in the workflow policies", s.ID, s.ActionClass, strings.Join(missing, " and no "))
 				}
+			}
+			if v != nil {
+				l.claimedCalls(w, s, wp)
 			}
 			if v == nil || v.Retry == nil {
 				continue
@@ -65,6 +70,28 @@ func (l *linter) workflowPolicies() {
 				}
 				l.add(e.Pos, RuleExemption, Warning, "the exemption of workflow %s step %s is unnecessary: the step %s", e.Workflow, e.Step, what)
 			}
+		}
+	}
+}
+
+// claimedCalls reports every required tool call that writes observed:
+// false, so that a call the agent merely claims would count: a warning,
+// and an error on a mutating step that is not exempted (where writ
+// counts observed calls all the same, so the rule says what it does
+// not do). An exempted mutating step gets a warning naming the
+// exemption.
+func (l *linter) claimedCalls(w *pack.Workflow, s *pack.Step, wp *pack.WorkflowPolicies) {
+	for _, t := range s.Verification.ToolCalls {
+		if !t.ClaimedAllowed() {
+			continue
+		}
+		switch ex := wp.ExemptionFor(w, s.ID); {
+		case !wp.Mutating(s.ActionClass):
+			l.add(t.Pos, RuleClaimedToolCall, Warning, "step %s accepts a claimed call to %s (observed: false): a call the agent only reports counts as made", s.ID, t.Name)
+		case ex == nil:
+			l.errorf(t.Pos, RuleClaimedToolCall, "step %s is mutating (action class %s) and writes observed: false for %s: a claimed call is not accepted on a mutating step without an exemption in the workflow policies, so writ counts observed calls only", s.ID, s.ActionClass, t.Name)
+		default:
+			l.add(t.Pos, RuleClaimedToolCall, Warning, "step %s is mutating (action class %s) and accepts a claimed call to %s (observed: false) under its exemption: %s", s.ID, s.ActionClass, t.Name, ex.Reason)
 		}
 	}
 }

@@ -294,3 +294,27 @@ func TestConditionalEvidence(t *testing.T) {
 		t.Errorf("evidence.kyc is covered although its when never held without KYC attached")
 	}
 }
+
+// TestPatchNullDeletes: a case's request is a JSON merge patch over its
+// request file (RFC 7386): null deletes a key, at any depth, whatever
+// the key's type in a request.
+func TestPatchNullDeletes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	cases := "cases:\n" +
+		"  - name: without evidence the refund replans\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    request: {evidence: null, idempotency_key: null}\n    expect: {outcome: replan_required, reasons: [missing_identity_verification]}\n" +
+		"  - name: a nested null deletes only its key\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    request: {arguments: {amount_inr: null}}\n    expect: {outcome: goal_fail_terminal, reasons: [refund_exceeds_order_total, high_value_refund]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "tests", "refund.yaml"), []byte(cases), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := run(t, dir)
+	if rep.Failed != 0 || rep.Passed != 2 {
+		var out bytes.Buffer
+		rep.WriteText(&out, false)
+		t.Errorf("want both cases to pass:\n%s", out.String())
+	}
+}

@@ -846,7 +846,11 @@ export interface paths {
          *     failed and why. `writ serve` checks that the store answers (`store`),
          *     that it can commit (`commits`: the last group commit succeeded, or
          *     a test write commits), that a signing key is valid now
-         *     (`signing_key`) and that the pack is loaded (`pack`). Not subject to the in-flight limit, and served
+         *     (`signing_key`) and that the pack is loaded (`pack`); with
+         *     `--witnesses`, also `witnesses`, which fails as `degraded` when a
+         *     witness reported a conflict (two histories of a tenant's log): the
+         *     status is then `degraded` and the answer still 200, since checks
+         *     go on. Not subject to the in-flight limit, and served
          *     without a key. `/healthz` says the process is alive; this says it
          *     can take work (see docs/operations.md).
          */
@@ -906,18 +910,20 @@ export interface components {
     schemas: {
         Ready: {
             /**
-             * @description `ok` when every check passed.
+             * @description `ok` when every check passed; `unavailable` (503) when a check failed that is not degraded; `degraded` (200) when only degraded checks failed.
              * @enum {string}
              */
-            status: "ok" | "unavailable";
+            status: "ok" | "degraded" | "unavailable";
             checks: components["schemas"]["ReadyCheck"][];
         };
         ReadyCheck: {
-            /** @description What was checked, such as `store`, `commits`, `signing_key` or `pack`. */
+            /** @description What was checked, such as `store`, `commits`, `signing_key`, `pack` or `witnesses`. */
             name: string;
             ok: boolean;
             /** @description Why the check failed. */
             error?: string;
+            /** @description Set on a failed check that does not stop the server taking checks (a witness conflict). */
+            degraded?: boolean;
         };
         AuthZENSubject: {
             /** @description agent, user or human, or service (case-insensitive): the actor's type AGENT, HUMAN or SERVICE. */
@@ -1009,7 +1015,7 @@ export interface components {
          *     the pinned pack (decision spec, tool manifest, outputs schema).
          */
         CheckRequest: {
-            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode it is required. */
+            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode, in-process and in `writ check` it is required. */
             tenant_id?: string;
             /** @description The decision spec. Optional when `tool` is given and the pack's tool manifest maps it to a decision key. */
             decision_key?: string;
@@ -1025,7 +1031,7 @@ export interface components {
             tool_call_id?: string;
             /** @description An earlier record of the tenant that this decision corrects. Records are never edited; a correction is a new record naming the one it replaces. An unknown record is a 400. */
             supersedes?: string;
-            /** @description The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
+            /** @description At most 255 bytes. The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
             idempotency_key?: string;
             /**
              * @description Approvals to redeem (at most one per check): the `approval_id`
@@ -1046,7 +1052,7 @@ export interface components {
             evidence?: components["schemas"]["Evidence"][];
             /** @description Facts that rules may read, such as a fraud score. */
             context?: Record<string, unknown>;
-            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. */
+            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. It may not set `outcome`, which writ sets in the record. */
             outputs?: Record<string, unknown>;
             usage?: components["schemas"]["Usage"];
             /** @description Evaluator scores by name. */
@@ -1107,6 +1113,12 @@ export interface components {
             tool_calls?: number;
             cost_usd_cents?: number;
             wall_clock_ms?: number;
+        };
+        /** @description What writ itself counted of the session's usage for the spec's budgets (provenance observed): the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one. Present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage (see docs/pack-format.md, Budgets). */
+        MeteredUsage: {
+            tool_calls: number;
+            /** @enum {string} */
+            provenance: "observed";
         };
         /** @description One history aggregate value a decision read: the sum of the tenant's contributions to the aggregate for the check's group with a time after `since` (the decision's clock minus the aggregate's window), not counting the decision itself. */
         HistoryValue: {
@@ -1315,7 +1327,9 @@ export interface components {
             scorecard?: {
                 [key: string]: number;
             };
+            /** @description The caller's usage as it sent it: provenance claimed. */
             budget_usage?: components["schemas"]["Usage"];
+            metered_usage?: components["schemas"]["MeteredUsage"];
             execution?: components["schemas"]["Execution"];
             /** @description The values of the pack's history aggregates the decision read (history.<name> in its conditions), pinned for replay. Absent when it read none. */
             history?: components["schemas"]["HistoryValue"][];
@@ -1798,6 +1812,8 @@ export interface components {
             exemption?: string;
             /** @description The payload reported its own success (a field like success or status) that no rule checks; it did not count. */
             self_report_ignored?: boolean;
+            /** @description The tool calls the attempt reported that writ did not observe for the run and step (claimed, not observed), by name. Absent when there are none, and on verdicts decided before writ listed them. */
+            claimed_calls?: string[];
             decision_id: string;
             /** @description The decision record that keeps the verdict. */
             record_id: string;
