@@ -2538,6 +2538,20 @@ export interface operations {
                  *     a record is served once however many of its subjects match.
                  */
                 subject_prefix?: string;
+                /** @description Only records whose `approval_mode_effective` is this mode. */
+                approval_mode_effective?: components["schemas"]["ApprovalMode"];
+                /**
+                 * @description Only records one of whose `policy_decisions` has this
+                 *     `policy_decision_id`: a rule (or control, evidence
+                 *     requirement, budget) with its verdict, such as
+                 *     `pd:refunds@3:R_LIMIT:deny`.
+                 */
+                policy_decision_id?: string;
+                /**
+                 * @description Only records one of whose `approvals` names this approver:
+                 *     the approval decisions a person made.
+                 */
+                approver?: string;
                 /**
                  * @description `chain` (oldest first, by seq) or `newest` (newest first). A
                  *     cursor continues in the order of its query. Newest first, a
