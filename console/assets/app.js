@@ -413,7 +413,8 @@ function toRFC3339(local) { return local ? new Date(local).toISOString() : ''; }
 // recordColumns are the records list's columns: the sort key of each
 // sortable one (seq is the server's order; the others sort the page).
 const recordColumns = [['Seq', 'seq'], ['Time', 'seq'], ['Decision key', 'key'], ['Status', 'status'], ['Outcome', 'outcome'], ['Actor', null], ['Subjects', null]];
-const recordFilters = ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'trace_id', 'from', 'to', 'decision_key', 'subject_id'];
+const recordFilters = ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'approval_mode_effective', 'policy_decision_id', 'approver', 'trace_id', 'from', 'to', 'decision_key', 'subject_id'];
+const approvalModes = ['', 'read_only', 'local_write', 'network', 'delegated', 'destructive'];
 
 // recordsPage lists the tenant's records, newest first unless the URL
 // says order=chain, filtered and sorted as the URL says: the URL holds
@@ -430,13 +431,16 @@ async function recordsPage(params) {
   const form = h('form', { class: 'filters card', onsubmit: (ev) => {
     ev.preventDefault();
     const over = {};
-    for (const k of ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'trace_id', 'from', 'to']) over[k] = form[k].value;
+    for (const k of ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'approval_mode_effective', 'policy_decision_id', 'approver', 'trace_id', 'from', 'to']) over[k] = form[k].value;
     location.hash = view(over);
   } },
   h('div', {}, input('decision_key_prefix', 'Decision key begins with', { placeholder: 'support.refund', 'aria-describedby': 'prefix-help' })),
   h('div', {}, input('subject_prefix', 'Subject begins with', { placeholder: 'customer:', 'aria-describedby': 'prefix-help' })),
   h('div', {}, select('status', 'Status', statuses, f.status)),
   h('div', {}, select('outcome', 'Outcome', outcomes, f.outcome)),
+  h('div', {}, select('approval_mode_effective', 'Approval mode', approvalModes, f.approval_mode_effective)),
+  h('div', {}, input('policy_decision_id', 'Rule (policy decision)', { placeholder: 'pd:…:deny', title: 'policy_decision_id' })),
+  h('div', {}, input('approver', 'Approver', { title: 'approvals[].approver' })),
   h('div', {}, input('trace_id', 'Trace id')),
   h('div', {}, input('from', 'From', { type: 'datetime-local', step: 1 })),
   h('div', {}, input('to', 'To', { type: 'datetime-local', step: 1 })),
@@ -450,7 +454,8 @@ async function recordsPage(params) {
   const t0 = performance.now();
   try {
     page = await api('GET', '/v1/records', { query: { decision_key: f.decision_key, decision_key_prefix: f.decision_key_prefix, status: f.status, outcome: f.outcome,
-      subject_id: f.subject_id, subject_prefix: f.subject_prefix, trace_id: f.trace_id, from: toRFC3339(f.from), to: toRFC3339(f.to), cursor: f.cursor,
+      subject_id: f.subject_id, subject_prefix: f.subject_prefix, trace_id: f.trace_id, approval_mode_effective: f.approval_mode_effective,
+      policy_decision_id: f.policy_decision_id, approver: f.approver, from: toRFC3339(f.from), to: toRFC3339(f.to), cursor: f.cursor,
       order: newest ? 'newest' : '', limit: 50 } });
   } catch (e) { out.replaceChildren(errorBox(e)); return; }
   let rows = page.records;
@@ -536,21 +541,22 @@ function recordSummary(rec) {
   const out = rec.outputs || {};
   const row = (label, field, value) => (value === '' || value === undefined || value === null ? null : [h('dt', { title: field }, label), h('dd', {}, value)]);
   const outcome = out.outcome !== undefined ? labelled('outputs.outcome', out.outcome, out.outcome === 'allow' ? 'ok' : out.outcome === 'allow_with_warning' ? 'warn' : 'bad') : null;
-  const rules = (rec.policy_decisions || []).flatMap((p) => (p.rule_ids || []).map((r) => [r, p.verdict]));
+  const rules = (rec.policy_decisions || []).flatMap((p) => (p.rule_ids || []).map((r) => [r, p.verdict, p.policy_decision_id]));
+  const filter = (k, v, label) => link(`#/records?${new URLSearchParams({ [k]: v })}`, label, { title: `every record with ${k} ${v}` });
   const actor = rec.actor || {};
   return h('section', { class: 'card summary', id: 'summary', 'aria-labelledby': 'summary-h' },
     h('h2', { id: 'summary-h' }, outcome ? ['Outcome: ', outcome] : ['A ', human(rec.kind) || 'record', ' · ', labelled('status', rec.status)]),
     h('dl', {}, kids([
       row('Decision', 'decision_key', code(rec.decision_key)),
       row('Status', 'status', labelled('status', rec.status)),
-      row('Why', 'policy_decisions[].rule_ids', rules.length ? h('ul', { class: 'inline' }, rules.map(([r, v]) => h('li', {}, code(r), v ? ` (${v})` : ''))) : 'no rule fired'),
+      row('Why', 'policy_decisions[].rule_ids', rules.length ? h('ul', { class: 'inline' }, rules.map(([r, v, pd]) => h('li', {}, pd ? filter('policy_decision_id', pd, code(r)) : code(r), v ? ` (${v})` : ''))) : 'no rule fired'),
       row('Who', 'actor', [h('span', { title: 'actor.type' }, String(actor.type || '').toLowerCase()), ' ', code(actor.id || ''),
         actor.delegated_user_id ? [' for ', code(actor.delegated_user_id)] : '']),
       row('About', 'subject_ids', (rec.subject_ids || []).length ? h('ul', { class: 'inline' }, rec.subject_ids.map((x) => h('li', {}, code(x)))) : 'no subject'),
       row('Evidence', 'evidence_refs', (rec.evidence_refs || []).length ? h('ul', { class: 'inline' }, rec.evidence_refs.map((x) => h('li', {}, code(x)))) : 'none'),
       row('Approvals', 'approvals', (rec.approvals || []).length
-        ? h('ul', {}, rec.approvals.map((a) => h('li', {}, `${a.approver || 'someone'} at gate ${a.gate_id}`, a.decided_at ? [', ', timeEl(a.decided_at)] : '')))
-        : rec.approval_mode_effective ? `none yet (mode ${rec.approval_mode_effective})` : 'none needed'),
+        ? h('ul', {}, rec.approvals.map((a) => h('li', {}, a.approver ? filter('approver', a.approver, a.approver) : 'someone', ` at gate ${a.gate_id}`, a.decided_at ? [', ', timeEl(a.decided_at)] : '')))
+        : rec.approval_mode_effective ? ['none yet (mode ', filter('approval_mode_effective', rec.approval_mode_effective, rec.approval_mode_effective), ')'] : 'none needed'),
       row('Execution', 'execution', rec.execution ? [rec.execution.status ? `reported ${human(rec.execution.status)}` : rec.execution.report_required ? 'permitted; a report is due' : 'permitted',
         rec.execution.valid_until ? [' · valid until ', timeEl(rec.execution.valid_until)] : ''] : ''),
       row('When', 'timestamp', [timeEl(rec.timestamp), h('span', { class: 'muted small' }, ` ${fmtTime(rec.timestamp)}`)]),
