@@ -83,7 +83,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("%s %s has no operationId", r.method, r.path)
 		}
 		success := "200"
-		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution") {
+		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution" || r.path == "/v1/keys") {
 			success = "201"
 		}
 		if _, ok := op["responses"].(map[string]any)[success]; !ok {
@@ -115,6 +115,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		"get /v1/records/{id}/envelope": {paramTenantID},
 		"get /v1/ledger/keys":           {paramTenantID},
 		"post /v1/ledger/checkpoint":    {paramTenantID},
+		"get /v1/keys":                  {paramTenantID},
 		"get /v1/ledger/checkpoint":     checkpointParams,
 		"get /v1/records/{id}/proof":    proofParams,
 		"get /v1/ledger/consistency":    consistencyParams,
@@ -365,6 +366,9 @@ var schemaTypes = map[string]reflect.Type{
 	"ApprovalPage":               reflect.TypeFor[writ.ApprovalPage](),
 	"DecideApprovalBody":         reflect.TypeFor[decideBody](),
 	"WithdrawApprovalBody":       reflect.TypeFor[withdrawBody](),
+	"APIKey":                     reflect.TypeFor[wireKey](),
+	"CreateAPIKeyBody":           reflect.TypeFor[createKeyBody](),
+	"RevokeAPIKeyBody":           reflect.TypeFor[revokeKeyBody](),
 	"ReplayResult":               reflect.TypeFor[writ.ReplayResult](),
 	"ReplayDifference":           reflect.TypeFor[writ.ReplayDifference](),
 	"ReplayResults":              reflect.TypeFor[replayResults](),

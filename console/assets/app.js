@@ -203,6 +203,7 @@ function renderChrome() {
   const links = [];
   if (has('approver') || has('auditor')) links.push(['#/inbox', 'Approvals']);
   if (has('auditor')) links.push(['#/overview', 'Overview'], ['#/records', 'Records'], ['#/runs', 'Runs'], ['#/shadow', 'Shadow'], ['#/ledger', 'Ledger']);
+  if (has('admin')) links.push(['#/keys', 'Keys']);
   if (session) links.push(['#/server', 'Server']);
   nav.replaceChildren(...links.map(([href, text]) => h('a', { href, 'data-nav': href }, text)));
   who.replaceChildren(...kids(session ? [
@@ -983,8 +984,57 @@ async function serverPage() {
       dl([['Tenant', session.tenant_id], ['You', session.subject], ['Key', session.key_id ? code(session.key_id) : ''], ['Roles', session.roles.join(', ')],
         ['Session ends', timeEl(session.expires_at)]])),
     has('admin') ? h('section', { class: 'card' }, h('h2', {}, 'API keys'),
-      h('p', {}, 'API keys are managed on the server with the writ command; this console does not create or revoke them:'),
-      h('pre', {}, 'writ keys list --data DIR\nwrit keys create --data DIR --tenant ' + session.tenant_id + ' --subject NAME --role approver\nwrit keys revoke --data DIR KEY_ID')) : null);
+      h('p', {}, link('#/keys', 'Manage the API keys of ' + session.tenant_id + ' →'))) : null);
+}
+
+// ---- API keys (admin) ----
+
+const keyRoles = ['agent', 'approver', 'auditor', 'admin'];
+
+// keysPage lists the tenant's API keys, creates one (its token shown
+// once, here) and revokes one, through /v1/keys: an admin's work.
+async function keysPage() {
+  const out = h('div', {});
+  const created = h('div', { id: 'key-created', 'aria-live': 'polite' });
+  const form = h('form', { class: 'filters card', id: 'create-key', onsubmit: async (ev) => {
+    ev.preventDefault();
+    const roles = keyRoles.filter((r) => form[`role-${r}`].checked);
+    const body = { subject: form.subject.value.trim(), roles };
+    if (form.expires.value) body.expires_at = toRFC3339(form.expires.value);
+    try {
+      const k = await api('POST', '/v1/keys', { body });
+      form.reset();
+      created.replaceChildren(h('section', { class: 'card token', role: 'status' },
+        h('h2', {}, `Key ${k.key_id} for ${k.subject}`),
+        h('p', {}, 'Its token, shown this once (writ keeps only its hash). Copy it now and give it to ', code(k.subject), ':'),
+        h('pre', { id: 'new-token' }, k.token)));
+      await listKeys();
+    } catch (e) { created.replaceChildren(errorBox(e)); }
+  } },
+  h('div', {}, h('label', { for: 'subject' }, 'Who holds it'), h('input', { id: 'subject', name: 'subject', required: true, placeholder: 'maria', title: 'subject: the approver named in approvals' })),
+  h('fieldset', { class: 'roles' }, h('legend', {}, 'Roles'), keyRoles.map((r) => h('label', { class: 'check' }, h('input', { type: 'checkbox', id: `role-${r}`, name: `role-${r}` }), ' ', r))),
+  h('div', {}, h('label', { for: 'expires' }, 'Expires (optional)'), h('input', { id: 'expires', name: 'expires', type: 'datetime-local' })),
+  h('div', {}, h('button', { type: 'submit', id: 'create' }, 'Create key')));
+  show(h('h1', {}, 'API keys'), h('p', { class: 'muted' }, `The keys of tenant ${session.tenant_id}. A new key opens requests at once; a revoked one opens nothing from then on.`),
+    form, created, out);
+  async function listKeys() {
+    let list;
+    try { list = await api('GET', '/v1/keys'); } catch (e) { out.replaceChildren(errorBox(e)); return; }
+    const revoke = (k) => {
+      if (k.revoked_at) return labelled('revoked_at', 'revoked');
+      if (k.key_id === session.key_id) return h('span', { class: 'muted' }, 'your key');
+      const b = h('button', { type: 'button', class: 'secondary', title: `Revoke ${k.key_id}`, onclick: async () => {
+        if (b.dataset.armed !== 'yes') { b.dataset.armed = 'yes'; b.textContent = 'Click again to revoke'; return; }
+        try { await api('POST', `/v1/keys/${encodeURIComponent(k.key_id)}/revoke`, { body: {} }); await listKeys(); } catch (e) { out.prepend(errorBox(e)); }
+      } }, 'Revoke');
+      return b;
+    };
+    const state = (k) => (k.revoked_at ? ['revoked ', timeEl(k.revoked_at)] : k.expires_at && Date.parse(k.expires_at) < Date.now() ? 'expired' : 'active');
+    out.replaceChildren(list.keys.length ? tableOf(['Key', 'Who', 'Roles', 'Created', 'Expires', 'State', 'Signature', ''], ['Key', 'Who', 'Roles', 'Created', 'Expires', 'State', 'Signature', 'Action'],
+      list.keys.map((k) => [{ 'data-key': k.key_id }, [code(k.key_id), k.subject, k.roles.join(', '), timeEl(k.created_at), k.expires_at ? timeEl(k.expires_at) : 'never', state(k),
+        labelled('signature', k.signature, k.signature === 'ok' ? 'ok' : 'bad'), revoke(k)]])) : h('p', { class: 'muted' }, 'No keys: this server runs in development mode.'));
+  }
+  await listKeys();
 }
 
 // ---- router ----
@@ -1004,12 +1054,12 @@ async function route() {
     renderChrome();
   }
   if (!session || seg[0] === 'signin') { await signInPage(); return; }
-  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger', server: '#/server', overview: '#/overview' }[seg[0]];
+  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger', server: '#/server', overview: '#/overview', keys: '#/keys' }[seg[0]];
   for (const a of nav.querySelectorAll('a')) {
     if (a.getAttribute('href') === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
   // A page the role cannot read says so, and where to go instead.
-  const needs = { overview: 'auditor', records: 'auditor', runs: 'auditor', shadow: 'auditor', ledger: 'auditor', inbox: ['approver', 'auditor'], approvals: ['approver', 'auditor'] }[seg[0]];
+  const needs = { keys: 'admin', overview: 'auditor', records: 'auditor', runs: 'auditor', shadow: 'auditor', ledger: 'auditor', inbox: ['approver', 'auditor'], approvals: ['approver', 'auditor'] }[seg[0]];
   if (needs && ![needs].flat().some(has)) {
     show(h('h1', {}, 'Not for your role'), h('p', { id: 'not-for-role' }, `This page needs the role ${[needs].flat().join(' or ')}; you signed in with ${session.roles.join(', ')}.`),
       h('p', {}, link(home(), 'Go to your start page →')));
@@ -1019,6 +1069,7 @@ async function route() {
   try {
     switch (seg[0]) {
       case 'server': await serverPage(); break;
+      case 'keys': await keysPage(); break;
       case 'overview': await overviewPage(); break;
       case 'approvals': if (seg[1]) { await approvalPage(seg[1]); break; } // falls through
       case 'inbox': await inboxPage(params); break;

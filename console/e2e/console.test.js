@@ -690,6 +690,50 @@ test('each role lands on a page it can use', async () => {
   await close(approver);
 });
 
+test('an admin creates a key (its token shown once), sees it work, and revokes it; the keys of another tenant stay apart', async () => {
+  const admin = await newPage(1440, 900);
+  await signIn(admin, keys.ada);
+  await admin.getByRole('link', { name: 'Keys', exact: true }).click();
+  await admin.getByRole('heading', { name: 'API keys' }).waitFor();
+  // The keys of acme are listed, the admin's own without a revoke button.
+  await admin.locator('tbody tr').first().waitFor();
+  const listed = await admin.locator('tbody tr td:nth-child(2)').allTextContents();
+  for (const who of ['maria', 'olga', 'ada']) assert.ok(listed.includes(who), listed.join(','));
+  await admin.getByLabel('Who holds it').fill('nina');
+  await admin.getByLabel('approver').check();
+  await admin.getByLabel('auditor').check();
+  await admin.getByRole('button', { name: 'Create key' }).click();
+  const token = (await admin.locator('#new-token').textContent({ timeout: 15_000 })).trim();
+  assert.match(token, /^writ_/);
+  const row = admin.locator('tbody tr', { hasText: 'nina' });
+  await row.waitFor();
+  assert.match(await row.textContent(), /approver, auditor.*active.*ok/s);
+  await shot(admin, 'keys');
+  // The token works at once, and the list never shows it again.
+  const who = await call('GET', '/v1/whoami', token);
+  assert.equal(who.status, 200);
+  assert.equal(who.body.subject, 'nina');
+  const list = await call('GET', '/v1/keys', keys.ada);
+  assert.ok(!JSON.stringify(list.body).includes(token), 'the list shows no token');
+  // A subject /v1/check would refuse is refused here too, and nothing is created.
+  await admin.getByLabel('Who holds it').fill('<b>eve</b>');
+  await admin.getByLabel('agent', { exact: true }).check();
+  await admin.getByRole('button', { name: 'Create key' }).click();
+  await admin.locator('#key-created .error').waitFor();
+  assert.equal((await call('GET', '/v1/keys', keys.ada)).body.keys.length, list.body.keys.length);
+  // Revoking asks twice, then the key opens nothing.
+  const revoke = row.getByRole('button', { name: /^Revoke/ });
+  await revoke.click();
+  await row.getByRole('button', { name: 'Click again to revoke' }).waitFor();
+  await row.getByRole('button', { name: 'Click again to revoke' }).click();
+  await admin.locator('tbody tr', { hasText: 'nina' }).filter({ hasText: 'revoked' }).first().waitFor();
+  assert.equal((await call('GET', '/v1/whoami', token)).status, 401);
+  // An approver cannot reach the page, nor the routes.
+  assert.equal((await call('GET', '/v1/keys', keys.maria)).status, 403);
+  assert.equal((await call('POST', '/v1/keys', keys.olga, { subject: 'mallory', roles: ['admin'] })).status, 403);
+  await close(admin);
+});
+
 test('an ended session returns to sign-in and stops polling', async () => {
   const token = createKey('temp-approver', 'approver');
   const keyID = token.split('_').slice(1, 3).join('_');
