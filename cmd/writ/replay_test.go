@@ -93,7 +93,9 @@ func TestReplayCommand(t *testing.T) {
 		match func(r writ.Record) bool
 	}{
 		{[]string{"--policy-decision", last.PolicyDecisions[0].PolicyDecisionID}, func(r writ.Record) bool {
-			return slices.ContainsFunc(r.PolicyDecisions, func(p writ.PolicyDecision) bool { return p.PolicyDecisionID == last.PolicyDecisions[0].PolicyDecisionID })
+			return slices.ContainsFunc(r.PolicyDecisions, func(p writ.PolicyDecision) bool {
+				return p.PolicyDecisionID == last.PolicyDecisions[0].PolicyDecisionID
+			})
 		}},
 		{[]string{"--approval-mode", string(last.ApprovalModeEffective)}, func(r writ.Record) bool { return r.ApprovalModeEffective == last.ApprovalModeEffective }},
 		{[]string{"--approver", "user:nobody"}, func(writ.Record) bool { return false }},
