@@ -10,6 +10,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/pack"
 )
 
 // fakeKeys is an auth.Store in memory. Listing, storing and revoking
@@ -133,3 +134,13 @@ func (k *fakeKeys) RevokeAPIKey(ctx context.Context, id string, at time.Time) er
 func (k *fakeKeys) SignAPIKey(context.Context, *auth.Key) error {
 	return errors.New("fakeKeys: SignAPIKey is not used by the key routes")
 }
+
+// refundPack is the refund example's pack, which GET /v1/pack describes
+// in the tests.
+var refundPack = func() *pack.Pack {
+	p, err := pack.Load("../examples/refund")
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()

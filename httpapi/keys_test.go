@@ -118,3 +118,48 @@ func TestKeyRoutes(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer admin-key")
 	readProblem(t, serve(bare, req), req, 404, writ.ENOTFOUND)
 }
+
+// TestPackRoute: GET /v1/pack describes the pack in force, its hash and
+// every rule of every bundle; a server without a pack answers 404.
+func TestPackRoute(t *testing.T) {
+	s, _ := newTestServer(fullService(), Config{Authenticate: testKeys.authenticate, Pack: refundPack})
+	req := newRequest("GET", "/v1/pack", "")
+	req.Header.Set("Authorization", "Bearer auditor-key")
+	rec := serve(s, req)
+	var got wirePack
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &got) != nil {
+		t.Fatalf("GET /v1/pack = %d: %s", rec.Code, rec.Body)
+	}
+	if got.Pack != refundPack.ID() || got.Hash != refundPack.Hash || !strings.HasPrefix(got.Hash, "sha256:") {
+		t.Errorf("GET /v1/pack names %s %s, want %s %s", got.Pack, got.Hash, refundPack.ID(), refundPack.Hash)
+	}
+	var rules, want int
+	for _, b := range refundPack.Bundles {
+		want += len(b.Rules)
+	}
+	for _, b := range got.Bundles {
+		for _, r := range b.Rules {
+			rules++
+			if r.ID == "" || r.Effect == "" {
+				t.Errorf("rule %+v of bundle %s has no id or effect", r, b.BundleID)
+			}
+		}
+	}
+	if rules != want || want == 0 {
+		t.Errorf("GET /v1/pack lists %d rules, want the pack's %d", rules, want)
+	}
+	if !strings.Contains(rec.Body.String(), `"R_HIGH_VALUE_REQUIRES_APPROVAL"`) {
+		t.Errorf("GET /v1/pack does not list the refund pack's approval rule: %s", rec.Body)
+	}
+
+	bare, _ := newTestServer(fullService(), Config{Authenticate: testKeys.authenticate})
+	req = newRequest("GET", "/v1/pack", "")
+	req.Header.Set("Authorization", "Bearer auditor-key")
+	readProblem(t, serve(bare, req), req, 404, writ.ENOTFOUND)
+	req = newRequest("GET", "/v1/pack?limit=1", "")
+	req.Header.Set("Authorization", "Bearer auditor-key")
+	readProblem(t, serve(s, req), req, 400, writ.EINVALID)
+	req = newRequest("GET", "/v1/pack?tenant_id=globex", "")
+	req.Header.Set("Authorization", "Bearer auditor-key")
+	readProblem(t, serve(s, req), req, 403, writ.EFORBIDDEN)
+}

@@ -189,6 +189,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Envelopes:    st.Envelope,
 		VerifierKeys: func(context.Context, string) ([]keyring.Key, error) { return ring.Keys(), nil },
 		APIKeys:      apiKeyAdmin(st, keys, ring),
+		Pack:         p,
 		MaxBodyBytes: *maxBody,
 		Logger:       log,
 		Health: func(context.Context) httpapi.HealthReport {

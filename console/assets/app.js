@@ -974,6 +974,7 @@ async function serverPage() {
   const out = h('div', {});
   show(h('h1', {}, 'Server'), out);
   let health;
+  const rulesBox = h('section', { class: 'card', id: 'pack-rules' });
   try { health = await (await fetch('/healthz')).json(); } catch (e) { out.replaceChildren(errorBox(e)); return; }
   out.replaceChildren(
     h('section', { class: 'card', id: 'server' }, h('h2', {}, 'The pack in force'),
@@ -984,7 +985,16 @@ async function serverPage() {
       dl([['Tenant', session.tenant_id], ['You', session.subject], ['Key', session.key_id ? code(session.key_id) : ''], ['Roles', session.roles.join(', ')],
         ['Session ends', timeEl(session.expires_at)]])),
     has('admin') ? h('section', { class: 'card' }, h('h2', {}, 'API keys'),
-      h('p', {}, link('#/keys', 'Manage the API keys of ' + session.tenant_id + ' →'))) : null);
+      h('p', {}, link('#/keys', 'Manage the API keys of ' + session.tenant_id + ' →'))) : null,
+    rulesBox);
+  // The pack's rules, bundle by bundle (GET /v1/pack).
+  let p;
+  try { p = await api('GET', '/v1/pack'); } catch (e) { rulesBox.replaceChildren(h('h2', {}, 'Rules'), errorBox(e)); return; }
+  const rows = p.bundles.flatMap((b) => b.rules.map((r) => [{}, [code(`${b.bundle_id}@${b.version}`), h('span', { title: r.description || '' }, code(r.id)),
+    labelled('effect', r.effect.replaceAll('_', ' ')), r.gate ? code(r.gate) : '', r.applies_to.length ? r.applies_to.join(', ') : 'every check']]));
+  rulesBox.replaceChildren(h('h2', {}, `Rules of ${p.pack}`),
+    h('p', { class: 'muted small' }, `${rows.length} ${rows.length === 1 ? 'rule' : 'rules'} in ${p.bundles.length} ${p.bundles.length === 1 ? 'bundle' : 'bundles'}; a rule's description is on hover.`),
+    rows.length ? tableOf(['Bundle', 'Rule', 'Effect', 'Gate', 'Applies to'], ['Bundle', 'Rule', 'Effect', 'Gate', 'Applies to'], rows) : h('p', { class: 'muted' }, 'No rules.'));
 }
 
 // ---- API keys (admin) ----

@@ -670,11 +670,20 @@ test('an execution report reads in words: no "undefined" in its receipt panel or
 test('each role lands on a page it can use', async () => {
   // An admin key (no approver, no auditor role): the server page, with
   // the pack in force.
-  const admin = await newPage();
+  const admin = await newPage(1440, 900);
   await signIn(admin, keys.ada);
   await admin.getByRole('heading', { name: 'The pack in force' }).waitFor();
   assert.match(admin.url(), /#\/server$/);
   assert.match(await admin.locator('#server').textContent(), /support@1\.0\.0.*sha256:[0-9a-f]{64}/s);
+  // The pack's rules, from GET /v1/pack.
+  const rules = admin.locator('#pack-rules');
+  await rules.locator('tbody tr').first().waitFor();
+  assert.match(await rules.locator('h2').textContent(), /^Rules of support@1\.0\.0$/);
+  const pk = await call('GET', '/v1/pack', keys.ada);
+  const want = pk.body.bundles.reduce((n, b) => n + b.rules.length, 0);
+  assert.equal(await rules.locator('tbody tr').count(), want);
+  assert.ok(want > 0);
+  assert.match(await rules.textContent(), /R_HIGH_VALUE_REQUIRES_APPROVAL.*require approval.*GATE_FINANCE_APPROVAL/s);
   await shot(admin, 'server');
   // A page it cannot read says so, and links to its start page.
   await admin.goto(`${server.url}/console/#/records`);
