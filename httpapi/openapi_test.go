@@ -316,6 +316,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Usage":                      reflect.TypeFor[writ.Usage](),
 	"ToolLineage":                reflect.TypeFor[writ.ToolLineage](),
 	"HistoryValue":               reflect.TypeFor[writ.HistoryValue](),
+	"MeteredUsage":               reflect.TypeFor[writ.MeteredUsage](),
 	"CallerLineage":              reflect.TypeFor[writ.CallerLineage](),
 	"Receipt":                    reflect.TypeFor[writ.Receipt](),
 	"Reason":                     reflect.TypeFor[writ.Reason](),

@@ -121,7 +121,8 @@ type Config struct {
 
 // ReadyReport is the body of GET /readyz.
 type ReadyReport struct {
-	// Status is HealthOK when every check passed, else "unavailable".
+	// Status is HealthOK when every check passed; "unavailable" when a
+	// check failed that is not Degraded; else "degraded".
 	Status string `json:"status"`
 	// Checks are the readiness checks, each passed or failed.
 	Checks []ReadyCheck `json:"checks"`
@@ -136,6 +137,10 @@ type ReadyCheck struct {
 	OK bool `json:"ok"`
 	// Error says why it failed; never secrets.
 	Error string `json:"error,omitempty"`
+	// Degraded marks a failed check that does not stop the server taking
+	// checks (a witness conflict): the report's status is then
+	// "degraded", and /readyz still answers 200.
+	Degraded bool `json:"degraded,omitempty"`
 }
 
 // Defaults of Config.
@@ -431,6 +436,9 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	if traced {
 		req.TraceID = tp.TraceID
+		if tp.State != "" {
+			req.TraceState = tp.State
+		}
 	}
 	rcpt, err := s.svc.Check(r.Context(), req)
 	if !traced {
@@ -557,7 +565,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		report.Auth, report.Warning = AuthDisabled, devModeWarning
 	}
 	status := http.StatusOK
-	if report.Status != HealthOK {
+	if report.Status == "unavailable" {
 		status = http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, status, report)
@@ -596,13 +604,17 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	report.Status = HealthOK
 	for _, c := range report.Checks {
-		if !c.OK {
+		switch {
+		case c.OK:
+		case c.Degraded && report.Status == HealthOK:
+			report.Status = "degraded"
+		case !c.Degraded:
 			report.Status = "unavailable"
 		}
 	}
 	report.Checks = nonNil(report.Checks)
 	status := http.StatusOK
-	if report.Status != HealthOK {
+	if report.Status == "unavailable" {
 		status = http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, status, report)
@@ -645,7 +657,8 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 }
 
 // setTraceparent sets the response's traceparent: traceID with a fresh
-// span id. An invalid traceID sets nothing.
+// span id, and the request's tracestate when the answer continues the
+// request's trace. An invalid traceID sets nothing.
 func (s *Server) setTraceparent(w http.ResponseWriter, r *http.Request, traceID string, flags byte) {
 	if !writ.ValidTraceID(traceID) {
 		return
@@ -656,6 +669,12 @@ func (s *Server) setTraceparent(w http.ResponseWriter, r *http.Request, traceID 
 		return
 	}
 	w.Header().Set("traceparent", tp)
+	// The answer continues the request's trace: its tracestate goes with
+	// it unchanged, as Trace Context asks of a participant that adds no
+	// entry of its own.
+	if in, ok := requestTrace(r); ok && in.TraceID == traceID && in.State != "" {
+		w.Header().Set("tracestate", in.State)
+	}
 }
 
 // responseTraceID is the trace id a check answer carries when the request

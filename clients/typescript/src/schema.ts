@@ -846,7 +846,11 @@ export interface paths {
          *     failed and why. `writ serve` checks that the store answers (`store`),
          *     that it can commit (`commits`: the last group commit succeeded, or
          *     a test write commits), that a signing key is valid now
-         *     (`signing_key`) and that the pack is loaded (`pack`). Not subject to the in-flight limit, and served
+         *     (`signing_key`) and that the pack is loaded (`pack`); with
+         *     `--witnesses`, also `witnesses`, which fails as `degraded` when a
+         *     witness reported a conflict (two histories of a tenant's log): the
+         *     status is then `degraded` and the answer still 200, since checks
+         *     go on. Not subject to the in-flight limit, and served
          *     without a key. `/healthz` says the process is alive; this says it
          *     can take work (see docs/operations.md).
          */
@@ -906,18 +910,20 @@ export interface components {
     schemas: {
         Ready: {
             /**
-             * @description `ok` when every check passed.
+             * @description `ok` when every check passed; `unavailable` (503) when a check failed that is not degraded; `degraded` (200) when only degraded checks failed.
              * @enum {string}
              */
-            status: "ok" | "unavailable";
+            status: "ok" | "degraded" | "unavailable";
             checks: components["schemas"]["ReadyCheck"][];
         };
         ReadyCheck: {
-            /** @description What was checked, such as `store`, `commits`, `signing_key` or `pack`. */
+            /** @description What was checked, such as `store`, `commits`, `signing_key`, `pack` or `witnesses`. */
             name: string;
             ok: boolean;
             /** @description Why the check failed. */
             error?: string;
+            /** @description Set on a failed check that does not stop the server taking checks (a witness conflict). */
+            degraded?: boolean;
         };
         AuthZENSubject: {
             /** @description agent, user or human, or service (case-insensitive): the actor's type AGENT, HUMAN or SERVICE. */
@@ -1009,7 +1015,7 @@ export interface components {
          *     the pinned pack (decision spec, tool manifest, outputs schema).
          */
         CheckRequest: {
-            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode it is required. */
+            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode, in-process and in `writ check` it is required. */
             tenant_id?: string;
             /** @description The decision spec. Optional when `tool` is given and the pack's tool manifest maps it to a decision key. */
             decision_key?: string;
@@ -1025,7 +1031,7 @@ export interface components {
             tool_call_id?: string;
             /** @description An earlier record of the tenant that this decision corrects. Records are never edited; a correction is a new record naming the one it replaces. An unknown record is a 400. */
             supersedes?: string;
-            /** @description The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
+            /** @description At most 255 bytes. The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
             idempotency_key?: string;
             /**
              * @description Approvals to redeem (at most one per check): the `approval_id`
@@ -1046,7 +1052,7 @@ export interface components {
             evidence?: components["schemas"]["Evidence"][];
             /** @description Facts that rules may read, such as a fraud score. */
             context?: Record<string, unknown>;
-            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. */
+            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. It may not set `outcome`, which writ sets in the record. */
             outputs?: Record<string, unknown>;
             usage?: components["schemas"]["Usage"];
             /** @description Evaluator scores by name. */
@@ -1057,6 +1063,8 @@ export interface components {
             lineage?: components["schemas"]["CallerLineage"];
             /** @description The W3C trace id. A valid `traceparent` header overrides it; when both are absent, writ generates one. */
             trace_id?: components["schemas"]["TraceID"];
+            /** @description The W3C tracestate of the caller's trace, kept in the stored envelope; rules never read it. A `tracestate` header that goes with a valid `traceparent` overrides it. At most 32 `key=value` entries. */
+            trace_state?: string;
         };
         /** @description Separates who proposed the action from who delegated authority. */
         Actor: {
@@ -1105,6 +1113,12 @@ export interface components {
             tool_calls?: number;
             cost_usd_cents?: number;
             wall_clock_ms?: number;
+        };
+        /** @description What writ itself counted of the session's usage for the spec's budgets (provenance observed): the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one. Present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage (see docs/pack-format.md, Budgets). */
+        MeteredUsage: {
+            tool_calls: number;
+            /** @enum {string} */
+            provenance: "observed";
         };
         /** @description One history aggregate value a decision read: the sum of the tenant's contributions to the aggregate for the check's group with a time after `since` (the decision's clock minus the aggregate's window), not counting the decision itself. */
         HistoryValue: {
@@ -1313,7 +1327,9 @@ export interface components {
             scorecard?: {
                 [key: string]: number;
             };
+            /** @description The caller's usage as it sent it: provenance claimed. */
             budget_usage?: components["schemas"]["Usage"];
+            metered_usage?: components["schemas"]["MeteredUsage"];
             execution?: components["schemas"]["Execution"];
             /** @description The values of the pack's history aggregates the decision read (history.<name> in its conditions), pinned for replay. Absent when it read none. */
             history?: components["schemas"]["HistoryValue"][];
@@ -1796,6 +1812,8 @@ export interface components {
             exemption?: string;
             /** @description The payload reported its own success (a field like success or status) that no rule checks; it did not count. */
             self_report_ignored?: boolean;
+            /** @description The tool calls the attempt reported that writ did not observe for the run and step (claimed, not observed), by name. Absent when there are none, and on verdicts decided before writ listed them. */
+            claimed_calls?: string[];
             decision_id: string;
             /** @description The decision record that keeps the verdict. */
             record_id: string;
@@ -2353,6 +2371,14 @@ export interface components {
          * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
          */
         traceparent: string;
+        /**
+         * @description W3C Trace Context vendor entries that go with `traceparent`
+         *     (several headers form one list). Read only with a valid
+         *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+         *     A check keeps it in its stored envelope as `trace_state`.
+         * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+         */
+        tracestate: string;
     };
     requestBodies: never;
     headers: {
@@ -2360,6 +2386,8 @@ export interface components {
         "X-Request-ID": string;
         /** @description Version 00 traceparent carrying the request's trace id and a span id writ made for the answer. */
         traceparent: string;
+        /** @description The request's tracestate, in its canonical form, when the answer's `traceparent` continues the request's trace. */
+        tracestate: string;
         /** @description Seconds to wait before retrying. */
         "Retry-After": number;
         /**
@@ -2384,6 +2412,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path?: never;
             cookie?: never;
@@ -2429,6 +2465,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2453,6 +2490,7 @@ export interface operations {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3119,6 +3157,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The run id (`run_id`). */
@@ -3165,6 +3211,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3286,6 +3333,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The approval request id (`approval_id`). */
@@ -3308,6 +3363,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3337,6 +3393,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The approval request id (`approval_id`). */
@@ -3359,6 +3423,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3388,6 +3453,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The approval request id (`approval_id`). */
@@ -3410,6 +3483,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3545,6 +3619,7 @@ export interface operations {
             201: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3574,6 +3649,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The decision id (`decision_id`), shared by its receipts and records. */
@@ -3591,6 +3674,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3630,6 +3714,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
                 /** @description A request identifier chosen by the caller; echoed in the answer. */
                 "X-Request-ID"?: components["parameters"]["X-Request-ID"];
             };
@@ -3703,6 +3795,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
                 /** @description A request identifier chosen by the caller; echoed in the answer. */
                 "X-Request-ID"?: components["parameters"]["X-Request-ID"];
             };
