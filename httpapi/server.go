@@ -18,6 +18,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/pack"
 )
 
 // Config configures a Server. The zero value of every field selects its
@@ -104,6 +105,13 @@ type Config struct {
 	// and checkpoints, retired and revoked ones included. It serves GET
 	// /v1/ledger/keys. Nil means that route answers 404.
 	VerifierKeys func(ctx context.Context, tenantID string) ([]keyring.Key, error)
+	// APIKeys, when set, serves the admin's API-key routes (GET /v1/keys,
+	// POST /v1/keys, POST /v1/keys/{id}/revoke); without it they answer
+	// 404.
+	APIKeys *KeyAdmin
+	// Pack, when set, is the pack the server enforces, which GET /v1/pack
+	// describes; without it the route answers 404.
+	Pack *pack.Pack
 	// Metrics serves GET /metrics: the Prometheus metrics (package
 	// telemetry). It needs a key with the admin role; the handler reads
 	// the key's principal from the request's context, to serve that
@@ -251,6 +259,10 @@ var routes = []route{
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
 	{http.MethodGet, "/v1/params", []writ.Role{writ.RoleAdmin, writ.RoleAuditor}, (*Server).handleParams},
 	{http.MethodPut, "/v1/params", []writ.Role{writ.RoleAdmin}, (*Server).handleSetParams},
+	{http.MethodGet, "/v1/pack", []writ.Role{writ.RoleApprover, writ.RoleAuditor, writ.RoleAdmin}, (*Server).handlePack},
+	{http.MethodGet, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleKeys},
+	{http.MethodPost, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleCreateKey},
+	{http.MethodPost, "/v1/keys/{id}/revoke", []writ.Role{writ.RoleAdmin}, (*Server).handleRevokeKey},
 	{http.MethodGet, "/v1/whoami", writ.Roles, (*Server).handleWhoAmI},
 	{http.MethodGet, "/healthz", nil, (*Server).handleHealth},
 	{http.MethodGet, "/readyz", nil, (*Server).handleReady},

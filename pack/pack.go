@@ -289,8 +289,20 @@ type Tool struct {
 	// hex digits; see docs/mcp.md): a check that observed another
 	// definition is denied with reason tool_definition_changed.
 	DefinitionDigest string `yaml:"definition_digest"`
-	Pos              Pos    `yaml:"-"`
+	// OnDefinitionChange says what the MCP gateway shows the agent of a
+	// pinned tool whose definition changed: ChangeShowPinned (the
+	// default: the pinned definition, its calls refused) or ChangeHide
+	// (nothing: the tool is not listed). Only with DefinitionDigest.
+	OnDefinitionChange string `yaml:"on_definition_change"`
+	Pos                Pos    `yaml:"-"`
 }
+
+// What the gateway shows of a pinned tool whose definition changed
+// (Tool.OnDefinitionChange).
+const (
+	ChangeShowPinned = "show_pinned"
+	ChangeHide       = "hide"
+)
 
 type manifest struct {
 	Name        string   `yaml:"name"`
