@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/writhq/writ"
+)
+
+// TestQueriesUseIndexes checks that every filter of Records, the pending
+// approvals and the records in flight can be served through an index, with
+// EXPLAIN: no table of the plan is read by a sequential scan. Sequential
+// scans are disabled for the session, so the plan shows an index path
+// whenever one exists (on tables this small the planner would otherwise
+// read them whole); where one filter has an index of its own that also
+// keeps chain order, the plan must use it. Which path PostgreSQL takes on
+// a large table follows its statistics: docs/scale.md shows the plans
+// at 1,000,000 records. Add a row for every new filter.
+func TestQueriesUseIndexes(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	st := openStore(t, dsn)
+	defer st.Close()
+	ctx := t.Context()
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)
+	records := []struct {
+		q    writ.RecordQuery
+		uses string // an index every partition's scan must use ("" for any)
+	}{
+		{writ.RecordQuery{TenantID: "acme"}, "_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", Newest: true}, "_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", DecisionKey: "payments.refund"}, "_decision_key_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", Status: writ.StatusDecided}, "_status_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", TraceID: strings.Repeat("ab", 16)}, "_trace_id_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", SubjectID: "customer:c-001"}, "record_subjects_pkey"},
+		{writ.RecordQuery{TenantID: "acme", SubjectPrefix: "customer:"}, "record_subjects_prefix"},
+		{writ.RecordQuery{TenantID: "acme", DecisionKeyPrefix: "payments."}, ""},
+		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(time.Hour)}, ""},
+		{writ.RecordQuery{TenantID: "acme", From: now}, ""},
+		{writ.RecordQuery{TenantID: "acme", To: now}, ""},
+		{writ.RecordQuery{TenantID: "acme", Outcome: "refunded", Status: writ.StatusDecided}, "_status_tenant_id_seq_idx"},
+	}
+	for _, tt := range records {
+		query, args := recordsQuery(tt.q, 0, 101)
+		checkPlan(t, conn, "Records("+describeQuery(tt.q)+")", query, args, tt.uses)
+	}
+	others := []struct {
+		name  string
+		query string
+		args  []any
+		uses  string
+	}{
+		{name: "Approvals(state=pending)", uses: "approval_events_one_decision"},
+		{name: "Approvals(state=expired)", uses: "approval_events_one_decision"},
+		{name: "Approvals(state=approved)", uses: "approval_events_pkey"},
+		{name: "Approvals(gate_id)", uses: "approval_requests_list"},
+		{name: "InFlight", query: inFlightQuery, args: []any{"acme", 0, 101}, uses: "_status_tenant_id_seq_idx"},
+	}
+	approvalQueries := map[string]writ.ApprovalQuery{
+		"Approvals(state=pending)":  {TenantID: "acme", State: writ.ApprovalPending},
+		"Approvals(state=expired)":  {TenantID: "acme", State: writ.ApprovalExpired},
+		"Approvals(state=approved)": {TenantID: "acme", State: writ.ApprovalApproved},
+		"Approvals(gate_id)":        {TenantID: "acme", GateID: "refund-approval"},
+	}
+	for _, tt := range others {
+		if aq, ok := approvalQueries[tt.name]; ok {
+			tt.query, tt.args = approvalsQuery(aq, 0, 50, now)
+		}
+		checkPlan(t, conn, tt.name, tt.query, tt.args, tt.uses)
+	}
+}
+
+// checkPlan fails the test if EXPLAIN query reads a table by a sequential
+// scan, or does not name the index uses.
+func checkPlan(t *testing.T, conn *pgxpool.Conn, name, query string, args []any, uses string) {
+	t.Helper()
+	rows, err := conn.Query(t.Context(), "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s = %v", query, err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatalf("EXPLAIN %s = %v", query, err)
+	}
+	text := strings.Join(plan, "\n")
+	if strings.Contains(text, "Seq Scan") {
+		t.Errorf("%s: the plan reads a table whole:\n%s", name, text)
+	}
+	if uses != "" && !strings.Contains(text, uses) {
+		t.Errorf("%s: the plan does not use %s:\n%s", name, uses, text)
+	}
+	t.Logf("%s:\n%s", name, text)
+}
+
+// describeQuery spells the filters of q that are set.
+func describeQuery(q writ.RecordQuery) string {
+	var parts []string
+	add := func(name, v string) {
+		if v != "" {
+			parts = append(parts, name+"="+v)
+		}
+	}
+	add("decision_key", q.DecisionKey)
+	add("status", string(q.Status))
+	add("outcome", string(q.Outcome))
+	add("subject_id", q.SubjectID)
+	add("trace_id", q.TraceID)
+	add("decision_key_prefix", q.DecisionKeyPrefix)
+	add("subject_prefix", q.SubjectPrefix)
+	if !q.From.IsZero() {
+		add("from", q.From.Format(time.RFC3339))
+	}
+	if !q.To.IsZero() {
+		add("to", q.To.Format(time.RFC3339))
+	}
+	if q.Newest {
+		add("order", "newest")
+	}
+	return strings.Join(parts, " ")
+}
