@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger/ledgertest"
 )
 
 // TestQueriesUseIndexes checks that every filter of Records, the pending
@@ -136,4 +139,52 @@ func describeQuery(q writ.RecordQuery) string {
 		add("order", "newest")
 	}
 	return strings.Join(parts, " ")
+}
+
+// TestQueriesAtScale times each query of docs/scale.md's table on a
+// ledger made by `writ ledger generate` (tenant-1, one record a second
+// from 2026-01-01, 1,000,000 records), named by WRIT_SCALE_POSTGRES (a DSN
+// whose search_path selects its schema), and logs p50 and p99 of 40 calls
+// of the store and the plan PostgreSQL chose (EXPLAIN ANALYZE). Without
+// the variable it is skipped: run it by hand (see docs/scale.md).
+func TestQueriesAtScale(t *testing.T) {
+	dsn := os.Getenv("WRIT_SCALE_POSTGRES")
+	if dsn == "" {
+		t.Skip("WRIT_SCALE_POSTGRES is not set")
+	}
+	st := openStore(t, dsn)
+	defer st.Close()
+	ctx := t.Context()
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range ledgertest.ScaleQueries("tenant-1") {
+		var times []time.Duration
+		for range 40 {
+			t0 := time.Now()
+			if _, err := st.Records(ctx, q); err != nil {
+				t.Fatalf("Records(%s) = %v", describeQuery(q), err)
+			}
+			times = append(times, time.Since(t0))
+		}
+		slices.Sort(times)
+		query, args := recordsQuery(q, 0, 51)
+		rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		rows.Close()
+		t.Logf("Records(%s): p50 %.1f ms, p99 %.1f ms\n%s", describeQuery(q),
+			float64(times[len(times)/2])/1e6, float64(times[len(times)*99/100])/1e6, strings.Join(plan, "\n"))
+	}
 }

@@ -1,0 +1,33 @@
+package ledgertest
+
+import (
+	"time"
+
+	"github.com/writhq/writ"
+)
+
+// ScaleQueries are the record queries of docs/scale.md's table, for a
+// ledger made by `writ ledger generate --records 1000000` (one record a
+// second of tenant from 2026-01-01, so the last is at 2026-01-12T13:46:39Z),
+// each with a page of 50. The stores' TestQueriesAtScale time them.
+func ScaleQueries(tenant string) []writ.RecordQuery {
+	day := func(d int) time.Time { return time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC) }
+	last := time.Date(2026, 1, 12, 13, 46, 39, 0, time.UTC)
+	q := func(f func(*writ.RecordQuery)) writ.RecordQuery {
+		r := writ.RecordQuery{TenantID: tenant, Limit: 50}
+		f(&r)
+		return r
+	}
+	return []writ.RecordQuery{
+		q(func(r *writ.RecordQuery) {}),
+		q(func(r *writ.RecordQuery) { r.From = last.Add(-30 * time.Second) }),
+		q(func(r *writ.RecordQuery) { r.From, r.To = day(5), day(5).Add(time.Hour) }),
+		q(func(r *writ.RecordQuery) { r.From = last.Add(-24 * time.Hour) }),
+		q(func(r *writ.RecordQuery) { r.From, r.To = day(5), day(6) }),
+		q(func(r *writ.RecordQuery) { r.Newest = true }),
+		q(func(r *writ.RecordQuery) { r.Newest, r.From, r.To = true, day(5), day(6) }),
+		q(func(r *writ.RecordQuery) { r.Status = writ.StatusDeferred }),
+		q(func(r *writ.RecordQuery) { r.SubjectID = "customer:cus_77" }),
+		q(func(r *writ.RecordQuery) { r.DecisionKey = "support.refund.execute" }),
+	}
+}
