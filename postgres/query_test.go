@@ -56,7 +56,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 	}
 	for _, tt := range records {
 		query, args := recordsQuery(tt.q, 0, 101)
-		checkPlan(t, conn, "Records("+describeQuery(tt.q)+")", query, args, tt.uses)
+		checkPlan(t, conn, "Records("+ledgertest.DescribeQuery(tt.q)+")", query, args, tt.uses)
 	}
 	others := []struct {
 		name  string
@@ -114,33 +114,6 @@ func checkPlan(t *testing.T, conn *pgxpool.Conn, name, query string, args []any,
 	t.Logf("%s:\n%s", name, text)
 }
 
-// describeQuery spells the filters of q that are set.
-func describeQuery(q writ.RecordQuery) string {
-	var parts []string
-	add := func(name, v string) {
-		if v != "" {
-			parts = append(parts, name+"="+v)
-		}
-	}
-	add("decision_key", q.DecisionKey)
-	add("status", string(q.Status))
-	add("outcome", string(q.Outcome))
-	add("subject_id", q.SubjectID)
-	add("trace_id", q.TraceID)
-	add("decision_key_prefix", q.DecisionKeyPrefix)
-	add("subject_prefix", q.SubjectPrefix)
-	if !q.From.IsZero() {
-		add("from", q.From.Format(time.RFC3339))
-	}
-	if !q.To.IsZero() {
-		add("to", q.To.Format(time.RFC3339))
-	}
-	if q.Newest {
-		add("order", "newest")
-	}
-	return strings.Join(parts, " ")
-}
-
 // TestQueriesAtScale times each query of docs/scale.md's table on a
 // ledger made by `writ ledger generate` (tenant-1, one record a second
 // from 2026-01-01, 1,000,000 records), named by WRIT_SCALE_POSTGRES (a DSN
@@ -165,7 +138,7 @@ func TestQueriesAtScale(t *testing.T) {
 		for range 40 {
 			t0 := time.Now()
 			if _, err := st.Records(ctx, q); err != nil {
-				t.Fatalf("Records(%s) = %v", describeQuery(q), err)
+				t.Fatalf("Records(%s) = %v", ledgertest.DescribeQuery(q), err)
 			}
 			times = append(times, time.Since(t0))
 		}
@@ -184,7 +157,7 @@ func TestQueriesAtScale(t *testing.T) {
 			plan = append(plan, line)
 		}
 		rows.Close()
-		t.Logf("Records(%s): p50 %.1f ms, p99 %.1f ms\n%s", describeQuery(q),
+		t.Logf("Records(%s): p50 %.1f ms, p99 %.1f ms\n%s", ledgertest.DescribeQuery(q),
 			float64(times[len(times)/2])/1e6, float64(times[len(times)*99/100])/1e6, strings.Join(plan, "\n"))
 	}
 }

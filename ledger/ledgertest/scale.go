@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"strings"
 	"time"
 
 	"github.com/writhq/writ"
@@ -30,4 +31,31 @@ func ScaleQueries(tenant string) []writ.RecordQuery {
 		q(func(r *writ.RecordQuery) { r.SubjectID = "customer:cus_77" }),
 		q(func(r *writ.RecordQuery) { r.DecisionKey = "support.refund.execute" }),
 	}
+}
+
+// DescribeQuery spells the filters of q that are set, for a test log.
+func DescribeQuery(q writ.RecordQuery) string {
+	var parts []string
+	add := func(name, v string) {
+		if v != "" {
+			parts = append(parts, name+"="+v)
+		}
+	}
+	add("decision_key", q.DecisionKey)
+	add("status", string(q.Status))
+	add("outcome", string(q.Outcome))
+	add("subject_id", q.SubjectID)
+	add("trace_id", q.TraceID)
+	add("decision_key_prefix", q.DecisionKeyPrefix)
+	add("subject_prefix", q.SubjectPrefix)
+	if !q.From.IsZero() {
+		add("from", q.From.Format(time.RFC3339))
+	}
+	if !q.To.IsZero() {
+		add("to", q.To.Format(time.RFC3339))
+	}
+	if q.Newest {
+		add("order", "newest")
+	}
+	return strings.Join(parts, " ")
 }
