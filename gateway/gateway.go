@@ -303,6 +303,10 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 		if pin := r.pin(); pin != "" {
 			if r.digest == pin {
 				g.pinnedDefs[name] = r.def
+			} else if r.listed.OnDefinitionChange == pack.ChangeHide {
+				g.log.Warn("gateway: a pinned tool's definition changed; it is hidden from the agent, as its pack asks (on_definition_change: hide)", "tool", name, "upstream", u.cfg.Name, "pinned", pin, "observed", r.digest)
+				g.server.RemoveTools(name)
+				continue
 			} else if def = g.pinnedDefs[name]; def == nil {
 				// Changed before this process saw the pinned text: the
 				// agent is shown nothing of it rather than the new text.

@@ -76,6 +76,10 @@ type Config struct {
 	// a decision's story and the decisions in flight. It is usually the
 	// engine that serves checks. Nil means those routes answer 404.
 	Lifecycle writ.Lifecycle
+	// Params serves the tenant parameter routes (GET and PUT
+	// /v1/params). It is usually the engine that serves checks. Nil
+	// means those routes answer 404.
+	Params writ.TenantParams
 	// MaxWaiting caps the resumes that wait on approvals at once (POST
 	// /v1/decisions/{id}/resume): they are counted here, not against
 	// MaxInFlight, so waiting agents never crowd out checks. A resume
@@ -194,6 +198,7 @@ type Server struct {
 	replays   writ.Replays       // nil when the server replays nothing
 	shadows   writ.ShadowReports // nil when the server reports no shadow decisions
 	lifecycle writ.Lifecycle     // nil when the server carries no decision past its receipt
+	params    writ.TenantParams  // nil when the server serves no tenant parameters
 	cfg       Config
 	log       *slog.Logger
 	rand      io.Reader
@@ -252,6 +257,8 @@ var routes = []route{
 	{http.MethodPost, pathAuthZENEvaluation, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluation},
 	{http.MethodPost, pathAuthZENEvaluations, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluations},
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
+	{http.MethodGet, "/v1/params", []writ.Role{writ.RoleAdmin, writ.RoleAuditor}, (*Server).handleParams},
+	{http.MethodPut, "/v1/params", []writ.Role{writ.RoleAdmin}, (*Server).handleSetParams},
 	{http.MethodGet, "/v1/pack", []writ.Role{writ.RoleApprover, writ.RoleAuditor, writ.RoleAdmin}, (*Server).handlePack},
 	{http.MethodGet, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleKeys},
 	{http.MethodPost, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleCreateKey},
@@ -294,6 +301,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		replays:   cfg.Replays,
 		shadows:   cfg.Shadows,
 		lifecycle: cfg.Lifecycle,
+		params:    cfg.Params,
 		cfg:       cfg,
 		log:       cfg.Logger,
 		rand:      &lockedReader{r: cfg.Rand},

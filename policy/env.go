@@ -33,7 +33,9 @@ import (
 //	scorecard     map(string, double)  evaluator scores
 //	now           timestamp            the decision clock
 //	history       map(string, double)  the pack's history aggregates the check reads, by name
-var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now", "history"}
+//	params        map(string, dyn)     the tenant's parameter values, by name (the pack's
+//	                                   defaults where the tenant set none)
+var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now", "history", "params"}
 
 func newEnv() (*cel.Env, error) {
 	dyn := cel.MapType(cel.StringType, cel.DynType)
@@ -59,6 +61,7 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("scorecard", nums),
 		cel.Variable("now", cel.TimestampType),
 		cel.Variable("history", nums),
+		cel.Variable("params", dyn),
 	)
 }
 
@@ -71,12 +74,13 @@ type vars struct {
 	decisionKey, actionClass, approvalMode string
 	now                                    time.Time
 	history                                History
+	params                                 map[string]any
 
 	vals [numVariables]ref.Val
 }
 
 // numVariables is len(Variables).
-const numVariables = 16
+const numVariables = 17
 
 var (
 	emptyAny = map[string]any{}
@@ -119,6 +123,8 @@ func varIndex(name string) int {
 		return 14
 	case "history":
 		return 15
+	case "params":
+		return 16
 	}
 	return -1
 }
@@ -190,6 +196,8 @@ func (v *vars) native(i int) any {
 			return emptyNum
 		}
 		return map[string]float64(v.history)
+	case 16:
+		return orEmpty(v.params)
 	}
 	return v.now
 }

@@ -195,6 +195,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Replays:      replayer,
 		Shadows:      replayer,
 		Lifecycle:    lifecycle,
+		Params:       eng,
 		Authenticate: authenticate,
 		RateLimit:    httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 		Envelopes:    st.Envelope,

@@ -495,7 +495,7 @@ const groups = [
   ['Identity', ['record_id', 'decision_id', 'decision_key', 'decision_version', 'timestamp', 'status', 'supersedes', 'intent_ref', 'action_class']],
   ['Actor', ['actor']], ['Subject', ['subject_ids']], ['Inputs', ['inputs_refs']], ['Outputs', ['outputs']],
   ['Evidence', ['evidence_refs', 'history']], ['Policy', ['policy_decisions']], ['Approvals', ['approvals', 'approval_mode_effective']],
-  ['Controls', ['controls_active']], ['Tool lineage', ['tool_lineage', 'execution']], ['Scores', ['scorecard']], ['Budget', ['budget_usage']],
+  ['Controls', ['controls_active']], ['Tool lineage', ['tool_lineage', 'execution']], ['Scores', ['scorecard']], ['Budget', ['budget_usage', 'metered_usage']],
   ['Lineage', ['lineage']], ['Trace', ['trace_id', 'replay']], ['Seal', ['audit', 'tenant_id']],
 ];
 
