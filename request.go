@@ -70,6 +70,12 @@ type CheckRequest struct {
 	// TraceID is the W3C trace id (32 lowercase hex). Over HTTP it comes from
 	// the traceparent header; when absent, writ generates one.
 	TraceID string `json:"trace_id,omitempty"`
+	// TraceState is the W3C tracestate of the caller's trace (vendor
+	// entries such as "congo=t61rcWkgMzE"), kept in the stored envelope
+	// so an auditor can join the decision to the caller's tracing
+	// system. Over HTTP it comes from the tracestate header that goes
+	// with a valid traceparent. Rules never read it.
+	TraceState string `json:"trace_state,omitempty"`
 }
 
 // Actor separates who proposed the action from who delegated authority.
@@ -134,6 +140,14 @@ type Usage struct {
 	ToolCalls    int64   `json:"tool_calls,omitempty"`
 	CostUSDCents float64 `json:"cost_usd_cents,omitempty"`
 	WallClockMS  int64   `json:"wall_clock_ms,omitempty"`
+}
+
+// MeteredUsage is what writ counted of a session's usage for a check's
+// budgets: today the tool calls, the checks it allowed in the session
+// with this one. Its provenance is observed.
+type MeteredUsage struct {
+	ToolCalls  int64      `json:"tool_calls"`
+	Provenance Provenance `json:"provenance"`
 }
 
 // ToolLineage references one side-effect transcript entry.

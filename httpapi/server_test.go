@@ -510,6 +510,8 @@ func TestRecordsBadQuery(t *testing.T) {
 		{"/v1/records?tenant_id=t&status=DONE", "status", "must be one of"},
 		{"/v1/records?tenant_id=t&outcome=permit", "outcome", "must be one of"},
 		{"/v1/records?tenant_id=t&outcome=ALLOW", "outcome", "must be one of"},
+		{"/v1/records?tenant_id=t&approval_mode_effective=write", "approval_mode_effective", "must be one of read_only"},
+		{"/v1/records?tenant_id=t&approver=a&approver=b", "approver", "at most once"},
 		{"/v1/records?tenant_id=t&tenant_id=u", "tenant_id", "at most once"},
 		{"/v1/records?tenant_id=t&limit=%zz", "", "malformed query string"},
 		{"/v1/records/r1", "tenant_id", "is required"},
@@ -577,7 +579,7 @@ func TestRecordsPage(t *testing.T) {
 	for _, tt := range tests {
 		fake := &fakeService{page: tt.page}
 		s, _ := newTestServer(fake, Config{})
-		target := "/v1/records?tenant_id=acme&decision_key=k&status=REJECTED&outcome=replan_required&subject_id=s&trace_id=abc&from=2026-05-01T00:00:00Z&to=2026-05-02T00:00:00.5%2B02:00&limit=10&cursor=c0"
+		target := "/v1/records?tenant_id=acme&decision_key=k&status=REJECTED&outcome=replan_required&subject_id=s&trace_id=abc&approval_mode_effective=destructive&policy_decision_id=pd:refunds@3:R_LIMIT:deny&approver=user:ops%20lead&from=2026-05-01T00:00:00Z&to=2026-05-02T00:00:00.5%2B02:00&limit=10&cursor=c0"
 		rec := serve(s, newRequest(http.MethodGet, target, ""))
 		if rec.Code != http.StatusOK {
 			t.Fatalf("GET %s = %d; body %s", target, rec.Code, rec.Body)
@@ -587,6 +589,7 @@ func TestRecordsPage(t *testing.T) {
 		}
 		wantQ := writ.RecordQuery{
 			TenantID: "acme", DecisionKey: "k", Status: writ.StatusRejected, Outcome: writ.OutcomeReplanRequired, SubjectID: "s", TraceID: "abc",
+			ApprovalMode: writ.ModeDestructive, PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny", Approver: "user:ops lead",
 			From: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 5, 1, 22, 0, 0, 5e8, time.UTC),
 			Limit: 10, Cursor: "c0",
 		}
@@ -782,5 +785,53 @@ func TestDotPathsAreNeverRedirected(t *testing.T) {
 	}
 	if fake.calls() != 0 {
 		t.Errorf("a dot path reached the service %d times", fake.calls())
+	}
+}
+
+// TestTracestate: a tracestate that goes with a valid traceparent reaches
+// the check (kept in its envelope) and comes back on the answer; without
+// a valid traceparent it is ignored, and the body's trace_state stands.
+func TestTracestate(t *testing.T) {
+	const (
+		tp    = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		state = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+	)
+	tests := []struct {
+		name        string
+		traceparent string
+		tracestate  []string
+		body        string
+		wantReq     string // the trace_state the service sees
+		wantResp    string // the answer's tracestate header
+	}{
+		{name: "with a traceparent", traceparent: tp, tracestate: []string{state}, wantReq: state, wantResp: state},
+		{name: "two headers", traceparent: tp, tracestate: []string{"congo=t61rcWkgMzE", "rojo=00f067aa0ba902b7"}, wantReq: state, wantResp: state},
+		{name: "header over body", traceparent: tp, tracestate: []string{state}, body: `,"trace_state":"other=1"`, wantReq: state, wantResp: state},
+		{name: "invalid header: the body's stands", traceparent: tp, tracestate: []string{"Not Valid"}, body: `,"trace_state":"other=1"`, wantReq: "other=1"},
+		{name: "no traceparent: ignored", tracestate: []string{state}},
+		{name: "invalid traceparent: ignored", traceparent: "garbage", tracestate: []string{state}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &fakeService{receipt: fullReceipt()}
+			s, _ := newTestServer(fake, Config{})
+			req := newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"`+tt.body+`}`)
+			if tt.traceparent != "" {
+				req.Header.Set("traceparent", tt.traceparent)
+			}
+			for _, v := range tt.tracestate {
+				req.Header.Add("tracestate", v)
+			}
+			rec := serve(s, req)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("POST /v1/check = %d; body %s", rec.Code, rec.Body)
+			}
+			if got := fake.lastCheck().TraceState; got != tt.wantReq {
+				t.Errorf("service saw trace_state %q, want %q", got, tt.wantReq)
+			}
+			if got := rec.Header().Get("tracestate"); got != tt.wantResp {
+				t.Errorf("answer tracestate %q, want %q", got, tt.wantResp)
+			}
+		})
 	}
 }

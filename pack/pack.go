@@ -59,6 +59,9 @@ type Pack struct {
 	// History are the pack's aggregates over the tenant's own decisions,
 	// in file order (see history.go).
 	History []*Aggregate
+	// Params are the pack's tenant parameters, in file order (see
+	// params.go); none when the pack has no params file.
+	Params []*Param
 }
 
 // Webhook is where writ announces new approval requests: an HTTPS (or,
@@ -121,15 +124,20 @@ func (s *Spec) ID() string { return s.DecisionKey + "@" + s.Version }
 
 // EvidenceRequirement is evidence a spec requires before it allows.
 type EvidenceRequirement struct {
-	Kind         string  `yaml:"kind"`
+	Kind string `yaml:"kind"`
+	// When, when set, is a CEL condition over the request: the
+	// requirement applies only to checks for which it holds (or cannot be
+	// evaluated: writ fails closed).
+	When         string  `yaml:"when"`
 	MaxAgeText   string  `yaml:"max_age"`
 	OnMissing    string  `yaml:"on_missing"`
 	Reason       *Reason `yaml:"reason"`
 	SafeNextStep *Reason `yaml:"safe_next_step"`
 	Routing      Routing `yaml:"routing"`
 
-	MaxAge time.Duration `yaml:"-"`
-	Pos    Pos           `yaml:"-"`
+	MaxAge  time.Duration `yaml:"-"`
+	Pos     Pos           `yaml:"-"`
+	WhenPos Pos           `yaml:"-"`
 }
 
 // Execution says what follows an allow of the spec: how long the allow
@@ -281,8 +289,20 @@ type Tool struct {
 	// hex digits; see docs/mcp.md): a check that observed another
 	// definition is denied with reason tool_definition_changed.
 	DefinitionDigest string `yaml:"definition_digest"`
-	Pos              Pos    `yaml:"-"`
+	// OnDefinitionChange says what the MCP gateway shows the agent of a
+	// pinned tool whose definition changed: ChangeShowPinned (the
+	// default: the pinned definition, its calls refused) or ChangeHide
+	// (nothing: the tool is not listed). Only with DefinitionDigest.
+	OnDefinitionChange string `yaml:"on_definition_change"`
+	Pos                Pos    `yaml:"-"`
 }
+
+// What the gateway shows of a pinned tool whose definition changed
+// (Tool.OnDefinitionChange).
+const (
+	ChangeShowPinned = "show_pinned"
+	ChangeHide       = "hide"
+)
 
 type manifest struct {
 	Name        string   `yaml:"name"`
@@ -301,6 +321,7 @@ type manifest struct {
 		Webhook *Webhook `yaml:"webhook"`
 	} `yaml:"approvals"`
 	History []*Aggregate `yaml:"history"`
+	Params  string       `yaml:"params"`
 }
 
 // Load loads the pack rooted at dir.
@@ -384,9 +405,16 @@ func (l *loader) read(rel, schemaName string) *document {
 		l.add(err)
 		return nil
 	}
+	var nulls []nullKey
+	if schemaName == "test" {
+		nulls = liftPatchNulls(doc.value)
+	}
 	if errs := validate(schemaName, doc); len(errs) > 0 {
 		l.problems = append(l.problems, errs...)
 		return nil
+	}
+	for _, n := range nulls {
+		n.m[n.key] = nil
 	}
 	return doc
 }
@@ -462,6 +490,9 @@ func (l *loader) load() *Pack {
 	if m.WFPolicies != "" {
 		l.loadWorkflowPolicies(p, m.WFPolicies)
 	}
+	if m.Params != "" {
+		l.loadParams(p, m.Params)
+	}
 	l.loadHistory(doc, p, m.History)
 	l.crossCheck(p)
 	l.checkHistory(p)
@@ -522,6 +553,9 @@ func (l *loader) loadSpec(p *Pack, rel string) {
 	for i, r := range s.RequiredEvidence {
 		ptr := fmt.Sprintf("/required_evidence/%d", i)
 		r.Pos = l.pos(doc, ptr)
+		if r.When != "" {
+			r.WhenPos = l.pos(doc, ptr+"/when")
+		}
 		r.MaxAge = l.duration(doc, ptr+"/max_age", r.MaxAgeText)
 		if r.OnMissing == "" {
 			r.OnMissing = "replan_local"
@@ -696,6 +730,9 @@ func (l *loader) crossCheck(p *Pack) {
 		}
 		if strings.HasPrefix(s.DecisionKey, "approval:") {
 			l.addf(s.Pos, "decision key %q: the prefix approval: is reserved for approval decisions", s.DecisionKey)
+		}
+		if strings.HasPrefix(s.DecisionKey, ParamsKeyPrefix) {
+			l.addf(s.Pos, "decision key %q: the prefix params: is reserved for tenant parameter changes", s.DecisionKey)
 		}
 	}
 	for _, t := range sortedTools(p) {

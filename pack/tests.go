@@ -47,8 +47,12 @@ type TestCase struct {
 	// value each already holds, for every group the case reads, before
 	// the case begins.
 	History map[string]float64
-	Expect  []Expectation
-	Run     *TestRun
+	// Params are tenant parameter values set for the check's tenant
+	// before the case begins (a parameter change record), checked
+	// against the pack's parameters; nil keeps the defaults.
+	Params map[string]any
+	Expect []Expectation
+	Run    *TestRun
 
 	Pos, RequestPos, ExpectPos, HistoryPos Pos
 }
@@ -242,6 +246,10 @@ func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr strin
 	}
 	if h, ok := m["history"].(map[string]any); ok {
 		declared := map[string]bool{}
+		for _, sp := range p.Specs {
+			// The tool-call meter exists when a spec has a tool_calls budget.
+			declared[MeterToolCalls] = declared[MeterToolCalls] || sp.Budgets != nil && sp.Budgets.ToolCalls != nil
+		}
 		for _, a := range p.History {
 			declared[a.Name] = true
 		}
@@ -257,6 +265,17 @@ func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr strin
 			}
 			c.History[name] = f
 		}
+	}
+	if pm, ok := m["params"].(map[string]any); ok {
+		if isRun {
+			l.addf(l.pos(doc, ptr+"/params"), "case %q: params are set for a check case, not a run", c.Name)
+		}
+		values, err := p.CheckParams(pm)
+		for _, d := range writ.ErrorDetails(err) {
+			name := strings.TrimPrefix(d.Field, "values.")
+			l.addf(l.pos(doc, ptr+"/params/"+escapePointer(name)), "params: %s", d.Message)
+		}
+		c.Params = values
 	}
 	if isRun {
 		c.Run = l.testRun(doc, p, ids, ptr+"/run", run)
@@ -340,4 +359,52 @@ func (l *loader) expectations(doc *document, ids map[string]bool, ptr string, m 
 func asList(v any) []any {
 	l, _ := v.([]any)
 	return l
+}
+
+// nullKey is a key whose value is null in a mapping of a test file.
+type nullKey struct {
+	m   map[string]any
+	key string
+}
+
+// liftPatchNulls removes the null-valued keys, at any depth, of the
+// requests of a test file (a case's request and each run call's
+// request), and returns them. A request is a JSON merge patch (RFC 7386)
+// in which null deletes the key from the request file, so the schema,
+// which describes requests, checks it without them; read puts them back
+// once the file is valid.
+func liftPatchNulls(root any) []nullKey {
+	var out []nullKey
+	var lift func(v any)
+	lift = func(v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		for k, x := range m {
+			if x == nil {
+				out = append(out, nullKey{m, k})
+				delete(m, k)
+				continue
+			}
+			lift(x)
+		}
+	}
+	top, _ := root.(map[string]any)
+	cases, _ := top["cases"].([]any)
+	for _, c := range cases {
+		cm, _ := c.(map[string]any)
+		lift(cm["request"])
+		run, _ := cm["run"].(map[string]any)
+		attempts, _ := run["attempts"].([]any)
+		for _, a := range attempts {
+			am, _ := a.(map[string]any)
+			calls, _ := am["calls"].([]any)
+			for _, call := range calls {
+				callm, _ := call.(map[string]any)
+				lift(callm["request"])
+			}
+		}
+	}
+	return out
 }

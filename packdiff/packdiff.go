@@ -93,6 +93,7 @@ func Compare(old, new *pack.Pack) *Diff {
 	d.field(pack.Pos{}, subject, "version", old.Version, new.Version, "")
 	d.field(pack.Pos{}, subject, "limits.cel_cost", u64(old.Limits.CELCost), u64(new.Limits.CELCost), direction(float64(old.Limits.CELCost), float64(new.Limits.CELCost), true))
 	d.history(old, new)
+	d.params(old, new)
 	d.specs(old, new)
 	d.bundles(old, new)
 	d.controls(old, new)
@@ -229,6 +230,7 @@ func (d *differ) history(old, new *pack.Pack) {
 			d.field(b.ExpressionPos, s, "expression", a.Expression, b.Expression, "")
 			d.field(b.Pos, s, "window", a.WindowText, b.WindowText, "")
 			d.field(b.Pos, s, "filter", a.Filter, b.Filter, "")
+			d.field(b.Pos, s, "filter_expression", a.FilterExpression, b.FilterExpression, "")
 			d.field(b.Pos, s, "decision_keys", list(a.DecisionKeys), list(b.DecisionKeys), "")
 		}
 	}
@@ -284,6 +286,16 @@ func (d *differ) evidence(subject string, o, n *pack.Spec) {
 		default:
 			d.field(b.Pos, s, "max_age", a.MaxAgeText, b.MaxAgeText, durationDirection(a.MaxAgeText, b.MaxAgeText))
 			d.field(b.Pos, s, "on_missing", a.OnMissing, b.OnMissing, effectDirection(a.OnMissing, b.OnMissing))
+			// A condition narrows where the requirement applies: adding one
+			// loosens, dropping one tightens; changing one cannot be told.
+			whenDir := ""
+			switch {
+			case a.When == "" && b.When != "":
+				whenDir = Loosened
+			case a.When != "" && b.When == "":
+				whenDir = Tightened
+			}
+			d.field(b.Pos, s, "when", a.When, b.When, whenDir)
 		}
 	}
 }
@@ -579,10 +591,10 @@ func (d *differ) step(s string, a, b *pack.Step) {
 			d.add(x.Pos, cs, "removed", toolCallText(x), "", Loosened)
 		default:
 			obs := Loosened
-			if y.Observed {
+			if y.RequiresObserved() {
 				obs = Tightened
 			}
-			d.field(y.Pos, cs, "observed", strconv.FormatBool(x.Observed), strconv.FormatBool(y.Observed), obs)
+			d.field(y.Pos, cs, "observed", strconv.FormatBool(x.RequiresObserved()), strconv.FormatBool(y.RequiresObserved()), obs)
 			exe := Loosened
 			if y.Executed {
 				exe = Tightened
@@ -623,7 +635,7 @@ func evidenceText(e *pack.EvidenceRule) string {
 
 func toolCallText(t *pack.ToolCallRule) string {
 	s := fmt.Sprintf("at least %d", t.Min)
-	if t.Observed {
+	if t.RequiresObserved() {
 		s += ", observed by writ"
 	}
 	if t.Executed {

@@ -132,6 +132,11 @@ type Applied struct {
 	// require_approval check fired for; the check then no longer decides
 	// the effect (see ApplyApprovals).
 	Satisfied string
+	// Deferred is set on a require_approval check that fired while a
+	// check that is not an approval also blocks: an approval cannot help
+	// until that check passes, so the check does not decide the effect and
+	// its gate is not asked (see Decision.settle).
+	Deferred bool
 }
 
 // PolicyDecisionID is the id of the check with its verdict.
@@ -165,6 +170,10 @@ type Decision struct {
 	Gates []string
 	// Granted are the presented approvals that redeemed gates.
 	Granted []*writ.ApprovalRequest
+	// Metered is what writ counted of the session's usage for the
+	// spec's budgets (tool_calls, with this check), when it read the
+	// tool-call meter (meter.go); nil otherwise.
+	Metered *writ.Usage
 }
 
 // Decide evaluates req under r at the clock reading now, with no history
@@ -178,8 +187,23 @@ func (p *Policy) Decide(r *Resolved, req *writ.CheckRequest, now time.Time) *Dec
 // check reads (HistoryPlan), which conditions see as history.<name>. The
 // values are an input like the clock reading: DecideWith stays pure.
 func (p *Policy) DecideWith(r *Resolved, req *writ.CheckRequest, now time.Time, h History) *Decision {
+	return p.DecideInputs(r, req, now, Inputs{History: h})
+}
+
+// Inputs are what a decision reads besides the request and the clock,
+// fetched before deciding and pinned in the record: the history values
+// and the tenant's parameter values.
+type Inputs struct {
+	History History
+	// Params are the effective parameter values (pack.EffectiveParams),
+	// which conditions see as params.<name>.
+	Params map[string]any
+}
+
+// DecideInputs is Decide with the inputs in. It stays pure.
+func (p *Policy) DecideInputs(r *Resolved, req *writ.CheckRequest, now time.Time, in Inputs) *Decision {
 	v := newVars(req, r, now)
-	v.history = h
+	v.history, v.params = in.History, in.Params
 	d := &Decision{Applied: make([]Applied, 0, len(r.cands.checks)+len(r.index.evidence)+5)}
 	d.ceiling(r)
 	d.pinned(r, req)
@@ -191,13 +215,39 @@ func (p *Policy) DecideWith(r *Resolved, req *writ.CheckRequest, now time.Time, 
 	for _, e := range r.index.evidence {
 		d.add(e.apply(v, req, now))
 	}
-	d.budgets(r.index, req.Usage)
+	d.budgets(r.index, req.Usage, in.History)
 	for _, ch := range r.cands.checks {
 		if ch.bundleID != "controls" {
 			d.add(ch.apply(v))
 		}
 	}
+	d.settle()
 	return d
+}
+
+// settle computes the effect from the applied checks. An approval is
+// asked for only when it can help: when a fired check other than a
+// require_approval one blocks (replan_local or stronger), every
+// unsatisfied require_approval check is Deferred, and the effect is the
+// strongest of the other checks. The receipt then lists what must change
+// first, and no approval request is opened; once those checks pass, the
+// same action asks for its approval. A satisfied check (its gate redeemed)
+// never decides the effect.
+func (d *Decision) settle() {
+	blocked := false
+	for _, a := range d.Applied {
+		if a.Firing != nil && a.Satisfied == "" && a.Verdict > Warn && a.Verdict != RequireApproval {
+			blocked = true
+		}
+	}
+	d.Effect = Allow
+	for i := range d.Applied {
+		a := &d.Applied[i]
+		a.Deferred = blocked && a.Firing != nil && a.Satisfied == "" && a.Verdict == RequireApproval
+		if a.Firing != nil && a.Satisfied == "" && !a.Deferred && a.Verdict > d.Effect {
+			d.Effect = a.Verdict
+		}
+	}
 }
 
 func (d *Decision) add(a Applied) {
@@ -292,6 +342,20 @@ func (d *Decision) pinned(r *Resolved, req *writ.CheckRequest) {
 // not observed in the future, and no older than its maximum age.
 func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Applied {
 	a := Applied{ID: e.cid}
+	// A conditional requirement applies only where its condition holds;
+	// one that cannot be evaluated applies (writ fails closed).
+	var whenErr string
+	if e.when != nil {
+		out, _, err := e.when.Eval(v)
+		switch {
+		case err != nil:
+			whenErr = err.Error()
+		case out == types.False:
+			return a
+		case out != types.True:
+			whenErr = fmt.Sprintf("condition evaluated to %v, not a bool", out)
+		}
+	}
 	kind, maxAge := e.req.Kind, e.req.MaxAge
 	var best *writ.Evidence
 	var foreign, future *writ.Evidence
@@ -326,7 +390,10 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 		// The pack's own words, with writ's diagnosis kept alongside.
 		reason = writ.Reason{Code: e.reason.code, Message: e.reason.message.render(v) + " (" + reason.Message + ")"}
 	}
-	f := &Firing{Reason: reason, Routing: e.req.Routing}
+	f := &Firing{Reason: reason, Routing: e.req.Routing, EvalError: whenErr}
+	if whenErr != "" {
+		f.Reason.Message += " (the requirement's when could not be evaluated: " + whenErr + "; writ fails closed and requires the evidence)"
+	}
 	a.Verdict, a.Firing = e.effect, f
 	step := writ.Reason{Code: "FETCH_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(kind)), Message: fmt.Sprintf("Fetch current %s evidence and retry the check.", kind)}
 	if e.step != nil {
@@ -348,17 +415,22 @@ func observed(e *writ.Evidence) time.Time {
 	return *e.ObservedAt
 }
 
-// budgets checks the request's usage against the spec's budgets, one
-// applied check per budgeted dimension.
-func (d *Decision) budgets(idx *specIndex, u *writ.Usage) {
+// budgets checks the session's usage against the spec's budgets, one
+// applied check per budgeted dimension. A dimension writ meters (h holds
+// the tool-call meter) counts the larger of writ's figure and the
+// caller's: the caller's usage can raise a count, never lower it.
+func (d *Decision) budgets(idx *specIndex, u *writ.Usage, h History) {
 	if len(idx.budgets) == 0 {
 		return
 	}
 	if u == nil {
 		u = &writ.Usage{}
 	}
+	if n, ok := meteredToolCalls(h); ok && idx.metered {
+		d.Metered = &writ.Usage{ToolCalls: int64(n)}
+	}
 	for _, b := range idx.budgets {
-		d.add(b.apply(u))
+		d.add(b.apply(u, d.Metered))
 	}
 }
 
@@ -369,6 +441,8 @@ type budgetCheck struct {
 	limit  float64
 	used   func(*writ.Usage) float64
 	effect Effect
+	// metered is set for a dimension writ counts itself (tool_calls).
+	metered bool
 }
 
 func compileBudgets(s *pack.Spec) []*budgetCheck {
@@ -383,7 +457,7 @@ func compileBudgets(s *pack.Spec) []*budgetCheck {
 			return
 		}
 		cid := newCheckID("spec:"+s.ID(), "budget."+dim, "pd:"+s.ID()+":", effect)
-		out = append(out, &budgetCheck{cid: cid, dim: dim, limit: *limit, used: used, effect: effect})
+		out = append(out, &budgetCheck{cid: cid, dim: dim, limit: *limit, used: used, effect: effect, metered: dim == "tool_calls"})
 	}
 	add("tool_calls", intLimit(b.ToolCalls), func(u *writ.Usage) float64 { return float64(u.ToolCalls) })
 	add("tokens", intLimit(b.Tokens), func(u *writ.Usage) float64 { return float64(u.Tokens) })
@@ -392,16 +466,24 @@ func compileBudgets(s *pack.Spec) []*budgetCheck {
 	return out
 }
 
-func (b *budgetCheck) apply(u *writ.Usage) Applied {
+// apply checks the budget against the caller's usage u and, for a
+// dimension writ meters, writ's own count m (nil when it has none).
+func (b *budgetCheck) apply(u, m *writ.Usage) Applied {
 	a := Applied{ID: b.cid}
 	used := b.used(u)
+	var counted string
+	if b.metered && m != nil {
+		claimed := used
+		used = max(used, b.used(m))
+		counted = fmt.Sprintf(" (writ counted %s in this session; the caller reported %s)", strconv.FormatFloat(b.used(m), 'f', -1, 64), strconv.FormatFloat(claimed, 'f', -1, 64))
+	}
 	if used <= b.limit {
 		return a
 	}
 	lim := strconv.FormatFloat(b.limit, 'f', -1, 64)
 	a.Verdict = b.effect
 	a.Firing = &Firing{
-		Reason:    writ.Reason{Code: "budget_exceeded", Message: fmt.Sprintf("Budget %s exceeded: used %s, allowed %s.", b.dim, strconv.FormatFloat(used, 'f', -1, 64), lim)},
+		Reason:    writ.Reason{Code: "budget_exceeded", Message: fmt.Sprintf("Budget %s exceeded: used %s, allowed %s.", b.dim, strconv.FormatFloat(used, 'f', -1, 64), lim) + counted},
 		NextSteps: []writ.Reason{{Code: "REDUCE_" + strings.ToUpper(b.dim), Message: fmt.Sprintf("Finish within the %s budget of %s, or ask the policy owner for a larger one.", b.dim, lim)}},
 		Changes:   []writ.Condition{{Kind: writ.ConditionBudget, Text: fmt.Sprintf("The run's %s stay within %s.", b.dim, lim), Expression: fmt.Sprintf("usage.%s <= %s", b.dim, floatLiteral(b.limit))}},
 	}

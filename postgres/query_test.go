@@ -53,6 +53,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{writ.RecordQuery{TenantID: "acme", From: now}, ""},
 		{writ.RecordQuery{TenantID: "acme", To: now}, ""},
 		{writ.RecordQuery{TenantID: "acme", Outcome: "refunded", Status: writ.StatusDecided}, "_status_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", ApprovalMode: writ.ModeNetwork}, "_approval_mode_effective_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny"}, ""},
+		{writ.RecordQuery{TenantID: "acme", Approver: "user:ops-lead"}, ""},
 	}
 	for _, tt := range records {
 		query, args := recordsQuery(tt.q, 0, 101)

@@ -30,6 +30,10 @@ var groups = map[string][]subcommand{
 		{"deny", "deny a pending approval request"},
 		{"withdraw", "withdraw a pending approval request you asked for and no longer need"},
 	},
+	"params": {
+		{"show", "show a tenant's parameters: declared, set and effective values"},
+		{"set", "set a tenant's parameter values (a sealed record; admin)"},
+	},
 	"decisions": {
 		{"show", "show a decision's story: every record in chain order, its approvals, where it stands"},
 		{"report", "report what happened to the effect a decision allowed"},
@@ -48,10 +52,11 @@ var groups = map[string][]subcommand{
 		{"export", "export a ledger to a bundle that verifies offline"},
 		{"verify-bundle", "verify an exported bundle offline"},
 		{"generate", "generate a synthetic ledger (for benchmarks)"},
-		{"keys", "list, generate, rotate and revoke signing keys"},
+		{"keys", "list, publish, generate, rotate and revoke signing keys"},
 	},
 	"ledger keys": {
 		{"list", "list the signing keys of a key ring"},
+		{"publish", "write the trusted keys file verifiers check bundles against"},
 		{"generate", "generate a signing key"},
 		{"rotate", "generate a signing key that takes over from the current one"},
 		{"revoke", "revoke a signing key from a time on"},

@@ -48,6 +48,9 @@ func DescribeQuery(q writ.RecordQuery) string {
 	add("trace_id", q.TraceID)
 	add("decision_key_prefix", q.DecisionKeyPrefix)
 	add("subject_prefix", q.SubjectPrefix)
+	add("approval_mode_effective", string(q.ApprovalMode))
+	add("policy_decision_id", q.PolicyDecisionID)
+	add("approver", q.Approver)
 	if !q.From.IsZero() {
 		add("from", q.From.Format(time.RFC3339))
 	}

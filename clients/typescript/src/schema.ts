@@ -785,6 +785,133 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/pack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The pack this server enforces
+         * @description The pack in force, the same for every tenant: its id
+         *     (`name@version`), name, version and content hash (the
+         *     `lineage.pack_hash` of the records it decides), and its rules,
+         *     bundle by bundle in bundle id order, each with its effect, the
+         *     approval gate it asks for, its CEL condition and what it applies
+         *     to. A server that enforces no pack answers 404.
+         */
+        get: operations["getPack"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's API keys
+         * @description The tenant's API keys, oldest first, revoked ones included, as
+         *     `writ keys list --tenant` shows them: never a token or its hash.
+         *     `signature` says whether the key's signature verifies under the
+         *     server's signing key ring (`ok`, `unsigned`, `unknown signer` or
+         *     `invalid`; the server refuses all but `ok`).
+         */
+        get: operations["listAPIKeys"];
+        put?: never;
+        /**
+         * Create an API key of the tenant
+         * @description Creates a key of the tenant for `subject` with `roles`, signed with
+         *     the server's signing key ring (as `writ keys create` signs it), and
+         *     answers it with its `token`, **shown this once**: writ keeps only
+         *     the hash of its secret. The subject and roles are validated as at
+         *     `writ keys create` (and as `/v1/check` validates names), so a key
+         *     that could never be used is refused. `expires_at`, when given,
+         *     must be in the future; the key's signature covers it. The server
+         *     logs the creation with the admin who made it. A running server
+         *     accepts the key at once.
+         */
+        post: operations["createAPIKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an API key of the tenant
+         * @description Revokes the key from now on, as `writ keys revoke` does: it opens
+         *     nothing after, and the next checkpoint of the tenant commits to the
+         *     revocation. Revoking a revoked key changes nothing. A key of
+         *     another tenant, or no key, is 404; the key the request presents
+         *     cannot revoke itself (409). The server logs the revocation with the
+         *     admin who made it. The body is `{}` (in development mode,
+         *     `{"tenant_id": ...}`).
+         */
+        post: operations["revokeAPIKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/params": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's parameters as they stand
+         * @description The pinned pack's parameter declarations, the values the tenant
+         *     set (`{}` when none), and the effective values its checks read
+         *     now (`effective`, with their `digest`: the record's
+         *     `params.values` and `params.digest`), with the change in force
+         *     (`set`, `set_by`, `set_at`; absent when the tenant never set
+         *     any).
+         */
+        get: operations["getParams"];
+        /**
+         * Set the tenant's parameter values
+         * @description Replaces the values the tenant sets with `values` (a parameter
+         *     left out takes its default again), as a sealed record: decision
+         *     key `params:<pack name>`, the setter (the API key's subject, or
+         *     `by` in development mode) as a `HUMAN` actor, `outputs.values`,
+         *     `outputs.digest`, `outputs.reason` and `outputs.replaces` (the
+         *     change it replaces). The record is durable before the answer;
+         *     checks decided after it read the new values. Values that do not
+         *     match their parameters' schemas, or name a parameter the pack does
+         *     not declare, are refused (400, one detail per value, field
+         *     `values.<name>`) and nothing is written. With `replaces` (the
+         *     `set` the caller read, `none` for no change yet), a change made
+         *     meanwhile is refused (409).
+         */
+        put: operations["setParams"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/whoami": {
         parameters: {
             query?: never;
@@ -846,7 +973,11 @@ export interface paths {
          *     failed and why. `writ serve` checks that the store answers (`store`),
          *     that it can commit (`commits`: the last group commit succeeded, or
          *     a test write commits), that a signing key is valid now
-         *     (`signing_key`) and that the pack is loaded (`pack`). Not subject to the in-flight limit, and served
+         *     (`signing_key`) and that the pack is loaded (`pack`); with
+         *     `--witnesses`, also `witnesses`, which fails as `degraded` when a
+         *     witness reported a conflict (two histories of a tenant's log): the
+         *     status is then `degraded` and the answer still 200, since checks
+         *     go on. Not subject to the in-flight limit, and served
          *     without a key. `/healthz` says the process is alive; this says it
          *     can take work (see docs/operations.md).
          */
@@ -906,18 +1037,20 @@ export interface components {
     schemas: {
         Ready: {
             /**
-             * @description `ok` when every check passed.
+             * @description `ok` when every check passed; `unavailable` (503) when a check failed that is not degraded; `degraded` (200) when only degraded checks failed.
              * @enum {string}
              */
-            status: "ok" | "unavailable";
+            status: "ok" | "degraded" | "unavailable";
             checks: components["schemas"]["ReadyCheck"][];
         };
         ReadyCheck: {
-            /** @description What was checked, such as `store`, `commits`, `signing_key` or `pack`. */
+            /** @description What was checked, such as `store`, `commits`, `signing_key`, `pack` or `witnesses`. */
             name: string;
             ok: boolean;
             /** @description Why the check failed. */
             error?: string;
+            /** @description Set on a failed check that does not stop the server taking checks (a witness conflict). */
+            degraded?: boolean;
         };
         AuthZENSubject: {
             /** @description agent, user or human, or service (case-insensitive): the actor's type AGENT, HUMAN or SERVICE. */
@@ -1009,7 +1142,7 @@ export interface components {
          *     the pinned pack (decision spec, tool manifest, outputs schema).
          */
         CheckRequest: {
-            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode it is required. */
+            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode, in-process and in `writ check` it is required. */
             tenant_id?: string;
             /** @description The decision spec. Optional when `tool` is given and the pack's tool manifest maps it to a decision key. */
             decision_key?: string;
@@ -1025,7 +1158,7 @@ export interface components {
             tool_call_id?: string;
             /** @description An earlier record of the tenant that this decision corrects. Records are never edited; a correction is a new record naming the one it replaces. An unknown record is a 400. */
             supersedes?: string;
-            /** @description The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
+            /** @description At most 255 bytes. The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
             idempotency_key?: string;
             /**
              * @description Approvals to redeem (at most one per check): the `approval_id`
@@ -1046,7 +1179,7 @@ export interface components {
             evidence?: components["schemas"]["Evidence"][];
             /** @description Facts that rules may read, such as a fraud score. */
             context?: Record<string, unknown>;
-            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. */
+            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. It may not set `outcome`, which writ sets in the record. */
             outputs?: Record<string, unknown>;
             usage?: components["schemas"]["Usage"];
             /** @description Evaluator scores by name. */
@@ -1057,6 +1190,8 @@ export interface components {
             lineage?: components["schemas"]["CallerLineage"];
             /** @description The W3C trace id. A valid `traceparent` header overrides it; when both are absent, writ generates one. */
             trace_id?: components["schemas"]["TraceID"];
+            /** @description The W3C tracestate of the caller's trace, kept in the stored envelope; rules never read it. A `tracestate` header that goes with a valid `traceparent` overrides it. At most 32 `key=value` entries. */
+            trace_state?: string;
         };
         /** @description Separates who proposed the action from who delegated authority. */
         Actor: {
@@ -1105,6 +1240,60 @@ export interface components {
             tool_calls?: number;
             cost_usd_cents?: number;
             wall_clock_ms?: number;
+        };
+        /** @description What writ itself counted of the session's usage for the spec's budgets (provenance observed): the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one. Present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage (see docs/pack-format.md, Budgets). */
+        MeteredUsage: {
+            tool_calls: number;
+            /** @enum {string} */
+            provenance: "observed";
+        };
+        /** @description The tenant parameter values a decision's conditions could read (params.<name>), pinned for replay: every parameter the pack declares, the tenant's value or the default. Absent when the pack declares none. */
+        ParamsPin: {
+            /** @description sha256: and the hex SHA-256 of the RFC 8785 form of values. */
+            digest: string;
+            /** @description The effective values by parameter name. */
+            values: Record<string, unknown>;
+            /** @description The record id of the tenant's parameter change in force; absent when it set none. */
+            set?: string;
+        };
+        SetParamsRequest: {
+            /** @description Required in development mode; with an API key, the key's tenant (or left out). */
+            tenant_id?: string;
+            /** @description The tenant's values by parameter name; the ones left out take their defaults. */
+            values: Record<string, unknown>;
+            /** @description Who sets them, required in development mode; with an API key, the key's subject (or left out). */
+            by?: string;
+            /** @description Why */
+            reason: string;
+            /** @description The change the caller read (ParamsState.set), or none: refused with 409 if another change was made since. */
+            replaces?: string;
+            trace_id?: string;
+        };
+        ParamsState: {
+            tenant_id: string;
+            /** @description The pinned pack, name@version. */
+            pack: string;
+            /** @description The pack's parameters, in file order. */
+            declared: {
+                name: string;
+                description?: string;
+                /** @description The parameter's JSON Schema. */
+                schema: Record<string, unknown>;
+                /** @description The default value. */
+                default: unknown;
+            }[];
+            /** @description The values the tenant set ({} when none). */
+            values: Record<string, unknown>;
+            /** @description The values its checks read now: the record's params.values. */
+            effective: Record<string, unknown>;
+            /** @description The digest of effective: the record's params.digest. */
+            digest: string;
+            /** @description The record id of the change in force. */
+            set?: string;
+            /** @description Who made it. */
+            set_by?: string;
+            /** Format: date-time */
+            set_at?: string;
         };
         /** @description One history aggregate value a decision read: the sum of the tenant's contributions to the aggregate for the check's group with a time after `since` (the decision's clock minus the aggregate's window), not counting the decision itself. */
         HistoryValue: {
@@ -1313,10 +1502,13 @@ export interface components {
             scorecard?: {
                 [key: string]: number;
             };
+            /** @description The caller's usage as it sent it: provenance claimed. */
             budget_usage?: components["schemas"]["Usage"];
+            metered_usage?: components["schemas"]["MeteredUsage"];
             execution?: components["schemas"]["Execution"];
             /** @description The values of the pack's history aggregates the decision read (history.<name> in its conditions), pinned for replay. Absent when it read none. */
             history?: components["schemas"]["HistoryValue"][];
+            params?: components["schemas"]["ParamsPin"];
             lineage: components["schemas"]["Lineage"];
             /** @description The W3C trace id. */
             trace_id: string;
@@ -1634,7 +1826,7 @@ export interface components {
              * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`) or an execution report (`execution:…`).
              * @enum {string}
              */
-            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report";
+            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change";
             /**
              * @description `replay_equal`: the rebuilt record has exactly the sealed
              *     canonical bytes. `diff`: something differs, and `differences`
@@ -1673,7 +1865,7 @@ export interface components {
          *     or a pinned input no longer match their hash.
          * @enum {string}
          */
-        ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_record" | "tamper_detected";
+        ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_params" | "changed_record" | "tamper_detected";
         /** @description A tenant's shadow decisions against what was enforced. */
         ShadowReport: {
             tenant_id: string;
@@ -1796,6 +1988,8 @@ export interface components {
             exemption?: string;
             /** @description The payload reported its own success (a field like success or status) that no rule checks; it did not count. */
             self_report_ignored?: boolean;
+            /** @description The tool calls the attempt reported that writ did not observe for the run and step (claimed, not observed), by name. Absent when there are none, and on verdicts decided before writ listed them. */
+            claimed_calls?: string[];
             decision_id: string;
             /** @description The decision record that keeps the verdict. */
             record_id: string;
@@ -2004,6 +2198,73 @@ export interface components {
             /** @description The W3C trace id of the decision's record. A valid `traceparent` header overrides it. */
             trace_id?: components["schemas"]["TraceID"];
         };
+        PackInForce: {
+            /** @description name@version */
+            pack: string;
+            name: string;
+            version: string;
+            /** @description The pack's content hash, as records carry it in `lineage.pack_hash`. */
+            hash: string;
+            description?: string;
+            bundles: components["schemas"]["PackBundle"][];
+        };
+        PackBundle: {
+            bundle_id: string;
+            version: string;
+            description?: string;
+            rules: components["schemas"]["PackRule"][];
+        };
+        PackRule: {
+            id: string;
+            description?: string;
+            /** @description What the rule does when its condition holds (allow, deny, require_approval, ...). */
+            effect: string;
+            /** @description The approval gate a require_approval rule asks for. */
+            gate?: string;
+            /** @description The rule's CEL condition. */
+            when?: string;
+            /** @description `tool:…`, `action_class:…` and `decision_key:…` entries; empty, the rule applies to every check. */
+            applies_to: string[];
+        };
+        /** @description An API key of the tenant, as the key routes answer it; never its secret's hash. */
+        APIKey: {
+            key_id: string;
+            tenant_id: string;
+            /** @description Who holds the key; it is the approver named in approvals. */
+            subject: string;
+            roles: ("agent" | "approver" | "auditor" | "admin")[];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at?: string;
+            /** Format: date-time */
+            revoked_at?: string;
+            /** @description The signing key that signed the key. */
+            signed_by?: string;
+            /**
+             * @description Whether the key's signature verifies; the server refuses every key but `ok`.
+             * @enum {string}
+             */
+            signature: "ok" | "unsigned" | "unknown signer" | "invalid";
+            /** @description The key's token, answered once, when the key is created. */
+            token?: string;
+        };
+        CreateAPIKeyBody: {
+            /** @description With an API key it defaults to the key's tenant, and naming another is 403; in development mode it is required. */
+            tenant_id?: string;
+            /** @description Who holds the key (a person or a service); validated as a check's names are. */
+            subject: string;
+            roles: ("agent" | "approver" | "auditor" | "admin")[];
+            /**
+             * Format: date-time
+             * @description When the key stops opening anything (optional; in the future).
+             */
+            expires_at?: string;
+        };
+        RevokeAPIKeyBody: {
+            /** @description With an API key it defaults to the key's tenant, and naming another is 403; in development mode it is required. */
+            tenant_id?: string;
+        };
         /**
          * @description Withdraws an approval request; the path names it, so
          *     `approval_id` is not a member. `{}` withdraws without a reason.
@@ -2165,6 +2426,15 @@ export interface components {
         };
         /** @description The record does not exist or is not visible to the tenant (code `not_found`). */
         NotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description No API key of that id in the tenant, or a server that manages no API keys (code `not_found`). */
+        KeyNotFound: {
             headers: {
                 [name: string]: unknown;
             };
@@ -2353,6 +2623,14 @@ export interface components {
          * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
          */
         traceparent: string;
+        /**
+         * @description W3C Trace Context vendor entries that go with `traceparent`
+         *     (several headers form one list). Read only with a valid
+         *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+         *     A check keeps it in its stored envelope as `trace_state`.
+         * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+         */
+        tracestate: string;
     };
     requestBodies: never;
     headers: {
@@ -2360,6 +2638,8 @@ export interface components {
         "X-Request-ID": string;
         /** @description Version 00 traceparent carrying the request's trace id and a span id writ made for the answer. */
         traceparent: string;
+        /** @description The request's tracestate, in its canonical form, when the answer's `traceparent` continues the request's trace. */
+        tracestate: string;
         /** @description Seconds to wait before retrying. */
         "Retry-After": number;
         /**
@@ -2384,6 +2664,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path?: never;
             cookie?: never;
@@ -2429,6 +2717,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2453,6 +2742,7 @@ export interface operations {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2538,6 +2828,20 @@ export interface operations {
                  *     a record is served once however many of its subjects match.
                  */
                 subject_prefix?: string;
+                /** @description Only records whose `approval_mode_effective` is this mode. */
+                approval_mode_effective?: components["schemas"]["ApprovalMode"];
+                /**
+                 * @description Only records one of whose `policy_decisions` has this
+                 *     `policy_decision_id`: a rule (or control, evidence
+                 *     requirement, budget) with its verdict, such as
+                 *     `pd:refunds@3:R_LIMIT:deny`.
+                 */
+                policy_decision_id?: string;
+                /**
+                 * @description Only records one of whose `approvals` names this approver:
+                 *     the approval decisions a person made.
+                 */
+                approver?: string;
                 /**
                  * @description `chain` (oldest first, by seq) or `newest` (newest first). A
                  *     cursor continues in the order of its query. Newest first, a
@@ -3105,6 +3409,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The run id (`run_id`). */
@@ -3151,6 +3463,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3272,6 +3585,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The approval request id (`approval_id`). */
@@ -3294,6 +3615,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3323,6 +3645,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The approval request id (`approval_id`). */
@@ -3345,6 +3675,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3374,6 +3705,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The approval request id (`approval_id`). */
@@ -3396,6 +3735,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3531,6 +3871,7 @@ export interface operations {
             201: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3560,6 +3901,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The decision id (`decision_id`), shared by its receipts and records. */
@@ -3577,6 +3926,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3616,6 +3966,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
                 /** @description A request identifier chosen by the caller; echoed in the answer. */
                 "X-Request-ID"?: components["parameters"]["X-Request-ID"];
             };
@@ -3689,6 +4047,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
                 /** @description A request identifier chosen by the caller; echoed in the answer. */
                 "X-Request-ID"?: components["parameters"]["X-Request-ID"];
             };
@@ -3770,6 +4136,228 @@ export interface operations {
                     "application/json": components["schemas"]["AuthZENMetadata"];
                 };
             };
+        };
+    };
+    getPack: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pack in force. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PackInForce"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listAPIKeys: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: components["schemas"]["APIKey"][];
+                    };
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["KeyNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createAPIKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "subject": "maria",
+                 *       "roles": [
+                 *         "approver"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateAPIKeyBody"];
+            };
+        };
+        responses: {
+            /** @description The key, with its token (shown once). */
+            201: {
+                headers: {
+                    /** @description `no-store`: the answer holds a secret. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKey"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["KeyNotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeAPIKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key id (`key_id`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["RevokeAPIKeyBody"];
+            };
+        };
+        responses: {
+            /** @description The key, revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKey"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["KeyNotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getParams: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's parameters. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParamsState"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setParams: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetParamsRequest"];
+            };
+        };
+        responses: {
+            /** @description The tenant's parameters after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParamsState"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     whoAmI: {
