@@ -57,7 +57,7 @@ type Suite struct {
 	requests map[*pack.TestCase]*writ.CheckRequest
 	// before are the checks each case decides before its own (its
 	// before: items, each repeated).
-	before map[*pack.TestCase][]priorCheck
+	before   map[*pack.TestCase][]priorCheck
 	template string // a migrated, empty SQLite ledger (see newTemplate)
 }
 
