@@ -50,12 +50,17 @@ type Record struct {
 	ToolLineage []ToolLineage `json:"tool_lineage,omitempty"`
 	// Execution is set on a permit that expires or needs a report, and on
 	// an execution report's record.
-	Execution   *Execution         `json:"execution,omitempty"`
-	Scorecard   map[string]float64 `json:"scorecard,omitempty"`
-	BudgetUsage *Usage             `json:"budget_usage,omitempty"`
-	Lineage     Lineage            `json:"lineage"`
-	TraceID     string             `json:"trace_id"`
-	Replay      Replay             `json:"replay"`
+	Execution *Execution         `json:"execution,omitempty"`
+	Scorecard map[string]float64 `json:"scorecard,omitempty"`
+	// BudgetUsage is the caller's usage, as it sent it: claimed.
+	BudgetUsage *Usage `json:"budget_usage,omitempty"`
+	// MeteredUsage is what writ itself counted of the session's usage
+	// for the spec's budgets (observed), set when it metered the check;
+	// the budgets counted the larger of it and BudgetUsage.
+	MeteredUsage *MeteredUsage `json:"metered_usage,omitempty"`
+	Lineage      Lineage       `json:"lineage"`
+	TraceID      string        `json:"trace_id"`
+	Replay       Replay        `json:"replay"`
 	// History pins the history aggregates the decision read, by name
 	// (absent when it read none). JSON field order does not matter: the
 	// sealed bytes are canonical (RFC 8785).

@@ -105,6 +105,10 @@ type Gateway struct {
 	// stateKey signs the requestStates of input-required results;
 	// spent holds the nonces of states answered, until they expire.
 	stateKey []byte
+	// instance names this gateway's MCP session with its client when
+	// the transport has no session id (stdio: one client per process),
+	// for the tool-call meter (sessionOf).
+	instance string
 	spent    map[string]int64
 
 	redactor *record.Redactor
@@ -131,6 +135,7 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, pinnedDefs: map[string]*mcp.Tool{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports), stateKey: make([]byte, 32), spent: map[string]int64{}}
 	rand.Read(g.stateKey)
+	g.instance = newCallID()[len("mcp_"):]
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

@@ -21,6 +21,7 @@ import (
 // with, and the principal each call saw, and answers with the values it
 // was given.
 type fakeService struct {
+	keyCalls    int // calls to the key store of fakeKeys
 	receipt     *writ.Receipt
 	record      *writ.StoredRecord
 	page        *writ.RecordPage
@@ -361,7 +362,7 @@ func (f *fakeService) calls() int {
 	defer f.mu.Unlock()
 	return len(f.checks) + len(f.recordCalls) + len(f.queries) + len(f.ledgerCalls) +
 		len(f.starts) + len(f.attempts) + len(f.runCalls) +
-		len(f.approvalQs) + len(f.approvalGet) + len(f.decisions) + len(f.replayCalls)
+		len(f.approvalQs) + len(f.approvalGet) + len(f.decisions) + len(f.replayCalls) + f.keyCalls
 }
 
 // approvalQueries returns the queries Approvals was called with.

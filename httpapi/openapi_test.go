@@ -83,7 +83,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("%s %s has no operationId", r.method, r.path)
 		}
 		success := "200"
-		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution") {
+		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution" || r.path == "/v1/keys") {
 			success = "201"
 		}
 		if _, ok := op["responses"].(map[string]any)[success]; !ok {
@@ -108,13 +108,15 @@ func TestOpenAPIDocument(t *testing.T) {
 	wantParams := map[string][]string{
 		"get /v1/records": slices.Collect(maps.Keys(recordQueryValues(writ.RecordQuery{
 			TenantID: "t", DecisionKey: "k", Status: "s", Outcome: "o", SubjectID: "s", TraceID: "t",
-			DecisionKeyPrefix: "k", SubjectPrefix: "s", Newest: true,
+			DecisionKeyPrefix: "k", SubjectPrefix: "s", Newest: true, ApprovalMode: "m", PolicyDecisionID: "p", Approver: "a",
 			From: testTime, To: testTime, Limit: 1, Cursor: "c",
 		}))),
 		"get /v1/records/{id}":          {paramTenantID},
 		"get /v1/records/{id}/envelope": {paramTenantID},
 		"get /v1/ledger/keys":           {paramTenantID},
 		"post /v1/ledger/checkpoint":    {paramTenantID},
+		"get /v1/keys":                  {paramTenantID},
+		"get /v1/pack":                  {paramTenantID},
 		"get /v1/ledger/checkpoint":     checkpointParams,
 		"get /v1/records/{id}/proof":    proofParams,
 		"get /v1/ledger/consistency":    consistencyParams,
@@ -314,6 +316,7 @@ var schemaTypes = map[string]reflect.Type{
 	"Usage":                      reflect.TypeFor[writ.Usage](),
 	"ToolLineage":                reflect.TypeFor[writ.ToolLineage](),
 	"HistoryValue":               reflect.TypeFor[writ.HistoryValue](),
+	"MeteredUsage":               reflect.TypeFor[writ.MeteredUsage](),
 	"CallerLineage":              reflect.TypeFor[writ.CallerLineage](),
 	"Receipt":                    reflect.TypeFor[writ.Receipt](),
 	"Reason":                     reflect.TypeFor[writ.Reason](),
@@ -365,6 +368,12 @@ var schemaTypes = map[string]reflect.Type{
 	"ApprovalPage":               reflect.TypeFor[writ.ApprovalPage](),
 	"DecideApprovalBody":         reflect.TypeFor[decideBody](),
 	"WithdrawApprovalBody":       reflect.TypeFor[withdrawBody](),
+	"APIKey":                     reflect.TypeFor[wireKey](),
+	"PackInForce":                reflect.TypeFor[wirePack](),
+	"PackBundle":                 reflect.TypeFor[wireBundle](),
+	"PackRule":                   reflect.TypeFor[wireRule](),
+	"CreateAPIKeyBody":           reflect.TypeFor[createKeyBody](),
+	"RevokeAPIKeyBody":           reflect.TypeFor[revokeKeyBody](),
 	"ReplayResult":               reflect.TypeFor[writ.ReplayResult](),
 	"ReplayDifference":           reflect.TypeFor[writ.ReplayDifference](),
 	"ReplayResults":              reflect.TypeFor[replayResults](),

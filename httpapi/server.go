@@ -18,6 +18,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/pack"
 )
 
 // Config configures a Server. The zero value of every field selects its
@@ -100,6 +101,13 @@ type Config struct {
 	// and checkpoints, retired and revoked ones included. It serves GET
 	// /v1/ledger/keys. Nil means that route answers 404.
 	VerifierKeys func(ctx context.Context, tenantID string) ([]keyring.Key, error)
+	// APIKeys, when set, serves the admin's API-key routes (GET /v1/keys,
+	// POST /v1/keys, POST /v1/keys/{id}/revoke); without it they answer
+	// 404.
+	APIKeys *KeyAdmin
+	// Pack, when set, is the pack the server enforces, which GET /v1/pack
+	// describes; without it the route answers 404.
+	Pack *pack.Pack
 	// Metrics serves GET /metrics: the Prometheus metrics (package
 	// telemetry). It needs a key with the admin role; the handler reads
 	// the key's principal from the request's context, to serve that
@@ -113,7 +121,8 @@ type Config struct {
 
 // ReadyReport is the body of GET /readyz.
 type ReadyReport struct {
-	// Status is HealthOK when every check passed, else "unavailable".
+	// Status is HealthOK when every check passed; "unavailable" when a
+	// check failed that is not Degraded; else "degraded".
 	Status string `json:"status"`
 	// Checks are the readiness checks, each passed or failed.
 	Checks []ReadyCheck `json:"checks"`
@@ -128,6 +137,10 @@ type ReadyCheck struct {
 	OK bool `json:"ok"`
 	// Error says why it failed; never secrets.
 	Error string `json:"error,omitempty"`
+	// Degraded marks a failed check that does not stop the server taking
+	// checks (a witness conflict): the report's status is then
+	// "degraded", and /readyz still answers 200.
+	Degraded bool `json:"degraded,omitempty"`
 }
 
 // Defaults of Config.
@@ -239,6 +252,10 @@ var routes = []route{
 	{http.MethodPost, pathAuthZENEvaluation, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluation},
 	{http.MethodPost, pathAuthZENEvaluations, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluations},
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
+	{http.MethodGet, "/v1/pack", []writ.Role{writ.RoleApprover, writ.RoleAuditor, writ.RoleAdmin}, (*Server).handlePack},
+	{http.MethodGet, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleKeys},
+	{http.MethodPost, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleCreateKey},
+	{http.MethodPost, "/v1/keys/{id}/revoke", []writ.Role{writ.RoleAdmin}, (*Server).handleRevokeKey},
 	{http.MethodGet, "/v1/whoami", writ.Roles, (*Server).handleWhoAmI},
 	{http.MethodGet, "/healthz", nil, (*Server).handleHealth},
 	{http.MethodGet, "/readyz", nil, (*Server).handleReady},
@@ -548,7 +565,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		report.Auth, report.Warning = AuthDisabled, devModeWarning
 	}
 	status := http.StatusOK
-	if report.Status != HealthOK {
+	if report.Status == "unavailable" {
 		status = http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, status, report)
@@ -587,13 +604,17 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	report.Status = HealthOK
 	for _, c := range report.Checks {
-		if !c.OK {
+		switch {
+		case c.OK:
+		case c.Degraded && report.Status == HealthOK:
+			report.Status = "degraded"
+		case !c.Degraded:
 			report.Status = "unavailable"
 		}
 	}
 	report.Checks = nonNil(report.Checks)
 	status := http.StatusOK
-	if report.Status != HealthOK {
+	if report.Status == "unavailable" {
 		status = http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, status, report)

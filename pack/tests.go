@@ -278,6 +278,10 @@ func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr strin
 	}
 	if h, ok := m["history"].(map[string]any); ok {
 		declared := map[string]bool{}
+		for _, sp := range p.Specs {
+			// The tool-call meter exists when a spec has a tool_calls budget.
+			declared[MeterToolCalls] = declared[MeterToolCalls] || sp.Budgets != nil && sp.Budgets.ToolCalls != nil
+		}
 		for _, a := range p.History {
 			declared[a.Name] = true
 		}

@@ -604,10 +604,10 @@ func (d *differ) step(s string, a, b *pack.Step) {
 			d.add(x.Pos, cs, "removed", toolCallText(x), "", Loosened)
 		default:
 			obs := Loosened
-			if y.Observed {
+			if y.RequiresObserved() {
 				obs = Tightened
 			}
-			d.field(y.Pos, cs, "observed", strconv.FormatBool(x.Observed), strconv.FormatBool(y.Observed), obs)
+			d.field(y.Pos, cs, "observed", strconv.FormatBool(x.RequiresObserved()), strconv.FormatBool(y.RequiresObserved()), obs)
 			exe := Loosened
 			if y.Executed {
 				exe = Tightened
@@ -648,7 +648,7 @@ func evidenceText(e *pack.EvidenceRule) string {
 
 func toolCallText(t *pack.ToolCallRule) string {
 	s := fmt.Sprintf("at least %d", t.Min)
-	if t.Observed {
+	if t.RequiresObserved() {
 		s += ", observed by writ"
 	}
 	if t.Executed {

@@ -170,8 +170,14 @@ func (v *vars) native(i int) any {
 	case 11:
 		return orEmpty(validEvidence(req, v.now))
 	case 12:
+		// usage.tool_calls is what the budget counts: the larger of
+		// writ's meter and the caller's figure (meter.go).
+		n, metered := meteredToolCalls(v.history)
 		if u := req.Usage; u != nil {
-			return map[string]float64{"tokens": float64(u.Tokens), "tool_calls": float64(u.ToolCalls), "cost_usd_cents": u.CostUSDCents, "wall_clock_ms": float64(u.WallClockMS)}
+			return map[string]float64{"tokens": float64(u.Tokens), "tool_calls": max(float64(u.ToolCalls), n), "cost_usd_cents": u.CostUSDCents, "wall_clock_ms": float64(u.WallClockMS)}
+		}
+		if metered {
+			return map[string]float64{"tool_calls": n}
 		}
 		return emptyNum
 	case 13:

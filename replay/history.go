@@ -19,9 +19,11 @@ const ClassHistory = "changed_history"
 
 // rebuiltHistory is the record's history field as the engine built it:
 // the values the pack's conditions read for req, with the values the
-// record pinned (by aggregate name) and the group keys redacted.
+// record pinned (by aggregate name) and the group keys redacted. A
+// record decided before writ metered tool calls has no meter value, and
+// is rebuilt without one (policy.WithoutMeter).
 func rebuiltHistory(pin *pinned, r *policy.Resolved, req *writ.CheckRequest, now time.Time, pinned []writ.HistoryValue) []writ.HistoryValue {
-	plan := pin.pol.HistoryPlan(r, req, now)
+	plan := policy.WithoutMeter(pin.pol.HistoryPlan(r, req, now), pinned)
 	for i := range plan.Reads {
 		plan.Reads[i].Group = pin.red.String(plan.Reads[i].Group)
 	}

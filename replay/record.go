@@ -223,7 +223,7 @@ func (rp *replaying) stepVerdict(ctx context.Context, pin *pinned, envelope []by
 		rp.errorf("the pack's verification contracts do not compile: %v", err)
 		return nil, nil
 	}
-	rec, _, err := rb.Verdict(events[:at], &req, rp.head.RecordID, rp.head.DecisionID, rp.head.Timestamp.UTC())
+	rec, _, err := rb.Verdict(events[:at], &req, rp.head.RecordID, rp.head.DecisionID, rp.head.Timestamp.UTC(), len(rp.head.Outputs.ClaimedCalls) == 0)
 	if err != nil {
 		rp.errorf("the verdict cannot be evaluated again: %v", err)
 		return nil, nil
