@@ -91,6 +91,14 @@ type Config struct {
 	// tenant. Nil means development mode: no one is authenticated, every
 	// caller may act for every tenant, and /healthz says so.
 	Authenticate func(ctx context.Context, token string) (*writ.Principal, error)
+	// VerifyDelegation verifies a delegation token (the JWT of a
+	// Writ-Delegation header) for the API key's tenant, and returns the
+	// delegated user it authenticates; a token it refuses is an
+	// EFORBIDDEN error saying why (403), any other error means tokens
+	// cannot be checked now (503). Nil means the server trusts no issuer:
+	// a request that sends the header is refused (403). The header is
+	// honoured in keyed mode only (Authenticate set); see docs/trust.md.
+	VerifyDelegation func(ctx context.Context, tenantID, token string) (*writ.Delegation, error)
 	// Envelopes returns the request envelope stored with the tenant's
 	// record seq whose content address ("sha256:…") is hash, or
 	// ENOTFOUND (ledger.Store.Envelope). It serves GET

@@ -51,8 +51,9 @@ func (b *Binder) Arguments(args map[string]any) (string, error) {
 // Action fingerprints what a check asks for, for
 // must_not_retry_same_action: every input decide reads (decision key,
 // tool, approval mode, arguments, outputs, subjects, actor, workflow,
-// evidence, context, usage, scorecard). What decide never reads is left
-// out (idempotency key, trace id, tool call id, intent ref, input refs,
+// evidence, context, usage, scorecard), the actor as named (its type, id,
+// workload identity and delegated user, not how writ knows them nor the
+// key id). What decide never reads is left out (idempotency key, trace id, tool call id, intent ref, input refs,
 // tool lineage, caller lineage), so a retry that could not change the
 // decision binds the same.
 func (b *Binder) Action(req *writ.CheckRequest, decisionKey string) (string, error) {
@@ -69,7 +70,7 @@ func (b *Binder) Action(req *writ.CheckRequest, decisionKey string) (string, err
 		"arguments":     orEmptyMap(req.Arguments),
 		"outputs":       orEmptyMap(req.Outputs),
 		"subject_ids":   orEmpty(req.SubjectIDs),
-		"actor":         req.Actor,
+		"actor":         req.Actor.Claimed(),
 		"workflow":      req.Workflow,
 		"evidence":      evidence,
 		"context":       orEmptyMap(req.Context),
