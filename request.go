@@ -70,6 +70,12 @@ type CheckRequest struct {
 	// TraceID is the W3C trace id (32 lowercase hex). Over HTTP it comes from
 	// the traceparent header; when absent, writ generates one.
 	TraceID string `json:"trace_id,omitempty"`
+	// TraceState is the W3C tracestate of the caller's trace (vendor
+	// entries such as "congo=t61rcWkgMzE"), kept in the stored envelope
+	// so an auditor can join the decision to the caller's tracing
+	// system. Over HTTP it comes from the tracestate header that goes
+	// with a valid traceparent. Rules never read it.
+	TraceState string `json:"trace_state,omitempty"`
 }
 
 // Actor separates who proposed the action from who delegated authority.

@@ -77,8 +77,8 @@ type Config struct {
 	// block.
 	Announce func(*writ.ApprovalRequest)
 	// AnnounceDecided, when set, is called with each approval request
-	// once its approval or denial is durable (a webhook's "approval
-	// decided" event, so an orchestrator can resume). It must not block.
+	// once its approval, denial or withdrawal is durable (a webhook's
+	// "approval decided" event, so an orchestrator can resume). It must not block.
 	AnnounceDecided func(*writ.ApprovalRequest)
 	// ResumeSweep, when positive, is how often the engine looks for
 	// approvals that another server decided while resumes here wait on

@@ -77,12 +77,16 @@ func (e *Engine) redactGroups(p *policy.HistoryPlan) {
 // receipt permits execution, the contributions of the aggregates that
 // count allowed decisions, and (pending until an execution report says
 // the decision succeeded, see ExecutedDecision) those of the aggregates
-// that count executed ones.
+// that count executed ones; an aggregate's filter_expression is evaluated
+// here, over the check and its outcome (policy.HistoryPlan.Counted), so
+// the store holds only the decisions it counts and a read stays one
+// indexed range sum.
 func (h *history) pin(entry *ledger.Entry, rc *writ.Receipt, now time.Time) {
 	entry.HistoryReads = h.reads
 	if rc.SafeToExecute {
-		entry.Contributions = contributions(h.plan.Allowed, now)
-		entry.PendingContributions = contributions(h.plan.Executed, now)
+		allowed, executed := h.plan.Counted(rc.Outcome)
+		entry.Contributions = contributions(allowed, now)
+		entry.PendingContributions = contributions(executed, now)
 	}
 }
 

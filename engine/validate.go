@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -24,6 +25,10 @@ var (
 )
 
 const maxKeyLen = 255
+
+// maxTraceStateLen is the longest tracestate a check keeps: the 512
+// bytes W3C Trace Context asks every participant to propagate.
+const maxTraceStateLen = 512
 
 // validate checks the shape of a request: what no pack can make valid.
 // Every problem is reported, each naming its field.
@@ -69,6 +74,11 @@ func validate(req *writ.CheckRequest) error {
 	}
 	if req.TraceID != "" && !writ.ValidTraceID(req.TraceID) {
 		bad("trace_id", "must be a W3C trace id: 32 lowercase hex digits, not all zero")
+	}
+	if req.TraceState != "" {
+		if _, err := trace.ParseTraceState(req.TraceState); err != nil || len(req.TraceState) > maxTraceStateLen {
+			bad("trace_state", "must be a W3C tracestate of at most 32 key=value entries and %d bytes", maxTraceStateLen)
+		}
 	}
 	if len(req.IdempotencyKey) > maxKeyLen {
 		bad("idempotency_key", "longer than %d bytes", maxKeyLen)

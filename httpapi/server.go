@@ -427,6 +427,9 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	if traced {
 		req.TraceID = tp.TraceID
+		if tp.State != "" {
+			req.TraceState = tp.State
+		}
 	}
 	rcpt, err := s.svc.Check(r.Context(), req)
 	if !traced {
@@ -641,7 +644,8 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 }
 
 // setTraceparent sets the response's traceparent: traceID with a fresh
-// span id. An invalid traceID sets nothing.
+// span id, and the request's tracestate when the answer continues the
+// request's trace. An invalid traceID sets nothing.
 func (s *Server) setTraceparent(w http.ResponseWriter, r *http.Request, traceID string, flags byte) {
 	if !writ.ValidTraceID(traceID) {
 		return
@@ -652,6 +656,12 @@ func (s *Server) setTraceparent(w http.ResponseWriter, r *http.Request, traceID 
 		return
 	}
 	w.Header().Set("traceparent", tp)
+	// The answer continues the request's trace: its tracestate goes with
+	// it unchanged, as Trace Context asks of a participant that adds no
+	// entry of its own.
+	if in, ok := requestTrace(r); ok && in.TraceID == traceID && in.State != "" {
+		w.Header().Set("tracestate", in.State)
+	}
 }
 
 // responseTraceID is the trace id a check answer carries when the request

@@ -784,3 +784,51 @@ func TestDotPathsAreNeverRedirected(t *testing.T) {
 		t.Errorf("a dot path reached the service %d times", fake.calls())
 	}
 }
+
+// TestTracestate: a tracestate that goes with a valid traceparent reaches
+// the check (kept in its envelope) and comes back on the answer; without
+// a valid traceparent it is ignored, and the body's trace_state stands.
+func TestTracestate(t *testing.T) {
+	const (
+		tp    = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		state = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+	)
+	tests := []struct {
+		name        string
+		traceparent string
+		tracestate  []string
+		body        string
+		wantReq     string // the trace_state the service sees
+		wantResp    string // the answer's tracestate header
+	}{
+		{name: "with a traceparent", traceparent: tp, tracestate: []string{state}, wantReq: state, wantResp: state},
+		{name: "two headers", traceparent: tp, tracestate: []string{"congo=t61rcWkgMzE", "rojo=00f067aa0ba902b7"}, wantReq: state, wantResp: state},
+		{name: "header over body", traceparent: tp, tracestate: []string{state}, body: `,"trace_state":"other=1"`, wantReq: state, wantResp: state},
+		{name: "invalid header: the body's stands", traceparent: tp, tracestate: []string{"Not Valid"}, body: `,"trace_state":"other=1"`, wantReq: "other=1"},
+		{name: "no traceparent: ignored", tracestate: []string{state}},
+		{name: "invalid traceparent: ignored", traceparent: "garbage", tracestate: []string{state}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &fakeService{receipt: fullReceipt()}
+			s, _ := newTestServer(fake, Config{})
+			req := newRequest(http.MethodPost, "/v1/check", `{"tenant_id":"t"`+tt.body+`}`)
+			if tt.traceparent != "" {
+				req.Header.Set("traceparent", tt.traceparent)
+			}
+			for _, v := range tt.tracestate {
+				req.Header.Add("tracestate", v)
+			}
+			rec := serve(s, req)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("POST /v1/check = %d; body %s", rec.Code, rec.Body)
+			}
+			if got := fake.lastCheck().TraceState; got != tt.wantReq {
+				t.Errorf("service saw trace_state %q, want %q", got, tt.wantReq)
+			}
+			if got := rec.Header().Get("tracestate"); got != tt.wantResp {
+				t.Errorf("answer tracestate %q, want %q", got, tt.wantResp)
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ type traceparent struct {
 	TraceID  string // 32 lowercase hex, not all zeros
 	ParentID string // 16 lowercase hex, not all zeros
 	Flags    byte
+	State    string // the tracestate that goes with it, canonical; "" when none or invalid
 }
 
 // Length of a version 00 traceparent: 2+1+32+1+16+1+2.
@@ -70,10 +71,30 @@ func requestTrace(r *http.Request) (traceparent, bool) {
 	if !ok {
 		return tp, false
 	}
+	tp.State = parseTracestate(r.Header.Values("tracestate"))
 	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
 		tp.TraceID = sc.TraceID().String()
 	}
 	return tp, true
+}
+
+// parseTracestate returns the request's tracestate, its headers joined
+// as one list (W3C Trace Context lets a list span several headers), in
+// its canonical form, or "" when it is absent, invalid or longer than
+// the 512 bytes every participant must propagate: an invalid tracestate
+// is dropped, never an error, as Trace Context says.
+func parseTracestate(values []string) string {
+	if len(values) == 0 {
+		return ""
+	}
+	ts, err := trace.ParseTraceState(strings.Join(values, ","))
+	if err != nil {
+		return ""
+	}
+	if s := ts.String(); len(s) <= 512 {
+		return s
+	}
+	return ""
 }
 
 // validID reports whether id is lowercase hex and not all zeros.

@@ -16,11 +16,11 @@ func TestParseTraceparent(t *testing.T) {
 		want   traceparent
 		ok     bool
 	}{
-		{[]string{"00-" + trace + "-" + parent + "-01"}, traceparent{trace, parent, 1}, true},
-		{[]string{"00-" + trace + "-" + parent + "-00"}, traceparent{trace, parent, 0}, true},
-		{[]string{" 00-" + trace + "-" + parent + "-03 "}, traceparent{trace, parent, 3}, true},
-		{[]string{"01-" + trace + "-" + parent + "-01"}, traceparent{trace, parent, 1}, true},
-		{[]string{"fe-" + trace + "-" + parent + "-01-anything"}, traceparent{trace, parent, 1}, true},
+		{[]string{"00-" + trace + "-" + parent + "-01"}, traceparent{trace, parent, 1, ""}, true},
+		{[]string{"00-" + trace + "-" + parent + "-00"}, traceparent{trace, parent, 0, ""}, true},
+		{[]string{" 00-" + trace + "-" + parent + "-03 "}, traceparent{trace, parent, 3, ""}, true},
+		{[]string{"01-" + trace + "-" + parent + "-01"}, traceparent{trace, parent, 1, ""}, true},
+		{[]string{"fe-" + trace + "-" + parent + "-01-anything"}, traceparent{trace, parent, 1, ""}, true},
 		{nil, traceparent{}, false},
 		{[]string{""}, traceparent{}, false},
 		{[]string{"00-" + trace + "-" + parent + "-01", "00-" + trace + "-" + parent + "-01"}, traceparent{}, false},
@@ -53,10 +53,39 @@ func TestFormatTraceparent(t *testing.T) {
 	if want := "00-" + trace + "-deadbeef00000001-01"; got != want || err != nil {
 		t.Errorf("formatTraceparent(%s, 0xff) = %q, %v; want %q", trace, got, err, want)
 	}
-	if tp, ok := parseTraceparent([]string{got}); !ok || tp != (traceparent{trace, "deadbeef00000001", 1}) {
+	if tp, ok := parseTraceparent([]string{got}); !ok || tp != (traceparent{trace, "deadbeef00000001", 1, ""}) {
 		t.Errorf("parseTraceparent(%q) = %+v, %v; want it back", got, tp, ok)
 	}
 	if got, err := formatTraceparent(trace, 0, bytes.NewReader(nil)); err == nil {
 		t.Errorf("formatTraceparent with an empty random source = %q, want an error", got)
+	}
+}
+
+func TestParseTracestate(t *testing.T) {
+	long := "a=" + strings.Repeat("x", 255)
+	var many []string
+	for i := range 33 {
+		many = append(many, "k"+strings.Repeat("k", i)+"=v")
+	}
+	tests := []struct {
+		name   string
+		values []string
+		want   string
+	}{
+		{"absent", nil, ""},
+		{"one entry", []string{"congo=t61rcWkgMzE"}, "congo=t61rcWkgMzE"},
+		{"two headers form one list", []string{"congo=t61rcWkgMzE", "rojo=00f067aa0ba902b7"}, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"},
+		{"spaces around entries", []string{"congo=t61rcWkgMzE , rojo=00f067aa0ba902b7"}, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"},
+		{"multi-tenant key", []string{"fw529a3039@dt=abc"}, "fw529a3039@dt=abc"},
+		{"uppercase key", []string{"Congo=t61rcWkgMzE"}, ""},
+		{"no value separator", []string{"congo"}, ""},
+		{"duplicate key", []string{"congo=a,congo=b"}, ""},
+		{"33 entries", []string{strings.Join(many, ",")}, ""},
+		{"over 512 bytes", []string{long + "," + "b=" + strings.Repeat("y", 255)}, ""},
+	}
+	for _, tt := range tests {
+		if got := parseTracestate(tt.values); got != tt.want {
+			t.Errorf("%s: parseTracestate(%q) = %q, want %q", tt.name, tt.values, got, tt.want)
+		}
 	}
 }

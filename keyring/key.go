@@ -9,6 +9,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/strictb64"
 )
 
 // Key statuses, as returned by Key.Status.
@@ -126,6 +127,14 @@ func (k Key) check() (note.Verifier, error) {
 	v, err := note.NewVerifier(k.VerifierKey)
 	if err != nil {
 		return nil, invalidf("key %q: verifier key %q is not a note Ed25519 verifier key: %v", k.ID, k.VerifierKey, err)
+	}
+	// name+hash+data: names hold no '+', base64 data may.
+	if parts := strings.SplitN(k.VerifierKey, "+", 3); len(parts) != 3 {
+		return nil, invalidf("key %q: verifier key %q has no key data", k.ID, k.VerifierKey)
+	} else if _, err := strictb64.DecodeString(parts[2]); err != nil {
+		// One key, one text: the lenient decoder of note would accept
+		// other spellings of the same key data.
+		return nil, invalidf("key %q: verifier key %q: key data is %v", k.ID, k.VerifierKey, err)
 	}
 	if v.Name() != k.Name {
 		return nil, invalidf("key %q: name %q does not match its verifier key, which is named %q", k.ID, k.Name, v.Name())

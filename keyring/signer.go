@@ -2,13 +2,14 @@ package keyring
 
 import (
 	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/writhq/writ/internal/strictb64"
 )
 
 // signerKey is a parsed note signer key. The private key is reachable
@@ -41,7 +42,7 @@ func parseSignerKey(skey string) (*signerKey, error) {
 	if len(parts) != 5 {
 		return nil, errSignerKey
 	}
-	raw, err := base64.StdEncoding.DecodeString(parts[4])
+	raw, err := strictb64.DecodeString(parts[4])
 	defer clear(raw)
 	if err != nil || len(raw) != 1+ed25519.SeedSize || raw[0] != 1 {
 		return nil, errSignerKey

@@ -2,10 +2,11 @@ package keyring
 
 import (
 	"crypto/ed25519"
-	"encoding/base64"
 	"strings"
 
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
+	"github.com/writhq/writ/internal/strictb64"
 )
 
 // recordVerifier checks record signatures by one key, the hot path of
@@ -35,7 +36,7 @@ var stdlibSemantics = &voi.Options{Verify: func() *voi.VerifyOptions {
 func newRecordVerifier(vkey string) recordVerifier {
 	_, rest, _ := strings.Cut(vkey, "+")
 	_, key64, _ := strings.Cut(rest, "+")
-	key, err := base64.StdEncoding.DecodeString(key64)
+	key, err := strictb64.DecodeString(key64)
 	if err != nil || len(key) != 1+ed25519.PublicKeySize || key[0] != 1 {
 		return recordVerifier{}
 	}

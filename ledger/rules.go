@@ -269,6 +269,11 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 	}
 	if allowed {
 		for _, req := range spec.RequiredEvidence {
+			if req.When != "" {
+				// A conditional requirement applies only where its CEL
+				// condition held; replay evaluates it again.
+				continue
+			}
 			if !slices.ContainsFunc(rec.EvidenceRefs, func(ref string) bool { return strings.HasPrefix(ref, req.Kind+":") }) {
 				bad("evidence", "the decision was allowed without the %s evidence its spec requires", req.Kind)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
+	"github.com/writhq/writ/internal/strictb64"
 )
 
 // Each tenant's records are the leaves of an RFC 6962 Merkle tree, in seq
@@ -89,7 +90,7 @@ func ParseCheckpointText(text string) (origin string, size int64, root tlog.Hash
 	if err != nil || size < 0 || lines[1] != strconv.FormatInt(size, 10) {
 		return "", 0, root, fmt.Errorf("checkpoint: bad tree size %q", lines[1])
 	}
-	h, err := base64.StdEncoding.DecodeString(lines[2])
+	h, err := strictb64.DecodeString(lines[2])
 	if err != nil || len(h) != tlog.HashSize {
 		return "", 0, root, fmt.Errorf("checkpoint: bad root hash %q", lines[2])
 	}

@@ -3,7 +3,6 @@ package ledger
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
+	"github.com/writhq/writ/internal/strictb64"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/record"
 )
@@ -31,9 +31,11 @@ type Finding struct {
 	// TreeSize names the checkpoint a checkpoint finding is about.
 	TreeSize int64 `json:"tree_size,omitempty"`
 	// KeyID names the API key an API key finding is about.
-	KeyID  string `json:"key_id,omitempty"`
-	Kind   string `json:"kind"`
-	Detail string `json:"detail"`
+	KeyID string `json:"key_id,omitempty"`
+	// SigningKeyID names the signing key a key finding is about.
+	SigningKeyID string `json:"signing_key_id,omitempty"`
+	Kind         string `json:"kind"`
+	Detail       string `json:"detail"`
 }
 
 // Finding kinds.
@@ -99,6 +101,10 @@ type VerifyOptions struct {
 	Rules RecordRules
 	// Workers is the number of records checked in parallel (default GOMAXPROCS).
 	Workers int
+	// KeysFor, when set, returns the keys that verify one tenant's
+	// signatures in place of Keys (trusted keys may be published per
+	// tenant). It must not return nil.
+	KeysFor func(tenant string) (KeyVerifier, error)
 	// RequireCheckpoints makes records that no valid signed checkpoint
 	// covers (those after the tenant's largest checkpoint that verifies)
 	// a finding, uncovered_records. Without it they are a notice: nothing
@@ -120,6 +126,9 @@ type Report struct {
 	// uncovered records of each tenant, unless RequireCheckpoints makes
 	// them findings.
 	Notices []Finding `json:"notices,omitempty"`
+	// KeySource says where the keys that verified signatures came from,
+	// when the caller sets it (a bundle: "trusted_keys" or "bundle").
+	KeySource string `json:"key_source,omitempty"`
 }
 
 // Intact reports whether verification found nothing.
@@ -147,7 +156,13 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 	rep := &Report{Tenants: len(tenants), Findings: []Finding{}}
 	valid := map[string][]validCheckpoint{} // by tenant
 	for _, t := range tenants {
-		tv := &tenantVerifier{src: src, opts: opts, tenant: t}
+		topts := opts
+		if opts.KeysFor != nil {
+			if topts.Keys, err = opts.KeysFor(t); err != nil {
+				return nil, err
+			}
+		}
+		tv := &tenantVerifier{src: src, opts: topts, tenant: t}
 		if err := tv.run(ctx); err != nil {
 			return nil, err
 		}
@@ -155,6 +170,7 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 		rep.Records += tv.n
 		rep.Checkpoints += tv.checkpoints
 		rep.Findings = append(rep.Findings, tv.findings...)
+		rep.Findings = append(rep.Findings, checkRevocationGrowth(t, tv.valid)...)
 		if tv.n > tv.covered {
 			rep.Uncovered += tv.n - tv.covered
 			f := Finding{TenantID: t, Seq: tv.covered + 1, Kind: FindingUncovered,
@@ -262,7 +278,8 @@ type tenantVerifier struct {
 	checkpoints int
 	covered     int64 // the size of the largest checkpoint that verifies
 	valid       []validCheckpoint
-	stored      *storedHashes // the store's tree hashes, compared as the tree grows
+	stored      *storedHashes      // the store's tree hashes, compared as the tree grows
+	grants      map[grantKey]grant // the approvals granted by the records linked so far
 }
 
 func (v *tenantVerifier) add(f Finding) {
@@ -277,6 +294,7 @@ type checked struct {
 	audit    writ.Audit
 	recordID string
 	problems []Finding
+	cite     citation // the approvals the record grants or cites
 }
 
 // pageSize is how many records verification asks the source for at once.
@@ -492,6 +510,11 @@ func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) (c checked
 			recordID, tenantID string
 			err                error
 		)
+		if rec != nil {
+			c.cite = citationOf(rec)
+		} else {
+			c.cite = citationOfRaw(raw)
+		}
 		if rec != nil && rec.RecordID != "" && rec.TenantID != "" && !rec.Timestamp.IsZero() {
 			// The record decoded without error, so it is a JSON object
 			// without duplicate names whose three members are strings,
@@ -528,11 +551,11 @@ func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) (c checked
 		problem(FindingHashMismatch, "record_hash %s does not match the record's bytes (%s)", audit.RecordHash, digest)
 	}
 	if keys := v.opts.Keys; keys != nil {
-		switch sig, err := base64.StdEncoding.DecodeString(audit.Signature); {
+		switch sig, err := strictb64.DecodeString(audit.Signature); {
 		case audit.SignedBy == "" || audit.Signature == "":
 			problem(FindingUnsigned, "the record carries no signature")
 		case err != nil:
-			problem(FindingBadSignature, "the signature is not base64: %v", err)
+			problem(FindingBadSignature, "the signature is not canonical base64: %v", err)
 		default:
 			if err := keys.VerifyRecordSignature(audit.SignedBy, record.SignatureMessage(audit.RecordHash), sig, timestamp); err != nil {
 				kind := FindingBadSignature
@@ -585,6 +608,7 @@ func (v *tenantVerifier) link(c *checked) {
 		v.add(f)
 	}
 	v.prev = Head{Seq: a.Seq, Hash: a.RecordHash}
+	v.checkCitations(c)
 	// The tree has one leaf per record read, in the order read: a record
 	// out of place changes the roots, which the checkpoints then expose.
 	leaves := int64(len(v.hashes))
@@ -743,6 +767,11 @@ func (v *tenantVerifier) verifyCheckpoints(ctx context.Context) error {
 	for _, cp := range cps {
 		f := Finding{TreeSize: cp.Size}
 		var text string
+		if err := CheckNoteEncoding(cp.Note); err != nil {
+			f.Kind, f.Detail = FindingBadCheckpoint, err.Error()
+			v.add(f)
+			continue
+		}
 		if v.opts.Keys != nil {
 			n, err := note.Open(cp.Note, v.opts.Keys.Verifiers())
 			if err != nil {

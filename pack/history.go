@@ -20,13 +20,19 @@ type Aggregate struct {
 	Expression string `yaml:"expression"`
 	WindowText string `yaml:"window"`
 	// Filter is "allowed" (the default) or "executed".
-	Filter       string   `yaml:"filter"`
-	DecisionKeys []string `yaml:"decision_keys"`
+	Filter string `yaml:"filter"`
+	// FilterExpression, when set, is a CEL condition over the counted
+	// decision's request and outcome: only decisions for which it holds
+	// count.
+	FilterExpression string   `yaml:"filter_expression"`
+	DecisionKeys     []string `yaml:"decision_keys"`
 
 	Window time.Duration `yaml:"-"`
 	Pos    Pos           `yaml:"-"`
-	// ExpressionPos locates Expression, for CEL errors.
-	ExpressionPos Pos `yaml:"-"`
+	// ExpressionPos and FilterExpressionPos locate Expression and
+	// FilterExpression, for CEL errors.
+	ExpressionPos       Pos `yaml:"-"`
+	FilterExpressionPos Pos `yaml:"-"`
 }
 
 // MaxWindow bounds an aggregate's window: 366 days.
@@ -46,6 +52,9 @@ func (l *loader) loadHistory(doc *document, p *Pack, list []*Aggregate) {
 		ptr := fmt.Sprintf("/history/%d", i)
 		a.Pos = l.pos(doc, ptr)
 		a.ExpressionPos = l.pos(doc, ptr+"/expression")
+		if a.FilterExpression != "" {
+			a.FilterExpressionPos = l.pos(doc, ptr+"/filter_expression")
+		}
 		a.Window = l.duration(doc, ptr+"/window", a.WindowText)
 		if a.Window > MaxWindow {
 			l.addf(l.pos(doc, ptr+"/window"), "window %s is longer than %s (366 days)", a.WindowText, MaxWindow)

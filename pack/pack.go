@@ -121,15 +121,20 @@ func (s *Spec) ID() string { return s.DecisionKey + "@" + s.Version }
 
 // EvidenceRequirement is evidence a spec requires before it allows.
 type EvidenceRequirement struct {
-	Kind         string  `yaml:"kind"`
+	Kind string `yaml:"kind"`
+	// When, when set, is a CEL condition over the request: the
+	// requirement applies only to checks for which it holds (or cannot be
+	// evaluated: writ fails closed).
+	When         string  `yaml:"when"`
 	MaxAgeText   string  `yaml:"max_age"`
 	OnMissing    string  `yaml:"on_missing"`
 	Reason       *Reason `yaml:"reason"`
 	SafeNextStep *Reason `yaml:"safe_next_step"`
 	Routing      Routing `yaml:"routing"`
 
-	MaxAge time.Duration `yaml:"-"`
-	Pos    Pos           `yaml:"-"`
+	MaxAge  time.Duration `yaml:"-"`
+	Pos     Pos           `yaml:"-"`
+	WhenPos Pos           `yaml:"-"`
 }
 
 // Execution says what follows an allow of the spec: how long the allow
@@ -384,9 +389,16 @@ func (l *loader) read(rel, schemaName string) *document {
 		l.add(err)
 		return nil
 	}
+	var nulls []nullKey
+	if schemaName == "test" {
+		nulls = liftPatchNulls(doc.value)
+	}
 	if errs := validate(schemaName, doc); len(errs) > 0 {
 		l.problems = append(l.problems, errs...)
 		return nil
+	}
+	for _, n := range nulls {
+		n.m[n.key] = nil
 	}
 	return doc
 }
@@ -522,6 +534,9 @@ func (l *loader) loadSpec(p *Pack, rel string) {
 	for i, r := range s.RequiredEvidence {
 		ptr := fmt.Sprintf("/required_evidence/%d", i)
 		r.Pos = l.pos(doc, ptr)
+		if r.When != "" {
+			r.WhenPos = l.pos(doc, ptr+"/when")
+		}
 		r.MaxAge = l.duration(doc, ptr+"/max_age", r.MaxAgeText)
 		if r.OnMissing == "" {
 			r.OnMissing = "replan_local"

@@ -341,3 +341,51 @@ func asList(v any) []any {
 	l, _ := v.([]any)
 	return l
 }
+
+// nullKey is a key whose value is null in a mapping of a test file.
+type nullKey struct {
+	m   map[string]any
+	key string
+}
+
+// liftPatchNulls removes the null-valued keys, at any depth, of the
+// requests of a test file (a case's request and each run call's
+// request), and returns them. A request is a JSON merge patch (RFC 7386)
+// in which null deletes the key from the request file, so the schema,
+// which describes requests, checks it without them; read puts them back
+// once the file is valid.
+func liftPatchNulls(root any) []nullKey {
+	var out []nullKey
+	var lift func(v any)
+	lift = func(v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		for k, x := range m {
+			if x == nil {
+				out = append(out, nullKey{m, k})
+				delete(m, k)
+				continue
+			}
+			lift(x)
+		}
+	}
+	top, _ := root.(map[string]any)
+	cases, _ := top["cases"].([]any)
+	for _, c := range cases {
+		cm, _ := c.(map[string]any)
+		lift(cm["request"])
+		run, _ := cm["run"].(map[string]any)
+		attempts, _ := run["attempts"].([]any)
+		for _, a := range attempts {
+			am, _ := a.(map[string]any)
+			calls, _ := am["calls"].([]any)
+			for _, call := range calls {
+				callm, _ := call.(map[string]any)
+				lift(callm["request"])
+			}
+		}
+	}
+	return out
+}

@@ -229,6 +229,7 @@ func (d *differ) history(old, new *pack.Pack) {
 			d.field(b.ExpressionPos, s, "expression", a.Expression, b.Expression, "")
 			d.field(b.Pos, s, "window", a.WindowText, b.WindowText, "")
 			d.field(b.Pos, s, "filter", a.Filter, b.Filter, "")
+			d.field(b.Pos, s, "filter_expression", a.FilterExpression, b.FilterExpression, "")
 			d.field(b.Pos, s, "decision_keys", list(a.DecisionKeys), list(b.DecisionKeys), "")
 		}
 	}
@@ -284,6 +285,16 @@ func (d *differ) evidence(subject string, o, n *pack.Spec) {
 		default:
 			d.field(b.Pos, s, "max_age", a.MaxAgeText, b.MaxAgeText, durationDirection(a.MaxAgeText, b.MaxAgeText))
 			d.field(b.Pos, s, "on_missing", a.OnMissing, b.OnMissing, effectDirection(a.OnMissing, b.OnMissing))
+			// A condition narrows where the requirement applies: adding one
+			// loosens, dropping one tightens; changing one cannot be told.
+			whenDir := ""
+			switch {
+			case a.When == "" && b.When != "":
+				whenDir = Loosened
+			case a.When != "" && b.When == "":
+				whenDir = Tightened
+			}
+			d.field(b.Pos, s, "when", a.When, b.When, whenDir)
 		}
 	}
 }

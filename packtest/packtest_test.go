@@ -250,3 +250,71 @@ func TestPinnedDefinitionInline(t *testing.T) {
 		t.Errorf("want both cases to pass:\n%s", out.String())
 	}
 }
+
+// TestConditionalEvidence: writ test decides a requirement's when like
+// the engine does, and a requirement whose when never held in any case is
+// uncovered (it never fired).
+func TestConditionalEvidence(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/untested")); err != nil {
+		t.Fatal(err)
+	}
+	spec := "decision_key: bank.transfer\nversion: 1.0.0\naction_class: record_mutation\npolicies: [POLICY_TRANSFERS]\n" +
+		"required_evidence:\n  - kind: kyc\n    when: args.amount > 100\n    on_missing: replan_upstream\n    reason: {code: kyc_required, message: Transfers over 100 need KYC.}\n"
+	small := "  - name: a small transfer needs no KYC\n    now: 2026-05-09T09:00:00Z\n    request:\n      tenant_id: acme\n      tool: transfer\n      actor: {type: AGENT, id: agt_1}\n      arguments: {amount: 10}\n    expect: {outcome: allow, fired: []}\n"
+	large := "  - name: a larger one does\n    now: 2026-05-09T09:00:00Z\n    request:\n      tenant_id: acme\n      tool: transfer\n      actor: {type: AGENT, id: agt_1}\n      arguments: {amount: 500}\n    expect: {outcome: replan_required, reasons: [kyc_required], fired: [evidence.kyc]}\n"
+	withKYC := "  - name: with KYC it passes\n    now: 2026-05-09T09:00:00Z\n    request:\n      tenant_id: acme\n      tool: transfer\n      actor: {type: AGENT, id: agt_1}\n      arguments: {amount: 500}\n      evidence: [{kind: kyc, id: k1, version: '1'}]\n    expect: {outcome: allow, fired: []}\n"
+	for name, body := range map[string]string{"specs/transfer.yaml": spec, "tests/transfers.yaml": "cases:\n" + small + large + withKYC} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := run(t, dir)
+	var out bytes.Buffer
+	rep.WriteText(&out, false)
+	if rep.Failed != 0 || rep.Passed != 3 {
+		t.Fatalf("want all three cases to pass:\n%s", out.String())
+	}
+	covered := func(rep *packtest.Report) bool {
+		for _, it := range rep.Coverage.Items {
+			if it.Kind == packtest.KindEvidence && it.ID == "evidence.kyc" {
+				return it.Covered
+			}
+		}
+		t.Fatal("no coverage item evidence.kyc")
+		return false
+	}
+	if !covered(rep) {
+		t.Errorf("evidence.kyc is not covered although a case fired it:\n%s", out.String())
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tests/transfers.yaml"), []byte("cases:\n"+small+withKYC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rep := run(t, dir); covered(rep) {
+		t.Errorf("evidence.kyc is covered although its when never held without KYC attached")
+	}
+}
+
+// TestPatchNullDeletes: a case's request is a JSON merge patch over its
+// request file (RFC 7386): null deletes a key, at any depth, whatever
+// the key's type in a request.
+func TestPatchNullDeletes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	cases := "cases:\n" +
+		"  - name: without evidence the refund replans\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    request: {evidence: null, idempotency_key: null}\n    expect: {outcome: replan_required, reasons: [missing_identity_verification]}\n" +
+		"  - name: a nested null deletes only its key\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    request: {arguments: {amount_inr: null}}\n    expect: {outcome: goal_fail_terminal, reasons: [refund_exceeds_order_total, high_value_refund]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "tests", "refund.yaml"), []byte(cases), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := run(t, dir)
+	if rep.Failed != 0 || rep.Passed != 2 {
+		var out bytes.Buffer
+		rep.WriteText(&out, false)
+		t.Errorf("want both cases to pass:\n%s", out.String())
+	}
+}

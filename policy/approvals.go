@@ -80,12 +80,7 @@ func (d *Decision) ApplyApprovals(presented []*writ.ApprovalRequest, current wri
 		ap.ID, ap.Firing = approvalCheckID(a.GateID, ap.Verdict), f
 		d.add(ap)
 	}
-	d.Effect = Allow
-	for _, a := range d.Applied {
-		if a.Firing != nil && a.Satisfied == "" && a.Verdict > d.Effect {
-			d.Effect = a.Verdict
-		}
-	}
+	d.settle()
 }
 
 // settled reports whether a presented approval redeemed gate.
@@ -105,11 +100,13 @@ func (d *Decision) redeem(a *writ.ApprovalRequest) {
 }
 
 // OpenGates are the gates still needing an approval: required by a fired
-// rule and not redeemed by a presented approval.
+// rule, not redeemed by a presented approval, and not deferred behind
+// another blocking check.
 func (d *Decision) OpenGates() []string {
 	var out []string
 	for _, g := range d.Gates {
-		if !d.settled(g) {
+		deferred := slices.ContainsFunc(d.Applied, func(a Applied) bool { return a.Deferred && a.Firing.Gate == g })
+		if !d.settled(g) && !deferred {
 			out = append(out, g)
 		}
 	}

@@ -132,6 +132,11 @@ type Applied struct {
 	// require_approval check fired for; the check then no longer decides
 	// the effect (see ApplyApprovals).
 	Satisfied string
+	// Deferred is set on a require_approval check that fired while a
+	// check that is not an approval also blocks: an approval cannot help
+	// until that check passes, so the check does not decide the effect and
+	// its gate is not asked (see Decision.settle).
+	Deferred bool
 }
 
 // PolicyDecisionID is the id of the check with its verdict.
@@ -197,7 +202,33 @@ func (p *Policy) DecideWith(r *Resolved, req *writ.CheckRequest, now time.Time, 
 			d.add(ch.apply(v))
 		}
 	}
+	d.settle()
 	return d
+}
+
+// settle computes the effect from the applied checks. An approval is
+// asked for only when it can help: when a fired check other than a
+// require_approval one blocks (replan_local or stronger), every
+// unsatisfied require_approval check is Deferred, and the effect is the
+// strongest of the other checks. The receipt then lists what must change
+// first, and no approval request is opened; once those checks pass, the
+// same action asks for its approval. A satisfied check (its gate redeemed)
+// never decides the effect.
+func (d *Decision) settle() {
+	blocked := false
+	for _, a := range d.Applied {
+		if a.Firing != nil && a.Satisfied == "" && a.Verdict > Warn && a.Verdict != RequireApproval {
+			blocked = true
+		}
+	}
+	d.Effect = Allow
+	for i := range d.Applied {
+		a := &d.Applied[i]
+		a.Deferred = blocked && a.Firing != nil && a.Satisfied == "" && a.Verdict == RequireApproval
+		if a.Firing != nil && a.Satisfied == "" && !a.Deferred && a.Verdict > d.Effect {
+			d.Effect = a.Verdict
+		}
+	}
 }
 
 func (d *Decision) add(a Applied) {
@@ -292,6 +323,20 @@ func (d *Decision) pinned(r *Resolved, req *writ.CheckRequest) {
 // not observed in the future, and no older than its maximum age.
 func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Applied {
 	a := Applied{ID: e.cid}
+	// A conditional requirement applies only where its condition holds;
+	// one that cannot be evaluated applies (writ fails closed).
+	var whenErr string
+	if e.when != nil {
+		out, _, err := e.when.Eval(v)
+		switch {
+		case err != nil:
+			whenErr = err.Error()
+		case out == types.False:
+			return a
+		case out != types.True:
+			whenErr = fmt.Sprintf("condition evaluated to %v, not a bool", out)
+		}
+	}
 	kind, maxAge := e.req.Kind, e.req.MaxAge
 	var best *writ.Evidence
 	var foreign, future *writ.Evidence
@@ -326,7 +371,10 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 		// The pack's own words, with writ's diagnosis kept alongside.
 		reason = writ.Reason{Code: e.reason.code, Message: e.reason.message.render(v) + " (" + reason.Message + ")"}
 	}
-	f := &Firing{Reason: reason, Routing: e.req.Routing}
+	f := &Firing{Reason: reason, Routing: e.req.Routing, EvalError: whenErr}
+	if whenErr != "" {
+		f.Reason.Message += " (the requirement's when could not be evaluated: " + whenErr + "; writ fails closed and requires the evidence)"
+	}
 	a.Verdict, a.Firing = e.effect, f
 	step := writ.Reason{Code: "FETCH_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(kind)), Message: fmt.Sprintf("Fetch current %s evidence and retry the check.", kind)}
 	if e.step != nil {

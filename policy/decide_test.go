@@ -90,7 +90,9 @@ func TestEffectsCombineBySeverity(t *testing.T) {
 		{1.5, writ.OutcomeAllowWithWarning, writ.ModeContinueDownstream, writ.StatusDecided, true, false, "", 1},
 		{2.5, writ.OutcomeReplanRequired, writ.ModeLocalReplan, writ.StatusDeferred, false, false, "", 2},
 		{3.5, writ.OutcomeReplanRequired, writ.ModeUpstreamReplan, writ.StatusDeferred, false, false, "sup", 3},
-		{4.5, writ.OutcomeReplanRequired, writ.ModeHumanReview, writ.StatusEscalated, false, false, "approvers", 4},
+		// The approval is deferred behind the replans (an approval cannot
+		// help while they block): one more reason, approval_deferred.
+		{4.5, writ.OutcomeReplanRequired, writ.ModeUpstreamReplan, writ.StatusDeferred, false, false, "sup", 5},
 		{5.5, writ.OutcomeReplanRequired, writ.ModeHumanReview, writ.StatusEscalated, false, true, "", 5},
 		{6.5, writ.OutcomeGoalFailTerminal, writ.ModeTerminalBlock, writ.StatusRejected, false, false, "", 6},
 	}
@@ -104,7 +106,7 @@ func TestEffectsCombineBySeverity(t *testing.T) {
 			t.Errorf("Decide(amount=%v) routing.target_hint = %q, want %q", tt.amount, rc.Routing.TargetHint, tt.target)
 		}
 		if len(rc.Reasons) != tt.reasons {
-			t.Errorf("Decide(amount=%v) has %d reasons, want %d (every fired rule)", tt.amount, len(rc.Reasons), tt.reasons)
+			t.Errorf("Decide(amount=%v) has %d reasons, want %d (every fired rule, and approval_deferred)", tt.amount, len(rc.Reasons), tt.reasons)
 		}
 		if tt.reasons > 0 && rc.Reasons[0].Message == "" {
 			t.Errorf("empty reason")

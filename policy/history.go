@@ -44,6 +44,11 @@ type Contribution struct {
 	// other aggregates): an execution report that carries its own usage
 	// replaces Amount with it.
 	Usage string
+
+	// filter is the aggregate's filter_expression, evaluated over v and
+	// the decision's outcome by HistoryPlan.Counted.
+	filter cel.Program
+	v      *vars
 }
 
 // HistoryPlan is what the history aggregates need from one check: the
@@ -58,20 +63,28 @@ type HistoryPlan struct {
 
 // aggregate is a compiled pack.Aggregate.
 type aggregate struct {
-	def   *pack.Aggregate
-	id    string
-	group cel.Program // for group_by expression
+	def    *pack.Aggregate
+	id     string
+	group  cel.Program // for group_by expression
+	filter cel.Program // for filter_expression
 }
 
 // aggregateID names a definition: its name, then the first 16 hex digits
 // of the SHA-256 of the JSON of what decides what it counts (kind, field,
-// group_by, expression, filter, decision_keys; not the window, which
-// only says how far back a read looks). A pack that redefines an
-// aggregate under the same name starts counting afresh.
+// group_by, expression, filter, decision_keys, and filter_expression
+// when it is set; not the window, which only says how far back a read
+// looks). A pack that redefines an aggregate under the same name starts
+// counting afresh.
 func aggregateID(a *pack.Aggregate) string {
 	keys := slices.Clone(a.DecisionKeys)
 	sort.Strings(keys)
-	b, _ := json.Marshal([]any{a.Kind, a.Field, a.GroupBy, a.Expression, a.Filter, keys})
+	def := []any{a.Kind, a.Field, a.GroupBy, a.Expression, a.Filter, keys}
+	if a.FilterExpression != "" {
+		// Appended only when set, so the ids of aggregates without one
+		// are those they always had.
+		def = append(def, a.FilterExpression)
+	}
+	b, _ := json.Marshal(def)
 	sum := sha256.Sum256(b)
 	return a.Name + ":" + hex.EncodeToString(sum[:8])
 }
@@ -102,9 +115,83 @@ func (c *compiler) aggregates(p *pack.Pack) []*aggregate {
 				ag.group = prg
 			}
 		}
+		if a.FilterExpression != "" {
+			ag.filter = c.filterProgram(a)
+		}
 		out = append(out, ag)
 	}
 	return out
+}
+
+// filterProgram compiles an aggregate's filter_expression: a bool
+// condition over the condition variables (except history) and outcome,
+// the counted decision's outcome.
+func (c *compiler) filterProgram(a *pack.Aggregate) cel.Program {
+	what := "aggregate " + a.Name + " filter_expression"
+	if strings.Contains(a.FilterExpression, "history") {
+		c.addf(a.FilterExpressionPos, "%s: a filter cannot read history", what)
+		return nil
+	}
+	env, err := c.env.Extend(cel.Variable("outcome", cel.StringType))
+	if err != nil {
+		c.addf(a.FilterExpressionPos, "%s: %v", what, err)
+		return nil
+	}
+	ast, iss := env.Compile(a.FilterExpression)
+	switch {
+	case iss != nil && iss.Err() != nil:
+		c.addf(a.FilterExpressionPos, "%s: invalid CEL condition %q: %s", what, a.FilterExpression, celIssues(iss))
+		return nil
+	case !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType):
+		c.addf(a.FilterExpressionPos, "%s: condition %q has type %s, want bool", what, a.FilterExpression, cel.FormatCELType(ast.OutputType()))
+		return nil
+	}
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if _, ok := costBounded(env, ast, c.pack.Limits.CELCost); !ok {
+		opts = append(opts, cel.CostLimit(c.pack.Limits.CELCost))
+	}
+	prg, err := env.Program(ast, opts...)
+	if err != nil {
+		c.addf(a.FilterExpressionPos, "%s: %v", what, err)
+	}
+	return prg
+}
+
+// withOutcome is a check's activation with the outcome of its decision,
+// for filter expressions.
+type withOutcome struct {
+	*vars
+	outcome string
+}
+
+func (w withOutcome) ResolveName(name string) (any, bool) {
+	if name == "outcome" {
+		return types.String(w.outcome), true
+	}
+	return w.vars.ResolveName(name)
+}
+
+// Counted returns the contributions of the plan that count once the
+// check is decided with outcome: those of aggregates without a
+// filter_expression, and those whose filter_expression holds over the
+// check and outcome. A filter that cannot be evaluated counts the
+// decision: a limit never loses a decision to an error (writ fails
+// closed). It is pure.
+func (h HistoryPlan) Counted(outcome writ.Outcome) (allowed, executed []Contribution) {
+	keep := func(cs []Contribution) []Contribution {
+		var out []Contribution
+		for _, c := range cs {
+			if c.filter != nil {
+				res, _, err := c.filter.Eval(withOutcome{c.v, string(outcome)})
+				if err == nil && res == types.False {
+					continue
+				}
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	return keep(h.Allowed), keep(h.Executed)
 }
 
 // mentions reports whether text names history aggregate name: it must
@@ -186,7 +273,7 @@ func (p *Policy) HistoryPlan(r *Resolved, req *writ.CheckRequest, now time.Time)
 		if !ok {
 			continue
 		}
-		c := Contribution{Name: ag.def.Name, Aggregate: ag.id, Group: group, Amount: amount}
+		c := Contribution{Name: ag.def.Name, Aggregate: ag.id, Group: group, Amount: amount, filter: ag.filter, v: v}
 		if src, dim, _ := strings.Cut(ag.def.Field, "."); src == "usage" {
 			c.Usage = dim
 		}

@@ -94,6 +94,7 @@ type evidenceCheck struct {
 	req          *pack.EvidenceRequirement
 	effect       Effect
 	reason, step *reasonTemplate // the pack's own words, when it gives them
+	when         cel.Program     // nil: the requirement applies to every check
 }
 
 // Compile compiles p. Every problem is reported with its file and line.
@@ -133,6 +134,13 @@ func Compile(p *pack.Pack) (*Policy, error) {
 			cid := newCheckID("spec:"+s.ID(), "evidence."+r.Kind, "pd:"+s.ID()+":", e)
 			ec := &evidenceCheck{cid: cid, req: r, effect: e}
 			what := "spec " + s.DecisionKey + " evidence " + r.Kind
+			if r.When != "" {
+				if strings.Contains(r.When, "history") {
+					c.addf(r.WhenPos, "%s: when cannot read history (an evidence requirement applies by the request alone)", what)
+				} else {
+					ec.when = c.program(r.WhenPos, what, r.When)
+				}
+			}
 			if r.Reason != nil {
 				rt := c.reason(r.Pos, what, *r.Reason)
 				ec.reason = &rt

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/writhq/writ"
@@ -36,21 +37,29 @@ func (d *Decision) Receipt(r *Resolved, req *writ.CheckRequest, decisionID strin
 		rc.Reasons = append(rc.Reasons, writ.Reason{Code: "approval_redeemed", Message: fmt.Sprintf("Approval %s at %s by %s, decided %s, allows this action (use %d of %d).",
 			a.ApprovalID, a.GateID, a.Decision.Approver, a.Decision.At.UTC().Format(time.RFC3339), a.Uses+1, a.Allowance)})
 	}
+	terminal := e == Deny || e == Escalate
+	var blockers []string
 	for _, a := range fired {
 		f := a.Firing
 		rc.Reasons = append(rc.Reasons, f.Reason)
-		for _, s := range f.NextSteps {
-			if !slices.Contains(rc.SafeNextSteps, s) {
-				rc.SafeNextSteps = append(rc.SafeNextSteps, s)
+		if a.Verdict > Warn && !slices.Contains(blockers, f.Reason.Code) {
+			blockers = append(blockers, f.Reason.Code)
+		}
+		// A terminal decision changes only if its own causes go away, so
+		// only their next steps and conditions are listed; otherwise every
+		// blocking or warning cause is.
+		relevant := a.Verdict >= Warn
+		if terminal {
+			relevant = a.Verdict == e
+		}
+		if !terminal || relevant {
+			for _, s := range f.NextSteps {
+				if !slices.Contains(rc.SafeNextSteps, s) {
+					rc.SafeNextSteps = append(rc.SafeNextSteps, s)
+				}
 			}
 		}
 		rc.ViewerGuidance = append(rc.ViewerGuidance, f.Guidance...)
-		// A terminal decision changes only if its own causes go away;
-		// otherwise every blocking or warning cause is listed.
-		relevant := a.Verdict >= Warn
-		if e == Deny || e == Escalate {
-			relevant = a.Verdict == e
-		}
 		if relevant {
 			for _, c := range f.Changes {
 				rc.WhatWouldChangeThis = append(rc.WhatWouldChangeThis, c.Text)
@@ -61,7 +70,26 @@ func (d *Decision) Receipt(r *Resolved, req *writ.CheckRequest, decisionID strin
 			rc.MustNotRetrySameAction = true
 		}
 	}
-	if e == Deny || e == Escalate {
+	// Approvals deferred behind another blocking check: their reasons say
+	// an approval will be needed, but nothing asks for it yet, so they add
+	// no next step and no condition (waiting on them could not help).
+	var deferredGates []string
+	for _, a := range d.Applied {
+		if !a.Deferred {
+			continue
+		}
+		rc.Reasons = append(rc.Reasons, a.Firing.Reason)
+		rc.ViewerGuidance = append(rc.ViewerGuidance, a.Firing.Guidance...)
+		if g := a.Firing.Gate; g != "" && !slices.Contains(deferredGates, g) {
+			deferredGates = append(deferredGates, g)
+		}
+	}
+	if !terminal {
+		for _, g := range deferredGates {
+			rc.Reasons = append(rc.Reasons, writ.Reason{Code: "approval_deferred", Message: fmt.Sprintf("No approval was requested at %s: writ asks for one only once every other blocking check passes, so first resolve %s.", g, strings.Join(blockers, ", "))})
+		}
+	}
+	if terminal {
 		rc.MustNotRetrySameAction = true
 	}
 	if rc.ResumeContract.RetryThisNode {
@@ -91,12 +119,13 @@ func (d *Decision) Receipt(r *Resolved, req *writ.CheckRequest, decisionID strin
 	return rc
 }
 
-// fired returns the checks that fired, strongest first, in evaluation
-// order within one effect.
+// fired returns the checks that fired and decide the effect (neither
+// satisfied nor deferred), strongest first, in evaluation order within one
+// effect.
 func (d *Decision) fired() []Applied {
 	var out []Applied
 	for _, a := range d.Applied {
-		if a.Firing != nil && a.Satisfied == "" {
+		if a.Firing != nil && a.Satisfied == "" && !a.Deferred {
 			out = append(out, a)
 		}
 	}

@@ -481,6 +481,9 @@ func TestSeedQueries(t *testing.T) {
 		for _, pd := range pds {
 			r.PolicyDecisions = append(r.PolicyDecisions, writ.PolicyDecision{PolicyDecisionID: pd, BundleID: "b", RuleIDs: []string{"r"}, Verdict: "deny"})
 		}
+		// Every record also lists the checks that did not fire, with
+		// verdict allow: query 2 must not count them.
+		r.PolicyDecisions = append(r.PolicyDecisions, writ.PolicyDecision{PolicyDecisionID: "pd_quiet:allow", BundleID: "b", RuleIDs: []string{"quiet"}, Verdict: "allow"})
 		es = append(es, ledgertest.NewEntry(r))
 		return r
 	}
@@ -537,6 +540,25 @@ func TestSeedQueries(t *testing.T) {
 	}
 	if want := []row2{{"pd_limit", 3}, {"pd_kyc", 1}}; !slices.Equal(got2, want) {
 		t.Errorf("query 2 = %v, want %v", got2, want)
+	}
+
+	// A containment filter on the whole list uses its GIN index.
+	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	rows, err = conn.Query(ctx, `EXPLAIN SELECT record_id FROM decision_records WHERE policy_evaluations @> '[{"policy_decision_id": "pd_kyc"}]'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if p := strings.Join(plan, "\n"); strings.Contains(p, "Seq Scan on records") || !strings.Contains(p, "Bitmap Index Scan") {
+		t.Errorf("policy_evaluations @> … does not use the GIN index:\n%s", p)
+	}
+	if _, err := conn.Exec(ctx, `RESET enable_seqscan`); err != nil {
+		t.Fatal(err)
 	}
 
 	rows, err = conn.Query(ctx, seedQuery3)

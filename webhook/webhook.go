@@ -20,12 +20,13 @@
 //
 //	{"type":"approval.requested","delivery_id":"<delivery id>","approval":<approval>}
 //
-// A request that is approved or denied is announced again, as
+// A request that is approved, denied or withdrawn (by the agent that
+// asked, POST /v1/approvals/{id}/withdraw) is announced again, as
 //
 //	{"type":"approval.decided","delivery_id":"<delivery id>","approval":<approval>}
 //
-// where <approval> now carries its state ("approved" or "denied") and its
-// decision, so an orchestrator can resume the decision that asked
+// where <approval> now carries its state ("approved", "denied" or
+// "withdrawn") and the event that decided it, so an orchestrator can resume the decision that asked
 // (POST /v1/decisions/{decision_id}/resume, decision_id being the
 // approval's) without holding a connection open.
 //
@@ -269,7 +270,7 @@ func (n *Notifier) Announce(a *writ.ApprovalRequest) {
 }
 
 // AnnounceDecided queues the announcement that an approval request was
-// approved or denied, like Announce; it is the engine's AnnounceDecided
+// approved, denied or withdrawn, like Announce; it is the engine's AnnounceDecided
 // hook.
 func (n *Notifier) AnnounceDecided(a *writ.ApprovalRequest) {
 	n.announce(EventApprovalDecided, a)

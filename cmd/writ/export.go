@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writhq/writ"
 	"github.com/writhq/writ/bundle"
 	"github.com/writhq/writ/internal/durable"
 	"github.com/writhq/writ/keyring"
@@ -111,32 +112,47 @@ func writeBundleFile(ctx context.Context, st ledger.Store, path string, opts bun
 	return sum, nil
 }
 
-// ledgerVerifyBundle verifies an export bundle with nothing else: its
-// records, chains, signatures and key windows against the keys it
-// carries, its checkpoints, and the record rules against the pinned packs
-// it carries. Exit status 0 means intact, 3 that problems were found.
+// ledgerVerifyBundle verifies an export bundle offline: its records,
+// chains, signatures and key windows, its checkpoints, and the record
+// rules against the pinned packs it carries. Signatures are checked
+// against the operator's published keys (--trusted-keys); without them
+// against the bundle's own keys.json, which the command says plainly and
+// answers with exit status 4 unless --trust-bundle-keys accepts that.
+// Exit status 0 means intact, 3 that problems were found.
 func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
-	fs := m.flags("ledger verify-bundle", "[--json] [--allow-uncovered] FILE")
+	const usage = "[--json] [--allow-uncovered] [--trusted-keys FILE | --trust-bundle-keys] FILE"
+	fs := m.flags("ledger verify-bundle", usage)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	allowUncovered := fs.Bool("allow-uncovered", false, "report records that no signed checkpoint covers as a notice, not a finding")
+	trustedFile := fs.String("trusted-keys", "", "the operator's published keys (writ ledger keys publish): verify signatures against them, and keys.json too")
+	trustBundle := fs.Bool("trust-bundle-keys", false, "verify against the bundle's own keys.json and exit 0 if intact (without it, and without --trusted-keys, an intact bundle exits 4)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("usage: writ ledger verify-bundle [--json] [--allow-uncovered] FILE")
+		return usagef("usage: writ ledger verify-bundle %s", usage)
+	}
+	if *trustedFile != "" && *trustBundle {
+		return usagef("--trusted-keys and --trust-bundle-keys exclude each other")
+	}
+	var cfg bundle.VerifyConfig
+	cfg.AllowUncovered = *allowUncovered
+	if *trustedFile != "" {
+		data, err := os.ReadFile(*trustedFile)
+		if err != nil {
+			return fmt.Errorf("trusted keys: %w", err)
+		}
+		if cfg.Trusted, err = keyring.ParsePublished(data); err != nil {
+			return fmt.Errorf("%s: %s", *trustedFile, writ.ErrorMessage(err))
+		}
 	}
 	b, err := bundle.OpenFile(fs.Arg(0))
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	opts, err := b.VerifyOptions()
-	if err != nil {
-		return err
-	}
-	opts.RequireCheckpoints = !*allowUncovered
 	start := time.Now()
-	rep, err := ledger.Verify(ctx, b, opts)
+	rep, err := b.Verify(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -145,6 +161,9 @@ func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
 	}
 	if !rep.Intact() {
 		return &findingsError{len(rep.Findings)}
+	}
+	if cfg.Trusted == nil && !*trustBundle {
+		return &untrustedKeysError{}
 	}
 	return nil
 }

@@ -38,27 +38,58 @@ func TestExportVerifyBundle(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
+	// The operator publishes its keys; the auditor verifies against them.
+	trusted := filepath.Join(dir, "trusted-keys.json")
+	if stdout, stderr, code := runLedgerCmd(t, "ledger", "keys", "publish", "--keys", filepath.Join(data, "keys"), "--out", trusted); code != exitOK {
+		t.Fatalf("keys publish: exit %d: %s%s", code, stdout, stderr)
+	}
 	for _, name := range []string{"ledger.tar", "ledger.tar.gz"} {
 		out := filepath.Join(dir, name)
 		stdout, stderr, code := runLedgerCmd(t, "ledger", "export", "--data", data, "--out", out)
 		if code != 0 || !strings.Contains(stdout, "exported ") {
 			t.Fatalf("export %s: exit %d: %s%s", name, code, stdout, stderr)
 		}
+		stdout, stderr, code = runLedgerCmd(t, "ledger", "verify-bundle", "--trusted-keys", trusted, out)
+		if code != exitOK || !strings.Contains(stdout, "ledger intact against the trusted keys") {
+			t.Fatalf("verify-bundle --trusted-keys %s: exit %d: %s%s", name, code, stdout, stderr)
+		}
+		// Without trusted keys it says whose keys it trusted, and exits 4
+		// unless told to accept them.
 		stdout, stderr, code = runLedgerCmd(t, "ledger", "verify-bundle", out)
-		if code != exitOK || !strings.Contains(stdout, "ledger intact") {
-			t.Fatalf("verify-bundle %s: exit %d: %s%s", name, code, stdout, stderr)
+		if code != exitUntrusted || !strings.Contains(stdout, "against the bundle's own keys") || !strings.Contains(stderr, "--trusted-keys") {
+			t.Fatalf("verify-bundle %s: exit %d, want %d: %s%s", name, code, exitUntrusted, stdout, stderr)
+		}
+		stdout, stderr, code = runLedgerCmd(t, "ledger", "verify-bundle", "--trust-bundle-keys", out)
+		if code != exitOK || !strings.Contains(stdout, "against the bundle's own keys") {
+			t.Fatalf("verify-bundle --trust-bundle-keys %s: exit %d: %s%s", name, code, stdout, stderr)
 		}
 	}
 
 	// JSON output.
 	bundlePath := filepath.Join(dir, "ledger.tar")
-	stdout, _, code := runLedgerCmd(t, "ledger", "verify-bundle", "--json", bundlePath)
+	stdout, _, code := runLedgerCmd(t, "ledger", "verify-bundle", "--json", "--trusted-keys", trusted, bundlePath)
 	var rep struct {
-		Intact  bool  `json:"intact"`
-		Records int64 `json:"records"`
+		Intact    bool   `json:"intact"`
+		Records   int64  `json:"records"`
+		KeySource string `json:"key_source"`
 	}
-	if code != exitOK || json.Unmarshal([]byte(stdout), &rep) != nil || !rep.Intact || rep.Records < int64(len(reqs)) {
+	if code != exitOK || json.Unmarshal([]byte(stdout), &rep) != nil || !rep.Intact || rep.Records < int64(len(reqs)) || rep.KeySource != "trusted_keys" {
 		t.Fatalf("verify-bundle --json: exit %d: %s", code, stdout)
+	}
+
+	// A malformed trusted keys file is an error, never "intact".
+	for name, content := range map[string]string{
+		"empty":            "",
+		"not json":         "hello",
+		"unknown member":   strings.Replace(mustRead(t, trusted), `"format"`, `"extra": 1, "format"`, 1),
+		"bad verifier key": strings.Replace(mustRead(t, trusted), `"verifier_key": "`, `"verifier_key": "x`, 1),
+	} {
+		bad := filepath.Join(dir, "bad-trusted.json")
+		os.WriteFile(bad, []byte(content), 0o644)
+		stdout, stderr, code := runLedgerCmd(t, "ledger", "verify-bundle", "--trusted-keys", bad, bundlePath)
+		if code != exitError || strings.Contains(stdout, "intact") || !strings.Contains(stderr, "trusted") {
+			t.Errorf("verify-bundle --trusted-keys <%s>: exit %d, want %d with a clear error: %s%s", name, code, exitError, stdout, stderr)
+		}
 	}
 
 	// The export signed a checkpoint of each tenant's head: stripped of
@@ -68,11 +99,11 @@ func TestExportVerifyBundle(t *testing.T) {
 	if n := stripCheckpoints(t, bundlePath, stripped); n == 0 {
 		t.Fatal("the export holds no checkpoint")
 	}
-	stdout, _, code = runLedgerCmd(t, "ledger", "verify-bundle", stripped)
+	stdout, _, code = runLedgerCmd(t, "ledger", "verify-bundle", "--trusted-keys", trusted, stripped)
 	if code != exitFindings || !strings.Contains(stdout, "uncovered_records") || !strings.Contains(stdout, "no signed checkpoint covers") {
 		t.Errorf("verify-bundle of a bundle without checkpoints: exit %d, want %d naming uncovered_records: %s", code, exitFindings, stdout)
 	}
-	stdout, _, code = runLedgerCmd(t, "ledger", "verify-bundle", "--allow-uncovered", stripped)
+	stdout, _, code = runLedgerCmd(t, "ledger", "verify-bundle", "--allow-uncovered", "--trusted-keys", trusted, stripped)
 	if code != exitOK || !strings.Contains(stdout, "notice: uncovered_records") || !strings.Contains(stdout, "ledger intact") {
 		t.Errorf("verify-bundle --allow-uncovered: exit %d, want %d with a notice: %s", code, exitOK, stdout)
 	}
@@ -91,7 +122,7 @@ func TestExportVerifyBundle(t *testing.T) {
 	if err := os.WriteFile(tampered, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, _, code = runLedgerCmd(t, "ledger", "verify-bundle", tampered)
+	stdout, _, code = runLedgerCmd(t, "ledger", "verify-bundle", "--trusted-keys", trusted, tampered)
 	if code != exitFindings || !strings.Contains(stdout, "hash_mismatch") {
 		t.Fatalf("verify-bundle of a tampered bundle: exit %d, want %d: %s", code, exitFindings, stdout)
 	}
@@ -106,6 +137,7 @@ func TestExportVerifyBundle(t *testing.T) {
 		{"ledger", "export", "--data", data},
 		{"ledger", "verify-bundle"},
 		{"ledger", "verify-bundle", "a", "b"},
+		{"ledger", "verify-bundle", "--trusted-keys", trusted, "--trust-bundle-keys", bundlePath},
 	} {
 		if _, _, code := runLedgerCmd(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, exitUsage)
@@ -154,4 +186,13 @@ func stripCheckpoints(t *testing.T, from, to string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

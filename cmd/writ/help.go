@@ -48,10 +48,11 @@ var groups = map[string][]subcommand{
 		{"export", "export a ledger to a bundle that verifies offline"},
 		{"verify-bundle", "verify an exported bundle offline"},
 		{"generate", "generate a synthetic ledger (for benchmarks)"},
-		{"keys", "list, generate, rotate and revoke signing keys"},
+		{"keys", "list, publish, generate, rotate and revoke signing keys"},
 	},
 	"ledger keys": {
 		{"list", "list the signing keys of a key ring"},
+		{"publish", "write the trusted keys file verifiers check bundles against"},
 		{"generate", "generate a signing key"},
 		{"rotate", "generate a signing key that takes over from the current one"},
 		{"revoke", "revoke a signing key from a time on"},

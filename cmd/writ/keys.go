@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/writhq/writ/internal/durable"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 )
@@ -155,22 +156,29 @@ func (m *Main) openSigningKeys(dir string, now time.Time, log *slog.Logger) (led
 
 func (m *Main) ledgerKeys(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("usage: writ ledger keys list|generate|rotate|revoke [flags]")
+		return usagef("usage: writ ledger keys list|publish|generate|rotate|revoke [flags]")
 	}
 	sub := args[0]
 	usage, ok := map[string]string{
-		"list":     "[--keys DIR]",
+		"list":     "[--keys DIR] [--json]",
+		"publish":  "[--keys DIR] [--ledger-name N] [--out FILE]",
 		"generate": "[--keys DIR] [--name NAME]",
 		"rotate":   "[--keys DIR] [--name NAME]",
 		"revoke":   "[--keys DIR] [--at TIME] [--reason TEXT] KEY_ID",
 	}[sub]
 	if !ok {
-		return usagef("unknown keys command %q (want list, generate, rotate or revoke)", sub)
+		return usagef("unknown keys command %q (want list, publish, generate, rotate or revoke)", sub)
 	}
 	fs := m.flags("ledger keys "+sub, usage)
 	keysDir := fs.String("keys", defaultKeysDir(defaultDataDir), "signing key ring directory")
-	var name, at, reason *string
+	var name, at, reason, ledgerName, out *string
+	var asJSON *bool
 	switch sub {
+	case "list":
+		asJSON = fs.Bool("json", false, "print the keys as JSON: an array of keys.json's key objects, each with its status")
+	case "publish":
+		ledgerName = fs.String("ledger-name", "writ", "the ledger's name, the first part of its checkpoint origins")
+		out = fs.String("out", "-", "the file to write the trusted keys to; - is standard output")
 	case "generate", "rotate":
 		name = fs.String("name", "", "the new key's name (default from the clock)")
 	case "revoke":
@@ -190,16 +198,45 @@ func (m *Main) ledgerKeys(ctx context.Context, args []string) error {
 	now := time.Now().UTC()
 	switch sub {
 	case "list":
+		if *asJSON {
+			type listed struct {
+				keyring.Key
+				Status string `json:"status"`
+			}
+			keys := []listed{}
+			for _, k := range r.Keys() {
+				keys = append(keys, listed{k, k.Status(now)})
+			}
+			return m.printJSON(keys)
+		}
 		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSTATUS\tVALID FROM\tVALID UNTIL")
+		fmt.Fprintln(tw, "ID\tSTATUS\tVALID FROM\tVALID UNTIL\tVERIFIER KEY")
 		for _, k := range r.Keys() {
 			until := "-"
 			if k.ValidUntil != nil {
 				until = k.ValidUntil.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, k.Status(now), k.ValidFrom.Format(time.RFC3339), until)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Status(now), k.ValidFrom.Format(time.RFC3339), until, k.VerifierKey)
 		}
 		return tw.Flush()
+	case "publish":
+		keys := r.Keys()
+		if len(keys) == 0 {
+			return fmt.Errorf("the key ring in %s holds no keys to publish", *keysDir)
+		}
+		data, err := keyring.Publish(*ledgerName, keys, now)
+		if err != nil {
+			return err
+		}
+		if *out == "-" {
+			_, err := m.Stdout.Write(data)
+			return err
+		}
+		if err := durable.WriteFile(*out, data, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Stdout, "published %s of ledger %s to %s\n", count(len(keys), "key"), *ledgerName, *out)
+		return nil
 	case "generate", "rotate":
 		gen := r.Generate
 		if sub == "rotate" {

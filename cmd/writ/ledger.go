@@ -8,6 +8,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
+	"github.com/writhq/writ/bundle"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
@@ -84,6 +85,7 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	opts := ledger.VerifyOptions{LedgerName: lf.name, RequireCheckpoints: *requireCP}
+	var keyFindings []ledger.Finding
 	if !*hashOnly {
 		ring, err := m.verifyingKeys(lf.keysDir())
 		if err != nil {
@@ -91,6 +93,8 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		}
 		opts.Keys = ring
 		opts.Rules = ledger.NewRules(st)
+		// Two keys valid at once are a finding whatever signed.
+		keyFindings = ledger.VerifySigningKeys(ring.Keys(), nil)
 	}
 	start := time.Now()
 	// What is kept beside the records is checked while the records are:
@@ -135,6 +139,7 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		return companionsErr
 	}
 	rep.Findings = append(rep.Findings, companions...)
+	rep.Findings = append(rep.Findings, keyFindings...)
 	if err := m.printReport(rep, *asJSON, time.Since(start)); err != nil {
 		return err
 	}
@@ -181,13 +186,26 @@ func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) 
 		if f.KeyID != "" {
 			where += " API key " + f.KeyID
 		}
+		if f.SigningKeyID != "" {
+			where = "signing key " + f.SigningKeyID
+			if f.TenantID != "" {
+				where = fmt.Sprintf("tenant %s %s", f.TenantID, where)
+			}
+		}
 		fmt.Fprintf(m.Stdout, "%s\t%s: %s\n", f.Kind, where, f.Detail)
 	}
 	for _, f := range rep.Notices {
 		fmt.Fprintf(m.Stdout, "notice: %s\ttenant %s: %s\n", f.Kind, f.TenantID, f.Detail)
 	}
 	if rep.Intact() {
-		fmt.Fprintf(m.Stdout, "ledger intact: %s of %s and %s verified in %s\n", count(rep.Records, "record"), count(rep.Tenants, "tenant"), count(rep.Checkpoints, "checkpoint"), took.Round(time.Millisecond))
+		with := ""
+		switch rep.KeySource {
+		case bundle.KeysTrusted:
+			with = " against the trusted keys"
+		case bundle.KeysFromBundle:
+			with = " against the bundle's own keys (keys.json), not against trusted keys"
+		}
+		fmt.Fprintf(m.Stdout, "ledger intact%s: %s of %s and %s verified in %s\n", with, count(rep.Records, "record"), count(rep.Tenants, "tenant"), count(rep.Checkpoints, "checkpoint"), took.Round(time.Millisecond))
 	}
 	return nil
 }

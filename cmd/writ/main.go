@@ -57,10 +57,11 @@ func printError(w io.Writer, err error) {
 
 // Exit codes.
 const (
-	exitOK       = 0
-	exitError    = 1 // the command failed
-	exitUsage    = 2 // bad flags or arguments
-	exitFindings = 3 // a verification found problems
+	exitOK        = 0
+	exitError     = 1 // the command failed
+	exitUsage     = 2 // bad flags or arguments
+	exitFindings  = 3 // a verification found problems
+	exitUntrusted = 4 // a bundle verified, but only against the keys it carries itself
 )
 
 // usageError marks bad command-line use.
@@ -75,10 +76,22 @@ type findingsError struct{ n int }
 
 func (e *findingsError) Error() string { return fmt.Sprintf("%d problem(s) found", e.n) }
 
+// untrustedKeysError reports that a bundle verified against its own
+// keys, which prove nothing about who signed it.
+type untrustedKeysError struct{}
+
+func (e *untrustedKeysError) Error() string {
+	return "verified against the bundle's own keys (keys.json), which whoever wrote the bundle chose; " +
+		"pass --trusted-keys FILE (the operator's writ ledger keys publish) to verify against keys from outside the bundle, or --trust-bundle-keys to accept them"
+}
+
 func exitCode(err error) int {
 	var ue *usageError
 	var fe *findingsError
+	var uk *untrustedKeysError
 	switch {
+	case errors.As(err, &uk):
+		return exitUntrusted
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):

@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"TenantIsolation", testTenantIsolation},
 		{"SealFailureLeavesNothing", testSealFailureLeavesNothing},
 		{"Tenants", testTenants},
+		{"VerifyWhileAppending", testVerifyWhileAppending},
 		{"Tree", testTree},
 		{"Checkpoints", testCheckpoints},
 		{"Runs", testRuns},

@@ -1009,7 +1009,7 @@ export interface components {
          *     the pinned pack (decision spec, tool manifest, outputs schema).
          */
         CheckRequest: {
-            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode it is required. */
+            /** @description The isolated customer space the check belongs to. With an API key it defaults to the key's tenant (empty or absent), and naming another is 403; in development mode, in-process and in `writ check` it is required. */
             tenant_id?: string;
             /** @description The decision spec. Optional when `tool` is given and the pack's tool manifest maps it to a decision key. */
             decision_key?: string;
@@ -1025,7 +1025,7 @@ export interface components {
             tool_call_id?: string;
             /** @description An earlier record of the tenant that this decision corrects. Records are never edited; a correction is a new record naming the one it replaces. An unknown record is a 400. */
             supersedes?: string;
-            /** @description The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
+            /** @description At most 255 bytes. The same tenant, key and arguments return the same receipt and write one record; the same key with other arguments is a conflict (409). A receipt that asks to retry this node (a replan, or an approval still needed) does not claim the key, so the retry is decided afresh. */
             idempotency_key?: string;
             /**
              * @description Approvals to redeem (at most one per check): the `approval_id`
@@ -1046,7 +1046,7 @@ export interface components {
             evidence?: components["schemas"]["Evidence"][];
             /** @description Facts that rules may read, such as a fraud score. */
             context?: Record<string, unknown>;
-            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. */
+            /** @description The typed result the action will produce if allowed; validated against the decision spec's outputs schema. It may not set `outcome`, which writ sets in the record. */
             outputs?: Record<string, unknown>;
             usage?: components["schemas"]["Usage"];
             /** @description Evaluator scores by name. */
@@ -1057,6 +1057,8 @@ export interface components {
             lineage?: components["schemas"]["CallerLineage"];
             /** @description The W3C trace id. A valid `traceparent` header overrides it; when both are absent, writ generates one. */
             trace_id?: components["schemas"]["TraceID"];
+            /** @description The W3C tracestate of the caller's trace, kept in the stored envelope; rules never read it. A `tracestate` header that goes with a valid `traceparent` overrides it. At most 32 `key=value` entries. */
+            trace_state?: string;
         };
         /** @description Separates who proposed the action from who delegated authority. */
         Actor: {
@@ -2353,6 +2355,14 @@ export interface components {
          * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
          */
         traceparent: string;
+        /**
+         * @description W3C Trace Context vendor entries that go with `traceparent`
+         *     (several headers form one list). Read only with a valid
+         *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+         *     A check keeps it in its stored envelope as `trace_state`.
+         * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+         */
+        tracestate: string;
     };
     requestBodies: never;
     headers: {
@@ -2360,6 +2370,8 @@ export interface components {
         "X-Request-ID": string;
         /** @description Version 00 traceparent carrying the request's trace id and a span id writ made for the answer. */
         traceparent: string;
+        /** @description The request's tracestate, in its canonical form, when the answer's `traceparent` continues the request's trace. */
+        tracestate: string;
         /** @description Seconds to wait before retrying. */
         "Retry-After": number;
         /**
@@ -2384,6 +2396,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path?: never;
             cookie?: never;
@@ -2429,6 +2449,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2453,6 +2474,7 @@ export interface operations {
                 headers: {
                     "Retry-After": components["headers"]["Retry-After"];
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3105,6 +3127,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The run id (`run_id`). */
@@ -3151,6 +3181,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3272,6 +3303,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The approval request id (`approval_id`). */
@@ -3294,6 +3333,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3323,6 +3363,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The approval request id (`approval_id`). */
@@ -3345,6 +3393,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3374,6 +3423,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The approval request id (`approval_id`). */
@@ -3396,6 +3453,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3531,6 +3589,7 @@ export interface operations {
             201: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3560,6 +3619,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
             };
             path: {
                 /** @description The decision id (`decision_id`), shared by its receipts and records. */
@@ -3577,6 +3644,7 @@ export interface operations {
             200: {
                 headers: {
                     traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3616,6 +3684,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
                 /** @description A request identifier chosen by the caller; echoed in the answer. */
                 "X-Request-ID"?: components["parameters"]["X-Request-ID"];
             };
@@ -3689,6 +3765,14 @@ export interface operations {
                  * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
                  */
                 traceparent?: components["parameters"]["traceparent"];
+                /**
+                 * @description W3C Trace Context vendor entries that go with `traceparent`
+                 *     (several headers form one list). Read only with a valid
+                 *     `traceparent`; an invalid value, or one over 512 bytes, is ignored.
+                 *     A check keeps it in its stored envelope as `trace_state`.
+                 * @example congo=t61rcWkgMzE,rojo=00f067aa0ba902b7
+                 */
+                tracestate?: components["parameters"]["tracestate"];
                 /** @description A request identifier chosen by the caller; echoed in the answer. */
                 "X-Request-ID"?: components["parameters"]["X-Request-ID"];
             };

@@ -1,0 +1,60 @@
+package bundle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/ledger"
+)
+
+// Where the keys that verified a bundle came from (ledger.Report.KeySource).
+const (
+	// KeysTrusted: the operator's published keys, given to the verifier
+	// from outside the bundle.
+	KeysTrusted = "trusted_keys"
+	// KeysFromBundle: the bundle's own keys.json, which whoever wrote the
+	// bundle chose. A bundle rewritten and re-signed by an attacker, with
+	// the attacker's key in keys.json, verifies against them.
+	KeysFromBundle = "bundle"
+)
+
+// VerifyConfig configures Bundle.Verify.
+type VerifyConfig struct {
+	// Trusted are the operator's published keys (keyring.ParsePublished).
+	// Signatures are checked against them, per tenant, and keys.json is
+	// checked against them (ledger.VerifySigningKeys). Nil verifies with
+	// keys.json, and the report says so (KeySource KeysFromBundle).
+	Trusted *keyring.Published
+	// AllowUncovered reports records that no signed checkpoint covers as
+	// a notice instead of a finding.
+	AllowUncovered bool
+}
+
+// Verify checks the bundle (ledger.Verify with the bundle's ledger name
+// and the record rules against its pinned packs), with the trusted keys
+// if given, and the signing keys keys.json states: no two windows
+// overlap, and with trusted keys each one is trusted, with its window.
+func (b *Bundle) Verify(ctx context.Context, cfg VerifyConfig) (*ledger.Report, error) {
+	opts, err := b.VerifyOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts.RequireCheckpoints = !cfg.AllowUncovered
+	source := KeysFromBundle
+	if t := cfg.Trusted; t != nil {
+		if t.LedgerName != b.LedgerName() {
+			return nil, fmt.Errorf("the trusted keys are those of ledger %q; the bundle is of ledger %q", t.LedgerName, b.LedgerName())
+		}
+		source = KeysTrusted
+		opts.Keys = nil
+		opts.KeysFor = func(tenant string) (ledger.KeyVerifier, error) { return t.RingFor(tenant) }
+	}
+	rep, err := ledger.Verify(ctx, b, opts)
+	if err != nil {
+		return nil, err
+	}
+	rep.KeySource = source
+	rep.Findings = append(rep.Findings, ledger.VerifySigningKeys(b.Keys(), cfg.Trusted)...)
+	return rep, nil
+}
