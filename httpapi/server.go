@@ -572,6 +572,11 @@ type Identity struct {
 	KeyID    string      `json:"key_id,omitempty"`
 	Subject  string      `json:"subject,omitempty"`
 	Roles    []writ.Role `json:"roles,omitempty"`
+	// ActorType is the actor type the key acts as (AGENT, HUMAN or
+	// SERVICE) and ActsFor the principals it may act for
+	// (docs/trust.md).
+	ActorType string   `json:"actor_type,omitempty"`
+	ActsFor   []string `json:"acts_for,omitempty"`
 }
 
 // handleWhoAmI serves GET /v1/whoami: whose key the request presented
@@ -580,7 +585,7 @@ type Identity struct {
 func (s *Server) handleWhoAmI(w http.ResponseWriter, r *http.Request) {
 	id := Identity{Auth: AuthDisabled}
 	if p := writ.PrincipalFrom(r.Context()); p != nil {
-		id = Identity{Auth: AuthAPIKeys, TenantID: p.TenantID, KeyID: p.KeyID, Subject: p.Subject, Roles: p.Roles}
+		id = Identity{Auth: AuthAPIKeys, TenantID: p.TenantID, KeyID: p.KeyID, Subject: p.Subject, Roles: p.Roles, ActorType: p.Actor().Type, ActsFor: p.ActsFor}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, http.StatusOK, id)
