@@ -24,6 +24,8 @@ const (
 	recordsFile = "records.jsonl"
 	cpDir       = "checkpoints/"
 	noteSuffix  = ".note"
+	cosigDir    = "cosignatures/"
+	cosigSuffix = ".sigs"
 )
 
 // Size bounds of a bundle's entries. Open refuses a bundle that exceeds
@@ -120,6 +122,12 @@ func noteName(tenant string, size int64, k int) string {
 		name += "." + strconv.Itoa(k)
 	}
 	return tenantsDir + tenant + "/" + cpDir + name + noteSuffix
+}
+
+// cosignaturesName is the entry name of the witnesses' cosignatures of
+// a tenant's checkpoint of a size.
+func cosignaturesName(tenant string, size int64) string {
+	return tenantsDir + tenant + "/" + cosigDir + strconv.FormatInt(size, 10) + cosigSuffix
 }
 
 // parseNoteName reads the size and ordinal of a checkpoint file name

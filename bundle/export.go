@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/record"
 )
 
 // Options configure ExportWith.
@@ -33,6 +35,11 @@ type Options struct {
 	// entries carry it too, so the same ledger exported with the same
 	// CreatedAt gives the same bytes.
 	CreatedAt time.Time
+	// Cosigned exports each tenant only up to its newest checkpoint that
+	// a witness cosigned (a tenant without one is left out), so that the
+	// bundle's newest checkpoints carry cosignatures. The store must keep
+	// cosignatures (ledger.CosignatureStore). It excludes Signer.
+	Cosigned bool
 	// Signer, when set, signs a checkpoint of each tenant's exported head
 	// (unless one of that size is stored) and stores it before the
 	// tenant is exported, so that a signed checkpoint covers every
@@ -45,7 +52,9 @@ type Summary struct {
 	Tenants     int
 	Records     int64
 	Checkpoints int
-	Blobs       int
+	// Cosignatures counts the witnesses' cosignatures written.
+	Cosignatures int
+	Blobs        int
 }
 
 // Export writes a bundle of every tenant of st to w, with the given
@@ -64,6 +73,9 @@ type exportTenant struct {
 	n           int64 // records to write
 	size        int64 // bytes of records.jsonl
 	checkpoints []*ledger.Checkpoint
+	// cosignatures are the witnesses' cosignatures of the exported
+	// checkpoints, by size, in the store's order.
+	cosignatures map[int64][]*ledger.Cosignature
 }
 
 // ExportWith writes a bundle of every tenant of st to w. It streams: it
@@ -87,6 +99,12 @@ func ExportWith(ctx context.Context, st ledger.Store, w io.Writer, opts Options)
 	}
 	if opts.CreatedAt.IsZero() {
 		opts.CreatedAt = time.Now()
+	}
+	if opts.Cosigned && opts.Signer != nil {
+		return nil, errors.New("bundle: an export through cosigned checkpoints signs no checkpoint of its own")
+	}
+	if _, ok := st.(ledger.CosignatureStore); opts.Cosigned && !ok {
+		return nil, fmt.Errorf("bundle: the store (%T) keeps no cosignatures", st)
 	}
 	created := opts.CreatedAt.UTC().Truncate(time.Second)
 	keys := opts.Keys
@@ -162,6 +180,16 @@ func ExportWith(ctx context.Context, st ledger.Store, w io.Writer, opts Options)
 			}
 			sum.Checkpoints++
 		}
+		for _, size := range slices.Sorted(maps.Keys(et.cosignatures)) {
+			var lines []byte
+			for _, c := range et.cosignatures[size] {
+				lines = append(lines, c.Line...)
+			}
+			if err := put(cosignaturesName(et.meta.TenantID, size), lines); err != nil {
+				return nil, err
+			}
+			sum.Cosignatures += len(et.cosignatures[size])
+		}
 	}
 	n, err := writeBlobs(ctx, st, packs, func(hash string, data []byte) error { return put(blobName(hash), data) })
 	if err != nil {
@@ -200,12 +228,43 @@ func sizeTenant(ctx context.Context, st ledger.Store, t string, packs map[string
 			return nil, err
 		}
 	}
-	et := &exportTenant{meta: TenantMeta{TenantID: t, Records: head.Seq, Head: head.Hash}}
 	// Read after the head: every checkpoint issued before it covers at
 	// most head.Seq records; later ones are not part of this snapshot.
 	cps, err := st.Checkpoints(ctx, t)
 	if err != nil {
 		return nil, err
+	}
+	var cos []*ledger.Cosignature
+	if cs, ok := st.(ledger.CosignatureStore); ok {
+		if cos, err = cs.Cosignatures(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Cosigned {
+		var newest int64
+		for _, c := range cos {
+			if c.Size <= head.Seq && c.Size > newest {
+				newest = c.Size
+			}
+		}
+		if newest == 0 {
+			return nil, nil
+		}
+		if head, err = headAt(ctx, st, t, newest); err != nil {
+			return nil, err
+		}
+	}
+	et := &exportTenant{meta: TenantMeta{TenantID: t, Records: head.Seq, Head: head.Hash}, cosignatures: map[int64][]*ledger.Cosignature{}}
+	exported := map[int64]bool{}
+	for _, cp := range cps {
+		if cp.Size >= 1 && cp.Size <= head.Seq {
+			exported[cp.Size] = true
+		}
+	}
+	for _, c := range cos {
+		if exported[c.Size] {
+			et.cosignatures[c.Size] = append(et.cosignatures[c.Size], c)
+		}
 	}
 	for _, cp := range cps {
 		if cp.Size >= 1 && cp.Size <= head.Seq {
@@ -231,6 +290,23 @@ func sizeTenant(ctx context.Context, st ledger.Store, t string, packs map[string
 		return nil, err
 	}
 	return et, nil
+}
+
+// headAt is the tenant's chain head as it was at seq: seq and the
+// record_hash of the record at seq.
+func headAt(ctx context.Context, st ledger.Store, t string, seq int64) (ledger.Head, error) {
+	page, err := st.Chain(ctx, t, seq-1, 1)
+	if err != nil {
+		return ledger.Head{}, err
+	}
+	if len(page) != 1 {
+		return ledger.Head{}, fmt.Errorf("bundle: tenant %s has no record %d", t, seq)
+	}
+	link, err := record.ParseLink(page[0])
+	if err != nil || link.Seq != seq {
+		return ledger.Head{}, fmt.Errorf("bundle: tenant %s: record %d cannot be read (%v)", t, seq, err)
+	}
+	return ledger.Head{Seq: seq, Hash: link.RecordHash}, nil
 }
 
 // checkpointHead signs and stores a checkpoint of the tenant's tree at

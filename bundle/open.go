@@ -56,6 +56,7 @@ type tenantData struct {
 	records    section
 	lines      []int64 // where each line starts, relative to records.off
 	notes      []noteEntry
+	cosigs     map[int64]section // cosignatures/<size>.sigs
 
 	// The last page Chain returned: the line after it, and the audit.seq
 	// of its last record (see Chain).
@@ -246,7 +247,7 @@ func validDir(name string) bool {
 		return false
 	}
 	t, sub, _ := strings.Cut(rest, "/")
-	return checkTenant(t) == nil && (sub == "" || sub == strings.TrimSuffix(cpDir, "/"))
+	return checkTenant(t) == nil && (sub == "" || sub == strings.TrimSuffix(cpDir, "/") || sub == strings.TrimSuffix(cosigDir, "/"))
 }
 
 // entry reads one regular file of the archive.
@@ -289,6 +290,21 @@ func (b *Bundle) entry(tr io.Reader, name string, sec section, metaJSON, keysJSO
 				return fmt.Errorf("checkpoint %q has %d bytes; the limit is %d", name, sec.size, MaxNoteBytes)
 			}
 			td.notes = append(td.notes, noteEntry{size: size, k: k, sec: sec})
+			return skip(tr, sec.size)
+		}
+		if base, ok := strings.CutPrefix(file, cosigDir); ok {
+			stem, _ := strings.CutSuffix(base, cosigSuffix)
+			size, ok := parseDecimal(stem)
+			if !ok || size < 1 || !strings.HasSuffix(base, cosigSuffix) {
+				return fmt.Errorf("entry %q: cosignatures are named <size>.sigs (decimal, size ≥ 1)", name)
+			}
+			if sec.size > MaxNoteBytes {
+				return fmt.Errorf("cosignatures %q have %d bytes; the limit is %d", name, sec.size, MaxNoteBytes)
+			}
+			if td.cosigs == nil {
+				td.cosigs = map[int64]section{}
+			}
+			td.cosigs[size] = sec
 			return skip(tr, sec.size)
 		}
 	}
@@ -583,6 +599,27 @@ func (b *Bundle) Checkpoints(_ context.Context, tenantID string) ([]*ledger.Chec
 		out = append(out, cp)
 	}
 	return out, nil
+}
+
+// CosignatureLines returns the witnesses' cosignature lines a bundle
+// carries for a tenant's checkpoint of size (the member
+// tenants/<tenant>/cosignatures/<size>.sigs), or nil if it carries none.
+// They are returned as stored, unchecked: witness.CheckQuorum checks
+// them.
+func (b *Bundle) CosignatureLines(_ context.Context, tenantID string, size int64) ([]byte, error) {
+	td := b.tenants[tenantID]
+	if td == nil {
+		return nil, nil
+	}
+	sec, ok := td.cosigs[size]
+	if !ok {
+		return nil, nil
+	}
+	data, err := b.read(sec.off, sec.size)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: read %s: %w", cosignaturesName(tenantID, size), err)
+	}
+	return data, nil
 }
 
 // unverifiedText returns the text of a signed note without checking its

@@ -121,7 +121,8 @@ type Config struct {
 
 // ReadyReport is the body of GET /readyz.
 type ReadyReport struct {
-	// Status is HealthOK when every check passed, else "unavailable".
+	// Status is HealthOK when every check passed; "unavailable" when a
+	// check failed that is not Degraded; else "degraded".
 	Status string `json:"status"`
 	// Checks are the readiness checks, each passed or failed.
 	Checks []ReadyCheck `json:"checks"`
@@ -136,6 +137,10 @@ type ReadyCheck struct {
 	OK bool `json:"ok"`
 	// Error says why it failed; never secrets.
 	Error string `json:"error,omitempty"`
+	// Degraded marks a failed check that does not stop the server taking
+	// checks (a witness conflict): the report's status is then
+	// "degraded", and /readyz still answers 200.
+	Degraded bool `json:"degraded,omitempty"`
 }
 
 // Defaults of Config.
@@ -556,7 +561,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		report.Auth, report.Warning = AuthDisabled, devModeWarning
 	}
 	status := http.StatusOK
-	if report.Status != HealthOK {
+	if report.Status == "unavailable" {
 		status = http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, status, report)
@@ -600,13 +605,17 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	report.Status = HealthOK
 	for _, c := range report.Checks {
-		if !c.OK {
+		switch {
+		case c.OK:
+		case c.Degraded && report.Status == HealthOK:
+			report.Status = "degraded"
+		case !c.Degraded:
 			report.Status = "unavailable"
 		}
 	}
 	report.Checks = nonNil(report.Checks)
 	status := http.StatusOK
-	if report.Status != HealthOK {
+	if report.Status == "unavailable" {
 		status = http.StatusServiceUnavailable
 	}
 	s.writeJSON(w, r, status, report)

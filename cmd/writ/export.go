@@ -15,6 +15,7 @@ import (
 	"github.com/writhq/writ/internal/durable"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/witness"
 )
 
 // ledgerExport writes a ledger's export bundle: every tenant's records
@@ -27,6 +28,7 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 	lf.register(fs)
 	out := fs.String("out", "", "the bundle file to write (required); a name ending in .gz or .tgz is gzip-compressed; - writes an uncompressed bundle to standard output")
 	noCP := fs.Bool("no-checkpoint", false, "do not sign a checkpoint of each tenant's head first (the bundle then ends with the last stored checkpoint)")
+	cosigned := fs.Bool("cosigned", false, "export each tenant only up to its newest checkpoint that a witness cosigned, with the witnesses' cosignatures (signs no checkpoint; a tenant no witness cosigned is left out)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -46,8 +48,8 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	opts := bundle.Options{Keys: keys, LedgerName: lf.name}
-	if !*noCP && len(keys) > 0 {
+	opts := bundle.Options{Keys: keys, LedgerName: lf.name, Cosigned: *cosigned}
+	if !*noCP && !*cosigned && len(keys) > 0 {
 		// A signed checkpoint of each tenant's exported head covers every
 		// record of the bundle: without one, records cut off the end
 		// would go unseen. It is signed by the ring whose public keys the
@@ -66,8 +68,12 @@ func (m *Main) ledgerExport(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "exported %s of %s, %s, %s and %s to %s\n",
-		count(sum.Records, "record"), count(sum.Tenants, "tenant"), count(sum.Checkpoints, "checkpoint"), count(len(keys), "key"), count(sum.Blobs, "pinned pack blob"), *out)
+	cosigs := ""
+	if sum.Cosignatures > 0 {
+		cosigs = ", " + count(sum.Cosignatures, "witness cosignature")
+	}
+	fmt.Fprintf(m.Stdout, "exported %s of %s, %s%s, %s and %s to %s\n",
+		count(sum.Records, "record"), count(sum.Tenants, "tenant"), count(sum.Checkpoints, "checkpoint"), cosigs, count(len(keys), "key"), count(sum.Blobs, "pinned pack blob"), *out)
 	return nil
 }
 
@@ -118,14 +124,26 @@ func writeBundleFile(ctx context.Context, st ledger.Store, path string, opts bun
 // against the operator's published keys (--trusted-keys); without them
 // against the bundle's own keys.json, which the command says plainly and
 // answers with exit status 4 unless --trust-bundle-keys accepts that.
+// With --witness, each tenant's newest checkpoint must also carry valid
+// cosignatures of --min-witnesses of the given witnesses.
 // Exit status 0 means intact, 3 that problems were found.
 func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
-	const usage = "[--json] [--allow-uncovered] [--trusted-keys FILE | --trust-bundle-keys] FILE"
+	const usage = "[--json] [--allow-uncovered] [--trusted-keys FILE | --trust-bundle-keys] [--witness KEYFILE]... [--min-witnesses N] FILE"
 	fs := m.flags("ledger verify-bundle", usage)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	allowUncovered := fs.Bool("allow-uncovered", false, "report records that no signed checkpoint covers as a notice, not a finding")
 	trustedFile := fs.String("trusted-keys", "", "the operator's published keys (writ ledger keys publish): verify signatures against them, and keys.json too")
 	trustBundle := fs.Bool("trust-bundle-keys", false, "verify against the bundle's own keys.json and exit 0 if intact (without it, and without --trusted-keys, an intact bundle exits 4)")
+	var witnessKeys []witness.Key
+	fs.Func("witness", "a file holding a trusted witness's cosignature/v1 verifier key (repeatable); each tenant's newest checkpoint must carry valid cosignatures of --min-witnesses of them", func(path string) error {
+		k, err := witness.ReadKeyFile(path)
+		if err != nil {
+			return err
+		}
+		witnessKeys = append(witnessKeys, k)
+		return nil
+	})
+	minWitnesses := fs.Int("min-witnesses", 0, "how many of the --witness keys must have cosigned each tenant's newest checkpoint (default: all of them)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -146,6 +164,14 @@ func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
 			return fmt.Errorf("%s: %s", *trustedFile, writ.ErrorMessage(err))
 		}
 	}
+	switch {
+	case *minWitnesses != 0 && len(witnessKeys) == 0:
+		return usagef("--min-witnesses needs the witnesses' keys (--witness KEYFILE)")
+	case *minWitnesses < 0 || *minWitnesses > len(witnessKeys):
+		return usagef("--min-witnesses %d: give a number from 1 to the %d --witness keys", *minWitnesses, len(witnessKeys))
+	case *minWitnesses == 0:
+		*minWitnesses = len(witnessKeys)
+	}
 	b, err := bundle.OpenFile(fs.Arg(0))
 	if err != nil {
 		return err
@@ -156,11 +182,21 @@ func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(witnessKeys) > 0 {
+		fs, err := witness.CheckQuorum(ctx, b, witnessKeys, *minWitnesses)
+		if err != nil {
+			return err
+		}
+		rep.Findings = append(rep.Findings, fs...)
+	}
 	if err := m.printReport(rep, *asJSON, time.Since(start)); err != nil {
 		return err
 	}
 	if !rep.Intact() {
 		return &findingsError{len(rep.Findings)}
+	}
+	if len(witnessKeys) > 0 && !*asJSON {
+		fmt.Fprintf(m.Stdout, "witnessed: each tenant's newest checkpoint carries valid cosignatures of at least %d of the %s given\n", *minWitnesses, count(len(witnessKeys), "witness key"))
 	}
 	if cfg.Trusted == nil && !*trustBundle {
 		return &untrustedKeysError{}

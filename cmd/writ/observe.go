@@ -158,7 +158,7 @@ func keyExpiry(ring ringView, now time.Time) (time.Time, bool, error) {
 // is loaded.
 func readiness(st interface {
 	Tenants(context.Context) ([]string, error)
-}, commits *commitHealth, keys ledger.KeySource, pol *policy.Policy, log *slog.Logger) func(context.Context) httpapi.ReadyReport {
+}, commits *commitHealth, keys ledger.KeySource, pol *policy.Policy, log *slog.Logger, extra ...func() httpapi.ReadyCheck) func(context.Context) httpapi.ReadyReport {
 	var query boundedCall
 	return func(ctx context.Context) httpapi.ReadyReport {
 		var checks []httpapi.ReadyCheck
@@ -185,6 +185,9 @@ func readiness(st interface {
 			err = errors.New("no pack is loaded")
 		}
 		add("pack", err)
+		for _, f := range extra {
+			checks = append(checks, f())
+		}
 		return httpapi.ReadyReport{Checks: checks}
 	}
 }

@@ -38,6 +38,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	ledgerName := fs.String("ledger-name", "writ", "ledger name, the first part of checkpoint origins")
 	cpEvery := fs.Int64("checkpoint-every", 1000, "sign a checkpoint after this many new records of a tenant")
 	cpInterval := fs.Duration("checkpoint-interval", time.Second, "or at most this long after a tenant's first record not yet covered")
+	witnessesFile := fs.String("witnesses", "", "a JSON file of the witnesses to submit each tenant's newest checkpoint to, for their cosignatures (docs/operations.md); checks never wait for them")
+	witnessPoll := fs.Duration("witness-poll", time.Second, "how often to look for checkpoints the witnesses have not cosigned yet")
 	keyFile := fs.String("binding-key", "", "file holding the secret that keys argument bindings (default: DATA/binding.key, created on first use)")
 	maxBody := fs.Int64("max-body", httpapi.DefaultMaxBodyBytes, "largest request body accepted, in bytes")
 	readHeaderTimeout := fs.Duration("read-header-timeout", 5*time.Second, "close a connection whose request headers take longer than this to arrive (slow clients)")
@@ -156,6 +158,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer eng.Close()
+	var readyExtra []func() httpapi.ReadyCheck
+	if *witnessesFile != "" {
+		wc, stopWitnesses, err := startWitnesses(*witnessesFile, st, *witnessPoll, obs.metrics, log)
+		if err != nil {
+			return err
+		}
+		defer stopWitnesses()
+		readyExtra = append(readyExtra, func() httpapi.ReadyCheck { return witnessReadiness(wc) })
+	}
 	var svc writ.Service = eng
 	var workflows writ.Workflows = eng
 	var approvals writ.Approvals = eng
@@ -210,7 +221,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Health: func(context.Context) httpapi.HealthReport {
 			return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: storeKind}
 		},
-		Ready:   readiness(st, newCommitHealth(eng, st, log), keys, pol, log),
+		Ready:   readiness(st, newCommitHealth(eng, st, log), keys, pol, log, readyExtra...),
 		Metrics: metricsHandler,
 	})
 	var apiHandler http.Handler = api

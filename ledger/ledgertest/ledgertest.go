@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"HistoryRace", testHistoryRace},
 		{"HistoryExecuted", testHistoryExecuted},
 		{"Stored", testStored},
+		{"Cosignatures", testCosignatures},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -846,7 +846,11 @@ export interface paths {
          *     failed and why. `writ serve` checks that the store answers (`store`),
          *     that it can commit (`commits`: the last group commit succeeded, or
          *     a test write commits), that a signing key is valid now
-         *     (`signing_key`) and that the pack is loaded (`pack`). Not subject to the in-flight limit, and served
+         *     (`signing_key`) and that the pack is loaded (`pack`); with
+         *     `--witnesses`, also `witnesses`, which fails as `degraded` when a
+         *     witness reported a conflict (two histories of a tenant's log): the
+         *     status is then `degraded` and the answer still 200, since checks
+         *     go on. Not subject to the in-flight limit, and served
          *     without a key. `/healthz` says the process is alive; this says it
          *     can take work (see docs/operations.md).
          */
@@ -906,18 +910,20 @@ export interface components {
     schemas: {
         Ready: {
             /**
-             * @description `ok` when every check passed.
+             * @description `ok` when every check passed; `unavailable` (503) when a check failed that is not degraded; `degraded` (200) when only degraded checks failed.
              * @enum {string}
              */
-            status: "ok" | "unavailable";
+            status: "ok" | "degraded" | "unavailable";
             checks: components["schemas"]["ReadyCheck"][];
         };
         ReadyCheck: {
-            /** @description What was checked, such as `store`, `commits`, `signing_key` or `pack`. */
+            /** @description What was checked, such as `store`, `commits`, `signing_key`, `pack` or `witnesses`. */
             name: string;
             ok: boolean;
             /** @description Why the check failed. */
             error?: string;
+            /** @description Set on a failed check that does not stop the server taking checks (a witness conflict). */
+            degraded?: boolean;
         };
         AuthZENSubject: {
             /** @description agent, user or human, or service (case-insensitive): the actor's type AGENT, HUMAN or SERVICE. */
