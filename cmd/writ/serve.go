@@ -151,20 +151,24 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if obs.tracing {
 		cfg.TracerProvider = telemetry.TracerProvider()
 	}
-	eng, err = openEngine(ctx, cfg, *data, *keyFile)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
 	var readyExtra []func() httpapi.ReadyCheck
 	if *witnessesFile != "" {
+		// Started before the engine, so that the checkpointer can tell it
+		// of each checkpoint; stopped after the engine's Close (defers run
+		// last first), which signs the last checkpoints.
 		wc, stopWitnesses, err := startWitnesses(*witnessesFile, st, *witnessPoll, obs.metrics, log)
 		if err != nil {
 			return err
 		}
 		defer stopWitnesses()
+		cfg.Checkpoints.Issued = func(*ledger.Checkpoint) { wc.Notify() }
 		readyExtra = append(readyExtra, func() httpapi.ReadyCheck { return witnessReadiness(wc) })
 	}
+	eng, err = openEngine(ctx, cfg, *data, *keyFile)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
 	var svc writ.Service = eng
 	var workflows writ.Workflows = eng
 	var approvals writ.Approvals = eng
