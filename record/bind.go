@@ -49,12 +49,15 @@ func (b *Binder) Arguments(args map[string]any) (string, error) {
 }
 
 // Action fingerprints what a check asks for, for
-// must_not_retry_same_action: every input decide reads (decision key,
-// tool, approval mode, arguments, outputs, subjects, actor, workflow,
-// evidence, context, usage, scorecard). What decide never reads is left
-// out (idempotency key, trace id, tool call id, intent ref, input refs,
-// tool lineage, caller lineage), so a retry that could not change the
-// decision binds the same.
+// must_not_retry_same_action: the action and what it rests on (decision
+// key, tool, approval mode, arguments, outputs, subjects, actor,
+// workflow, evidence, context). What decide never reads is left out
+// (idempotency key, trace id, tool call id, intent ref, input refs, tool
+// lineage, caller lineage), so a retry that could not change the
+// decision binds the same. So is the caller's bookkeeping (usage,
+// scorecard): must_not_retry binds the action, and a blocked action
+// re-sent with a lower usage or a better scorecard is the same action,
+// answered with the earlier decision (issue 31).
 func (b *Binder) Action(req *writ.CheckRequest, decisionKey string) (string, error) {
 	evidence := req.Evidence
 	if evidence == nil {
@@ -73,8 +76,6 @@ func (b *Binder) Action(req *writ.CheckRequest, decisionKey string) (string, err
 		"workflow":      req.Workflow,
 		"evidence":      evidence,
 		"context":       orEmptyMap(req.Context),
-		"usage":         req.Usage,
-		"scorecard":     req.Scorecard,
 	})
 	if err != nil {
 		return "", fmt.Errorf("action: %w", err)

@@ -24,6 +24,15 @@ func TestOneWriterPerDataDir(t *testing.T) {
 	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || !strings.Contains(string(out), want) || !strings.Contains(string(out), " serve ") {
 		t.Fatalf("writ gateway beside writ serve on one data directory: %v\n%s\nwant a refusal containing %q and the serve command", err, out, want)
 	}
+	// An offline command that signs a checkpoint is a writer too; one
+	// that only reads is not.
+	out, err = exec.Command(writBinary, "ledger", "checkpoint", "--data", data, "--tenant", "acme", "--issue").CombinedOutput()
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || !strings.Contains(string(out), want) {
+		t.Fatalf("writ ledger checkpoint --issue beside writ serve: %v\n%s\nwant a refusal containing %q", err, out, want)
+	}
+	if out, err := exec.Command(writBinary, "records", "list", "--data", data, "--tenant", "acme").CombinedOutput(); err != nil {
+		t.Fatalf("writ records list beside writ serve: %v\n%s; want readers allowed", err, out)
+	}
 	srv.stop(t)
 
 	g := startGateway(t, nil, "--config", config, "--pack", pack, "--data", data, "--listen", "127.0.0.1:0")

@@ -211,9 +211,16 @@ func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) 
 }
 
 // offlineEngine opens the store and the signing keys of a data directory
-// for the ledger commands that sign or prove without a server.
+// for the ledger commands that sign or prove without a server. A command
+// that signs (needKeys: it stores a checkpoint) is a writer, so it takes
+// the data directory's writer lock, as every command that appends does;
+// one that only proves reads beside a running writer.
 func (m *Main) offlineEngine(ctx context.Context, lf ledgerFlags, needKeys bool) (*engine.Engine, func(), error) {
-	st, err := openExisting(lf.data, lf.store)
+	open := openExisting
+	if needKeys {
+		open = openExistingWriter
+	}
+	st, err := open(lf.data, lf.store)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -92,6 +92,17 @@ func openExisting(dir, url string) (ledger.Store, error) {
 	return openShared(dir, url)
 }
 
+// openExistingWriter opens a store that must already exist to append to
+// it, with the data directory's writer lock (see openStore).
+func openExistingWriter(dir, url string) (ledger.Store, error) {
+	if url == "" {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("no ledger at %s: %w", dir, err)
+		}
+	}
+	return openStore(dir, url)
+}
+
 // kvPassword is a password of a key=value connection string (password,
 // or sslpassword, the client key's): a word, or a quoted value with its
 // escapes.

@@ -199,10 +199,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Replays:      replayer,
 		Shadows:      replayer,
 		Lifecycle:    lifecycle,
+		Params:       eng,
 		Authenticate: authenticate,
 		RateLimit:    httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 		Envelopes:    st.Envelope,
 		VerifierKeys: func(context.Context, string) ([]keyring.Key, error) { return ring.Keys(), nil },
+		APIKeys:      apiKeyAdmin(st, keys, ring),
+		Pack:         p,
 		MaxBodyBytes: *maxBody,
 		Logger:       log,
 		Health: func(context.Context) httpapi.HealthReport {
@@ -266,6 +269,18 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// apiKeyAdmin returns what the admin's API-key routes need: the store's
+// keys, signed with the signing key valid at the time (as writ keys create
+// signs them) and checked against ring. A store that keeps no keys
+// serves none (the routes answer 404).
+func apiKeyAdmin(st ledger.Store, keys ledger.KeySource, ring ringView) *httpapi.KeyAdmin {
+	ks, ok := st.(auth.Store)
+	if !ok {
+		return nil
+	}
+	return &httpapi.KeyAdmin{Store: ks, Verifier: ring, Signer: func(at time.Time) (auth.Signer, error) { return keys(at) }}
 }
 
 // authMode decides how the server authenticates callers. With API keys in
