@@ -50,16 +50,24 @@ type Record struct {
 	ToolLineage []ToolLineage `json:"tool_lineage,omitempty"`
 	// Execution is set on a permit that expires or needs a report, and on
 	// an execution report's record.
-	Execution   *Execution         `json:"execution,omitempty"`
-	Scorecard   map[string]float64 `json:"scorecard,omitempty"`
-	BudgetUsage *Usage             `json:"budget_usage,omitempty"`
-	Lineage     Lineage            `json:"lineage"`
-	TraceID     string             `json:"trace_id"`
-	Replay      Replay             `json:"replay"`
+	Execution *Execution         `json:"execution,omitempty"`
+	Scorecard map[string]float64 `json:"scorecard,omitempty"`
+	// BudgetUsage is the caller's usage, as it sent it: claimed.
+	BudgetUsage *Usage `json:"budget_usage,omitempty"`
+	// MeteredUsage is what writ itself counted of the session's usage
+	// for the spec's budgets (observed), set when it metered the check;
+	// the budgets counted the larger of it and BudgetUsage.
+	MeteredUsage *MeteredUsage `json:"metered_usage,omitempty"`
+	Lineage      Lineage       `json:"lineage"`
+	TraceID      string        `json:"trace_id"`
+	Replay       Replay        `json:"replay"`
 	// History pins the history aggregates the decision read, by name
 	// (absent when it read none). JSON field order does not matter: the
 	// sealed bytes are canonical (RFC 8785).
 	History []HistoryValue `json:"history,omitempty"`
+	// Params pins the tenant parameter values the decision's conditions
+	// could read (absent when its pack declares none; see ParamsPin).
+	Params *ParamsPin `json:"params,omitempty"`
 	// Bound pins what the store keeps beside the record, written in the
 	// same transaction: the receipt answered with it, the run event and
 	// approval facts it appends. Records sealed before writ bound them

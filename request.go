@@ -181,6 +181,14 @@ type Usage struct {
 	WallClockMS  int64   `json:"wall_clock_ms,omitempty"`
 }
 
+// MeteredUsage is what writ counted of a session's usage for a check's
+// budgets: today the tool calls, the checks it allowed in the session
+// with this one. Its provenance is observed.
+type MeteredUsage struct {
+	ToolCalls  int64      `json:"tool_calls"`
+	Provenance Provenance `json:"provenance"`
+}
+
 // ToolLineage references one side-effect transcript entry.
 type ToolLineage struct {
 	ToolCallID            string       `json:"tool_call_id"`

@@ -67,9 +67,13 @@ type StepVerdict struct {
 	// SelfReportIgnored says the payload reported its own success (a
 	// field like success or status) that no rule checks: advisory only,
 	// it did not count.
-	SelfReportIgnored bool   `json:"self_report_ignored,omitempty"`
-	DecisionID        string `json:"decision_id"`
-	RecordID          string `json:"record_id"`
+	SelfReportIgnored bool `json:"self_report_ignored,omitempty"`
+	// ClaimedCalls lists, by name, the tool calls the attempt reported
+	// that writ did not observe for the run and step: claimed, not
+	// observed (absent from verdicts decided before issue 31).
+	ClaimedCalls []string `json:"claimed_calls,omitempty"`
+	DecisionID   string   `json:"decision_id"`
+	RecordID     string   `json:"record_id"`
 }
 
 // VerdictCheck is one rule of a verification contract, checked.

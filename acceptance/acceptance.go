@@ -34,10 +34,15 @@
 //
 // A call writ itself saw for the run and step (its boundary checks, the
 // MCP gateway) is observed; a call only reported in the payload is
-// claimed. A rule with observed: true counts observed calls only, and
-// when the only matches are claimed its check says so. Otherwise both
-// count, and a call listed in both (same name, deeply equal arguments) is
-// counted once.
+// claimed. A rule counts observed calls only, and when the only matches
+// are claimed its check says so. A rule that writes observed: false
+// counts both, and a call listed in both (same name, deeply equal
+// arguments) is counted once.
+//
+// Since issue 31 a rule counts observed calls only unless it writes
+// observed: false, and on a mutating step that is not exempted it counts
+// observed calls only even then. Every verdict lists the claimed calls
+// (Verdict.Claimed).
 //
 // # Self-reported success
 //
@@ -155,6 +160,12 @@ type Verdict struct {
 	// Exempt is set when the step is mutating and the workflow policies
 	// exempt it from the verification requirement.
 	Exempt *pack.Exemption `json:"exempt,omitempty"`
+	// Claimed lists, by name in the payload's order, the tool calls the
+	// agent reported that writ did not observe for the run and step
+	// (none: empty, never nil, unless compiled leniently). They count
+	// only toward a rule that writes observed: false on a step that is
+	// not mutating, or is exempted.
+	Claimed []string `json:"claimed"`
 	// SelfReportIgnored says the payload carried a top-level
 	// self-assessment field (success, ok, done, status, ...) that no
 	// evidence rule reads: it played no part in the verdict.
@@ -200,6 +211,9 @@ func (c *Contracts) Evaluate(workflowID, stepID string, a Attempt, priorAttempts
 		}
 	}
 	v.SelfReportIgnored = s.selfReportIgnored(in.result)
+	if !c.lenient {
+		v.Claimed = claimedOnly(in)
+	}
 
 	if len(v.Failed) == 0 {
 		v.State = Accepted

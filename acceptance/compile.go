@@ -21,6 +21,7 @@ import (
 // workflows. They are safe for concurrent use.
 type Contracts struct {
 	workflows map[string]*workflow // by workflow_id
+	lenient   bool                 // Options.Lenient
 }
 
 type workflow struct {
@@ -65,11 +66,28 @@ type gotoRule struct {
 //
 // Every program runs under the pack's CEL cost limit.
 func Compile(p *pack.Pack) (*Contracts, error) {
+	return CompileWith(p, Options{})
+}
+
+// Options select the defaults contracts are compiled under.
+type Options struct {
+	// Lenient compiles under the defaults writ had before issue 31, to
+	// replay the verdicts decided under them: a required tool call
+	// counts claimed calls unless it writes observed: true, only the
+	// workflow policies' own mutatingActionClasses are mutating, and a
+	// verdict does not list the claimed calls. New verdicts are never
+	// decided leniently.
+	Lenient bool
+}
+
+// CompileWith is Compile under o's defaults.
+func CompileWith(p *pack.Pack, o Options) (*Contracts, error) {
 	c, err := newCompiler(p)
 	if err != nil {
 		return nil, err
 	}
-	out := &Contracts{workflows: map[string]*workflow{}}
+	c.lenient = o.Lenient
+	out := &Contracts{workflows: map[string]*workflow{}, lenient: o.Lenient}
 	for _, id := range sortedKeys(p.Workflows) {
 		w := p.Workflows[id]
 		cw := &workflow{w: w, steps: map[string]*step{}}
@@ -106,6 +124,17 @@ type compiler struct {
 	routeEnv             *cel.Env
 	costLimit            uint64
 	problems             []writ.Detail
+	lenient              bool
+}
+
+// mutating reports whether a step of actionClass is mutating: one of the
+// seed's mutating classes or the policies' own (pack.WorkflowPolicies.Mutating);
+// leniently, the policies' own only.
+func (c *compiler) mutating(actionClass string) bool {
+	if c.lenient {
+		return c.policies.DeclaredMutating(actionClass)
+	}
+	return c.policies.Mutating(actionClass)
 }
 
 func newCompiler(p *pack.Pack) (*compiler, error) {
@@ -140,20 +169,26 @@ func (c *compiler) addf(pos pack.Pos, format string, args ...any) {
 
 func (c *compiler) step(w *pack.Workflow, s *pack.Step) *step {
 	cs := &step{s: s, reads: map[string]bool{}, maxBudget: c.policies.Retry.MaxBudget}
-	if c.policies.Mutating(s.ActionClass) {
+	mutating := c.mutating(s.ActionClass)
+	if mutating {
 		cs.exempt = c.policies.ExemptionFor(w, s.ID)
 	}
 	v := s.Verification
 	if v == nil || len(v.Evidence)+len(v.ToolCalls) == 0 {
 		// An empty contract proves nothing: for a mutating step it is
 		// as good as none.
-		if c.policies.Mutating(s.ActionClass) && c.policies.RequiresVerification() && cs.exempt == nil {
+		if mutating && c.policies.RequiresVerification() && cs.exempt == nil {
 			msg := fmt.Sprintf("step %s is mutating and has no verification contract", s.ID)
 			cs.refuse = &writ.Error{
 				Code:    writ.EINVALID,
 				Message: fmt.Sprintf("workflow %s: %s (action class %s); writ does not accept it without proof", w.WorkflowID, msg, s.ActionClass),
 				Details: []writ.Detail{{File: s.Pos.File, Line: s.Pos.Line, Message: msg}},
 			}
+		}
+		if mutating && !c.policies.RequiresVerification() && cs.exempt == nil && !c.lenient {
+			// The policies exempt every mutating step: the verdict and its
+			// record name that as the step's exemption.
+			cs.exempt = &pack.Exemption{Workflow: w.WorkflowID, Step: s.ID, Reason: "requireVerificationForMutating is false in the workflow policies", Pos: c.policies.Pos}
 		}
 	}
 	what := func(kind string, i int) string {
@@ -191,7 +226,16 @@ func (c *compiler) step(w *pack.Workflow, s *pack.Step) *step {
 			}
 		}
 		for i, t := range v.ToolCalls {
-			r := &toolCallRule{rule: t, min: max(t.Min, 1)}
+			r := &toolCallRule{rule: t, min: max(t.Min, 1), observed: t.RequiresObserved()}
+			switch {
+			case c.lenient:
+				r.observed = t.Observed != nil && *t.Observed
+			case mutating && cs.exempt == nil && !r.observed:
+				// A mutating step counts only what writ saw, unless it
+				// is exempted in writing: observed: false alone does not
+				// let a claimed call through (lint reports it).
+				r.observed, r.overridden = true, true
+			}
 			if t.When != "" {
 				r.prg, _ = c.program(c.callEnv, t.Pos, what("toolCalls", i)+" ("+t.Name+") when", t.When)
 			}

@@ -108,6 +108,13 @@ type toolCallRule struct {
 	rule *pack.ToolCallRule
 	min  int
 	prg  cel.Program // nil: every call counts
+	// observed is set when only observed calls count: the default, and
+	// always on a mutating step that is not exempted.
+	observed bool
+	// overridden is set when the rule writes observed: false on a
+	// mutating step that is not exempted, which counts observed calls
+	// all the same.
+	overridden bool
 }
 
 // check counts the calls that meet the rule. Observed calls always
@@ -122,7 +129,7 @@ func (r *toolCallRule) check(in *input) Check {
 		switch {
 		case r.rule.Executed:
 			by = " observed by writ and reported executed"
-		case r.rule.Observed:
+		case r.observed:
 			by = " observed by writ"
 		}
 		ch.RejectMessage = fmt.Sprintf("At least %s to %s%s %s required.", count(r.min, "call"), name, by, plural(r.min, "is", "are"))
@@ -175,11 +182,14 @@ func (r *toolCallRule) check(in *input) Check {
 		if claimed > 0 {
 			fmt.Fprintf(&b, "; %s that writ did not observe %s not count", count(claimed, "claimed call"), plural(claimed, "does", "do"))
 		}
-	} else if r.rule.Observed {
+	} else if r.observed {
 		ch.Passed = observed >= r.min
 		fmt.Fprintf(&b, "%s: %s, need %d", name, count(observed, "observed call"), r.min)
 		if claimed > 0 {
 			fmt.Fprintf(&b, "; %s that writ did not observe %s not count", count(claimed, "claimed call"), plural(claimed, "does", "do"))
+		}
+		if r.overridden {
+			b.WriteString(" (the step is mutating and not exempted, so observed: false does not let claimed calls count)")
 		}
 	} else {
 		ch.Passed = observed+claimed >= r.min
@@ -193,6 +203,23 @@ func (r *toolCallRule) check(in *input) Check {
 	}
 	ch.Detail = b.String()
 	return ch
+}
+
+// claimedOnly lists the claimed calls that match no observed call (same
+// name, deeply equal arguments; each observed call matches one claim).
+func claimedOnly(in *input) []string {
+	out := []string{}
+	used := make([]bool, len(in.observed))
+	for _, c := range in.claimed {
+		named := make([]bool, len(in.observed))
+		for i, o := range in.observed {
+			named[i] = o.Name == c.Name
+		}
+		if !matchObserved(in.observed, named, used, c) {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // matchObserved reports whether claimed call c is one of the observed

@@ -116,6 +116,7 @@ func TestStorybookObservedCallAccepted(t *testing.T) {
 		Failed:       []acceptance.Check{},
 		AttemptsUsed: 1,
 		NextStep:     "done",
+		Claimed:      []string{},
 	}
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("verdict =\n%+v\nwant\n%+v", v, want)

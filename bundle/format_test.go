@@ -28,6 +28,7 @@ import (
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/record"
 	"github.com/writhq/writ/sqlite"
 )
@@ -49,9 +50,14 @@ func exampleSeed() []byte {
 	return seed
 }
 
+// examplePack is the pack the worked example's records pin; its manifest
+// and files are blobs of the bundle.
+const examplePack = "testdata/example-pack"
+
 // exampleRecords are the worked example's decision records, as the
-// engine would build them (small, but every required member present).
-func exampleRecords() []*writ.Record {
+// engine would build them (small, but every required member present),
+// pinning the pack whose hash is packHash.
+func exampleRecords(packHash string) []*writ.Record {
 	base := time.Date(2026, 5, 9, 9, 31, 42, 0, time.UTC)
 	mk := func(n int, status writ.Status, ts time.Time, outputs map[string]any, verdict string) *writ.Record {
 		id := fmt.Sprintf("%04d", n)
@@ -65,7 +71,7 @@ func exampleRecords() []*writ.Record {
 			PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pd_refund_limit", BundleID: "refund-policy@1.0.0", RuleIDs: []string{"refund_limit"}, Verdict: verdict}},
 			Approvals:       []writ.Approval{},
 			ControlsActive:  writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: []string{}},
-			Lineage: writ.Lineage{PackVersion: "refund@1.0.0", PackHash: record.Digest([]byte("example pack manifest\n")),
+			Lineage: writ.Lineage{PackVersion: "refund@1.0.0", PackHash: packHash,
 				PolicyVersions: []string{"refund-policy@1.0.0"}, DecisionSpec: "refund.issue@1.0.0"},
 			TraceID: fmt.Sprintf("4bf92f3577b34da6a3ce929d0e0e%04d", n),
 			Replay: writ.Replay{ReplayPacketID: record.Digest([]byte("envelope " + id)), CompiledContextHash: record.Digest([]byte("context " + id)),
@@ -95,9 +101,20 @@ func workedExample(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	pk, err := pack.Load(examplePack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := []ledger.Blob{{Hash: pk.Hash, Kind: "pack_manifest", Data: pk.Manifest}}
+	for _, f := range pk.Files {
+		blobs = append(blobs, ledger.Blob{Hash: f.Hash, Kind: "pack_file", Data: f.Data})
+	}
+	if err := st.PutBlobs(ctx, blobs); err != nil {
+		t.Fatal(err)
+	}
 	seal := ledger.NewSeal(keySource(ring))
 	var raws [][]byte
-	for _, rec := range exampleRecords() {
+	for _, rec := range exampleRecords(pk.Hash) {
 		e := ledgertest.NewEntry(rec)
 		if err := st.Append(ctx, []*ledger.Entry{e}, seal); err != nil {
 			t.Fatal(err)
@@ -116,10 +133,20 @@ func workedExample(t *testing.T) string {
 	if _, err := bundle.ExportWith(ctx, st, &buf, bundle.Options{Keys: ring.Keys(), LedgerName: "writ", CreatedAt: time.Date(2026, 5, 9, 9, 35, 0, 0, time.UTC)}); err != nil {
 		t.Fatal(err)
 	}
-	// The example verifies: hashes, chain, signatures, windows, tree and
-	// checkpoint. (Its records pin no real pack, so rules are not checked.)
+	// The example verifies as writ ledger verify-bundle --trusted-keys
+	// does: hashes, chain, signatures, windows, tree and checkpoint
+	// against the published keys, and the record rules against the
+	// pinned pack the bundle carries.
 	b := openBytes(t, buf.Bytes())
-	rep, err := ledger.Verify(ctx, b, ledger.VerifyOptions{Keys: ring, LedgerName: "writ"})
+	published, err := keyring.Publish("writ", ring.Keys(), time.Date(2026, 5, 9, 9, 35, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := keyring.ParsePublished(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := b.Verify(ctx, bundle.VerifyConfig{Trusted: trusted})
 	if err != nil || !rep.Intact() || rep.Records != 3 || rep.Checkpoints != 1 {
 		t.Fatalf("the worked example does not verify: %v %+v", err, rep)
 	}
@@ -238,6 +265,10 @@ func workedExample(t *testing.T) string {
 	block(files[bundle.MetaFile])
 	p("`keys.json`:\n\n")
 	block(files[bundle.KeysFile])
+	p("The pinned pack's manifest, `blobs/%s` (its SHA-256 is the records' `lineage.pack_hash`), lists the pack's files, each also a blob named by its SHA-256:\n\n", strings.TrimPrefix(pk.Hash, "sha256:"))
+	block(string(pk.Manifest))
+	p("The trusted keys file `writ ledger keys publish` writes for this key ring (published at 2026-05-09T09:35:00Z), which `writ ledger verify-bundle --trusted-keys` checks the bundle against:\n\n")
+	block(string(published))
 	p("The whole archive is %d bytes; its SHA-256 is `%x`.\n", buf.Len(), sha256.Sum256(buf.Bytes()))
 	return w.String()
 }

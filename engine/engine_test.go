@@ -110,11 +110,21 @@ func TestMustNotRetrySameAction(t *testing.T) {
 	if n := h.count(t, "acme"); n != 1 {
 		t.Errorf("records = %d, want 1", n)
 	}
-	// More usage is a change that could change the decision: decided afresh.
-	more := refundRequest(t, "refund-exceeds-order-goal-fail")
-	more.Usage.Tokens += 500
-	if rc, err := h.eng.Check(ctx, more); err != nil || rc.Metadata.Repeated != "" || rc.DecisionID == blocked.DecisionID {
-		t.Errorf("retry with more usage = %v (%v), want a fresh decision", rc, err)
+	// must_not_retry binds the action, not the caller's bookkeeping: the
+	// same action with other usage or another scorecard is still the
+	// blocked action (issue 31).
+	for name, edit := range map[string]func(*writ.CheckRequest){
+		"more usage":      func(r *writ.CheckRequest) { r.Usage.Tokens += 500 },
+		"less usage":      func(r *writ.CheckRequest) { r.Usage = &writ.Usage{} },
+		"no usage":        func(r *writ.CheckRequest) { r.Usage = nil },
+		"other scorecard": func(r *writ.CheckRequest) { r.Scorecard = map[string]float64{"policy": 1, "safety": 1} },
+	} {
+		req := refundRequest(t, "refund-exceeds-order-goal-fail")
+		edit(req)
+		rc, err := h.eng.Check(ctx, req)
+		if err != nil || rc.SafeToExecute || rc.DecisionID != blocked.DecisionID || rc.Metadata.Repeated != writ.RepeatedMustNotRetry {
+			t.Errorf("retry of the blocked action with %s = %+v (%v), want %s again, marked must_not_retry", name, rc, err, blocked.DecisionID)
+		}
 	}
 	// A changed action is decided afresh.
 	changed := refundRequest(t, "refund-exceeds-order-goal-fail")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/replay"
 	"github.com/writhq/writ/sqlite"
 )
@@ -89,7 +90,9 @@ func TestRefundVelocity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hv := rec.Record.History; len(hv) != 1 || hv[0].Name != "refunds_per_customer" || hv[0].Group != "customer:cus_1" || hv[0].Value != 3 ||
+	// The refund pack's budget meters tool calls: writ's count of the
+	// session comes second (see TestMeteredToolCalls).
+	if hv := rec.Record.History; len(hv) != 2 || hv[0].Name != "refunds_per_customer" || hv[0].Group != "customer:cus_1" || hv[0].Value != 3 || hv[1].Name != policy.MeterToolCalls ||
 		!hv[0].Since.Equal(clk.Now().Add(-24*time.Hour)) {
 		t.Errorf("4th refund's record pins history %+v, want refunds_per_customer = 3 for customer:cus_1 since %s", hv, clk.Now().Add(-24*time.Hour))
 	}

@@ -23,28 +23,45 @@ import (
 // concurrent use.
 type Rebuilder struct {
 	e *Engine
+	// lenient rebuilds verdicts decided before issue 31, under the
+	// defaults they were decided with (acceptance.Options.Lenient).
+	lenient *Engine
 }
 
 // NewRebuilder returns a Rebuilder for records sealed under pol's pack.
 func NewRebuilder(pol *policy.Policy) (*Rebuilder, error) {
-	contracts, err := acceptance.Compile(pol.Pack)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+	b := &Rebuilder{}
+	for _, lenient := range []bool{false, true} {
+		contracts, err := acceptance.CompileWith(pol.Pack, acceptance.Options{Lenient: lenient})
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		e := &Engine{
+			policy: pol, contracts: contracts, redactor: record.NewRedactor(pol.Pack.Controls.Redaction),
+			// The ids a rebuild draws are replaced by the recorded ones.
+			random: zeroes{}, now: func() time.Time { return time.Time{} },
+		}
+		if lenient {
+			b.lenient = e
+		} else {
+			b.e = e
+		}
 	}
-	return &Rebuilder{e: &Engine{
-		policy: pol, contracts: contracts, redactor: record.NewRedactor(pol.Pack.Controls.Redaction),
-		// The ids a rebuild draws are replaced by the recorded ones.
-		random: zeroes{}, now: func() time.Time { return time.Time{} },
-	}}, nil
+	return b, nil
 }
 
 // Verdict rebuilds the record of a step verdict: req is the attempt as
 // stored (its envelope, which carries the trace id), events are the
 // run's events before the verdict's own, and recordID, decisionID and
 // now are the recorded ones. The verdict is evaluated again from the run
-// folded from events, as SubmitAttempt evaluated it.
-func (b *Rebuilder) Verdict(events []ledger.RunEvent, req *writ.AttemptRequest, recordID, decisionID string, now time.Time) (*writ.Record, *writ.StepVerdict, error) {
+// folded from events, as SubmitAttempt evaluated it. lenient rebuilds a
+// verdict decided before issue 31 (its record's outputs have no
+// claimed_calls) under the defaults it was decided with.
+func (b *Rebuilder) Verdict(events []ledger.RunEvent, req *writ.AttemptRequest, recordID, decisionID string, now time.Time, lenient bool) (*writ.Record, *writ.StepVerdict, error) {
 	e := b.e
+	if lenient {
+		e = b.lenient
+	}
 	if req.TraceID == "" {
 		return nil, nil, fmt.Errorf("the attempt has no trace id; a stored attempt always has one")
 	}
@@ -114,4 +131,12 @@ type zeroes struct{}
 func (zeroes) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
+}
+
+// ParamsChange rebuilds the record of a tenant's parameter change from
+// its stored request envelope: the record SetParams sealed, with the
+// recorded id and clock. prev is the change it replaced ("" for none).
+func (b *Rebuilder) ParamsChange(envelope []byte, recordID, prev string, now time.Time) (*writ.Record, error) {
+	p := b.e.policy.Pack
+	return ParamsRecord(p, recordID, envelope, prev, now, redactionIDs(p))
 }

@@ -388,7 +388,7 @@ func (e *Engine) evaluate(req *writ.AttemptRequest, w *pack.Workflow, st *runSta
 	verdict := &writ.StepVerdict{
 		RunID: st.run.RunID, StepID: req.StepID, State: v.State, Checks: checks(v.Checks), Failed: checks(v.Failed),
 		AttemptsUsed: v.AttemptsUsed, AttemptsLeft: v.AttemptsLeft, RetryPrompt: v.RetryPrompt, RetryAfterMS: v.RetryAfter.Milliseconds(),
-		NextStep: v.NextStep, EscalateTo: v.EscalateTo, SelfReportIgnored: v.SelfReportIgnored,
+		NextStep: v.NextStep, EscalateTo: v.EscalateTo, SelfReportIgnored: v.SelfReportIgnored, ClaimedCalls: v.Claimed,
 	}
 	// Details quote the payload: redact them before they are stored.
 	for _, list := range [][]writ.VerdictCheck{verdict.Checks, verdict.Failed} {
@@ -498,6 +498,12 @@ func (e *Engine) verdictRecord(req *writ.AttemptRequest, w *pack.Workflow, st *r
 	}
 	if v.Exemption != "" {
 		rec.Outputs["exemption"] = v.Exemption
+	}
+	if v.ClaimedCalls != nil {
+		// Set on every verdict decided under issue 31's defaults (an
+		// empty list when every call was observed): replay reads it to
+		// rebuild older verdicts under the defaults they had.
+		rec.Outputs["claimed_calls"] = v.ClaimedCalls
 	}
 	for _, c := range st.observedRecords(req.StepID) {
 		rec.EvidenceRefs = append(rec.EvidenceRefs, "record:"+c)

@@ -56,6 +56,11 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 	if err != nil {
 		return refusal(name, err.Error()), nil
 	}
+	if creq.Workflow == nil || creq.Workflow.RunID == "" {
+		// The MCP session is the calls' session, as the gateway observed
+		// it: a budget's tool calls are counted across it (issue 31).
+		creq.InputsRefs = &writ.InputsRefs{Session: g.sessionOf(req)}
+	}
 
 	ctx = telemetry.ContextFromMeta(ctx, req.Params.Meta)
 	ctx, span := telemetry.StartToolCall(ctx, name, callID)
@@ -401,6 +406,20 @@ func workflowOf(meta map[string]any) *writ.WorkflowRef {
 		return nil
 	}
 	return w
+}
+
+// sessionOf names the MCP session a call came on: "mcp:" and the
+// transport's session id, or this gateway's instance when the transport
+// has none (stdio serves one client per gateway process). The gateway
+// sets it, not the agent, so an agent cannot start a fresh count of its
+// calls by naming another session.
+func (g *Gateway) sessionOf(req *mcp.CallToolRequest) string {
+	if req.Session != nil {
+		if id := req.Session.ID(); id != "" {
+			return "mcp:" + id
+		}
+	}
+	return "mcp:" + g.instance
 }
 
 func newCallID() string {

@@ -105,6 +105,10 @@ type Gateway struct {
 	// stateKey signs the requestStates of input-required results;
 	// spent holds the nonces of states answered, until they expire.
 	stateKey []byte
+	// instance names this gateway's MCP session with its client when
+	// the transport has no session id (stdio: one client per process),
+	// for the tool-call meter (sessionOf).
+	instance string
 	spent    map[string]int64
 
 	redactor *record.Redactor
@@ -131,6 +135,7 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	}
 	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, pinnedDefs: map[string]*mcp.Tool{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports), stateKey: make([]byte, 32), spent: map[string]int64{}}
 	rand.Read(g.stateKey)
+	g.instance = newCallID()[len("mcp_"):]
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -298,6 +303,10 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 		if pin := r.pin(); pin != "" {
 			if r.digest == pin {
 				g.pinnedDefs[name] = r.def
+			} else if r.listed.OnDefinitionChange == pack.ChangeHide {
+				g.log.Warn("gateway: a pinned tool's definition changed; it is hidden from the agent, as its pack asks (on_definition_change: hide)", "tool", name, "upstream", u.cfg.Name, "pinned", pin, "observed", r.digest)
+				g.server.RemoveTools(name)
+				continue
 			} else if def = g.pinnedDefs[name]; def == nil {
 				// Changed before this process saw the pinned text: the
 				// agent is shown nothing of it rather than the new text.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/pack"
 )
 
 // Config configures a Server. The zero value of every field selects its
@@ -75,6 +76,10 @@ type Config struct {
 	// a decision's story and the decisions in flight. It is usually the
 	// engine that serves checks. Nil means those routes answer 404.
 	Lifecycle writ.Lifecycle
+	// Params serves the tenant parameter routes (GET and PUT
+	// /v1/params). It is usually the engine that serves checks. Nil
+	// means those routes answer 404.
+	Params writ.TenantParams
 	// MaxWaiting caps the resumes that wait on approvals at once (POST
 	// /v1/decisions/{id}/resume): they are counted here, not against
 	// MaxInFlight, so waiting agents never crowd out checks. A resume
@@ -108,6 +113,13 @@ type Config struct {
 	// and checkpoints, retired and revoked ones included. It serves GET
 	// /v1/ledger/keys. Nil means that route answers 404.
 	VerifierKeys func(ctx context.Context, tenantID string) ([]keyring.Key, error)
+	// APIKeys, when set, serves the admin's API-key routes (GET /v1/keys,
+	// POST /v1/keys, POST /v1/keys/{id}/revoke); without it they answer
+	// 404.
+	APIKeys *KeyAdmin
+	// Pack, when set, is the pack the server enforces, which GET /v1/pack
+	// describes; without it the route answers 404.
+	Pack *pack.Pack
 	// Metrics serves GET /metrics: the Prometheus metrics (package
 	// telemetry). It needs a key with the admin role; the handler reads
 	// the key's principal from the request's context, to serve that
@@ -194,6 +206,7 @@ type Server struct {
 	replays   writ.Replays       // nil when the server replays nothing
 	shadows   writ.ShadowReports // nil when the server reports no shadow decisions
 	lifecycle writ.Lifecycle     // nil when the server carries no decision past its receipt
+	params    writ.TenantParams  // nil when the server serves no tenant parameters
 	cfg       Config
 	log       *slog.Logger
 	rand      io.Reader
@@ -252,6 +265,12 @@ var routes = []route{
 	{http.MethodPost, pathAuthZENEvaluation, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluation},
 	{http.MethodPost, pathAuthZENEvaluations, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluations},
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
+	{http.MethodGet, "/v1/params", []writ.Role{writ.RoleAdmin, writ.RoleAuditor}, (*Server).handleParams},
+	{http.MethodPut, "/v1/params", []writ.Role{writ.RoleAdmin}, (*Server).handleSetParams},
+	{http.MethodGet, "/v1/pack", []writ.Role{writ.RoleApprover, writ.RoleAuditor, writ.RoleAdmin}, (*Server).handlePack},
+	{http.MethodGet, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleKeys},
+	{http.MethodPost, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleCreateKey},
+	{http.MethodPost, "/v1/keys/{id}/revoke", []writ.Role{writ.RoleAdmin}, (*Server).handleRevokeKey},
 	{http.MethodGet, "/v1/whoami", writ.Roles, (*Server).handleWhoAmI},
 	{http.MethodGet, "/healthz", nil, (*Server).handleHealth},
 	{http.MethodGet, "/readyz", nil, (*Server).handleReady},
@@ -290,6 +309,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		replays:   cfg.Replays,
 		shadows:   cfg.Shadows,
 		lifecycle: cfg.Lifecycle,
+		params:    cfg.Params,
 		cfg:       cfg,
 		log:       cfg.Logger,
 		rand:      &lockedReader{r: cfg.Rand},

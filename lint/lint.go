@@ -42,6 +42,7 @@ const (
 	RuleCEL                  = "cel"                   // policy.Compile and acceptance.Compile: every CEL condition, type-checked
 	RuleMutatingVerification = "mutating-verification" // mutating steps carry evidence and required tool calls
 	RuleExemption            = "exemption"             // exemptions from the rule above, listed
+	RuleClaimedToolCall      = "claimed-tool-call"     // a required tool call that counts claimed calls (observed: false)
 	RuleRetryCeiling         = "retry-ceiling"         // retry budgets within the policies' maxBudget
 	RuleRetryStrategy        = "retry-strategy"        // retry strategies among the policies' allowedStrategies
 	RuleGraphRoot            = "graph-root"            // exactly one root

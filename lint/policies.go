@@ -3,6 +3,8 @@ package lint
 import (
 	"slices"
 	"strings"
+
+	"github.com/writhq/writ/pack"
 )
 
 // workflowPolicies applies the pack's workflow policies to every step:
@@ -28,6 +30,9 @@ func (l *linter) workflowPolicies() {
 					l.errorf(s.Pos, RuleMutatingVerification, "step %s is mutating (action class %s) but its verification has no %s: it needs evidence and required tool calls, or an exemption with its reason in the workflow policies", s.ID, s.ActionClass, strings.Join(missing, " and no "))
 				}
 			}
+			if v != nil {
+				l.claimedCalls(w, s, wp)
+			}
 			if v == nil || v.Retry == nil {
 				continue
 			}
@@ -37,6 +42,17 @@ func (l *linter) workflowPolicies() {
 			}
 			if allowed := wp.Retry.AllowedStrategies; len(allowed) > 0 && !slices.Contains(allowed, r.Strategy) {
 				l.errorf(r.Pos, RuleRetryStrategy, "step %s uses retry strategy %s, which the workflow policies do not allow (allowed: %s)", s.ID, r.Strategy, strings.Join(allowed, ", "))
+			}
+		}
+	}
+	if !wp.RequiresVerification() {
+		// A pack-wide exemption: named, like a step's, for every mutating
+		// step it lets through without proof.
+		for _, w := range sortedWorkflows(l.p) {
+			for _, s := range w.Steps {
+				if v := s.Verification; wp.Mutating(s.ActionClass) && wp.ExemptionFor(w, s.ID) == nil && (v == nil || len(v.Evidence)+len(v.ToolCalls) == 0) {
+					l.add(wp.Pos, RuleExemption, Warning, "requireVerificationForMutating is false, so workflow %s step %s (action class %s) is accepted without a verification contract", w.WorkflowID, s.ID, s.ActionClass)
+				}
 			}
 		}
 	}
@@ -65,6 +81,28 @@ func (l *linter) workflowPolicies() {
 				}
 				l.add(e.Pos, RuleExemption, Warning, "the exemption of workflow %s step %s is unnecessary: the step %s", e.Workflow, e.Step, what)
 			}
+		}
+	}
+}
+
+// claimedCalls reports every required tool call that writes observed:
+// false, so that a call the agent merely claims would count: a warning,
+// and an error on a mutating step that is not exempted (where writ
+// counts observed calls all the same, so the rule says what it does
+// not do). An exempted mutating step gets a warning naming the
+// exemption.
+func (l *linter) claimedCalls(w *pack.Workflow, s *pack.Step, wp *pack.WorkflowPolicies) {
+	for _, t := range s.Verification.ToolCalls {
+		if !t.ClaimedAllowed() {
+			continue
+		}
+		switch ex := wp.ExemptionFor(w, s.ID); {
+		case !wp.Mutating(s.ActionClass):
+			l.add(t.Pos, RuleClaimedToolCall, Warning, "step %s accepts a claimed call to %s (observed: false): a call the agent only reports counts as made", s.ID, t.Name)
+		case ex == nil:
+			l.errorf(t.Pos, RuleClaimedToolCall, "step %s is mutating (action class %s) and writes observed: false for %s: a claimed call is not accepted on a mutating step without an exemption in the workflow policies, so writ counts observed calls only", s.ID, s.ActionClass, t.Name)
+		default:
+			l.add(t.Pos, RuleClaimedToolCall, Warning, "step %s is mutating (action class %s) and accepts a claimed call to %s (observed: false) under its exemption: %s", s.ID, s.ActionClass, t.Name, ex.Reason)
 		}
 	}
 }

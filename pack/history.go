@@ -35,6 +35,11 @@ type Aggregate struct {
 	FilterExpressionPos Pos `yaml:"-"`
 }
 
+// MeterToolCalls names writ's built-in count of the tool calls it
+// allowed in a session (policy's tool-call meter): a name no pack
+// aggregate can have. A test case's history may set it.
+const MeterToolCalls = "writ.tool_calls"
+
 // MaxWindow bounds an aggregate's window: 366 days.
 const MaxWindow = 366 * 24 * time.Hour
 

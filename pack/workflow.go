@@ -3,6 +3,7 @@ package pack
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -78,17 +79,33 @@ type EvidenceRule struct {
 	Pos     Pos            `yaml:"-"`
 }
 
-// ToolCallRule requires Min calls of a tool (observed by writ, if
-// Observed; observed and reported succeeded, if Executed) that meet When.
+// ToolCallRule requires Min calls of a tool (observed by writ, unless
+// Observed is written out false; observed and reported succeeded, if
+// Executed) that meet When.
 type ToolCallRule struct {
-	Name          string `yaml:"name"`
-	Min           int    `yaml:"min"`
-	Observed      bool   `yaml:"observed"`
+	Name string `yaml:"name"`
+	Min  int    `yaml:"min"`
+	// Observed is nil when the rule does not say: observed calls only
+	// (RequiresObserved). observed: false must be written out for a
+	// claimed call to count.
+	Observed      *bool  `yaml:"observed"`
 	Executed      bool   `yaml:"executed"`
 	When          string `yaml:"when"`
 	RejectMessage string `yaml:"rejectMessage"`
 
 	Pos Pos `yaml:"-"`
+}
+
+// RequiresObserved reports whether only calls writ observed count: the
+// default, unless the rule writes observed: false.
+func (t *ToolCallRule) RequiresObserved() bool {
+	return t.Observed == nil || *t.Observed
+}
+
+// ClaimedAllowed reports whether the rule writes observed: false, so
+// that calls the agent merely claims count.
+func (t *ToolCallRule) ClaimedAllowed() bool {
+	return t.Observed != nil && !*t.Observed
 }
 
 // Retry is a step's retry budget and backoff.
@@ -142,20 +159,34 @@ type Exemption struct {
 	Pos      Pos    `yaml:"-" json:"-"`
 }
 
-// Mutating reports whether the policies count an action class as mutating.
+// MutatingActionClasses are the seed's mutating action classes: a step of
+// one of them gets the stricter defaults of a mutating step whether or
+// not the pack has a workflow policies file. memory_write is among them:
+// a step whose memory does not persist is exempted in writing.
+var MutatingActionClasses = []string{"record_mutation", "system_change", "external_message_send", "webhook_call", "browser_submit", "upload", "memory_write"}
+
+// Mutating reports whether an action class is mutating: one of
+// MutatingActionClasses, or one the policies add. The policies can add
+// classes, never remove one; a step is relieved only by an exemption.
+// A nil p has the defaults alone.
 func (p *WorkflowPolicies) Mutating(actionClass string) bool {
-	for _, c := range p.MutatingActionClasses {
-		if c == actionClass {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(MutatingActionClasses, actionClass) || p.DeclaredMutating(actionClass)
+}
+
+// DeclaredMutating reports whether the policies themselves list an action
+// class as mutating (what Mutating meant before the seed's classes were
+// mutating by default, issue 31).
+func (p *WorkflowPolicies) DeclaredMutating(actionClass string) bool {
+	return p != nil && slices.Contains(p.MutatingActionClasses, actionClass)
 }
 
 // ExemptionFor returns the exemption of a workflow's step, or nil. An
 // exemption names the workflow by its id, or by id@version to exempt one
 // version only.
 func (p *WorkflowPolicies) ExemptionFor(w *Workflow, stepID string) *Exemption {
+	if p == nil {
+		return nil
+	}
 	for _, e := range p.Exemptions {
 		if (e.Workflow == w.WorkflowID || e.Workflow == w.ID()) && e.Step == stepID {
 			return e
@@ -167,7 +198,7 @@ func (p *WorkflowPolicies) ExemptionFor(w *Workflow, stepID string) *Exemption {
 // RequiresVerification reports whether mutating steps must carry
 // verification (default true).
 func (p *WorkflowPolicies) RequiresVerification() bool {
-	return p.RequireVerificationForMutating == nil || *p.RequireVerificationForMutating
+	return p == nil || p.RequireVerificationForMutating == nil || *p.RequireVerificationForMutating
 }
 
 func (l *loader) loadWorkflow(p *Pack, rel string) {

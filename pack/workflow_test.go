@@ -17,7 +17,7 @@ func TestLoadWorkflowExample(t *testing.T) {
 	}
 	v := w.Step("visual_check").Verification
 	if v == nil || len(v.Evidence) != 2 || v.Evidence[0].Expect != true || v.Evidence[1].Expect != "present" ||
-		len(v.ToolCalls) != 1 || !v.ToolCalls[0].Observed || v.ToolCalls[0].Min != 1 ||
+		len(v.ToolCalls) != 1 || !v.ToolCalls[0].RequiresObserved() || v.ToolCalls[0].Min != 1 ||
 		v.Retry.Budget != 2 || v.Retry.InitialDelay.String() != "2s" || v.OnFailure.Action != "abort" {
 		t.Errorf("verification = %+v", v)
 	}

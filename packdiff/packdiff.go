@@ -93,6 +93,7 @@ func Compare(old, new *pack.Pack) *Diff {
 	d.field(pack.Pos{}, subject, "version", old.Version, new.Version, "")
 	d.field(pack.Pos{}, subject, "limits.cel_cost", u64(old.Limits.CELCost), u64(new.Limits.CELCost), direction(float64(old.Limits.CELCost), float64(new.Limits.CELCost), true))
 	d.history(old, new)
+	d.params(old, new)
 	d.specs(old, new)
 	d.bundles(old, new)
 	d.controls(old, new)
@@ -590,10 +591,10 @@ func (d *differ) step(s string, a, b *pack.Step) {
 			d.add(x.Pos, cs, "removed", toolCallText(x), "", Loosened)
 		default:
 			obs := Loosened
-			if y.Observed {
+			if y.RequiresObserved() {
 				obs = Tightened
 			}
-			d.field(y.Pos, cs, "observed", strconv.FormatBool(x.Observed), strconv.FormatBool(y.Observed), obs)
+			d.field(y.Pos, cs, "observed", strconv.FormatBool(x.RequiresObserved()), strconv.FormatBool(y.RequiresObserved()), obs)
 			exe := Loosened
 			if y.Executed {
 				exe = Tightened
@@ -634,7 +635,7 @@ func evidenceText(e *pack.EvidenceRule) string {
 
 func toolCallText(t *pack.ToolCallRule) string {
 	s := fmt.Sprintf("at least %d", t.Min)
-	if t.Observed {
+	if t.RequiresObserved() {
 		s += ", observed by writ"
 	}
 	if t.Executed {

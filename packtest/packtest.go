@@ -308,7 +308,7 @@ func (s *Suite) runCase(ctx context.Context, c *pack.TestCase, cov *coverage) (*
 		return nil, fmt.Errorf("start an engine: %w", err)
 	}
 	defer eng.Close()
-	r := &caseRun{s: s, eng: eng, clk: clk, cov: cov, res: res}
+	r := &caseRun{s: s, eng: eng, st: st, clk: clk, cov: cov, res: res}
 	if c.Run != nil {
 		r.run(ctx, c)
 	} else {
@@ -322,6 +322,7 @@ func (s *Suite) runCase(ctx context.Context, c *pack.TestCase, cov *coverage) (*
 type caseRun struct {
 	s   *Suite
 	eng *engine.Engine
+	st  ledger.Store // the case's ledger, for what was stored
 	clk *clock
 	cov *coverage
 	res *CaseResult
@@ -349,11 +350,12 @@ func setDiff(a, b []string) []string {
 	return out
 }
 
-// decided is what a check answered: its receipt and record, or the
-// error that refused it.
+// decided is what a check answered: its receipt and record (and the
+// record's sealed bytes), or the error that refused it.
 type decided struct {
 	rc  *writ.Receipt
 	rec *writ.Record
+	raw []byte
 	err error
 }
 
@@ -371,14 +373,29 @@ func (r *caseRun) decide(ctx context.Context, req *writ.CheckRequest) decided {
 		if err != nil {
 			return decided{err: fmt.Errorf("read the decision record back: %w", err)}
 		}
-		d.rec = &sr.Record
+		d.rec, d.raw = &sr.Record, sr.Raw
 		r.cov.fired(d.rec.PolicyDecisions)
+		for _, a := range d.rec.Approvals {
+			r.cov.gate(a.GateID)
+		}
+	}
+	for _, aid := range rc.Metadata.ApprovalIDs {
+		if a, err := r.eng.Approval(ctx, req.TenantID, aid); err == nil {
+			r.cov.gate(a.GateID)
+		}
 	}
 	return d
 }
 
 func (r *caseRun) check(ctx context.Context, c *pack.TestCase) {
 	req := r.s.requests[c]
+	if c.Params != nil {
+		_, err := r.eng.SetParams(ctx, &writ.SetParamsRequest{TenantID: req.TenantID, Values: c.Params, By: "human:writ-test-admin", Reason: "writ test case " + c.Name})
+		if err != nil {
+			r.fail(c.Pos, "params", "the tenant's parameter values set", "refused: "+describe(err))
+			return
+		}
+	}
 	d := r.decide(ctx, req)
 	if d.err == nil && len(c.Approvals) > 0 {
 		d = r.approve(ctx, c, req, d)
@@ -387,6 +404,7 @@ func (r *caseRun) check(ctx context.Context, c *pack.TestCase) {
 		}
 	}
 	r.compareCheck("", c.Expect, d, c.RequestPos)
+	r.compareStored(ctx, c.Expect, d)
 }
 
 // approve decides the approval on file that the first check asked for,

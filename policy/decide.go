@@ -170,6 +170,10 @@ type Decision struct {
 	Gates []string
 	// Granted are the presented approvals that redeemed gates.
 	Granted []*writ.ApprovalRequest
+	// Metered is what writ counted of the session's usage for the
+	// spec's budgets (tool_calls, with this check), when it read the
+	// tool-call meter (meter.go); nil otherwise.
+	Metered *writ.Usage
 }
 
 // Decide evaluates req under r at the clock reading now, with no history
@@ -183,8 +187,23 @@ func (p *Policy) Decide(r *Resolved, req *writ.CheckRequest, now time.Time) *Dec
 // check reads (HistoryPlan), which conditions see as history.<name>. The
 // values are an input like the clock reading: DecideWith stays pure.
 func (p *Policy) DecideWith(r *Resolved, req *writ.CheckRequest, now time.Time, h History) *Decision {
+	return p.DecideInputs(r, req, now, Inputs{History: h})
+}
+
+// Inputs are what a decision reads besides the request and the clock,
+// fetched before deciding and pinned in the record: the history values
+// and the tenant's parameter values.
+type Inputs struct {
+	History History
+	// Params are the effective parameter values (pack.EffectiveParams),
+	// which conditions see as params.<name>.
+	Params map[string]any
+}
+
+// DecideInputs is Decide with the inputs in. It stays pure.
+func (p *Policy) DecideInputs(r *Resolved, req *writ.CheckRequest, now time.Time, in Inputs) *Decision {
 	v := newVars(req, r, now)
-	v.history = h
+	v.history, v.params = in.History, in.Params
 	d := &Decision{Applied: make([]Applied, 0, len(r.cands.checks)+len(r.index.evidence)+5)}
 	d.ceiling(r)
 	d.pinned(r, req)
@@ -196,7 +215,7 @@ func (p *Policy) DecideWith(r *Resolved, req *writ.CheckRequest, now time.Time, 
 	for _, e := range r.index.evidence {
 		d.add(e.apply(v, req, now))
 	}
-	d.budgets(r.index, req.Usage)
+	d.budgets(r.index, req.Usage, in.History)
 	for _, ch := range r.cands.checks {
 		if ch.bundleID != "controls" {
 			d.add(ch.apply(v))
@@ -396,17 +415,22 @@ func observed(e *writ.Evidence) time.Time {
 	return *e.ObservedAt
 }
 
-// budgets checks the request's usage against the spec's budgets, one
-// applied check per budgeted dimension.
-func (d *Decision) budgets(idx *specIndex, u *writ.Usage) {
+// budgets checks the session's usage against the spec's budgets, one
+// applied check per budgeted dimension. A dimension writ meters (h holds
+// the tool-call meter) counts the larger of writ's figure and the
+// caller's: the caller's usage can raise a count, never lower it.
+func (d *Decision) budgets(idx *specIndex, u *writ.Usage, h History) {
 	if len(idx.budgets) == 0 {
 		return
 	}
 	if u == nil {
 		u = &writ.Usage{}
 	}
+	if n, ok := meteredToolCalls(h); ok && idx.metered {
+		d.Metered = &writ.Usage{ToolCalls: int64(n)}
+	}
 	for _, b := range idx.budgets {
-		d.add(b.apply(u))
+		d.add(b.apply(u, d.Metered))
 	}
 }
 
@@ -417,6 +441,8 @@ type budgetCheck struct {
 	limit  float64
 	used   func(*writ.Usage) float64
 	effect Effect
+	// metered is set for a dimension writ counts itself (tool_calls).
+	metered bool
 }
 
 func compileBudgets(s *pack.Spec) []*budgetCheck {
@@ -431,7 +457,7 @@ func compileBudgets(s *pack.Spec) []*budgetCheck {
 			return
 		}
 		cid := newCheckID("spec:"+s.ID(), "budget."+dim, "pd:"+s.ID()+":", effect)
-		out = append(out, &budgetCheck{cid: cid, dim: dim, limit: *limit, used: used, effect: effect})
+		out = append(out, &budgetCheck{cid: cid, dim: dim, limit: *limit, used: used, effect: effect, metered: dim == "tool_calls"})
 	}
 	add("tool_calls", intLimit(b.ToolCalls), func(u *writ.Usage) float64 { return float64(u.ToolCalls) })
 	add("tokens", intLimit(b.Tokens), func(u *writ.Usage) float64 { return float64(u.Tokens) })
@@ -440,16 +466,24 @@ func compileBudgets(s *pack.Spec) []*budgetCheck {
 	return out
 }
 
-func (b *budgetCheck) apply(u *writ.Usage) Applied {
+// apply checks the budget against the caller's usage u and, for a
+// dimension writ meters, writ's own count m (nil when it has none).
+func (b *budgetCheck) apply(u, m *writ.Usage) Applied {
 	a := Applied{ID: b.cid}
 	used := b.used(u)
+	var counted string
+	if b.metered && m != nil {
+		claimed := used
+		used = max(used, b.used(m))
+		counted = fmt.Sprintf(" (writ counted %s in this session; the caller reported %s)", strconv.FormatFloat(b.used(m), 'f', -1, 64), strconv.FormatFloat(claimed, 'f', -1, 64))
+	}
 	if used <= b.limit {
 		return a
 	}
 	lim := strconv.FormatFloat(b.limit, 'f', -1, 64)
 	a.Verdict = b.effect
 	a.Firing = &Firing{
-		Reason:    writ.Reason{Code: "budget_exceeded", Message: fmt.Sprintf("Budget %s exceeded: used %s, allowed %s.", b.dim, strconv.FormatFloat(used, 'f', -1, 64), lim)},
+		Reason:    writ.Reason{Code: "budget_exceeded", Message: fmt.Sprintf("Budget %s exceeded: used %s, allowed %s.", b.dim, strconv.FormatFloat(used, 'f', -1, 64), lim) + counted},
 		NextSteps: []writ.Reason{{Code: "REDUCE_" + strings.ToUpper(b.dim), Message: fmt.Sprintf("Finish within the %s budget of %s, or ask the policy owner for a larger one.", b.dim, lim)}},
 		Changes:   []writ.Condition{{Kind: writ.ConditionBudget, Text: fmt.Sprintf("The run's %s stay within %s.", b.dim, lim), Expression: fmt.Sprintf("usage.%s <= %s", b.dim, floatLiteral(b.limit))}},
 	}

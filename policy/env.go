@@ -36,7 +36,9 @@ import (
 //	scorecard     map(string, double)  evaluator scores
 //	now           timestamp            the decision clock
 //	history       map(string, double)  the pack's history aggregates the check reads, by name
-var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now", "history"}
+//	params        map(string, dyn)     the tenant's parameter values, by name (the pack's
+//	                                   defaults where the tenant set none)
+var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now", "history", "params"}
 
 func newEnv() (*cel.Env, error) {
 	dyn := cel.MapType(cel.StringType, cel.DynType)
@@ -62,6 +64,7 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("scorecard", nums),
 		cel.Variable("now", cel.TimestampType),
 		cel.Variable("history", nums),
+		cel.Variable("params", dyn),
 	)
 }
 
@@ -74,12 +77,13 @@ type vars struct {
 	decisionKey, actionClass, approvalMode string
 	now                                    time.Time
 	history                                History
+	params                                 map[string]any
 
 	vals [numVariables]ref.Val
 }
 
 // numVariables is len(Variables).
-const numVariables = 16
+const numVariables = 17
 
 var (
 	emptyAny = map[string]any{}
@@ -122,6 +126,8 @@ func varIndex(name string) int {
 		return 14
 	case "history":
 		return 15
+	case "params":
+		return 16
 	}
 	return -1
 }
@@ -178,8 +184,14 @@ func (v *vars) native(i int) any {
 	case 11:
 		return orEmpty(validEvidence(req, v.now))
 	case 12:
+		// usage.tool_calls is what the budget counts: the larger of
+		// writ's meter and the caller's figure (meter.go).
+		n, metered := meteredToolCalls(v.history)
 		if u := req.Usage; u != nil {
-			return map[string]float64{"tokens": float64(u.Tokens), "tool_calls": float64(u.ToolCalls), "cost_usd_cents": u.CostUSDCents, "wall_clock_ms": float64(u.WallClockMS)}
+			return map[string]float64{"tokens": float64(u.Tokens), "tool_calls": max(float64(u.ToolCalls), n), "cost_usd_cents": u.CostUSDCents, "wall_clock_ms": float64(u.WallClockMS)}
+		}
+		if metered {
+			return map[string]float64{"tool_calls": n}
 		}
 		return emptyNum
 	case 13:
@@ -192,6 +204,8 @@ func (v *vars) native(i int) any {
 			return emptyNum
 		}
 		return map[string]float64(v.history)
+	case 16:
+		return orEmpty(v.params)
 	}
 	return v.now
 }

@@ -239,16 +239,20 @@ func controlText(ctl *pack.Control) string {
 }
 
 // HistoryPlan computes what check req (resolved as r) reads of the
-// tenant's history at now and what it would contribute. It is pure. An
+// tenant's history at now and what it would contribute, the built-in
+// tool-call meter (meter.go) last. It is pure. An
 // aggregate whose group key cannot be computed for req (no subject, no
 // session, a group expression that fails or gives "") is neither read
 // nor contributed to; a sum whose field is not a number is read (the
 // group's amounts are others') but not contributed to.
 func (p *Policy) HistoryPlan(r *Resolved, req *writ.CheckRequest, now time.Time) HistoryPlan {
+	return p.HistoryPlanWith(r, req, now, nil)
+}
+
+// HistoryPlanWith is HistoryPlan with the tenant's parameter values
+// (Inputs.Params), which group_by expressions read as params.<name>.
+func (p *Policy) HistoryPlanWith(r *Resolved, req *writ.CheckRequest, now time.Time, params map[string]any) HistoryPlan {
 	var plan HistoryPlan
-	if len(p.history) == 0 {
-		return plan
-	}
 	var v *vars
 	for _, ag := range p.history {
 		reads := slices.Contains(r.cands.reads, ag)
@@ -258,6 +262,7 @@ func (p *Policy) HistoryPlan(r *Resolved, req *writ.CheckRequest, now time.Time)
 		}
 		if v == nil {
 			v = newVars(req, r, now)
+			v.params = params
 		}
 		group, ok := ag.groupKey(v, req)
 		if !ok {
@@ -283,6 +288,7 @@ func (p *Policy) HistoryPlan(r *Resolved, req *writ.CheckRequest, now time.Time)
 			plan.Allowed = append(plan.Allowed, c)
 		}
 	}
+	p.meterPlan(&plan, r, req)
 	return plan
 }
 
@@ -385,11 +391,15 @@ func PinnedHistory(pinned []writ.HistoryValue) History {
 	return h
 }
 
-// Aggregates lists the pack's aggregates: name and id, in pack order.
+// Aggregates lists the pack's aggregates: name and id, in pack order,
+// then the tool-call meter when the pack has one (meter.go).
 func (p *Policy) Aggregates() [][2]string {
-	out := make([][2]string, 0, len(p.history))
+	out := make([][2]string, 0, len(p.history)+1)
 	for _, ag := range p.history {
 		out = append(out, [2]string{ag.def.Name, ag.id})
+	}
+	if m := p.meter; m != nil {
+		out = append(out, [2]string{m.def.Name, m.id})
 	}
 	return out
 }

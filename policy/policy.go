@@ -30,6 +30,9 @@ type Policy struct {
 	specs map[string]*specIndex
 	// history are the pack's aggregates, in pack order (history.go).
 	history []*aggregate
+	// meter is the built-in tool-call meter (meter.go), nil when no spec
+	// has a tool_calls budget.
+	meter *aggregate
 }
 
 // specIndex holds the candidates of one decision spec.
@@ -38,8 +41,11 @@ type specIndex struct {
 	policyVersions []string
 	evidence       []*evidenceCheck
 	budgets        []*budgetCheck
-	ceilings       map[string]*CheckID // by tool
-	pins           map[string]*CheckID // by pinned tool
+	// metered is set when the spec has a tool_calls budget: its checks
+	// read the tool-call meter (meter.go).
+	metered  bool
+	ceilings map[string]*CheckID // by tool
+	pins     map[string]*CheckID // by pinned tool
 	// byTool lists the candidate checks for each tool of the manifest
 	// that maps to this spec; noTool is used when the check names only
 	// the decision key.
@@ -107,6 +113,7 @@ func Compile(p *pack.Pack) (*Policy, error) {
 	pol := &Policy{Pack: p, env: env, specs: map[string]*specIndex{}}
 	pol.history = c.aggregates(p)
 	c.aggs = pol.history
+	pol.meter = newMeter(p)
 
 	refuse := c.controls(p.Controls.MustRefuse, Deny)
 	escalate := c.controls(p.Controls.MustEscalate, Escalate)
@@ -153,6 +160,7 @@ func Compile(p *pack.Pack) (*Policy, error) {
 		}
 		c.checkOutcomes(s, specChecks)
 		idx.budgets = compileBudgets(s)
+		idx.metered = s.Budgets != nil && s.Budgets.ToolCalls != nil
 		idx.noTool = c.candidates(s, "", specChecks)
 		idx.noTool.contextHash = compiledContextHash(p, idx, nil, idx.noTool)
 		for name, t := range p.Tools {

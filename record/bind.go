@@ -49,13 +49,17 @@ func (b *Binder) Arguments(args map[string]any) (string, error) {
 }
 
 // Action fingerprints what a check asks for, for
-// must_not_retry_same_action: every input decide reads (decision key,
-// tool, approval mode, arguments, outputs, subjects, actor, workflow,
-// evidence, context, usage, scorecard), the actor as named (its type, id,
+// must_not_retry_same_action: the action and what it rests on (decision
+// key, tool, approval mode, arguments, outputs, subjects, actor,
+// workflow, evidence, context), the actor as named (its type, id,
 // workload identity and delegated user, not how writ knows them nor the
-// key id). What decide never reads is left out (idempotency key, trace id, tool call id, intent ref, input refs,
-// tool lineage, caller lineage), so a retry that could not change the
-// decision binds the same.
+// key id). What decide never reads is left out
+// (idempotency key, trace id, tool call id, intent ref, input refs, tool
+// lineage, caller lineage), so a retry that could not change the
+// decision binds the same. So is the caller's bookkeeping (usage,
+// scorecard): must_not_retry binds the action, and a blocked action
+// re-sent with a lower usage or a better scorecard is the same action,
+// answered with the earlier decision (issue 31).
 func (b *Binder) Action(req *writ.CheckRequest, decisionKey string) (string, error) {
 	evidence := req.Evidence
 	if evidence == nil {
@@ -74,8 +78,6 @@ func (b *Binder) Action(req *writ.CheckRequest, decisionKey string) (string, err
 		"workflow":      req.Workflow,
 		"evidence":      evidence,
 		"context":       orEmptyMap(req.Context),
-		"usage":         req.Usage,
-		"scorecard":     req.Scorecard,
 	})
 	if err != nil {
 		return "", fmt.Errorf("action: %w", err)

@@ -117,6 +117,9 @@ func Build(in Input) (*writ.Record, error) {
 		u := *req.Usage
 		rec.BudgetUsage = &u
 	}
+	if m := in.Decision.Metered; m != nil {
+		rec.MeteredUsage = &writ.MeteredUsage{ToolCalls: m.ToolCalls, Provenance: writ.ProvenanceObserved}
+	}
 	for _, t := range req.ToolLineage {
 		rec.ToolLineage = append(rec.ToolLineage, writ.ToolLineage{
 			ToolCallID: red.String(t.ToolCallID), ToolResultID: red.String(t.ToolResultID), ApprovalModeEffective: t.ApprovalModeEffective,

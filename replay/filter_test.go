@@ -77,8 +77,10 @@ func TestHistoryFilterExpression(t *testing.T) {
 				if rc.SafeToExecute != s.allowed {
 					t.Errorf("step %d (%v INR): safe_to_execute = %v, want %v", i, s.amount, rc.SafeToExecute, s.allowed)
 				}
+				// The refund pack's tool_calls budget adds writ's tool-call
+				// meter after the pack's aggregate (issue 31).
 				hist := st.Record.History
-				if len(hist) != 1 || hist[0].Value != s.read {
+				if len(hist) != 2 || hist[0].Name != "refunds_per_customer" || hist[0].Value != s.read || hist[1].Name != "writ.tool_calls" {
 					t.Errorf("step %d (%v INR): pinned history = %+v, want refunds_per_customer = %v", i, s.amount, hist, s.read)
 				}
 			}

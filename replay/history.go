@@ -19,9 +19,11 @@ const ClassHistory = "changed_history"
 
 // rebuiltHistory is the record's history field as the engine built it:
 // the values the pack's conditions read for req, with the values the
-// record pinned (by aggregate name) and the group keys redacted.
-func rebuiltHistory(pin *pinned, r *policy.Resolved, req *writ.CheckRequest, now time.Time, pinned []writ.HistoryValue) []writ.HistoryValue {
-	plan := pin.pol.HistoryPlan(r, req, now)
+// record pinned (by aggregate name) and the group keys redacted. A
+// record decided before writ metered tool calls has no meter value, and
+// is rebuilt without one (policy.WithoutMeter).
+func rebuiltHistory(pin *pinned, r *policy.Resolved, req *writ.CheckRequest, now time.Time, pinned []writ.HistoryValue, params map[string]any) []writ.HistoryValue {
+	plan := policy.WithoutMeter(pin.pol.HistoryPlanWith(r, req, now, params), pinned)
 	for i := range plan.Reads {
 		plan.Reads[i].Group = pin.red.String(plan.Reads[i].Group)
 	}
@@ -62,7 +64,7 @@ func backtestHistory(ctx context.Context, st Store, pin *pinned, req *writ.Check
 		return h, nil // decideCheck reports it
 	}
 	now := rec.Timestamp.UTC()
-	for _, k := range pin.pol.HistoryPlan(r, req, now).Reads {
+	for _, k := range pin.pol.HistoryPlanWith(r, req, now, pinnedParams(pin, rec.Params)).Reads {
 		if _, ok := h[k.Name]; ok {
 			continue
 		}

@@ -82,6 +82,8 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 		rebuilt, err = rp.approvalDecision(ctx, pin, envelope)
 	case KindExecutionReport:
 		rebuilt, err = rp.executionReport(ctx, pin, envelope)
+	case KindParamsChange:
+		rebuilt, err = rp.paramsChange(pin, envelope)
 	default:
 		rebuilt, err = rp.check(ctx, pin, envelope)
 	}
@@ -162,6 +164,9 @@ func (rp *replaying) check(ctx context.Context, pin *pinned, envelope []byte) (*
 	if err := rp.checkHistory(ctx); err != nil {
 		return nil, err
 	}
+	if err := rp.checkParams(ctx); err != nil {
+		return nil, err
+	}
 	return rec, nil
 }
 
@@ -223,7 +228,7 @@ func (rp *replaying) stepVerdict(ctx context.Context, pin *pinned, envelope []by
 		rp.errorf("the pack's verification contracts do not compile: %v", err)
 		return nil, nil
 	}
-	rec, _, err := rb.Verdict(events[:at], &req, rp.head.RecordID, rp.head.DecisionID, rp.head.Timestamp.UTC())
+	rec, _, err := rb.Verdict(events[:at], &req, rp.head.RecordID, rp.head.DecisionID, rp.head.Timestamp.UTC(), len(rp.head.Outputs.ClaimedCalls) == 0)
 	if err != nil {
 		rp.errorf("the verdict cannot be evaluated again: %v", err)
 		return nil, nil

@@ -196,3 +196,28 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestVerifyBundleTrustTamper runs writ ledger verify-bundle
+// --trusted-keys over the trust tamper fixtures of issue 33 (built by
+// bundle's TestTrustTamper -update): each exits 3 naming its class, and
+// the untampered bundle is intact.
+func TestVerifyBundleTrustTamper(t *testing.T) {
+	const dir = "../../bundle/testdata/trusted"
+	trusted := filepath.Join(dir, "trusted-keys.json")
+	if stdout, stderr, code := runLedgerCmd(t, "ledger", "verify-bundle", "--trusted-keys", trusted, filepath.Join(dir, "intact.tar.gz")); code != exitOK {
+		t.Fatalf("verify-bundle --trusted-keys intact.tar.gz: exit %d: %s%s", code, stdout, stderr)
+	}
+	for _, tc := range []struct{ fixture, kind string }{
+		{"tenant-resealed-attacker-key", "untrusted_key"},
+		{"overlapping-attacker-key", "key_window_overlap"},
+		{"retired-key-reopened", "key_window_mismatch"},
+		{"approval-not-granted", "approval_not_granted"},
+		{"signature-padding-bits", "bad_signature"},
+		{"revocations-line-dropped", "revocations_dropped"},
+	} {
+		stdout, stderr, code := runLedgerCmd(t, "ledger", "verify-bundle", "--trusted-keys", trusted, filepath.Join(dir, tc.fixture+".tar.gz"))
+		if code != exitFindings || !strings.Contains(stdout, tc.kind+"\t") || strings.Contains(stdout, "intact") {
+			t.Errorf("verify-bundle --trusted-keys %s: exit %d, want %d naming %s: %s%s", tc.fixture, code, exitFindings, tc.kind, stdout, stderr)
+		}
+	}
+}

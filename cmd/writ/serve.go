@@ -153,20 +153,24 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if obs.tracing {
 		cfg.TracerProvider = telemetry.TracerProvider()
 	}
-	eng, err = openEngine(ctx, cfg, *data, *keyFile)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
 	var readyExtra []func() httpapi.ReadyCheck
 	if *witnessesFile != "" {
+		// Started before the engine, so that the checkpointer can tell it
+		// of each checkpoint; stopped after the engine's Close (defers run
+		// last first), which signs the last checkpoints.
 		wc, stopWitnesses, err := startWitnesses(*witnessesFile, st, *witnessPoll, obs.metrics, log)
 		if err != nil {
 			return err
 		}
 		defer stopWitnesses()
+		cfg.Checkpoints.Issued = func(*ledger.Checkpoint) { wc.Notify() }
 		readyExtra = append(readyExtra, func() httpapi.ReadyCheck { return witnessReadiness(wc) })
 	}
+	eng, err = openEngine(ctx, cfg, *data, *keyFile)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
 	var svc writ.Service = eng
 	var workflows writ.Workflows = eng
 	var approvals writ.Approvals = eng
@@ -212,10 +216,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Replays:          replayer,
 		Shadows:          replayer,
 		Lifecycle:        lifecycle,
+		Params:           eng,
 		Authenticate:     authenticate,
 		RateLimit:        httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 		Envelopes:        st.Envelope,
 		VerifierKeys:     func(context.Context, string) ([]keyring.Key, error) { return ring.Keys(), nil },
+		APIKeys:          apiKeyAdmin(st, keys, ring),
+		Pack:             p,
 		MaxBodyBytes:     *maxBody,
 		Logger:           log,
 		Health: func(context.Context) httpapi.HealthReport {
@@ -279,6 +286,18 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	return nil
+}
+
+// apiKeyAdmin returns what the admin's API-key routes need: the store's
+// keys, signed with the signing key valid at the time (as writ keys create
+// signs them) and checked against ring. A store that keeps no keys
+// serves none (the routes answer 404).
+func apiKeyAdmin(st ledger.Store, keys ledger.KeySource, ring ringView) *httpapi.KeyAdmin {
+	ks, ok := st.(auth.Store)
+	if !ok {
+		return nil
+	}
+	return &httpapi.KeyAdmin{Store: ks, Verifier: ring, Signer: func(at time.Time) (auth.Signer, error) { return keys(at) }}
 }
 
 // authMode decides how the server authenticates callers. With API keys in

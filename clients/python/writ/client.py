@@ -277,11 +277,22 @@ class Client:
 
     def records(self, *, decision_key: Optional[str] = None, status: Optional[str] = None,
                 subject_id: Optional[str] = None, trace_id: Optional[str] = None,
+                approval_mode_effective: Optional[str] = None,
+                policy_decision_id: Optional[str] = None, approver: Optional[str] = None,
+                decision_key_prefix: Optional[str] = None, subject_prefix: Optional[str] = None,
+                outcome: Optional[str] = None, order: Optional[str] = None,
                 from_: Optional[str] = None, to: Optional[str] = None,
                 limit: Optional[int] = None, cursor: Optional[str] = None) -> Page:
-        """``GET /v1/records``: a page of the tenant's records, oldest first."""
+        """``GET /v1/records``: a page of the tenant's records, oldest first (``order="newest"``: newest first).
+
+        Every seed query key is a filter: ``decision_key``, ``subject_id``, ``status``,
+        ``approval_mode_effective``, ``policy_decision_id``, ``trace_id`` and ``approver``.
+        """
         q = self._tenant_query(decision_key=decision_key, status=status, subject_id=subject_id,
-                               trace_id=trace_id, to=to, limit=limit, cursor=cursor)
+                               trace_id=trace_id, approval_mode_effective=approval_mode_effective,
+                               policy_decision_id=policy_decision_id, approver=approver,
+                               decision_key_prefix=decision_key_prefix, subject_prefix=subject_prefix,
+                               outcome=outcome, order=order, to=to, limit=limit, cursor=cursor)
         if from_:
             q["from"] = from_
         data, _ = self._call("GET", "/v1/records", query=q)

@@ -255,8 +255,14 @@ export class Client {
     return JSON.parse(new TextDecoder().decode(await this.recordBytes(recordId, o))) as DecisionRecord;
   }
 
-  /** `GET /v1/records`: a page of the tenant's records, oldest first. */
+  /**
+   * `GET /v1/records`: a page of the tenant's records, oldest first (`order: 'newest'`: newest first).
+   * Every seed query key is a filter: decision_key, subject_id, status, approval_mode_effective,
+   * policy_decision_id, trace_id and approver.
+   */
   async records(q: { decision_key?: string; status?: string; subject_id?: string; trace_id?: string;
+    approval_mode_effective?: string; policy_decision_id?: string; approver?: string;
+    decision_key_prefix?: string; subject_prefix?: string; outcome?: string; order?: 'chain' | 'newest';
     from?: string; to?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<RecordPage> {
     return (await this.call('GET', '/v1/records', { query: this.query(q), ...o })).data as RecordPage;
   }

@@ -1,0 +1,50 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+)
+
+// BenchmarkCheckMetered is BenchmarkCheckStorage's "durable" case on the
+// refund pack, whose spec has a tool_calls budget: each allowed refund
+// of a session reads and adds to the history the spec's checks read
+// (with writ's tool-call meter, issue 31, one more read and one more
+// contribution per check). Each caller makes its refunds one after the
+// other, ten per session (an agent's session calls its tools in turn),
+// a customer each, so that neither the budget nor the velocity rule
+// fires. It reports the process's CPU time per check, with 32 callers.
+//
+//	go test ./engine -run '^$' -bench CheckMetered -benchtime 2000x
+func BenchmarkCheckMetered(b *testing.B) {
+	h := newHarness(b, example("refund"))
+	base := refund(b, "acme", "cus", 0, exampleClock)
+	var seq, callers atomic.Int64
+	b.SetParallelism(16)
+	before := cpuTime(b)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		caller, i := callers.Add(1), 0
+		for pb.Next() {
+			n := seq.Add(1)
+			i++
+			req := *base
+			req.Arguments = map[string]any{"order_id": fmt.Sprintf("ord_%d", n), "amount_inr": 4200.0, "currency": "INR"}
+			req.Outputs = map[string]any{"order_id": fmt.Sprintf("ord_%d", n), "refund_amount_inr": 4200.0, "currency": "INR"}
+			req.SubjectIDs = []string{fmt.Sprintf("customer:cus_%d", n), fmt.Sprintf("order:ord_%d", n)}
+			in := *base.InputsRefs
+			in.Session = fmt.Sprintf("sess_%d_%d", caller, i/10)
+			req.InputsRefs = &in
+			req.IdempotencyKey = fmt.Sprintf("ik_%d", n)
+			req.Usage = nil
+			rc, err := h.eng.Check(context.Background(), &req)
+			if err != nil || !rc.SafeToExecute {
+				b.Fatalf("check %d: %v %+v", n, err, rc)
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime(b)-before).Microseconds())/float64(b.N), "cpu-µs/check")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "checks/s")
+}

@@ -1,0 +1,67 @@
+package replay_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/sqlite"
+)
+
+// TestPre31RecordsReplayEqual: records decided before issue 31 (a
+// session's calls not metered, a claimed tool call accepted, a mutating
+// step accepted without a contract and without a workflow policies file)
+// replay equal under today's code, which decides the same inputs
+// differently (see testdata/pre31/README.md).
+func TestPre31RecordsReplayEqual(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.Open(filepath.Join("testdata", "pre31", "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.Create(filepath.Join(dir, "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	dst.Close()
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sum := replayTenant(t, st, "acme")
+	if sum.Records != 5 || sum.Equal != 5 {
+		t.Errorf("replayed %d records, %d equal; want 5 equal", sum.Records, sum.Equal)
+	}
+
+	// The same inputs, decided today.
+	h := newHarness(t, filepath.Join("testdata", "pre31", "pack"))
+	ctx := context.Background()
+	actor := writ.Actor{Type: writ.ActorAgent, ID: "agt_1"}
+	var third *writ.Receipt
+	for i := 1; i <= 3; i++ {
+		third = h.check(t, &writ.CheckRequest{TenantID: "acme", Tool: "records.update", Arguments: map[string]any{"n": float64(i)}, Actor: actor,
+			InputsRefs: &writ.InputsRefs{Session: "sess_1"}, Usage: &writ.Usage{ToolCalls: 1}})
+	}
+	if third.SafeToExecute || third.Outcome != writ.OutcomeGoalFailTerminal {
+		t.Errorf("third check of sess_1 today = %s, want goal_fail_terminal: writ counts 3 calls against the budget of 2", third.Outcome)
+	}
+	if _, err := h.eng.StartRun(ctx, &writ.StartRunRequest{TenantID: "acme", WorkflowID: "pre31.flow", RunID: "run_1"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := h.eng.SubmitAttempt(ctx, &writ.AttemptRequest{TenantID: "acme", RunID: "run_1", StepID: "draft", Actor: actor,
+		Result: map[string]any{"performed": false}, ToolCalls: []writ.ToolCallClaim{{Name: "open_simple_browser"}}})
+	if err != nil || v.State != writ.VerdictAborted || len(v.ClaimedCalls) != 1 {
+		t.Errorf("draft on a claimed call today = %+v, %v; want aborted, listing the claimed call", v, err)
+	}
+	if sum := replayTenant(t, h.store, "acme"); sum.Equal != sum.Records {
+		t.Errorf("today's records: %d of %d replayed equal", sum.Equal, sum.Records)
+	}
+}
