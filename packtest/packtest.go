@@ -362,6 +362,7 @@ type decided struct {
 // decide runs one check and reads back its record; the checks that
 // fired count towards coverage.
 func (r *caseRun) decide(ctx context.Context, req *writ.CheckRequest) decided {
+	ctx, req = credentials(ctx, req)
 	rc, err := r.eng.Check(ctx, req)
 	if err != nil {
 		return decided{rc: rc, err: err}
@@ -498,4 +499,41 @@ func (r *caseRun) run(ctx context.Context, c *pack.TestCase) {
 		}
 		r.compareAttempt(prefix, a, v, status, err)
 	}
+}
+
+// credentials turns what a case's request says about its actor's
+// provenance into the credentials writ would have verified, so a case
+// can test a rule that reads them (docs/trust.md): actor.provenance
+// "authenticated" is an API key of the actor's principal (key_id, default
+// "key_test"; with acted_by, the key of that principal, allowed to act
+// for the actor), and delegated_user_provenance "authenticated" a
+// delegation token of delegated_user_issuer (default "test") whose
+// subject is the delegated user. The request then goes in without them,
+// as a caller sends it, and writ binds them again. Anything else
+// (claimed, or nothing) is development mode.
+func credentials(ctx context.Context, req *writ.CheckRequest) (context.Context, *writ.CheckRequest) {
+	a := req.Actor
+	if !a.Bound() {
+		return ctx, req
+	}
+	if a.Provenance == writ.ProvenanceAuthenticated {
+		p := &writ.Principal{TenantID: req.TenantID, KeyID: a.KeyID, Subject: a.ID, Roles: []writ.Role{writ.RoleAgent}, ActorType: a.Type}
+		if p.KeyID == "" {
+			p.KeyID = "key_test"
+		}
+		if by := a.ActedBy; by != nil {
+			p.Subject, p.ActorType, p.ActsFor = by.ID, by.Type, []string{a.Type + ":" + a.ID}
+		}
+		ctx = writ.WithPrincipal(ctx, p)
+	}
+	if a.DelegatedUserProvenance == writ.ProvenanceAuthenticated {
+		iss := a.DelegatedUserIssuer
+		if iss == "" {
+			iss = "test"
+		}
+		ctx = writ.WithDelegation(ctx, &writ.Delegation{TenantID: req.TenantID, Subject: a.DelegatedUserID, Issuer: iss})
+	}
+	rq := *req
+	rq.Actor = a.Claimed()
+	return ctx, &rq
 }

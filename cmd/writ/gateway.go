@@ -236,7 +236,7 @@ func (m *Main) serveGateway(ctx context.Context, g *openedGateway, f gatewayFlag
 			if !p.Has(writ.RoleAgent) {
 				return nil, fmt.Errorf("%w: the key of %s lacks the agent role", mcpauth.ErrInvalidToken, p.Subject)
 			}
-			ti := &mcpauth.TokenInfo{UserID: p.Subject, Extra: map[string]any{gateway.TokenTenant: p.TenantID}}
+			ti := &mcpauth.TokenInfo{UserID: p.Subject, Extra: map[string]any{gateway.TokenTenant: p.TenantID, gateway.TokenPrincipal: p}}
 			if g.remote {
 				ti.Extra[gateway.TokenRaw] = token // decided with the caller's own key
 			}
