@@ -59,6 +59,9 @@ type Pack struct {
 	// History are the pack's aggregates over the tenant's own decisions,
 	// in file order (see history.go).
 	History []*Aggregate
+	// Params are the pack's tenant parameters, in file order (see
+	// params.go); none when the pack has no params file.
+	Params []*Param
 }
 
 // Webhook is where writ announces new approval requests: an HTTPS (or,
@@ -312,8 +315,20 @@ type Tool struct {
 	// hex digits; see docs/mcp.md): a check that observed another
 	// definition is denied with reason tool_definition_changed.
 	DefinitionDigest string `yaml:"definition_digest"`
-	Pos              Pos    `yaml:"-"`
+	// OnDefinitionChange says what the MCP gateway shows the agent of a
+	// pinned tool whose definition changed: ChangeShowPinned (the
+	// default: the pinned definition, its calls refused) or ChangeHide
+	// (nothing: the tool is not listed). Only with DefinitionDigest.
+	OnDefinitionChange string `yaml:"on_definition_change"`
+	Pos                Pos    `yaml:"-"`
 }
+
+// What the gateway shows of a pinned tool whose definition changed
+// (Tool.OnDefinitionChange).
+const (
+	ChangeShowPinned = "show_pinned"
+	ChangeHide       = "hide"
+)
 
 type manifest struct {
 	Name        string   `yaml:"name"`
@@ -332,6 +347,7 @@ type manifest struct {
 		Webhook *Webhook `yaml:"webhook"`
 	} `yaml:"approvals"`
 	History []*Aggregate `yaml:"history"`
+	Params  string       `yaml:"params"`
 }
 
 // Load loads the pack rooted at dir.
@@ -499,6 +515,9 @@ func (l *loader) load() *Pack {
 	}
 	if m.WFPolicies != "" {
 		l.loadWorkflowPolicies(p, m.WFPolicies)
+	}
+	if m.Params != "" {
+		l.loadParams(p, m.Params)
 	}
 	l.loadHistory(doc, p, m.History)
 	l.crossCheck(p)
@@ -759,6 +778,9 @@ func (l *loader) crossCheck(p *Pack) {
 		}
 		if strings.HasPrefix(s.DecisionKey, "approval:") {
 			l.addf(s.Pos, "decision key %q: the prefix approval: is reserved for approval decisions", s.DecisionKey)
+		}
+		if strings.HasPrefix(s.DecisionKey, ParamsKeyPrefix) {
+			l.addf(s.Pos, "decision key %q: the prefix params: is reserved for tenant parameter changes", s.DecisionKey)
 		}
 	}
 	for _, t := range sortedTools(p) {

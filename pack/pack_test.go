@@ -99,6 +99,8 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"unknown gate", map[string]string{"controls.yaml": "approval_gates:\n  - id: G2\n"}, "demo/policies/p.yaml:4: rule R1 names approval gate \"G1\""},
 		{"unknown bundle", map[string]string{"specs/s.yaml": strings.Replace(okSpec, "[P1]", "[P2]", 1)}, "names policy bundle \"P2\""},
 		{"tool to unknown spec", map[string]string{"tools.yaml": strings.Replace(okTools, "demo.act", "demo.nope", 1)}, "demo/tools.yaml:2: tool \"act\" maps to decision key \"demo.nope\""},
+		{"change treatment without a pin", map[string]string{"tools.yaml": okTools + "    on_definition_change: hide\n"}, "demo/tools.yaml:2: tools.0: properties 'definition_digest' required, if 'on_definition_change' exists"},
+		{"unknown change treatment", map[string]string{"tools.yaml": okTools + "    definition_digest: sha256:" + strings.Repeat("a", 64) + "\n    on_definition_change: show\n"}, "tools.0.on_definition_change"},
 		{"tool class mismatch", map[string]string{"tools.yaml": okTools + "    action_class: upload\n"}, "action class \"upload\""},
 		{"duplicate rule", map[string]string{"policies/p.yaml": okPolicy + strings.SplitN(okPolicy, "rules:\n", 2)[1]}, "rule \"R1\" is already defined"},
 		{"duplicate key", map[string]string{"specs/s.yaml": okSpec + "version: 2.0.0\n"}, "demo/specs/s.yaml:5: key \"version\" is defined twice"},

@@ -51,8 +51,12 @@ type TestCase struct {
 	// value each already holds, for every group the case reads, before
 	// the case begins.
 	History map[string]float64
-	Expect  []Expectation
-	Run     *TestRun
+	// Params are tenant parameter values set for the check's tenant
+	// before the case begins (a parameter change record), checked
+	// against the pack's parameters; nil keeps the defaults.
+	Params map[string]any
+	Expect []Expectation
+	Run    *TestRun
 
 	Pos, RequestPos, ExpectPos, HistoryPos Pos
 }
@@ -297,6 +301,17 @@ func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr strin
 			}
 			c.History[name] = f
 		}
+	}
+	if pm, ok := m["params"].(map[string]any); ok {
+		if isRun {
+			l.addf(l.pos(doc, ptr+"/params"), "case %q: params are set for a check case, not a run", c.Name)
+		}
+		values, err := p.CheckParams(pm)
+		for _, d := range writ.ErrorDetails(err) {
+			name := strings.TrimPrefix(d.Field, "values.")
+			l.addf(l.pos(doc, ptr+"/params/"+escapePointer(name)), "params: %s", d.Message)
+		}
+		c.Params = values
 	}
 	if isRun {
 		c.Run = l.testRun(doc, p, ids, ptr+"/run", run)

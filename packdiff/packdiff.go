@@ -93,6 +93,7 @@ func Compare(old, new *pack.Pack) *Diff {
 	d.field(pack.Pos{}, subject, "version", old.Version, new.Version, "")
 	d.field(pack.Pos{}, subject, "limits.cel_cost", u64(old.Limits.CELCost), u64(new.Limits.CELCost), direction(float64(old.Limits.CELCost), float64(new.Limits.CELCost), true))
 	d.history(old, new)
+	d.params(old, new)
 	d.specs(old, new)
 	d.bundles(old, new)
 	d.controls(old, new)

@@ -116,6 +116,34 @@ func TestFailureAndCoverageReport(t *testing.T) {
 	golden(t, "untested.junit.xml", junit.Bytes())
 }
 
+// TestRecordedAndStored: a case sets a tenant parameter and asserts on
+// the sealed record and on what is stored after redaction; a case whose
+// record paths, evidence_refs, absent values and placeholders are wrong
+// fails on each, and a redaction rule no case saw redact is uncovered.
+func TestRecordedAndStored(t *testing.T) {
+	rep := run(t, "testdata/recorded")
+	if rep.Passed != 1 || rep.Failed != 1 {
+		t.Fatalf("passed %d failed %d, want 1 and 1", rep.Passed, rep.Failed)
+	}
+	var fields []string
+	for _, f := range rep.Cases[1].Failures {
+		fields = append(fields, f.Field)
+	}
+	want := []string{"evidence_refs", "record.params.set", "record.params.values.limit", "stored.absent", "stored.present"}
+	if strings.Join(fields, " ") != strings.Join(want, " ") {
+		t.Errorf("failures on %q, want %q", fields, want)
+	}
+	un := rep.Coverage.Uncovered()
+	if len(un) != 1 || un[0].ID != "never_used" || un[0].Kind != packtest.KindRedaction {
+		t.Errorf("uncovered = %+v, want redaction rule never_used", un)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text, true); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "recorded.txt", text.Bytes())
+}
+
 // TestBadTestFiles: a test file with a problem is refused before any
 // case runs, with the file and line of every problem.
 func TestBadTestFiles(t *testing.T) {
