@@ -165,6 +165,11 @@ async function assertReadable(page) {
   const text = await page.locator('body').textContent();
   assert.doesNotMatch(text, /\bundefined\b/, 'the page shows "undefined"');
   assert.deepEqual(await brokenWords(page), [], `words broken mid-cell at ${page.viewportSize().width} px`);
+  // At 1440 px and wider (the screenshots' width), no list is wider than
+  // the page gives it: nothing hides behind a scroll bar.
+  const clipped = await page.evaluate(() => (window.innerWidth < 1440 ? [] : [...document.querySelectorAll('.tablewrap')]
+    .filter((w) => w.scrollWidth > w.clientWidth + 1).map((w) => w.querySelector('th')?.textContent)));
+  assert.deepEqual(clipped, [], `lists wider than the page at ${page.viewportSize().width} px`);
 }
 
 // signIn signs in at the console's start page; unless refused is set,
@@ -177,6 +182,9 @@ async function signIn(page, key, base = server.url, refused = false) {
 }
 
 async function shot(page, name, fullPage = true) {
+  // What goes in the docs is readable: no "undefined", no word broken
+  // mid-cell, no list cut off.
+  await assertReadable(page);
   await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage });
 }
 
