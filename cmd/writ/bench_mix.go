@@ -29,7 +29,7 @@ import (
 // approvals and the records in flight. Each HTTP request is timed under
 // its kind: check, approve, report, records, approvals, in_flight.
 // Evidence is stamped with the time of the check, so that the pack sees
-// it fresh, and each check names subjects of its own.
+// it fresh, and each check names subjects and a session of its own.
 
 // mixKinds are the kinds of requests of a mixed load, in report order.
 var mixKinds = []string{"check", "approve", "report", "records", "approvals", "in_flight"}
@@ -177,13 +177,19 @@ type receiptIDs struct {
 }
 
 // checkBody makes check n of req: benchBody's, with its evidence observed
-// now and subjects of its own (so a per-subject limit of the pack, such as
-// the refund pack's refunds per customer, does not trip).
+// now, and subjects and a session of its own (so a per-subject or
+// per-session limit of the pack, such as the refund pack's refunds per
+// customer and session budget, does not trip).
 func (mx *mixer) checkBody(req *writ.CheckRequest, n int64) []byte {
 	r := *req
 	r.SubjectIDs = make([]string, len(req.SubjectIDs))
 	for i, s := range req.SubjectIDs {
 		r.SubjectIDs[i] = s + "_" + mx.runTag + "_" + strconv.FormatInt(n, 10)
+	}
+	if req.InputsRefs != nil && req.InputsRefs.Session != "" {
+		refs := *req.InputsRefs
+		refs.Session += "_" + mx.runTag + "_" + strconv.FormatInt(n, 10)
+		r.InputsRefs = &refs
 	}
 	now := time.Now().UTC()
 	r.Evidence = slices.Clone(req.Evidence)
