@@ -31,15 +31,19 @@ var errNoKeyAdmin = writ.Errorf(writ.ENOTFOUND, "this server manages no API keys
 // its secret's hash. Signature says whether its signature verifies (ok,
 // unsigned, unknown signer or invalid, as `writ keys list` says).
 type wireKey struct {
-	ID        string      `json:"key_id"`
-	TenantID  string      `json:"tenant_id"`
-	Subject   string      `json:"subject"`
-	Roles     []writ.Role `json:"roles"`
-	CreatedAt time.Time   `json:"created_at"`
-	ExpiresAt *time.Time  `json:"expires_at,omitempty"`
-	RevokedAt *time.Time  `json:"revoked_at,omitempty"`
-	SignedBy  string      `json:"signed_by,omitempty"`
-	Signature string      `json:"signature"`
+	ID       string      `json:"key_id"`
+	TenantID string      `json:"tenant_id"`
+	Subject  string      `json:"subject"`
+	Roles    []writ.Role `json:"roles"`
+	// ActorType is the actor type the key acts as (AGENT, HUMAN or
+	// SERVICE); ActsFor the principals it may also act for.
+	ActorType string     `json:"actor_type"`
+	ActsFor   []string   `json:"acts_for"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	SignedBy  string     `json:"signed_by,omitempty"`
+	Signature string     `json:"signature"`
 	// Token is answered once, when the key is created.
 	Token string `json:"token,omitempty"`
 }
@@ -59,7 +63,14 @@ func (s *Server) wireKey(k *auth.Key) wireKey {
 	if roles == nil {
 		roles = []writ.Role{}
 	}
-	return wireKey{ID: k.ID, TenantID: k.TenantID, Subject: k.Subject, Roles: roles, CreatedAt: k.CreatedAt.UTC(),
+	actor, actsFor := k.ActorType, k.ActsFor
+	if actor == "" {
+		actor = writ.ActorAgent
+	}
+	if actsFor == nil {
+		actsFor = []string{}
+	}
+	return wireKey{ID: k.ID, TenantID: k.TenantID, Subject: k.Subject, Roles: roles, ActorType: actor, ActsFor: actsFor, CreatedAt: k.CreatedAt.UTC(),
 		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, SignedBy: k.SignedBy, Signature: status}
 }
 
@@ -98,6 +109,8 @@ type createKeyBody struct {
 	TenantID  string      `json:"tenant_id,omitempty"`
 	Subject   string      `json:"subject"`
 	Roles     []writ.Role `json:"roles"`
+	ActorType string      `json:"actor_type,omitempty"`
+	ActsFor   []string    `json:"acts_for,omitempty"`
 	ExpiresAt *time.Time  `json:"expires_at,omitempty"`
 }
 
@@ -126,7 +139,11 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k.ExpiresAt = b.ExpiresAt
-	signer, err := s.cfg.APIKeys.Signer(now)
+	err = k.SetActor(b.ActorType, b.ActsFor)
+	var signer auth.Signer
+	if err == nil {
+		signer, err = s.cfg.APIKeys.Signer(now)
+	}
 	if err == nil {
 		err = auth.Sign(k, signer, now)
 	}

@@ -37,7 +37,7 @@ func TestKeyRoutes(t *testing.T) {
 		return req, rec.Result(), rec.Body.Bytes()
 	}
 
-	_, res, body := do("POST", "/v1/keys", `{"subject":"olga","roles":["auditor","approver"],"expires_at":"2099-01-01T00:00:00Z"}`)
+	_, res, body := do("POST", "/v1/keys", `{"subject":"olga","roles":["auditor","approver"],"actor_type":"HUMAN","acts_for":["AGENT:agt_*"],"expires_at":"2099-01-01T00:00:00Z"}`)
 	if res.StatusCode != http.StatusCreated {
 		t.Fatalf("POST /v1/keys = %d: %s", res.StatusCode, body)
 	}
@@ -46,7 +46,8 @@ func TestKeyRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(created.Token, auth.Prefix) || created.TenantID != "acme" || created.Subject != "olga" || created.Signature != "ok" ||
-		!slices.Equal(created.Roles, []writ.Role{writ.RoleAuditor, writ.RoleApprover}) || created.ExpiresAt == nil {
+		!slices.Equal(created.Roles, []writ.Role{writ.RoleAuditor, writ.RoleApprover}) || created.ExpiresAt == nil ||
+		created.ActorType != "HUMAN" || !slices.Equal(created.ActsFor, []string{"AGENT:agt_*"}) {
 		t.Errorf("POST /v1/keys = %s; want a signed key of acme for olga with its token", body)
 	}
 	if got := res.Header.Get("Cache-Control"); got != "no-store" {
@@ -98,6 +99,8 @@ func TestKeyRoutes(t *testing.T) {
 		{"an unknown role", "POST", "/v1/keys", `{"subject":"olga","roles":["root"]}`, 400, writ.EINVALID, ""},
 		{"markup in the subject", "POST", "/v1/keys", `{"subject":"<b>olga</b>","roles":["auditor"]}`, 400, writ.EINVALID, ""},
 		{"expired already", "POST", "/v1/keys", `{"subject":"olga","roles":["auditor"],"expires_at":"2001-01-01T00:00:00Z"}`, 400, writ.EINVALID, "expires_at"},
+		{"an unknown actor type", "POST", "/v1/keys", `{"subject":"olga","roles":["auditor"],"actor_type":"ROBOT"}`, 400, writ.EINVALID, ""},
+		{"a bad acts_for", "POST", "/v1/keys", `{"subject":"olga","roles":["auditor"],"acts_for":["agt_1"]}`, 400, writ.EINVALID, ""},
 		{"an unknown member", "POST", "/v1/keys", `{"subject":"olga","roles":["auditor"],"token":"writ_x"}`, 400, writ.EINVALID, ""},
 		{"another tenant's list", "GET", "/v1/keys?tenant_id=globex", "", 403, writ.EFORBIDDEN, ""},
 	} {
