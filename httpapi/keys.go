@@ -35,10 +35,10 @@ type wireKey struct {
 	TenantID string      `json:"tenant_id"`
 	Subject  string      `json:"subject"`
 	Roles    []writ.Role `json:"roles"`
-	// ActorType is the actor type the key acts as (AGENT, HUMAN or
-	// SERVICE); ActsFor the principals it may also act for.
+	// ActorType and ActsFor are the principal the key acts as and the
+	// ones it may act for (docs/trust.md).
 	ActorType string     `json:"actor_type"`
-	ActsFor   []string   `json:"acts_for"`
+	ActsFor   []string   `json:"acts_for,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
@@ -63,14 +63,11 @@ func (s *Server) wireKey(k *auth.Key) wireKey {
 	if roles == nil {
 		roles = []writ.Role{}
 	}
-	actor, actsFor := k.ActorType, k.ActsFor
-	if actor == "" {
-		actor = writ.ActorAgent
+	actorType := k.ActorType
+	if actorType == "" {
+		actorType = writ.ActorAgent
 	}
-	if actsFor == nil {
-		actsFor = []string{}
-	}
-	return wireKey{ID: k.ID, TenantID: k.TenantID, Subject: k.Subject, Roles: roles, ActorType: actor, ActsFor: actsFor, CreatedAt: k.CreatedAt.UTC(),
+	return wireKey{ID: k.ID, TenantID: k.TenantID, Subject: k.Subject, Roles: roles, ActorType: actorType, ActsFor: k.ActsFor, CreatedAt: k.CreatedAt.UTC(),
 		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, SignedBy: k.SignedBy, Signature: status}
 }
 
@@ -109,9 +106,11 @@ type createKeyBody struct {
 	TenantID  string      `json:"tenant_id,omitempty"`
 	Subject   string      `json:"subject"`
 	Roles     []writ.Role `json:"roles"`
-	ActorType string      `json:"actor_type,omitempty"`
-	ActsFor   []string    `json:"acts_for,omitempty"`
 	ExpiresAt *time.Time  `json:"expires_at,omitempty"`
+	// ActorType (default AGENT) and ActsFor, as writ keys create
+	// --actor-type and --acts-for.
+	ActorType string   `json:"actor_type,omitempty"`
+	ActsFor   []string `json:"acts_for,omitempty"`
 }
 
 // handleCreateKey serves POST /v1/keys: a new key of the tenant, signed
@@ -139,11 +138,11 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k.ExpiresAt = b.ExpiresAt
-	err = k.SetActor(b.ActorType, b.ActsFor)
-	var signer auth.Signer
-	if err == nil {
-		signer, err = s.cfg.APIKeys.Signer(now)
+	if err := k.SetActor(b.ActorType, b.ActsFor); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	signer, err := s.cfg.APIKeys.Signer(now)
 	if err == nil {
 		err = auth.Sign(k, signer, now)
 	}

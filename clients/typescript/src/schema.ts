@@ -2256,6 +2256,13 @@ export interface components {
             /** @description Who holds the key; it is the approver named in approvals. */
             subject: string;
             roles: ("agent" | "approver" | "auditor" | "admin")[];
+            /**
+             * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (docs/trust.md). */
+            acts_for?: string[];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -2283,6 +2290,13 @@ export interface components {
              * @description When the key stops opening anything (optional; in the future).
              */
             expires_at?: string;
+            /**
+             * @description The actor type the key acts as (default AGENT), as `writ keys create --actor-type` (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type?: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (`AGENT:agt_*`), as `writ keys create --acts-for` (docs/trust.md). */
+            acts_for?: string[];
         };
         RevokeAPIKeyBody: {
             /** @description With an API key it defaults to the key's tenant, and naming another is 403; in development mode it is required. */
