@@ -135,6 +135,18 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 	if *f.server != "" {
 		rw := newRemoteWrit(*f.server, m.client(serverFlags{server: f.server, tenant: f.tenant}))
 		w = rw
+		if cfg.Actor == nil && *f.listen == "" {
+			// A stdio session checks with the gateway's own key
+			// ($WRIT_API_KEY), whose principal the server makes the
+			// actor (docs/trust.md): name it, rather than a default
+			// actor the server would refuse as a mismatch.
+			if who, err := rw.own.WhoAmI(ctx); err == nil && who.Auth == httpapi.AuthAPIKeys {
+				cfg.Actor = &gateway.ActorConfig{Type: who.ActorType, ID: who.Subject}
+				if cfg.Tenant == "" {
+					cfg.Tenant = who.TenantID
+				}
+			}
+		}
 		if cfg.User != "" {
 			if who, err := rw.own.WhoAmI(ctx); err == nil && who.Auth == httpapi.AuthAPIKeys {
 				// The gateway would answer for its user with the key that
