@@ -867,6 +867,20 @@ func (f *fakeService) Decision(ctx context.Context, tenantID, decisionID string)
 			Seal: rec.Record.Audit, Record: rec.Raw}}}, f.err
 }
 
+func (f *fakeService) Params(ctx context.Context, tenantID string) (*writ.ParamsState, error) {
+	f.mu.Lock()
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	return &writ.ParamsState{TenantID: tenantID, Pack: "p@1.0.0", Declared: []writ.ParamDecl{}, Values: map[string]any{}, Effective: map[string]any{}}, f.err
+}
+
+func (f *fakeService) SetParams(ctx context.Context, r *writ.SetParamsRequest) (*writ.ParamsState, error) {
+	f.mu.Lock()
+	f.saw(ctx, r.TenantID)
+	f.mu.Unlock()
+	return &writ.ParamsState{TenantID: r.TenantID, Pack: "p@1.0.0", Declared: []writ.ParamDecl{}, Values: r.Values, Effective: r.Values}, f.err
+}
+
 func (f *fakeService) InFlight(ctx context.Context, q writ.InFlightQuery) (*writ.InFlightPage, error) {
 	f.mu.Lock()
 	f.saw(ctx, q.TenantID)

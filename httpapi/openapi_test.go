@@ -129,6 +129,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			TenantID: "t", State: "s", GateID: "g", DecisionKey: "k", CreatedBefore: testTime, Limit: 1, Cursor: "c",
 		}))), paramOlderThan),
 		"get /v1/approvals/{id}":      {paramTenantID},
+		"get /v1/params":              {paramTenantID},
 		"get /v1/records/{id}/replay": {paramTenantID},
 		"get /v1/replay":              replayTraceParams,
 		"get /v1/shadow/report": slices.Collect(maps.Keys(shadowQueryValues(writ.ShadowQuery{
@@ -310,6 +311,7 @@ var schemaTypes = map[string]reflect.Type{
 	"VerifierKey":                reflect.TypeFor[keyring.Key](),
 	"CheckRequest":               reflect.TypeFor[writ.CheckRequest](),
 	"Actor":                      reflect.TypeFor[writ.Actor](),
+	"ActorRef":                   reflect.TypeFor[writ.ActorRef](),
 	"InputsRefs":                 reflect.TypeFor[writ.InputsRefs](),
 	"WorkflowRef":                reflect.TypeFor[writ.WorkflowRef](),
 	"Evidence":                   reflect.TypeFor[writ.Evidence](),
@@ -361,6 +363,9 @@ var schemaTypes = map[string]reflect.Type{
 	"ExecutionError":             reflect.TypeFor[writ.ExecutionError](),
 	"ExecutionReport":            reflect.TypeFor[writ.ExecutionReport](),
 	"ExecutionAck":               reflect.TypeFor[writ.ExecutionAck](),
+	"ParamsPin":                  reflect.TypeFor[writ.ParamsPin](),
+	"SetParamsRequest":           reflect.TypeFor[writ.SetParamsRequest](),
+	"ParamsState":                reflect.TypeFor[writ.ParamsState](),
 	"ResumeBody":                 reflect.TypeFor[resumeBody](),
 	"DecisionStory":              reflect.TypeFor[writ.DecisionStory](),
 	"InFlightPage":               reflect.TypeFor[writ.InFlightPage](),
@@ -481,9 +486,9 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
 		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError)},
 		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
-		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport)},
+		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport, replay.KindParamsChange)},
 		{[]string{"ReplayClass"}, strs(replay.ClassEvidence, replay.ClassPolicy, replay.ClassToolTranscript, replay.ClassCompiledContext,
-			replay.ClassScorecard, replay.ClassHistory, replay.ClassRecord, replay.ClassTamper)},
+			replay.ClassScorecard, replay.ClassHistory, replay.ClassParams, replay.ClassRecord, replay.ClassTamper)},
 	}
 	for _, tt := range tests {
 		var got []string

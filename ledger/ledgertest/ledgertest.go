@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"HistoryRace", testHistoryRace},
 		{"HistoryExecuted", testHistoryExecuted},
 		{"Stored", testStored},
+		{"Params", testParams},
 		{"Cosignatures", testCosignatures},
 	}
 	for _, tc := range tests {

@@ -872,6 +872,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/params": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's parameters as they stand
+         * @description The pinned pack's parameter declarations, the values the tenant
+         *     set (`{}` when none), and the effective values its checks read
+         *     now (`effective`, with their `digest`: the record's
+         *     `params.values` and `params.digest`), with the change in force
+         *     (`set`, `set_by`, `set_at`; absent when the tenant never set
+         *     any).
+         */
+        get: operations["getParams"];
+        /**
+         * Set the tenant's parameter values
+         * @description Replaces the values the tenant sets with `values` (a parameter
+         *     left out takes its default again), as a sealed record: decision
+         *     key `params:<pack name>`, the setter (the API key's subject, or
+         *     `by` in development mode) as a `HUMAN` actor, `outputs.values`,
+         *     `outputs.digest`, `outputs.reason` and `outputs.replaces` (the
+         *     change it replaces). The record is durable before the answer;
+         *     checks decided after it read the new values. Values that do not
+         *     match their parameters' schemas, or name a parameter the pack does
+         *     not declare, are refused (400, one detail per value, field
+         *     `values.<name>`) and nothing is written. With `replaces` (the
+         *     `set` the caller read, `none` for no change yet), a change made
+         *     meanwhile is refused (409).
+         */
+        put: operations["setParams"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/whoami": {
         parameters: {
             query?: never;
@@ -1160,9 +1200,30 @@ export interface components {
             id: string;
             /** @description The workload identity, such as a SPIFFE id. */
             workload_identity?: string;
-            /** @description The user who delegated authority to the actor. */
+            /** @description The user who delegated authority to the actor. `claimed` unless it comes with a delegation token writ verified (the `Writ-Delegation` header), whose subject it then is. */
             delegated_user_id?: string;
+            /** @description How writ knows `type` and `id` (docs/trust.md). `authenticated` in keyed mode (the API key's principal), `claimed` in development mode. Set by writ; a request that sets it is refused (403). Absent in records sealed before writ set it. */
+            readonly provenance?: components["schemas"]["Provenance"];
+            /** @description The API key the request came with (keyed mode). Set by writ. */
+            readonly key_id?: string;
+            /** @description The API key's own principal, when the key acted for this actor (its `acts_for`). Set by writ. */
+            readonly acted_by?: components["schemas"]["ActorRef"];
+            /** @description How writ knows `delegated_user_id` (set only with it). `authenticated` when a delegation token writ verified names it, else `claimed`. Set by writ. */
+            readonly delegated_user_provenance?: components["schemas"]["Provenance"];
+            /** @description The issuer (`iss`) of the delegation token that authenticated `delegated_user_id`. Set by writ. */
+            readonly delegated_user_issuer?: string;
         };
+        /** @description A principal, by type and id. */
+        ActorRef: {
+            /** @enum {string} */
+            type: "AGENT" | "HUMAN" | "SERVICE";
+            id: string;
+        };
+        /**
+         * @description How writ knows a decision input (docs/trust.md).
+         * @enum {string}
+         */
+        Provenance: "authenticated" | "observed" | "issued" | "claimed";
         /**
          * @description The approval class of an action, from least to most risky.
          * @enum {string}
@@ -1206,6 +1267,54 @@ export interface components {
             tool_calls: number;
             /** @enum {string} */
             provenance: "observed";
+        };
+        /** @description The tenant parameter values a decision's conditions could read (params.<name>), pinned for replay: every parameter the pack declares, the tenant's value or the default. Absent when the pack declares none. */
+        ParamsPin: {
+            /** @description sha256: and the hex SHA-256 of the RFC 8785 form of values. */
+            digest: string;
+            /** @description The effective values by parameter name. */
+            values: Record<string, unknown>;
+            /** @description The record id of the tenant's parameter change in force; absent when it set none. */
+            set?: string;
+        };
+        SetParamsRequest: {
+            /** @description Required in development mode; with an API key, the key's tenant (or left out). */
+            tenant_id?: string;
+            /** @description The tenant's values by parameter name; the ones left out take their defaults. */
+            values: Record<string, unknown>;
+            /** @description Who sets them, required in development mode; with an API key, the key's subject (or left out). */
+            by?: string;
+            /** @description Why */
+            reason: string;
+            /** @description The change the caller read (ParamsState.set), or none: refused with 409 if another change was made since. */
+            replaces?: string;
+            trace_id?: string;
+        };
+        ParamsState: {
+            tenant_id: string;
+            /** @description The pinned pack, name@version. */
+            pack: string;
+            /** @description The pack's parameters, in file order. */
+            declared: {
+                name: string;
+                description?: string;
+                /** @description The parameter's JSON Schema. */
+                schema: Record<string, unknown>;
+                /** @description The default value. */
+                default: unknown;
+            }[];
+            /** @description The values the tenant set ({} when none). */
+            values: Record<string, unknown>;
+            /** @description The values its checks read now: the record's params.values. */
+            effective: Record<string, unknown>;
+            /** @description The digest of effective: the record's params.digest. */
+            digest: string;
+            /** @description The record id of the change in force. */
+            set?: string;
+            /** @description Who made it. */
+            set_by?: string;
+            /** Format: date-time */
+            set_at?: string;
         };
         /** @description One history aggregate value a decision read: the sum of the tenant's contributions to the aggregate for the check's group with a time after `since` (the decision's clock minus the aggregate's window), not counting the decision itself. */
         HistoryValue: {
@@ -1420,6 +1529,7 @@ export interface components {
             execution?: components["schemas"]["Execution"];
             /** @description The values of the pack's history aggregates the decision read (history.<name> in its conditions), pinned for replay. Absent when it read none. */
             history?: components["schemas"]["HistoryValue"][];
+            params?: components["schemas"]["ParamsPin"];
             lineage: components["schemas"]["Lineage"];
             /** @description The W3C trace id. */
             trace_id: string;
@@ -1737,7 +1847,7 @@ export interface components {
              * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`) or an execution report (`execution:…`).
              * @enum {string}
              */
-            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report";
+            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change";
             /**
              * @description `replay_equal`: the rebuilt record has exactly the sealed
              *     canonical bytes. `diff`: something differs, and `differences`
@@ -1776,7 +1886,7 @@ export interface components {
          *     or a pinned input no longer match their hash.
          * @enum {string}
          */
-        ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_record" | "tamper_detected";
+        ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_params" | "changed_record" | "tamper_detected";
         /** @description A tenant's shadow decisions against what was enforced. */
         ShadowReport: {
             tenant_id: string;
@@ -1933,6 +2043,8 @@ export interface components {
             context: Record<string, unknown>;
             /** Format: date-time */
             started_at: string;
+            /** @description The principal whose API key started the run, with its key id (keyed mode); absent for a run started in development mode. Only that key, another key of the same principal, or a key that may act for it submits the run's attempts. */
+            started_by?: components["schemas"]["Actor"];
             /** @description The run's events, oldest first. */
             history: components["schemas"]["RunEvent"][];
         };
@@ -2144,6 +2256,13 @@ export interface components {
             /** @description Who holds the key; it is the approver named in approvals. */
             subject: string;
             roles: ("agent" | "approver" | "auditor" | "admin")[];
+            /**
+             * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (docs/trust.md). */
+            acts_for?: string[];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -2171,6 +2290,13 @@ export interface components {
              * @description When the key stops opening anything (optional; in the future).
              */
             expires_at?: string;
+            /**
+             * @description The actor type the key acts as (default AGENT), as `writ keys create --actor-type` (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type?: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (`AGENT:agt_*`), as `writ keys create --acts-for` (docs/trust.md). */
+            acts_for?: string[];
         };
         RevokeAPIKeyBody: {
             /** @description With an API key it defaults to the key's tenant, and naming another is 403; in development mode it is required. */
@@ -2238,6 +2364,13 @@ export interface components {
             subject?: string;
             /** @description The key's roles. */
             roles?: ("agent" | "approver" | "auditor" | "admin")[];
+            /**
+             * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type?: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (docs/trust.md). */
+            acts_for?: string[];
         };
         /** @description Readiness report. */
         Health: {
@@ -4194,6 +4327,75 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["KeyNotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getParams: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's parameters. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParamsState"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setParams: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetParamsRequest"];
+            };
+        };
+        responses: {
+            /** @description The tenant's parameters after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParamsState"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
