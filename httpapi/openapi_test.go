@@ -311,6 +311,7 @@ var schemaTypes = map[string]reflect.Type{
 	"VerifierKey":                reflect.TypeFor[keyring.Key](),
 	"CheckRequest":               reflect.TypeFor[writ.CheckRequest](),
 	"Actor":                      reflect.TypeFor[writ.Actor](),
+	"ActorRef":                   reflect.TypeFor[writ.ActorRef](),
 	"InputsRefs":                 reflect.TypeFor[writ.InputsRefs](),
 	"WorkflowRef":                reflect.TypeFor[writ.WorkflowRef](),
 	"Evidence":                   reflect.TypeFor[writ.Evidence](),

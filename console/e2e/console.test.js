@@ -41,8 +41,12 @@ function writ(...args) {
   return execFileSync(bin, args, { cwd: repo, encoding: 'utf8' });
 }
 
+// createKey creates a key of acme. An agent key acts as AGENT:subject
+// and, as the requests of the examples name their own agents as actors
+// (agt_support, ...), also for AGENT:agt_* (docs/trust.md).
 function createKey(subject, roles, dir = data) {
-  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, '--json'));
+  const actsFor = roles.split(',').includes('agent') ? ['--acts-for', 'AGENT:agt_*'] : [];
+  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, ...actsFor, '--json'));
   return out.token;
 }
 
@@ -165,6 +169,11 @@ async function assertReadable(page) {
   const text = await page.locator('body').textContent();
   assert.doesNotMatch(text, /\bundefined\b/, 'the page shows "undefined"');
   assert.deepEqual(await brokenWords(page), [], `words broken mid-cell at ${page.viewportSize().width} px`);
+  // At 1440 px and wider (the screenshots' width), no list is wider than
+  // the page gives it: nothing hides behind a scroll bar.
+  const clipped = await page.evaluate(() => (window.innerWidth < 1440 ? [] : [...document.querySelectorAll('.tablewrap')]
+    .filter((w) => w.scrollWidth > w.clientWidth + 1).map((w) => w.querySelector('th')?.textContent)));
+  assert.deepEqual(clipped, [], `lists wider than the page at ${page.viewportSize().width} px`);
 }
 
 // signIn signs in at the console's start page; unless refused is set,
@@ -177,6 +186,9 @@ async function signIn(page, key, base = server.url, refused = false) {
 }
 
 async function shot(page, name, fullPage = true) {
+  // What goes in the docs is readable: no "undefined", no word broken
+  // mid-cell, no list cut off.
+  await assertReadable(page);
   await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage });
 }
 
