@@ -65,6 +65,9 @@ type Record struct {
 	// (absent when it read none). JSON field order does not matter: the
 	// sealed bytes are canonical (RFC 8785).
 	History []HistoryValue `json:"history,omitempty"`
+	// Params pins the tenant parameter values the decision's conditions
+	// could read (absent when its pack declares none; see ParamsPin).
+	Params *ParamsPin `json:"params,omitempty"`
 	// Bound pins what the store keeps beside the record, written in the
 	// same transaction: the receipt answered with it, the run event and
 	// approval facts it appends. Records sealed before writ bound them

@@ -39,6 +39,16 @@ type RecordQuery struct {
 	Outcome   Outcome
 	SubjectID string
 	TraceID   string
+	// ApprovalMode keeps the records whose approval_mode_effective is
+	// this mode.
+	ApprovalMode ApprovalMode
+	// PolicyDecisionID keeps the records one of whose policy decisions
+	// has this policy_decision_id (a rule with its verdict, such as
+	// "pd:refunds@3:R_LIMIT:deny").
+	PolicyDecisionID string
+	// Approver keeps the records one of whose approvals names this
+	// approver: the approval decisions a person made.
+	Approver string
 	// From is inclusive, To exclusive.
 	From, To time.Time
 	// DecisionKeyPrefix and SubjectPrefix keep the records whose

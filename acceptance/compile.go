@@ -185,6 +185,11 @@ func (c *compiler) step(w *pack.Workflow, s *pack.Step) *step {
 				Details: []writ.Detail{{File: s.Pos.File, Line: s.Pos.Line, Message: msg}},
 			}
 		}
+		if mutating && !c.policies.RequiresVerification() && cs.exempt == nil && !c.lenient {
+			// The policies exempt every mutating step: the verdict and its
+			// record name that as the step's exemption.
+			cs.exempt = &pack.Exemption{Workflow: w.WorkflowID, Step: s.ID, Reason: "requireVerificationForMutating is false in the workflow policies", Pos: c.policies.Pos}
+		}
 	}
 	what := func(kind string, i int) string {
 		return fmt.Sprintf("workflow %s step %s %s %d", w.WorkflowID, s.ID, kind, i)

@@ -95,3 +95,14 @@ func TestLenientDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestRequireVerificationOffIsAnExemption: with requireVerificationForMutating
+// false, a mutating step without a contract is accepted, and its verdict
+// names that as its exemption.
+func TestRequireVerificationOffIsAnExemption(t *testing.T) {
+	c := compile(t, stepWorkflow("upload", "next: end\n"), `{"requireVerificationForMutating": false}`, "")
+	v, err := c.Evaluate("w", "s", acceptance.Attempt{Result: map[string]any{}}, 0, nil, 0)
+	if err != nil || v.State != acceptance.Accepted || v.Exempt == nil || v.Exempt.Reason != "requireVerificationForMutating is false in the workflow policies" {
+		t.Errorf("Evaluate(upload step, verification not required) = %+v, %v; want accepted, naming the policies as its exemption", v, err)
+	}
+}

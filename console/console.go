@@ -377,10 +377,12 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// forwardable is what the console forwards to the API: reads, and the
-// two decisions an approver makes. Agent routes (checks, runs' attempts)
-// and admin routes are never reachable from a console page.
-var forwardable = regexp.MustCompile(`^/v1/approvals/[^/]+/(approve|deny)$`)
+// forwardable is what the console forwards to the API: reads, the two
+// decisions an approver makes, and an admin's creating and revoking of
+// the tenant's API keys (the API checks the roles). Agent routes (checks,
+// runs' attempts) and the other admin routes are never reachable from a
+// console page.
+var forwardable = regexp.MustCompile(`^(/v1/approvals/[^/]+/(approve|deny)|/v1/keys|/v1/keys/[^/]+/revoke)$`)
 
 // forward calls the API with the session's key.
 func (c *Console) forward(w http.ResponseWriter, r *http.Request, apiPath string) {

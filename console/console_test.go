@@ -281,6 +281,11 @@ func TestForwardOnlyWhatPeopleDo(t *testing.T) {
 		{"check", "POST", "/console/api/v1/check", "ok", "", 404, false},
 		{"start a run", "POST", "/console/api/v1/runs", "ok", "", 404, false},
 		{"issue a checkpoint", "POST", "/console/api/v1/ledger/checkpoint", "ok", "", 404, false},
+		{"create a key", "POST", "/console/api/v1/keys", "ok", "", 200, true},
+		{"revoke a key", "POST", "/console/api/v1/keys/key_1/revoke", "ok", "", 200, true},
+		{"create a key without CSRF", "POST", "/console/api/v1/keys", "", "", 403, false},
+		{"revoke a key cross-origin", "POST", "/console/api/v1/keys/key_1/revoke", "ok", "https://evil.example", 403, false},
+		{"revoke two keys", "POST", "/console/api/v1/keys/key_1/revoke/x", "ok", "", 404, false},
 		{"outside the API", "GET", "/console/api/debug/pprof", "", "", 404, false},
 		{"dot segments", "POST", "/console/api/v1/approvals/apr_1/approve/../../../check", "ok", "", 404, false},
 	} {

@@ -236,11 +236,34 @@ func (e *Engine) Close() error {
 func (e *Engine) Pack() *pack.Pack { return e.policy.Pack }
 
 // Check runs one boundary check. See writ.Service.
+//
+// The actor is bound to the request's credentials first (writ.BindActor):
+// in keyed mode the API key's principal, authenticated; in development
+// mode the actor as named, claimed.
 func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
-	return e.check(ctx, req, "")
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty check request")
+	}
+	bound, err := bindActor(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.check(ctx, bound, "")
 }
 
-// check runs one boundary check. With cont, the check continues decision
+// bindActor returns a copy of req whose actor is bound to ctx's
+// credentials (writ.BindActor). The caller's request stays theirs.
+func bindActor(ctx context.Context, req *writ.CheckRequest) (*writ.CheckRequest, error) {
+	a, err := writ.BindActor(ctx, req.TenantID, req.Actor)
+	if err != nil {
+		return nil, err
+	}
+	rq := *req
+	rq.Actor = a
+	return &rq, nil
+}
+
+// check runs one boundary check whose actor is bound (bindActor). With cont, the check continues decision
 // cont (a resume): its record and receipt carry that decision id.
 // Otherwise a check that redeems an approval continues the decision that
 // asked for it, and any other check is a new decision.
@@ -365,12 +388,17 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
 	binding := record.Binding(r, digests, argsDigest)
-	hist, err := e.readHistory(ctx, r, rq, now)
+	params, err := e.checkParams(ctx, rq.TenantID)
+	if err != nil {
+		rc, err := e.failClosed(rq, r, "the tenant's parameter values could not be read", err)
+		return rc, "", err
+	}
+	hist, err := e.readHistory(ctx, r, rq, now, paramValues(params))
 	if err != nil {
 		rc, err := e.failClosed(rq, r, "the history aggregates could not be read", err)
 		return rc, "", err
 	}
-	d := e.policy.DecideWith(r, rq, now, hist.values)
+	d := e.policy.DecideInputs(r, rq, now, policy.Inputs{History: hist.values, Params: paramValues(params)})
 	d.ApplyApprovals(presented, binding, now)
 	envHash := record.Digest(envelope)
 	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
@@ -390,6 +418,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
 	rec.History = pinnedHistory(hist)
+	rec.Params = params
 	rc := d.Receipt(r, rq, decisionID)
 	rc.Metadata = writ.Metadata{RecordID: recordID, DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: rq.TraceID}
 	if x := rec.Execution; x != nil {
@@ -456,7 +485,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	if rc.MustNotRetrySameAction && !rc.SafeToExecute {
 		entry.Block = &block
 	}
-	entry.Shadow = e.decideShadow(ctx, rq, presented, digests, argsDigest, rc, rec, now)
+	entry.Shadow = e.decideShadow(ctx, rq, presented, digests, argsDigest, rc, rec, now, params)
 	hist.pin(entry, rc, now)
 	// The record binds what is stored beside it (receipt, run event,
 	// approval facts) before it is sealed.
@@ -491,7 +520,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 // without a shadow pack, or when the shadow pack cannot resolve the check
 // (it does not know the tool or decision key): then there is nothing to
 // compare, and the enforced decision stands alone.
-func (e *Engine) decideShadow(ctx context.Context, rq *writ.CheckRequest, presented []*writ.ApprovalRequest, digests record.Digests, argsDigest string, rc *writ.Receipt, rec *writ.Record, now time.Time) *ledger.ShadowDecision {
+func (e *Engine) decideShadow(ctx context.Context, rq *writ.CheckRequest, presented []*writ.ApprovalRequest, digests record.Digests, argsDigest string, rc *writ.Receipt, rec *writ.Record, now time.Time, params *writ.ParamsPin) *ledger.ShadowDecision {
 	sh := e.shadow
 	if sh == nil {
 		return nil
@@ -501,7 +530,10 @@ func (e *Engine) decideShadow(ctx context.Context, rq *writ.CheckRequest, presen
 		e.log.Debug("shadow pack cannot resolve the check", "pack", sh.Pack.ID(), "record", rec.RecordID, "err", err)
 		return nil
 	}
-	d := sh.DecideWith(r, rq, now, e.shadowHistory(ctx, sh, r, rq, now))
+	// The shadow pack reads the tenant's values the check read, as it
+	// declares its parameters (its defaults for the others).
+	shParams := sh.Pack.EffectiveParams(paramValues(params))
+	d := sh.DecideInputs(r, rq, now, policy.Inputs{History: e.shadowHistory(ctx, sh, r, rq, now, shParams), Params: shParams})
 	d.ApplyApprovals(presented, record.Binding(r, digests, argsDigest), now)
 	src := d.Receipt(r, rq, rec.DecisionID)
 	redactReceipt(e.redactor, src)

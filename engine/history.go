@@ -34,8 +34,8 @@ type history struct {
 // values it needs from the store (an indexed read per aggregate, never a
 // scan of records). Group keys are redacted with the pack's patterns
 // before they are read or stored, as every id in a record is.
-func (e *Engine) readHistory(ctx context.Context, r *policy.Resolved, rq *writ.CheckRequest, now time.Time) (*history, error) {
-	h := &history{plan: e.policy.HistoryPlan(r, rq, now)}
+func (e *Engine) readHistory(ctx context.Context, r *policy.Resolved, rq *writ.CheckRequest, now time.Time, params map[string]any) (*history, error) {
+	h := &history{plan: e.policy.HistoryPlanWith(r, rq, now, params)}
 	e.redactGroups(&h.plan)
 	if len(h.plan.Reads) == 0 {
 		return h, nil
@@ -134,8 +134,8 @@ func pinnedHistory(h *history) []writ.HistoryValue {
 // shadow's history conditions then fail closed, as they would live). The
 // read is on the check's path, so it runs under the check's context: a
 // stalled store does not hold the check past its caller's deadline.
-func (e *Engine) shadowHistory(ctx context.Context, sh *policy.Policy, r *policy.Resolved, rq *writ.CheckRequest, now time.Time) policy.History {
-	plan := sh.HistoryPlan(r, rq, now)
+func (e *Engine) shadowHistory(ctx context.Context, sh *policy.Policy, r *policy.Resolved, rq *writ.CheckRequest, now time.Time, params map[string]any) policy.History {
+	plan := sh.HistoryPlanWith(r, rq, now, params)
 	if len(plan.Reads) == 0 {
 		return nil
 	}

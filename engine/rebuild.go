@@ -132,3 +132,11 @@ func (zeroes) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// ParamsChange rebuilds the record of a tenant's parameter change from
+// its stored request envelope: the record SetParams sealed, with the
+// recorded id and clock. prev is the change it replaced ("" for none).
+func (b *Rebuilder) ParamsChange(envelope []byte, recordID, prev string, now time.Time) (*writ.Record, error) {
+	p := b.e.policy.Pack
+	return ParamsRecord(p, recordID, envelope, prev, now, redactionIDs(p))
+}

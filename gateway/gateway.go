@@ -303,6 +303,10 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 		if pin := r.pin(); pin != "" {
 			if r.digest == pin {
 				g.pinnedDefs[name] = r.def
+			} else if r.listed.OnDefinitionChange == pack.ChangeHide {
+				g.log.Warn("gateway: a pinned tool's definition changed; it is hidden from the agent, as its pack asks (on_definition_change: hide)", "tool", name, "upstream", u.cfg.Name, "pinned", pin, "observed", r.digest)
+				g.server.RemoveTools(name)
+				continue
 			} else if def = g.pinnedDefs[name]; def == nil {
 				// Changed before this process saw the pinned text: the
 				// agent is shown nothing of it rather than the new text.
@@ -441,6 +445,10 @@ type Caller struct {
 	// Token is the caller's bearer token over HTTP, if any (a Writ that
 	// is a remote server may present it).
 	Token string
+	// Principal is the caller's authenticated API key, if any: the
+	// gateway passes it to the Writ it checks with (writ.WithPrincipal),
+	// so the caller's identity is authenticated (docs/trust.md).
+	Principal *writ.Principal
 }
 
 type callerKey struct{}
@@ -456,6 +464,8 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 const (
 	TokenTenant = "tenant_id"
 	TokenRaw    = "token"
+	// TokenPrincipal holds the caller's *writ.Principal.
+	TokenPrincipal = "principal"
 )
 
 func (g *Gateway) caller(req *mcp.CallToolRequest) (Caller, error) {
@@ -471,6 +481,11 @@ func (g *Gateway) caller(req *mcp.CallToolRequest) (Caller, error) {
 		c.TenantID, _ = ti.Extra[TokenTenant].(string)
 		c.Token, _ = ti.Extra[TokenRaw].(string)
 		c.Actor = writ.Actor{Type: writ.ActorAgent, ID: ti.UserID}
+		if p, ok := ti.Extra[TokenPrincipal].(*writ.Principal); ok && p != nil {
+			// The key's principal is the actor (writ.BindActor).
+			own := p.Actor()
+			c.Principal, c.Actor = p, writ.Actor{Type: own.Type, ID: own.ID}
+		}
 	}
 	if c.TenantID == "" {
 		return c, errors.New("the gateway has no tenant for this call: set tenant in the gateway configuration, or connect with an API key")

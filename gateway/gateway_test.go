@@ -591,7 +591,7 @@ func TestPinnedDefinitionChanged(t *testing.T) {
 
 // pinPack copies the test pack into a temporary directory with tool
 // pinned to digest.
-func pinPack(t *testing.T, tool, digest string) string {
+func pinPack(t *testing.T, tool, digest string, more ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	err := os.CopyFS(dir, os.DirFS(packDir()))
@@ -607,7 +607,11 @@ func pinPack(t *testing.T, tool, digest string) string {
 	if !bytes.Contains(data, []byte(old)) {
 		t.Fatalf("tools.yaml has no %s", tool)
 	}
-	data = bytes.Replace(data, []byte(old), []byte(old+"    definition_digest: "+digest+"\n"), 1)
+	lines := "    definition_digest: " + digest + "\n"
+	for _, m := range more {
+		lines += "    " + m + "\n"
+	}
+	data = bytes.Replace(data, []byte(old), []byte(old+lines), 1)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -698,6 +702,14 @@ func TestApprovalPresentedInMeta(t *testing.T) {
 // definition while connected (tools/list_changed) has its next call
 // refused with tool_definition_changed.
 func TestRugPullMidSession(t *testing.T) {
+	t.Run("show_pinned", func(t *testing.T) { testRugPullMidSession(t, false) })
+	t.Run("hide", func(t *testing.T) { testRugPullMidSession(t, true) })
+}
+
+// testRugPullMidSession: a pinned tool changed mid-session is shown as
+// pinned (the default) or, when its pack says on_definition_change:
+// hide, not listed at all; either way nothing reaches the upstream.
+func testRugPullMidSession(t *testing.T, hide bool) {
 	first := newFixture(t, packDir(), &files{}, "")
 	var digest string
 	for _, tl := range first.gw.Tools() {
@@ -705,7 +717,11 @@ func TestRugPullMidSession(t *testing.T) {
 			digest = tl.Digest
 		}
 	}
-	f := newFixture(t, pinPack(t, "fs.read_file", digest), &files{}, "")
+	var more []string
+	if hide {
+		more = append(more, "on_definition_change: hide")
+	}
+	f := newFixture(t, pinPack(t, "fs.read_file", digest, more...), &files{}, "")
 	changed := make(chan struct{}, 16)
 	ct, st := mcp.NewInMemoryTransports()
 	if _, err := f.gw.Server().Connect(context.Background(), st, nil); err != nil {
@@ -734,12 +750,33 @@ func TestRugPullMidSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	listed := false
 	for _, tl := range lt.Tools {
-		if tl.Name == "fs.read_file" && tl.Description != "Read a file." {
+		if tl.Name != "fs.read_file" {
+			continue
+		}
+		listed = true
+		if tl.Description != "Read a file." {
 			t.Errorf("tools/list shows fs.read_file as %q, want the pinned definition", tl.Description)
 		}
 	}
 	before := f.up.calls.Load()
+	if hide {
+		if listed {
+			t.Error("tools/list shows fs.read_file, want it hidden (on_definition_change: hide)")
+		}
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "fs.read_file", Arguments: map[string]any{"path": "/b"}})
+		if err == nil || !strings.Contains(err.Error(), "unknown tool") {
+			t.Errorf("a call of the hidden tool = %v, want a JSON-RPC error: unknown tool", err)
+		}
+		if f.up.calls.Load() != before {
+			t.Error("the hidden tool was called upstream")
+		}
+		return
+	}
+	if !listed {
+		t.Error("tools/list does not show fs.read_file, want the pinned definition")
+	}
 	res := call(t, cs, "fs.read_file", map[string]any{"path": "/b"})
 	if !res.IsError || receipt(t, res).Reasons[0].Code != "tool_definition_changed" {
 		t.Fatalf("the changed tool = %q, want refused with tool_definition_changed", text(res))

@@ -76,11 +76,17 @@ var routeSamples = map[string]struct{ target, body string }{
 	"POST /v1/approvals/{id}/approve":          {"/v1/approvals/apr_1/approve", `{"reason":"Invoice checked."}`},
 	"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"reason":"The invoice does not match."}`},
 	"POST /v1/approvals/{id}/withdraw":         {"/v1/approvals/apr_1/withdraw", `{"reason":"The customer cancelled."}`},
+	"GET /v1/keys":                             {"/v1/keys", ""},
+	"GET /v1/pack":                             {"/v1/pack", ""},
+	"POST /v1/keys":                            {"/v1/keys", `{"subject":"maria","roles":["approver"]}`},
+	"POST /v1/keys/{id}/revoke":                {"/v1/keys/key_maria/revoke", `{}`},
 	"GET /healthz":                             {"/healthz", ""},
 	"GET /v1/whoami":                           {"/v1/whoami", ""},
 	"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
 	"GET /v1/decisions/{id}":                   {"/v1/decisions/dec_1", ""},
 	"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?expired_by=now", ""},
+	"GET /v1/params":                           {"/v1/params", ""},
+	"PUT /v1/params":                           {"/v1/params", `{"values":{"limit":3},"reason":"r"}`},
 	"POST /v1/decisions/{id}/execution":        {"/v1/decisions/dec_1/execution", `{"status":"succeeded"}`},
 	"POST /v1/decisions/{id}/resume":           {"/v1/decisions/dec_1/resume", `{"request":{"tool":"payments.issue_refund"}}`},
 	"POST /access/v1/evaluation":               {"/access/v1/evaluation", azSample},
@@ -110,8 +116,8 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // newAuthServer returns a server of fake, as every interface, that
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
-	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Authenticate: testKeys.authenticate,
-		Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys})
+	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Authenticate: testKeys.authenticate,
+		Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys, APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
 }
 
 // TestRolesPerRoute proves the route table on every route: a key holding
@@ -152,7 +158,7 @@ func TestRolesPerRoute(t *testing.T) {
 					t.Errorf("%s as %s = %d, want success; body %s", name, role, rec.Code, rec.Body)
 					continue
 				}
-				if name == "GET /metrics" {
+				if name == "GET /metrics" || name == "GET /v1/pack" {
 					continue // server-wide: reaches no service, names no tenant
 				}
 				if name == "GET /v1/whoami" {
@@ -244,11 +250,17 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"POST /v1/approvals/{id}/approve":          {"/v1/approvals/apr_1/approve", `{"tenant_id":"acme","approver":"maria","reason":"ok"}`},
 		"POST /v1/approvals/{id}/deny":             {"/v1/approvals/apr_1/deny", `{"tenant_id":"acme","approver":"maria","reason":"no"}`},
 		"POST /v1/approvals/{id}/withdraw":         {"/v1/approvals/apr_1/withdraw", `{"tenant_id":"acme"}`},
+		"GET /v1/keys":                             {"/v1/keys?tenant_id=acme", ""},
+		"GET /v1/pack":                             {"/v1/pack?tenant_id=acme", ""},
+		"POST /v1/keys":                            {"/v1/keys", `{"tenant_id":"acme","subject":"maria","roles":["approver"]}`},
+		"POST /v1/keys/{id}/revoke":                {"/v1/keys/key_maria/revoke", `{"tenant_id":"acme"}`},
 		"GET /healthz":                             {"/healthz", ""},
 		"GET /v1/whoami":                           {"/v1/whoami", ""},
 		"GET /v1/openapi.yaml":                     {"/v1/openapi.yaml", ""},
 		"GET /v1/decisions/{id}":                   {"/v1/decisions/dec_1?tenant_id=acme", ""},
 		"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?tenant_id=acme", ""},
+		"GET /v1/params":                           {"/v1/params?tenant_id=acme", ""},
+		"PUT /v1/params":                           {"/v1/params", `{"tenant_id":"acme","values":{},"by":"maria","reason":"r"}`},
 		"POST /v1/decisions/{id}/execution":        {"/v1/decisions/dec_1/execution", `{"tenant_id":"acme","status":"failed"}`},
 		"POST /v1/decisions/{id}/resume":           {"/v1/decisions/dec_1/resume", `{"tenant_id":"acme","request":{"tool":"t"},"wait":"1s"}`},
 		"POST /access/v1/evaluation":               {"/access/v1/evaluation", azSampleAcme},
@@ -263,7 +275,8 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 			t.Fatalf("no development mode sample of %s %s; add one", rt.method, rt.path)
 		}
 		fake := fullService()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys})
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys,
+			APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")
 		rec := serve(s, req)

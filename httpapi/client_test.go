@@ -301,6 +301,7 @@ func TestClientRecords(t *testing.T) {
 	q := writ.RecordQuery{
 		TenantID: "acme & co", DecisionKey: "support.refund.execute", Status: writ.StatusEscalated,
 		SubjectID: "customer:cus_77", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		ApprovalMode: writ.ModeDelegated, PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny", Approver: "user:ops & lead",
 		From: time.Date(2026, 5, 1, 0, 0, 0, 1, time.UTC), To: time.Date(2026, 5, 2, 3, 4, 5, 0, time.FixedZone("", 2*3600)),
 		Limit: 1000, Cursor: "c+1/=",
 	}

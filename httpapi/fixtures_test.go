@@ -21,6 +21,7 @@ import (
 // with, and the principal each call saw, and answers with the values it
 // was given.
 type fakeService struct {
+	keyCalls    int // calls to the key store of fakeKeys
 	receipt     *writ.Receipt
 	record      *writ.StoredRecord
 	page        *writ.RecordPage
@@ -361,7 +362,7 @@ func (f *fakeService) calls() int {
 	defer f.mu.Unlock()
 	return len(f.checks) + len(f.recordCalls) + len(f.queries) + len(f.ledgerCalls) +
 		len(f.starts) + len(f.attempts) + len(f.runCalls) +
-		len(f.approvalQs) + len(f.approvalGet) + len(f.decisions) + len(f.replayCalls)
+		len(f.approvalQs) + len(f.approvalGet) + len(f.decisions) + len(f.replayCalls) + f.keyCalls
 }
 
 // approvalQueries returns the queries Approvals was called with.
@@ -864,6 +865,20 @@ func (f *fakeService) Decision(ctx context.Context, tenantID, decisionID string)
 		State: writ.DecisionState{Status: writ.StatusDecided, Outcome: writ.OutcomeAllow, SafeToExecute: true},
 		Records: []writ.StoryRecord{{Kind: writ.StoryCheck, RecordID: rec.Record.RecordID, Status: rec.Record.Status, Timestamp: rec.Record.Timestamp,
 			Seal: rec.Record.Audit, Record: rec.Raw}}}, f.err
+}
+
+func (f *fakeService) Params(ctx context.Context, tenantID string) (*writ.ParamsState, error) {
+	f.mu.Lock()
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	return &writ.ParamsState{TenantID: tenantID, Pack: "p@1.0.0", Declared: []writ.ParamDecl{}, Values: map[string]any{}, Effective: map[string]any{}}, f.err
+}
+
+func (f *fakeService) SetParams(ctx context.Context, r *writ.SetParamsRequest) (*writ.ParamsState, error) {
+	f.mu.Lock()
+	f.saw(ctx, r.TenantID)
+	f.mu.Unlock()
+	return &writ.ParamsState{TenantID: r.TenantID, Pack: "p@1.0.0", Declared: []writ.ParamDecl{}, Values: r.Values, Effective: r.Values}, f.err
 }
 
 func (f *fakeService) InFlight(ctx context.Context, q writ.InFlightQuery) (*writ.InFlightPage, error) {

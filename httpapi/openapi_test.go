@@ -83,7 +83,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("%s %s has no operationId", r.method, r.path)
 		}
 		success := "200"
-		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution") {
+		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution" || r.path == "/v1/keys") {
 			success = "201"
 		}
 		if _, ok := op["responses"].(map[string]any)[success]; !ok {
@@ -108,13 +108,15 @@ func TestOpenAPIDocument(t *testing.T) {
 	wantParams := map[string][]string{
 		"get /v1/records": slices.Collect(maps.Keys(recordQueryValues(writ.RecordQuery{
 			TenantID: "t", DecisionKey: "k", Status: "s", Outcome: "o", SubjectID: "s", TraceID: "t",
-			DecisionKeyPrefix: "k", SubjectPrefix: "s", Newest: true,
+			DecisionKeyPrefix: "k", SubjectPrefix: "s", Newest: true, ApprovalMode: "m", PolicyDecisionID: "p", Approver: "a",
 			From: testTime, To: testTime, Limit: 1, Cursor: "c",
 		}))),
 		"get /v1/records/{id}":          {paramTenantID},
 		"get /v1/records/{id}/envelope": {paramTenantID},
 		"get /v1/ledger/keys":           {paramTenantID},
 		"post /v1/ledger/checkpoint":    {paramTenantID},
+		"get /v1/keys":                  {paramTenantID},
+		"get /v1/pack":                  {paramTenantID},
 		"get /v1/ledger/checkpoint":     checkpointParams,
 		"get /v1/records/{id}/proof":    proofParams,
 		"get /v1/ledger/consistency":    consistencyParams,
@@ -127,6 +129,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			TenantID: "t", State: "s", GateID: "g", DecisionKey: "k", CreatedBefore: testTime, Limit: 1, Cursor: "c",
 		}))), paramOlderThan),
 		"get /v1/approvals/{id}":      {paramTenantID},
+		"get /v1/params":              {paramTenantID},
 		"get /v1/records/{id}/replay": {paramTenantID},
 		"get /v1/replay":              replayTraceParams,
 		"get /v1/shadow/report": slices.Collect(maps.Keys(shadowQueryValues(writ.ShadowQuery{
@@ -308,6 +311,7 @@ var schemaTypes = map[string]reflect.Type{
 	"VerifierKey":                reflect.TypeFor[keyring.Key](),
 	"CheckRequest":               reflect.TypeFor[writ.CheckRequest](),
 	"Actor":                      reflect.TypeFor[writ.Actor](),
+	"ActorRef":                   reflect.TypeFor[writ.ActorRef](),
 	"InputsRefs":                 reflect.TypeFor[writ.InputsRefs](),
 	"WorkflowRef":                reflect.TypeFor[writ.WorkflowRef](),
 	"Evidence":                   reflect.TypeFor[writ.Evidence](),
@@ -359,6 +363,9 @@ var schemaTypes = map[string]reflect.Type{
 	"ExecutionError":             reflect.TypeFor[writ.ExecutionError](),
 	"ExecutionReport":            reflect.TypeFor[writ.ExecutionReport](),
 	"ExecutionAck":               reflect.TypeFor[writ.ExecutionAck](),
+	"ParamsPin":                  reflect.TypeFor[writ.ParamsPin](),
+	"SetParamsRequest":           reflect.TypeFor[writ.SetParamsRequest](),
+	"ParamsState":                reflect.TypeFor[writ.ParamsState](),
 	"ResumeBody":                 reflect.TypeFor[resumeBody](),
 	"DecisionStory":              reflect.TypeFor[writ.DecisionStory](),
 	"InFlightPage":               reflect.TypeFor[writ.InFlightPage](),
@@ -366,6 +373,12 @@ var schemaTypes = map[string]reflect.Type{
 	"ApprovalPage":               reflect.TypeFor[writ.ApprovalPage](),
 	"DecideApprovalBody":         reflect.TypeFor[decideBody](),
 	"WithdrawApprovalBody":       reflect.TypeFor[withdrawBody](),
+	"APIKey":                     reflect.TypeFor[wireKey](),
+	"PackInForce":                reflect.TypeFor[wirePack](),
+	"PackBundle":                 reflect.TypeFor[wireBundle](),
+	"PackRule":                   reflect.TypeFor[wireRule](),
+	"CreateAPIKeyBody":           reflect.TypeFor[createKeyBody](),
+	"RevokeAPIKeyBody":           reflect.TypeFor[revokeKeyBody](),
 	"ReplayResult":               reflect.TypeFor[writ.ReplayResult](),
 	"ReplayDifference":           reflect.TypeFor[writ.ReplayDifference](),
 	"ReplayResults":              reflect.TypeFor[replayResults](),
@@ -473,9 +486,9 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
 		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError)},
 		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
-		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport)},
+		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport, replay.KindParamsChange)},
 		{[]string{"ReplayClass"}, strs(replay.ClassEvidence, replay.ClassPolicy, replay.ClassToolTranscript, replay.ClassCompiledContext,
-			replay.ClassScorecard, replay.ClassHistory, replay.ClassRecord, replay.ClassTamper)},
+			replay.ClassScorecard, replay.ClassHistory, replay.ClassParams, replay.ClassRecord, replay.ClassTamper)},
 	}
 	for _, tt := range tests {
 		var got []string

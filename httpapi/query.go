@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
 )
 
 // Query parameters of GET /v1/records. recordQueryValues and
@@ -27,6 +28,9 @@ const (
 	paramSubjectPrefix     = "subject_prefix"
 	paramOrder             = "order"
 	paramTraceID           = "trace_id"
+	paramApprovalMode      = "approval_mode_effective"
+	paramPolicyDecisionID  = "policy_decision_id"
+	paramApprover          = "approver"
 	paramFrom              = "from"
 	paramTo                = "to"
 	paramLimit             = "limit"
@@ -59,6 +63,9 @@ func recordQueryValues(q writ.RecordQuery) url.Values {
 	set(paramTraceID, q.TraceID)
 	set(paramDecisionKeyPrefix, q.DecisionKeyPrefix)
 	set(paramSubjectPrefix, q.SubjectPrefix)
+	set(paramApprovalMode, string(q.ApprovalMode))
+	set(paramPolicyDecisionID, q.PolicyDecisionID)
+	set(paramApprover, q.Approver)
 	if q.Newest {
 		v.Set(paramOrder, orderNewest)
 	}
@@ -87,7 +94,8 @@ const (
 func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	p := queryParser{values: v}
 	p.allow(paramTenantID, paramDecisionKey, paramStatus, paramOutcome, paramSubjectID, paramTraceID,
-		paramDecisionKeyPrefix, paramSubjectPrefix, paramOrder, paramFrom, paramTo, paramLimit, paramCursor)
+		paramDecisionKeyPrefix, paramSubjectPrefix, paramApprovalMode, paramPolicyDecisionID, paramApprover,
+		paramOrder, paramFrom, paramTo, paramLimit, paramCursor)
 	q := writ.RecordQuery{
 		TenantID:          p.required(paramTenantID),
 		DecisionKey:       p.get(paramDecisionKey),
@@ -97,6 +105,9 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 		TraceID:           p.get(paramTraceID),
 		DecisionKeyPrefix: p.get(paramDecisionKeyPrefix),
 		SubjectPrefix:     p.get(paramSubjectPrefix),
+		ApprovalMode:      writ.ApprovalMode(p.get(paramApprovalMode)),
+		PolicyDecisionID:  p.get(paramPolicyDecisionID),
+		Approver:          p.get(paramApprover),
 		From:              p.time(paramFrom),
 		To:                p.time(paramTo),
 		Cursor:            p.get(paramCursor),
@@ -106,6 +117,9 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	}
 	if q.Outcome != "" && !slices.Contains(writ.Outcomes, q.Outcome) {
 		p.fail(paramOutcome, "must be one of allow, allow_with_warning, replan_required, goal_fail_terminal")
+	}
+	if q.ApprovalMode != "" && q.ApprovalMode.Rank() < 0 {
+		p.fail(paramApprovalMode, ledger.ApprovalModesMessage)
 	}
 	switch p.get(paramOrder) {
 	case "", orderChain:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/pack"
 )
 
 // Config configures a Server. The zero value of every field selects its
@@ -75,6 +76,10 @@ type Config struct {
 	// a decision's story and the decisions in flight. It is usually the
 	// engine that serves checks. Nil means those routes answer 404.
 	Lifecycle writ.Lifecycle
+	// Params serves the tenant parameter routes (GET and PUT
+	// /v1/params). It is usually the engine that serves checks. Nil
+	// means those routes answer 404.
+	Params writ.TenantParams
 	// MaxWaiting caps the resumes that wait on approvals at once (POST
 	// /v1/decisions/{id}/resume): they are counted here, not against
 	// MaxInFlight, so waiting agents never crowd out checks. A resume
@@ -91,6 +96,14 @@ type Config struct {
 	// tenant. Nil means development mode: no one is authenticated, every
 	// caller may act for every tenant, and /healthz says so.
 	Authenticate func(ctx context.Context, token string) (*writ.Principal, error)
+	// VerifyDelegation verifies a delegation token (the JWT of a
+	// Writ-Delegation header) for the API key's tenant, and returns the
+	// delegated user it authenticates; a token it refuses is an
+	// EFORBIDDEN error saying why (403), any other error means tokens
+	// cannot be checked now (503). Nil means the server trusts no issuer:
+	// a request that sends the header is refused (403). The header is
+	// honoured in keyed mode only (Authenticate set); see docs/trust.md.
+	VerifyDelegation func(ctx context.Context, tenantID, token string) (*writ.Delegation, error)
 	// Envelopes returns the request envelope stored with the tenant's
 	// record seq whose content address ("sha256:…") is hash, or
 	// ENOTFOUND (ledger.Store.Envelope). It serves GET
@@ -100,6 +113,13 @@ type Config struct {
 	// and checkpoints, retired and revoked ones included. It serves GET
 	// /v1/ledger/keys. Nil means that route answers 404.
 	VerifierKeys func(ctx context.Context, tenantID string) ([]keyring.Key, error)
+	// APIKeys, when set, serves the admin's API-key routes (GET /v1/keys,
+	// POST /v1/keys, POST /v1/keys/{id}/revoke); without it they answer
+	// 404.
+	APIKeys *KeyAdmin
+	// Pack, when set, is the pack the server enforces, which GET /v1/pack
+	// describes; without it the route answers 404.
+	Pack *pack.Pack
 	// Metrics serves GET /metrics: the Prometheus metrics (package
 	// telemetry). It needs a key with the admin role; the handler reads
 	// the key's principal from the request's context, to serve that
@@ -186,6 +206,7 @@ type Server struct {
 	replays   writ.Replays       // nil when the server replays nothing
 	shadows   writ.ShadowReports // nil when the server reports no shadow decisions
 	lifecycle writ.Lifecycle     // nil when the server carries no decision past its receipt
+	params    writ.TenantParams  // nil when the server serves no tenant parameters
 	cfg       Config
 	log       *slog.Logger
 	rand      io.Reader
@@ -244,6 +265,12 @@ var routes = []route{
 	{http.MethodPost, pathAuthZENEvaluation, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluation},
 	{http.MethodPost, pathAuthZENEvaluations, []writ.Role{writ.RoleAgent}, (*Server).handleAuthZENEvaluations},
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
+	{http.MethodGet, "/v1/params", []writ.Role{writ.RoleAdmin, writ.RoleAuditor}, (*Server).handleParams},
+	{http.MethodPut, "/v1/params", []writ.Role{writ.RoleAdmin}, (*Server).handleSetParams},
+	{http.MethodGet, "/v1/pack", []writ.Role{writ.RoleApprover, writ.RoleAuditor, writ.RoleAdmin}, (*Server).handlePack},
+	{http.MethodGet, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleKeys},
+	{http.MethodPost, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleCreateKey},
+	{http.MethodPost, "/v1/keys/{id}/revoke", []writ.Role{writ.RoleAdmin}, (*Server).handleRevokeKey},
 	{http.MethodGet, "/v1/whoami", writ.Roles, (*Server).handleWhoAmI},
 	{http.MethodGet, "/healthz", nil, (*Server).handleHealth},
 	{http.MethodGet, "/readyz", nil, (*Server).handleReady},
@@ -282,6 +309,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		replays:   cfg.Replays,
 		shadows:   cfg.Shadows,
 		lifecycle: cfg.Lifecycle,
+		params:    cfg.Params,
 		cfg:       cfg,
 		log:       cfg.Logger,
 		rand:      &lockedReader{r: cfg.Rand},
@@ -569,6 +597,11 @@ type Identity struct {
 	KeyID    string      `json:"key_id,omitempty"`
 	Subject  string      `json:"subject,omitempty"`
 	Roles    []writ.Role `json:"roles,omitempty"`
+	// ActorType is the actor type the key acts as (AGENT, HUMAN or
+	// SERVICE) and ActsFor the principals it may act for
+	// (docs/trust.md).
+	ActorType string   `json:"actor_type,omitempty"`
+	ActsFor   []string `json:"acts_for,omitempty"`
 }
 
 // handleWhoAmI serves GET /v1/whoami: whose key the request presented
@@ -577,7 +610,7 @@ type Identity struct {
 func (s *Server) handleWhoAmI(w http.ResponseWriter, r *http.Request) {
 	id := Identity{Auth: AuthDisabled}
 	if p := writ.PrincipalFrom(r.Context()); p != nil {
-		id = Identity{Auth: AuthAPIKeys, TenantID: p.TenantID, KeyID: p.KeyID, Subject: p.Subject, Roles: p.Roles}
+		id = Identity{Auth: AuthAPIKeys, TenantID: p.TenantID, KeyID: p.KeyID, Subject: p.Subject, Roles: p.Roles, ActorType: p.Actor().Type, ActsFor: p.ActsFor}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, http.StatusOK, id)

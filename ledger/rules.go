@@ -18,6 +18,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/record"
 )
 
 // BlobSource returns content-addressed blobs (a store, or a bundle).
@@ -39,7 +40,11 @@ type BlobSource interface {
 //   - controls: every control the pinned pack applies to the spec is
 //     listed, and nothing the pack does not define;
 //   - lineage: pack, pack hash and decision spec are pinned and resolve;
-//   - trace: the trace id is a W3C trace id.
+//   - trace: the trace id is a W3C trace id;
+//   - params: a parameter change sets values that match the pinned
+//     pack's parameters, with their digest; a check's pinned values are
+//     the pinned pack's parameters, matching their schemas, with their
+//     digest.
 //
 // The seal rule (hashes, signatures, key windows) is checked by Verify.
 type Rules struct {
@@ -240,6 +245,11 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 		checkExecution(rec, bad)
 		return out
 	}
+	if strings.HasPrefix(rec.DecisionKey, pack.ParamsKeyPrefix) {
+		checkParamsChange(p, rec, bad)
+		return out
+	}
+	checkParamsPin(p, rec.Params, bad)
 	spec, ok := p.Specs[rec.DecisionKey]
 	if !ok || spec.ID() != l.DecisionSpec || spec.Version != rec.DecisionVersion {
 		bad("lineage", "decision spec %s@%s is not in the pinned pack", rec.DecisionKey, rec.DecisionVersion)
@@ -396,5 +406,45 @@ func (r *Rules) checkVerdict(p *pack.Pack, rec *writ.Record, bad func(rule, form
 	}
 	if !slices.Equal(redaction, rec.ControlsActive.RedactionRulesActive) && !(len(redaction) == 0 && len(rec.ControlsActive.RedactionRulesActive) == 0) {
 		bad("controls", "redaction_rules_active %v, but the pinned pack redacts with %v", rec.ControlsActive.RedactionRulesActive, redaction)
+	}
+}
+
+// checkParamsChange checks the record of a tenant's parameter change: its
+// key is the pinned pack's, and its values match the pack's parameters.
+func checkParamsChange(p *pack.Pack, rec *writ.Record, bad func(rule, format string, args ...any)) {
+	if rec.DecisionKey != p.ParamsKey() || rec.Lineage.DecisionSpec != rec.DecisionKey {
+		bad("lineage", "parameter change %s is not of the pinned pack %s", rec.DecisionKey, p.ID())
+	}
+	values, ok := rec.Outputs["values"].(map[string]any)
+	if !ok {
+		bad("params", "a parameter change carries its values in outputs.values")
+		return
+	}
+	if _, err := p.CheckParams(values); err != nil {
+		bad("params", "%v", err)
+	}
+	if d, err := record.CanonicalDigest(values); err != nil || d != rec.Outputs["digest"] {
+		bad("params", "outputs.digest is not the digest of outputs.values")
+	}
+}
+
+// checkParamsPin checks a check's pinned parameter values: exactly the
+// pinned pack's parameters (none when it declares none), each matching
+// its schema, with their digest.
+func checkParamsPin(p *pack.Pack, pin *writ.ParamsPin, bad func(rule, format string, args ...any)) {
+	if pin == nil {
+		if len(p.Params) > 0 {
+			bad("params", "the pinned pack declares tenant parameters and the record pins no values")
+		}
+		return
+	}
+	if len(pin.Values) != len(p.Params) {
+		bad("params", "the record pins %d parameter values; the pinned pack declares %d parameters", len(pin.Values), len(p.Params))
+	}
+	if _, err := p.CheckParams(pin.Values); err != nil {
+		bad("params", "%v", err)
+	}
+	if d, err := record.CanonicalDigest(pin.Values); err != nil || d != pin.Digest {
+		bad("params", "params.digest is not the digest of params.values")
 	}
 }

@@ -246,7 +246,43 @@ func PageQuery(q writ.RecordQuery) (after int64, limit int, err error) {
 	if q.Outcome != "" && !slices.Contains(writ.Outcomes, q.Outcome) {
 		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("unknown outcome %q", q.Outcome), Details: []writ.Detail{{Field: "outcome", Message: "must be one of allow, allow_with_warning, replan_required, goal_fail_terminal"}}}
 	}
+	if q.ApprovalMode != "" && q.ApprovalMode.Rank() < 0 {
+		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("unknown approval mode %q", q.ApprovalMode), Details: []writ.Detail{{Field: "approval_mode_effective", Message: ApprovalModesMessage}}}
+	}
 	return pageStart("a record query", q.TenantID, q.Limit, q.Cursor)
+}
+
+// ApprovalModesMessage is the problem detail of an unknown approval mode.
+const ApprovalModesMessage = "must be one of read_only, local_write, network, delegated, destructive"
+
+// Terms of a record that stores index besides its columns and subjects:
+// the seed's query keys a record holds any number of.
+const (
+	TermPolicyDecisionID = "policy_decision_id"
+	TermApprover         = "approver"
+)
+
+// Term is one (term, value) pair a store indexes for a record.
+type Term struct{ Term, Value string }
+
+// RecordTerms returns the distinct terms of rec a store indexes so that
+// Records can filter by them: each policy_decision_id of its policy
+// decisions and each approver of its approvals. Empty values are left out.
+func RecordTerms(rec *writ.Record) []Term {
+	var terms []Term
+	add := func(term, value string) {
+		t := Term{term, value}
+		if value != "" && !slices.Contains(terms, t) {
+			terms = append(terms, t)
+		}
+	}
+	for _, p := range rec.PolicyDecisions {
+		add(TermPolicyDecisionID, p.PolicyDecisionID)
+	}
+	for _, a := range rec.Approvals {
+		add(TermApprover, a.Approver)
+	}
+	return terms
 }
 
 // PrefixEnd returns the least string above every string that begins with

@@ -64,7 +64,7 @@ func TestGolden(t *testing.T) {
 		lint.RuleSchema, lint.RuleCEL, lint.RuleMutatingVerification, lint.RuleExemption,
 		lint.RuleRetryCeiling, lint.RuleRetryStrategy, lint.RuleGraphRoot, lint.RuleGraphUnreachable,
 		lint.RuleGraphTerminal, lint.RuleGotoSelf, lint.RuleGraphCycle, lint.RuleGotoGuard, lint.RuleTemplate,
-		lint.RuleClaimedToolCall,
+		lint.RuleClaimedToolCall, lint.RuleProvenance,
 	} {
 		if !rules[rule] {
 			t.Errorf("rule %s has no fixture testdata/%s", rule, rule)
@@ -128,5 +128,23 @@ func TestMutatingWithoutPolicies(t *testing.T) {
 	r := lint.LintFS(fsys, "p")
 	if r.Count(lint.Error) != 1 || r.Findings[0].Rule != lint.RuleMutatingVerification || !strings.Contains(r.Findings[0].Message, "step submit is mutating (action class browser_submit)") {
 		t.Errorf("findings = %v, want one mutating-verification error for step submit", r.Findings)
+	}
+}
+
+// TestRequireVerificationOff: requireVerificationForMutating: false is a
+// pack-wide exemption, and lint names each mutating step it lets through
+// without proof (issue 31).
+func TestRequireVerificationOff(t *testing.T) {
+	fsys := fstest.MapFS{
+		"pack.yaml": {Data: []byte("name: fixture\nversion: 1.0.0\nspecs: [spec.yaml]\npolicies: []\nworkflows: [workflow.yaml]\nworkflow_policies: wp.yaml\n")},
+		"wp.yaml":   {Data: []byte("requireVerificationForMutating: false\n")},
+		"spec.yaml": {Data: []byte("decision_key: fixture.noop\nversion: 1.0.0\naction_class: local_edit\n")},
+		"workflow.yaml": {Data: []byte("workflow_id: w\nversion: 1.0.0\nsteps:\n  - id: submit\n    action_class: upload\n    prompt: Upload.\n    next: done\n" +
+			"  - id: done\n    terminal: true\n")},
+	}
+	r := lint.LintFS(fsys, "p")
+	want := "requireVerificationForMutating is false, so workflow w step submit (action class upload) is accepted without a verification contract"
+	if r.Count(lint.Error) != 0 || r.Count(lint.Warning) != 1 || r.Findings[0].Rule != lint.RuleExemption || r.Findings[0].Message != want {
+		t.Errorf("findings = %v, want one exemption warning: %s", r.Findings, want)
 	}
 }

@@ -45,6 +45,17 @@ func (l *linter) workflowPolicies() {
 			}
 		}
 	}
+	if !wp.RequiresVerification() {
+		// A pack-wide exemption: named, like a step's, for every mutating
+		// step it lets through without proof.
+		for _, w := range sortedWorkflows(l.p) {
+			for _, s := range w.Steps {
+				if v := s.Verification; wp.Mutating(s.ActionClass) && wp.ExemptionFor(w, s.ID) == nil && (v == nil || len(v.Evidence)+len(v.ToolCalls) == 0) {
+					l.add(wp.Pos, RuleExemption, Warning, "requireVerificationForMutating is false, so workflow %s step %s (action class %s) is accepted without a verification contract", w.WorkflowID, s.ID, s.ActionClass)
+				}
+			}
+		}
+	}
 	for _, e := range wp.Exemptions {
 		w := l.p.Workflows[e.Workflow]
 		if w == nil {

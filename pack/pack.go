@@ -59,6 +59,9 @@ type Pack struct {
 	// History are the pack's aggregates over the tenant's own decisions,
 	// in file order (see history.go).
 	History []*Aggregate
+	// Params are the pack's tenant parameters, in file order (see
+	// params.go); none when the pack has no params file.
+	Params []*Param
 }
 
 // Webhook is where writ announces new approval requests: an HTTPS (or,
@@ -230,6 +233,28 @@ type Controls struct {
 	MustEscalate  []*Control       `yaml:"must_escalate"`
 	ApprovalGates []*Gate          `yaml:"approval_gates"`
 	Redaction     []*RedactionRule `yaml:"redaction"`
+	// Patterns are named regular expressions, defined once: redaction
+	// rules name them (NamedPatterns), and conditions read them as
+	// patterns.<id>.
+	Patterns []*NamedPattern `yaml:"patterns"`
+}
+
+// NamedPattern is one entry of the patterns section of controls.yaml.
+type NamedPattern struct {
+	ID          string `yaml:"id"`
+	Description string `yaml:"description"`
+	Regex       string `yaml:"regex"`
+
+	Pos Pos `yaml:"-"`
+}
+
+// PatternMap returns the named patterns, id to regex.
+func (c *Controls) PatternMap() map[string]string {
+	m := make(map[string]string, len(c.Patterns))
+	for _, np := range c.Patterns {
+		m[np.ID] = np.Regex
+	}
+	return m
 }
 
 // Control is a must_refuse or must_escalate control.
@@ -270,7 +295,11 @@ type RedactionRule struct {
 	Description  string   `yaml:"description"`
 	Fields       []string `yaml:"fields"`
 	PatternTexts []string `yaml:"patterns"`
+	// NamedPatterns are ids of the controls' Patterns, used as if their
+	// regexes were written in PatternTexts (after them, in order).
+	NamedPatterns []string `yaml:"named_patterns"`
 
+	// Patterns are PatternTexts then NamedPatterns, compiled.
 	Patterns []*regexp.Regexp `yaml:"-"`
 	Pos      Pos              `yaml:"-"`
 }
@@ -286,8 +315,20 @@ type Tool struct {
 	// hex digits; see docs/mcp.md): a check that observed another
 	// definition is denied with reason tool_definition_changed.
 	DefinitionDigest string `yaml:"definition_digest"`
-	Pos              Pos    `yaml:"-"`
+	// OnDefinitionChange says what the MCP gateway shows the agent of a
+	// pinned tool whose definition changed: ChangeShowPinned (the
+	// default: the pinned definition, its calls refused) or ChangeHide
+	// (nothing: the tool is not listed). Only with DefinitionDigest.
+	OnDefinitionChange string `yaml:"on_definition_change"`
+	Pos                Pos    `yaml:"-"`
 }
+
+// What the gateway shows of a pinned tool whose definition changed
+// (Tool.OnDefinitionChange).
+const (
+	ChangeShowPinned = "show_pinned"
+	ChangeHide       = "hide"
+)
 
 type manifest struct {
 	Name        string   `yaml:"name"`
@@ -306,6 +347,7 @@ type manifest struct {
 		Webhook *Webhook `yaml:"webhook"`
 	} `yaml:"approvals"`
 	History []*Aggregate `yaml:"history"`
+	Params  string       `yaml:"params"`
 }
 
 // Load loads the pack rooted at dir.
@@ -473,6 +515,9 @@ func (l *loader) load() *Pack {
 	}
 	if m.WFPolicies != "" {
 		l.loadWorkflowPolicies(p, m.WFPolicies)
+	}
+	if m.Params != "" {
+		l.loadParams(p, m.Params)
 	}
 	l.loadHistory(doc, p, m.History)
 	l.crossCheck(p)
@@ -659,6 +704,18 @@ func (l *loader) loadControls(p *Pack, rel string) {
 		claim(g.ID, g.Pos)
 		p.Gates[g.ID] = g
 	}
+	named := map[string]*regexp.Regexp{}
+	for i, np := range p.Controls.Patterns {
+		ptr := fmt.Sprintf("/patterns/%d", i)
+		np.Pos = l.pos(doc, ptr)
+		claim(np.ID, np.Pos)
+		re, err := regexp.Compile(np.Regex)
+		if err != nil {
+			l.addf(l.pos(doc, ptr+"/regex"), "pattern %s: bad regex: %v", np.ID, err)
+			continue
+		}
+		named[np.ID] = re
+	}
 	for i, r := range p.Controls.Redaction {
 		ptr := fmt.Sprintf("/redaction/%d", i)
 		r.Pos = l.pos(doc, ptr)
@@ -667,6 +724,16 @@ func (l *loader) loadControls(p *Pack, rel string) {
 			re, err := regexp.Compile(pat)
 			if err != nil {
 				l.addf(l.pos(doc, fmt.Sprintf("%s/patterns/%d", ptr, j)), "bad pattern: %v", err)
+				continue
+			}
+			r.Patterns = append(r.Patterns, re)
+		}
+		for j, id := range r.NamedPatterns {
+			re, ok := named[id]
+			if !ok {
+				if !slices.ContainsFunc(p.Controls.Patterns, func(np *NamedPattern) bool { return np.ID == id }) {
+					l.addf(l.pos(doc, fmt.Sprintf("%s/named_patterns/%d", ptr, j)), "redaction %s names pattern %q, which the patterns section does not define", r.ID, id)
+				}
 				continue
 			}
 			r.Patterns = append(r.Patterns, re)
@@ -711,6 +778,9 @@ func (l *loader) crossCheck(p *Pack) {
 		}
 		if strings.HasPrefix(s.DecisionKey, "approval:") {
 			l.addf(s.Pos, "decision key %q: the prefix approval: is reserved for approval decisions", s.DecisionKey)
+		}
+		if strings.HasPrefix(s.DecisionKey, ParamsKeyPrefix) {
+			l.addf(s.Pos, "decision key %q: the prefix params: is reserved for tenant parameter changes", s.DecisionKey)
 		}
 	}
 	for _, t := range sortedTools(p) {

@@ -1,6 +1,7 @@
 package pack_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -98,6 +99,8 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"unknown gate", map[string]string{"controls.yaml": "approval_gates:\n  - id: G2\n"}, "demo/policies/p.yaml:4: rule R1 names approval gate \"G1\""},
 		{"unknown bundle", map[string]string{"specs/s.yaml": strings.Replace(okSpec, "[P1]", "[P2]", 1)}, "names policy bundle \"P2\""},
 		{"tool to unknown spec", map[string]string{"tools.yaml": strings.Replace(okTools, "demo.act", "demo.nope", 1)}, "demo/tools.yaml:2: tool \"act\" maps to decision key \"demo.nope\""},
+		{"change treatment without a pin", map[string]string{"tools.yaml": okTools + "    on_definition_change: hide\n"}, "demo/tools.yaml:2: tools.0: properties 'definition_digest' required, if 'on_definition_change' exists"},
+		{"unknown change treatment", map[string]string{"tools.yaml": okTools + "    definition_digest: sha256:" + strings.Repeat("a", 64) + "\n    on_definition_change: show\n"}, "tools.0.on_definition_change"},
 		{"tool class mismatch", map[string]string{"tools.yaml": okTools + "    action_class: upload\n"}, "action class \"upload\""},
 		{"duplicate rule", map[string]string{"policies/p.yaml": okPolicy + strings.SplitN(okPolicy, "rules:\n", 2)[1]}, "rule \"R1\" is already defined"},
 		{"duplicate key", map[string]string{"specs/s.yaml": okSpec + "version: 2.0.0\n"}, "demo/specs/s.yaml:5: key \"version\" is defined twice"},
@@ -137,4 +140,25 @@ func FuzzLoadSpec(f *testing.F) {
 			t.Fatalf("LoadFS error is not EINVALID: %v", err)
 		}
 	})
+}
+
+// A redaction rule that names a pattern the patterns section does not
+// define does not load, and names the line.
+func TestNamedPatternReference(t *testing.T) {
+	files := fstest.MapFS{
+		"pack.yaml":     {Data: []byte("name: t\nversion: 1.0.0\nspecs: [spec.yaml]\npolicies: []\ncontrols: controls.yaml\n")},
+		"spec.yaml":     {Data: []byte("decision_key: t.act\nversion: 1.0.0\naction_class: x\n")},
+		"controls.yaml": {Data: []byte("patterns:\n  - {id: card, regex: '[0-9]{16}'}\n  - {id: bad, regex: '('}\nredaction:\n  - id: r\n    named_patterns: [card, nope]\n")},
+	}
+	_, err := pack.LoadFS(files, "t")
+	var got []string
+	for _, d := range writ.ErrorDetails(err) {
+		got = append(got, d.String())
+	}
+	want := []string{"controls.yaml:3: pattern bad: bad regex", `controls.yaml:6: redaction r names pattern "nope", which the patterns section does not define`}
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.Contains(g, w) }) {
+			t.Errorf("LoadFS problems %q, want one containing %q", got, w)
+		}
+	}
 }

@@ -59,7 +59,7 @@ func loadSchemas() (map[string]*jsonschema.Schema, error) {
 			}
 		}
 		schemas = map[string]*jsonschema.Schema{}
-		for _, name := range []string{"pack", "spec", "policy", "controls", "tools", "workflow", "workflow-policies", "test"} {
+		for _, name := range []string{"pack", "spec", "policy", "controls", "tools", "workflow", "workflow-policies", "test", "params"} {
 			s, err := c.Compile(schemaBase + name + ".schema.json")
 			if err != nil {
 				schemasErr = fmt.Errorf("schema %s: %w", name, err)

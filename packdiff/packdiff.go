@@ -93,6 +93,7 @@ func Compare(old, new *pack.Pack) *Diff {
 	d.field(pack.Pos{}, subject, "version", old.Version, new.Version, "")
 	d.field(pack.Pos{}, subject, "limits.cel_cost", u64(old.Limits.CELCost), u64(new.Limits.CELCost), direction(float64(old.Limits.CELCost), float64(new.Limits.CELCost), true))
 	d.history(old, new)
+	d.params(old, new)
 	d.specs(old, new)
 	d.bundles(old, new)
 	d.controls(old, new)
@@ -467,6 +468,20 @@ func (d *differ) controls(old, new *pack.Pack) {
 		default:
 			d.field(b.Pos, s, "fields", list(a.Fields), list(b.Fields), "")
 			d.field(b.Pos, s, "patterns", list(a.PatternTexts), list(b.PatternTexts), "")
+			d.field(b.Pos, s, "named_patterns", list(a.NamedPatterns), list(b.NamedPatterns), "")
+		}
+	}
+	op, np := byKey(old.Controls.Patterns, func(p *pack.NamedPattern) string { return p.ID }), byKey(new.Controls.Patterns, func(p *pack.NamedPattern) string { return p.ID })
+	for _, id := range keys(op, np) {
+		a, b := op[id], np[id]
+		s := "pattern " + id
+		switch {
+		case a == nil:
+			d.add(b.Pos, s, "added", "", b.Regex, "")
+		case b == nil:
+			d.add(a.Pos, s, "removed", a.Regex, "", "")
+		default:
+			d.field(b.Pos, s, "regex", a.Regex, b.Regex, "")
 		}
 	}
 }

@@ -47,7 +47,7 @@ func golden(t *testing.T, name string, got []byte) {
 // and strengthened, evidence, budgets and gates moved (refund), and a
 // verification contract tightened and loosened (storybook).
 func TestDiffExamples(t *testing.T) {
-	for _, name := range []string{"refund", "storybook"} {
+	for _, name := range []string{"refund", "storybook", "messaging"} {
 		t.Run(name, func(t *testing.T) {
 			d := packdiff.Compare(load(t, "../examples/"+name), load(t, "testdata/"+name+"-v2"))
 			// The hashes follow every byte of the example; the golden

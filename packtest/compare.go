@@ -27,6 +27,13 @@ func (r *caseRun) compareCheck(prefix string, expect []pack.Expectation, d decid
 			r.fail(reqPos, prefix+"error", "a receipt", "refused: "+describe(d.err))
 			return
 		}
+		if e.Field == "stored" {
+			continue // compareStored
+		}
+		if e.Field == "record" {
+			r.compareRecord(prefix, e, d)
+			continue
+		}
 		got, ok := checkField(e.Field, d)
 		if !ok {
 			r.fail(e.Pos, prefix+e.Field, e.Want, "nothing (the check has no decision record)")
@@ -77,6 +84,11 @@ func checkField(field string, d decided) (any, bool) {
 			return nil, false
 		}
 		return string(d.rec.Status), true
+	case "evidence_refs":
+		if d.rec == nil {
+			return nil, false
+		}
+		return append([]string{}, d.rec.EvidenceRefs...), true
 	}
 	return fmt.Sprintf("(writ test does not know the field %q)", field), true
 }

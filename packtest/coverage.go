@@ -17,6 +17,8 @@ const (
 	KindBudget        = "budget"
 	KindContractCheck = "contract_check"
 	KindStep          = "step"
+	KindGate          = "gate"
+	KindRedaction     = "redaction"
 )
 
 // Coverage says which parts of a pack the cases exercised. A rule,
@@ -24,7 +26,11 @@ const (
 // fire (its verdict in a decision record is not allow): a check that
 // never fires in any test is a check whose effect nobody has seen. A
 // verification check is covered when an attempt failed it; a workflow
-// step when a run reached it.
+// step when a run reached it. An approval gate is covered when a check
+// asked for an approval at it or redeemed one; a redaction rule when a
+// case that states what must be stored (expect.stored) stored its
+// placeholder in the request envelope: a redaction nobody has seen
+// happen is one nobody knows works.
 type Coverage struct {
 	Covered int            `json:"covered"`
 	Total   int            `json:"total"`
@@ -72,6 +78,12 @@ func newCoverage(p *pack.Pack) *coverage {
 		for _, ctl := range list {
 			c.add("controls\x00"+ctl.ID, CoverageItem{Kind: KindControl, ID: ctl.ID, File: ctl.Pos.File, Line: ctl.Pos.Line})
 		}
+	}
+	for _, g := range p.Controls.ApprovalGates {
+		c.add("gate\x00"+g.ID, CoverageItem{Kind: KindGate, ID: g.ID, File: g.Pos.File, Line: g.Pos.Line})
+	}
+	for _, rr := range p.Controls.Redaction {
+		c.add("redaction\x00"+rr.ID, CoverageItem{Kind: KindRedaction, ID: rr.ID, File: rr.Pos.File, Line: rr.Pos.Line})
 	}
 	for _, s := range sorted(p.Specs) {
 		bundle := "spec:" + s.ID()
@@ -140,6 +152,12 @@ func (c *coverage) fired(pds []writ.PolicyDecision) {
 	}
 }
 
+// gate marks an approval gate a check asked for or redeemed an approval at.
+func (c *coverage) gate(id string) { c.mark("gate\x00" + id) }
+
+// redacted marks a redaction rule whose placeholder a case stored.
+func (c *coverage) redacted(id string) { c.mark("redaction\x00" + id) }
+
 // reached marks a workflow step a run reached.
 func (c *coverage) reached(w *pack.Workflow, step string) {
 	if w != nil && step != "" {
@@ -202,6 +220,10 @@ func describeItem(it CoverageItem) string {
 		b.WriteString("verification check " + it.ID)
 	case KindStep:
 		b.WriteString("workflow step " + it.ID)
+	case KindGate:
+		b.WriteString("approval gate " + it.ID)
+	case KindRedaction:
+		b.WriteString("redaction rule " + it.ID)
 	}
 	return b.String()
 }
@@ -213,6 +235,10 @@ func why(it CoverageItem) string {
 		return "no attempt failed it"
 	case KindStep:
 		return "no run reached it"
+	case KindGate:
+		return "no check asked for an approval at it"
+	case KindRedaction:
+		return "no case with expect.stored had it redact anything"
 	}
 	return "no case made it fire"
 }

@@ -116,6 +116,34 @@ func TestFailureAndCoverageReport(t *testing.T) {
 	golden(t, "untested.junit.xml", junit.Bytes())
 }
 
+// TestRecordedAndStored: a case sets a tenant parameter and asserts on
+// the sealed record and on what is stored after redaction; a case whose
+// record paths, evidence_refs, absent values and placeholders are wrong
+// fails on each, and a redaction rule no case saw redact is uncovered.
+func TestRecordedAndStored(t *testing.T) {
+	rep := run(t, "testdata/recorded")
+	if rep.Passed != 1 || rep.Failed != 1 {
+		t.Fatalf("passed %d failed %d, want 1 and 1", rep.Passed, rep.Failed)
+	}
+	var fields []string
+	for _, f := range rep.Cases[1].Failures {
+		fields = append(fields, f.Field)
+	}
+	want := []string{"evidence_refs", "record.params.set", "record.params.values.limit", "stored.absent", "stored.present"}
+	if strings.Join(fields, " ") != strings.Join(want, " ") {
+		t.Errorf("failures on %q, want %q", fields, want)
+	}
+	un := rep.Coverage.Uncovered()
+	if len(un) != 1 || un[0].ID != "never_used" || un[0].Kind != packtest.KindRedaction {
+		t.Errorf("uncovered = %+v, want redaction rule never_used", un)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text, true); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "recorded.txt", text.Bytes())
+}
+
 // TestBadTestFiles: a test file with a problem is refused before any
 // case runs, with the file and line of every problem.
 func TestBadTestFiles(t *testing.T) {
@@ -310,6 +338,40 @@ func TestPatchNullDeletes(t *testing.T) {
 		"    request: {arguments: {amount_inr: null}}\n    expect: {outcome: goal_fail_terminal, reasons: [refund_exceeds_order_total, high_value_refund]}\n"
 	if err := os.WriteFile(filepath.Join(dir, "tests", "refund.yaml"), []byte(cases), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	rep := run(t, dir)
+	if rep.Failed != 0 || rep.Passed != 2 {
+		var out bytes.Buffer
+		rep.WriteText(&out, false)
+		t.Errorf("want both cases to pass:\n%s", out.String())
+	}
+}
+
+// TestHistoryFilterThroughWritTest: a case's before: checks are decided
+// on its ledger first, so writ test sees what a filter_expression counts:
+// refunds under 1000 INR are not counted, so three of them do not trip
+// the velocity rule, and three counted ones do.
+func TestHistoryFilterThroughWritTest(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(dir, "pack.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest = bytes.Replace(manifest, []byte("    filter: allowed\n"), []byte("    filter: allowed\n    filter_expression: \"args.amount_inr >= 1000.0\"\n"), 1)
+	cases := "cases:\n" +
+		"  - name: small refunds are not counted\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    before:\n      - {request_file: requests/refund-allow.json, request: {arguments: {amount_inr: 500}}, repeat: 3}\n" +
+		"    expect: {outcome: allow, fired: []}\n" +
+		"  - name: counted refunds trip the velocity rule\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    before:\n      - {request_file: requests/refund-allow.json, request: {idempotency_key: null, arguments: {amount_inr: 500}}}\n      - {request_file: requests/refund-allow.json, repeat: 3}\n" +
+		"    expect: {outcome: goal_fail_terminal, fired: [R_REFUND_VELOCITY]}\n"
+	for name, body := range map[string][]byte{"pack.yaml": manifest, "tests/refund.yaml": []byte(cases)} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rep := run(t, dir)
 	if rep.Failed != 0 || rep.Passed != 2 {

@@ -78,7 +78,7 @@ func (r *Report) WriteText(w io.Writer, verbose bool) error {
 		}
 	}
 	if cov := r.Coverage; cov != nil {
-		fmt.Fprintf(&b, "coverage: %.1f%% of rules, controls, evidence requirements, budgets, verification checks and steps (%d of %d)\n", cov.Percent, cov.Covered, cov.Total)
+		fmt.Fprintf(&b, "coverage: %.1f%% of rules, controls, gates, redaction rules, evidence requirements, budgets, verification checks and steps (%d of %d)\n", cov.Percent, cov.Covered, cov.Total)
 		for _, it := range cov.Uncovered() {
 			fmt.Fprintf(&b, "    not covered: %s:%d: %s: %s\n", it.File, it.Line, describeItem(it), why(it))
 		}

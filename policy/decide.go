@@ -187,8 +187,23 @@ func (p *Policy) Decide(r *Resolved, req *writ.CheckRequest, now time.Time) *Dec
 // check reads (HistoryPlan), which conditions see as history.<name>. The
 // values are an input like the clock reading: DecideWith stays pure.
 func (p *Policy) DecideWith(r *Resolved, req *writ.CheckRequest, now time.Time, h History) *Decision {
+	return p.DecideInputs(r, req, now, Inputs{History: h})
+}
+
+// Inputs are what a decision reads besides the request and the clock,
+// fetched before deciding and pinned in the record: the history values
+// and the tenant's parameter values.
+type Inputs struct {
+	History History
+	// Params are the effective parameter values (pack.EffectiveParams),
+	// which conditions see as params.<name>.
+	Params map[string]any
+}
+
+// DecideInputs is Decide with the inputs in. It stays pure.
+func (p *Policy) DecideInputs(r *Resolved, req *writ.CheckRequest, now time.Time, in Inputs) *Decision {
 	v := newVars(req, r, now)
-	v.history = h
+	v.history, v.params = in.History, in.Params
 	d := &Decision{Applied: make([]Applied, 0, len(r.cands.checks)+len(r.index.evidence)+5)}
 	d.ceiling(r)
 	d.pinned(r, req)
@@ -200,7 +215,7 @@ func (p *Policy) DecideWith(r *Resolved, req *writ.CheckRequest, now time.Time, 
 	for _, e := range r.index.evidence {
 		d.add(e.apply(v, req, now))
 	}
-	d.budgets(r.index, req.Usage, h)
+	d.budgets(r.index, req.Usage, in.History)
 	for _, ch := range r.cands.checks {
 		if ch.bundleID != "controls" {
 			d.add(ch.apply(v))

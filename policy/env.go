@@ -25,7 +25,10 @@ import (
 //	context       map(string, dyn)     facts the caller passed
 //	outputs       map(string, dyn)     the proposed outputs
 //	subject_ids   list(string)         the subjects
-//	actor         map(string, string)  type, id, workload_identity, delegated_user_id
+//	actor         map(string, string)  type, id, workload_identity, delegated_user_id,
+//	                                   provenance, delegated_user_provenance (authenticated or
+//	                                   claimed; "" for no delegated user or a record sealed
+//	                                   before writ set them), key_id, acted_by ("TYPE:ID" or "")
 //	workflow      map(string, string)  workflow_id, node_id, run_id, step_id
 //	evidence      map(string, dyn)     valid evidence by kind: id, version, hash, ref,
 //	                                   observed_at (timestamp), age_seconds (double), attributes (map)
@@ -33,7 +36,9 @@ import (
 //	scorecard     map(string, double)  evaluator scores
 //	now           timestamp            the decision clock
 //	history       map(string, double)  the pack's history aggregates the check reads, by name
-var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now", "history"}
+//	params        map(string, dyn)     the tenant's parameter values, by name (the pack's
+//	                                   defaults where the tenant set none)
+var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now", "history", "params"}
 
 func newEnv() (*cel.Env, error) {
 	dyn := cel.MapType(cel.StringType, cel.DynType)
@@ -59,6 +64,7 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("scorecard", nums),
 		cel.Variable("now", cel.TimestampType),
 		cel.Variable("history", nums),
+		cel.Variable("params", dyn),
 	)
 }
 
@@ -71,12 +77,13 @@ type vars struct {
 	decisionKey, actionClass, approvalMode string
 	now                                    time.Time
 	history                                History
+	params                                 map[string]any
 
 	vals [numVariables]ref.Val
 }
 
 // numVariables is len(Variables).
-const numVariables = 16
+const numVariables = 17
 
 var (
 	emptyAny = map[string]any{}
@@ -119,6 +126,8 @@ func varIndex(name string) int {
 		return 14
 	case "history":
 		return 15
+	case "params":
+		return 16
 	}
 	return -1
 }
@@ -161,7 +170,12 @@ func (v *vars) native(i int) any {
 		return req.SubjectIDs
 	case 9:
 		a := req.Actor
-		return map[string]string{"type": a.Type, "id": a.ID, "workload_identity": a.WorkloadIdentity, "delegated_user_id": a.DelegatedUserID}
+		m := map[string]string{"type": a.Type, "id": a.ID, "workload_identity": a.WorkloadIdentity, "delegated_user_id": a.DelegatedUserID,
+			"provenance": string(a.Provenance), "delegated_user_provenance": string(a.DelegatedUserProvenance), "key_id": a.KeyID, "acted_by": ""}
+		if a.ActedBy != nil {
+			m["acted_by"] = a.ActedBy.Type + ":" + a.ActedBy.ID
+		}
+		return m
 	case 10:
 		if w := req.Workflow; w != nil {
 			return map[string]string{"workflow_id": w.WorkflowID, "node_id": w.NodeID, "run_id": w.RunID, "step_id": w.StepID}
@@ -190,6 +204,8 @@ func (v *vars) native(i int) any {
 			return emptyNum
 		}
 		return map[string]float64(v.history)
+	case 16:
+		return orEmpty(v.params)
 	}
 	return v.now
 }

@@ -72,12 +72,14 @@ func TestExampleOutcomes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Resolve: %v", err)
 			}
-			// A tenant with no history yet: every aggregate read is 0.
+			// A tenant with no history yet (every aggregate read is 0)
+			// that set no parameter (the pack's defaults).
+			params := pol.Pack.EffectiveParams(nil)
 			hist := policy.History{}
-			for _, k := range pol.HistoryPlan(r, req, exampleClock).Reads {
+			for _, k := range pol.HistoryPlanWith(r, req, exampleClock, params).Reads {
 				hist[k.Name] = 0
 			}
-			d := pol.DecideWith(r, req, exampleClock, hist)
+			d := pol.DecideInputs(r, req, exampleClock, policy.Inputs{History: hist, Params: params})
 			rc := d.Receipt(r, req, "dec_test")
 			name := strings.TrimSuffix(filepath.Base(f), ".json")
 			var matched bool

@@ -246,6 +246,12 @@ func controlText(ctl *pack.Control) string {
 // nor contributed to; a sum whose field is not a number is read (the
 // group's amounts are others') but not contributed to.
 func (p *Policy) HistoryPlan(r *Resolved, req *writ.CheckRequest, now time.Time) HistoryPlan {
+	return p.HistoryPlanWith(r, req, now, nil)
+}
+
+// HistoryPlanWith is HistoryPlan with the tenant's parameter values
+// (Inputs.Params), which group_by expressions read as params.<name>.
+func (p *Policy) HistoryPlanWith(r *Resolved, req *writ.CheckRequest, now time.Time, params map[string]any) HistoryPlan {
 	var plan HistoryPlan
 	var v *vars
 	for _, ag := range p.history {
@@ -256,6 +262,7 @@ func (p *Policy) HistoryPlan(r *Resolved, req *writ.CheckRequest, now time.Time)
 		}
 		if v == nil {
 			v = newVars(req, r, now)
+			v.params = params
 		}
 		group, ok := ag.groupKey(v, req)
 		if !ok {

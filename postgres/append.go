@@ -549,6 +549,10 @@ type rows struct {
 	subSeq           []int64
 	subTs            []time.Time
 
+	termTerm, termValue, termTenant []string
+	termSeq                         []int64
+	termTs                          []time.Time
+
 	claimTenant, claimKey, claimArgs, claimRecord []string
 
 	reportTenant, reportDecision, reportDigest, reportRecord []string
@@ -628,6 +632,13 @@ func (w *rows) addRecord(e *ledger.Entry, raw []byte) error {
 		w.subTenant = append(w.subTenant, rec.TenantID)
 		w.subSeq = append(w.subSeq, rec.Audit.Seq)
 		w.subTs = append(w.subTs, ts)
+	}
+	for _, t := range ledger.RecordTerms(rec) {
+		w.termTerm = append(w.termTerm, t.Term)
+		w.termValue = append(w.termValue, t.Value)
+		w.termTenant = append(w.termTenant, rec.TenantID)
+		w.termSeq = append(w.termSeq, rec.Audit.Seq)
+		w.termTs = append(w.termTs, ts)
 	}
 	if c := e.Idempotency; c != nil {
 		w.claimTenant = append(w.claimTenant, rec.TenantID)
@@ -735,6 +746,11 @@ func (w *rows) batch() *pgx.Batch {
 		b.Queue(`INSERT INTO record_subjects (subject_id, tenant_id, seq, ts)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[])`,
 			w.subID, w.subTenant, w.subSeq, w.subTs)
+	}
+	if len(w.termTerm) > 0 {
+		b.Queue(`INSERT INTO record_terms (term, value, tenant_id, seq, ts)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])`,
+			w.termTerm, w.termValue, w.termTenant, w.termSeq, w.termTs)
 	}
 	b.Queue(`INSERT INTO tree_hashes (tenant_id, idx, hash)
 		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])`,

@@ -37,6 +37,10 @@ func (r *Redactor) Active() bool { return r != nil && len(r.rules) > 0 }
 
 func marker(id string) string { return "[redacted:" + id + "]" }
 
+// Placeholder is what redaction rule id leaves in place of what it
+// removes: "[redacted:<id>]".
+func Placeholder(id string) string { return marker(id) }
+
 // String redacts pattern matches inside s.
 func (r *Redactor) String(s string) string {
 	if !r.Active() {

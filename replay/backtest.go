@@ -268,7 +268,7 @@ func (bt *backtest) decide(ctx context.Context, sr *writ.StoredRecord) (decided,
 	if err != nil {
 		return out, err
 	}
-	_, d, err := decideCheckWith(bt.pin, &req, presented, now, hist)
+	_, d, err := decideCheckWith(bt.pin, &req, presented, now, policy.Inputs{History: hist, Params: pinnedParams(bt.pin, rec.Params)})
 	if err != nil {
 		out.to, out.err = OutcomeError, fmt.Sprintf("%s: %v", rec.RecordID, err)
 		return out, nil

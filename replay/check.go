@@ -19,17 +19,31 @@ import (
 // The history values are the ones the record pinned, by aggregate name
 // (policy.PinnedHistory): replay decides with what the decision saw, and
 // checks those values against the store separately (checkHistory).
-func decideCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, now time.Time, pinnedHist []writ.HistoryValue) (*policy.Resolved, *policy.Decision, error) {
-	return decideCheckWith(pin, req, presented, now, policy.PinnedHistory(pinnedHist))
+//
+// The parameter values are the ones the record pinned too (pinnedParams).
+func decideCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, now time.Time, pinnedHist []writ.HistoryValue, params *writ.ParamsPin) (*policy.Resolved, *policy.Decision, error) {
+	return decideCheckWith(pin, req, presented, now, policy.Inputs{History: policy.PinnedHistory(pinnedHist), Params: pinnedParams(pin, params)})
 }
 
-// decideCheckWith is decideCheck with the history values given.
-func decideCheckWith(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, now time.Time, hist policy.History) (*policy.Resolved, *policy.Decision, error) {
+// pinnedParams are the parameter values a record pinned, as the pack
+// that decides again declares them: the pinned value of each parameter
+// it declares, its default for one the record did not pin. Under the
+// pinned pack that is exactly the pinned values.
+func pinnedParams(pin *pinned, params *writ.ParamsPin) map[string]any {
+	var set map[string]any
+	if params != nil {
+		set = params.Values
+	}
+	return pin.pol.Pack.EffectiveParams(set)
+}
+
+// decideCheckWith is decideCheck with the inputs given.
+func decideCheckWith(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, now time.Time, in policy.Inputs) (*policy.Resolved, *policy.Decision, error) {
 	r, err := pin.pol.Resolve(req)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the request does not resolve under pack %s: %w", pin.pol.Pack.ID(), err)
 	}
-	d := pin.pol.DecideWith(r, req, now, hist)
+	d := pin.pol.DecideInputs(r, req, now, in)
 	if len(presented) > 0 {
 		binding, err := replayBinding(pin, r, req, now)
 		if err != nil {
@@ -54,7 +68,7 @@ func replayBinding(pin *pinned, r *policy.Resolved, req *writ.CheckRequest, now 
 // recorded ids and clock: what engine.Engine.Check built.
 func rebuildCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.ApprovalRequest, h recordHead, envelopeHash string) (*writ.Record, error) {
 	now := h.Timestamp.UTC()
-	r, d, err := decideCheck(pin, req, presented, now, h.History)
+	r, d, err := decideCheck(pin, req, presented, now, h.History, h.Params)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +77,13 @@ func rebuildCheck(pin *pinned, req *writ.CheckRequest, presented []*writ.Approva
 	if err != nil {
 		return nil, fmt.Errorf("the record cannot be rebuilt: %w", err)
 	}
-	rec.History = rebuiltHistory(pin, r, req, now, h.History)
+	rec.History = rebuiltHistory(pin, r, req, now, h.History, pinnedParams(pin, h.Params))
+	var set string
+	if h.Params != nil {
+		set = h.Params.Set
+	}
+	if rec.Params, err = record.PinParams(pinnedParams(pin, h.Params), set); err != nil {
+		return nil, fmt.Errorf("the record cannot be rebuilt: %w", err)
+	}
 	return rec, nil
 }

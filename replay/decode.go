@@ -32,11 +32,14 @@ type recordHead struct {
 		Seq int64 `json:"seq"`
 	} `json:"audit"`
 	History []writ.HistoryValue `json:"history"`
+	Params  *writ.ParamsPin     `json:"params"`
 	// Outputs.ClaimedCalls is set on a step verdict decided under issue
 	// 31's defaults (tool calls observed by default, the seed's mutating
 	// classes mutating); without it the verdict is rebuilt leniently.
+	// Outputs.Replaces is the change a parameter change replaced.
 	Outputs struct {
 		ClaimedCalls jsontext.Value `json:"claimed_calls"`
+		Replaces     string         `json:"replaces"`
 	} `json:"outputs"`
 	// Bound is carried over to the rebuilt record: it pins what the store
 	// keeps beside the record, not the decision.

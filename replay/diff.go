@@ -24,6 +24,7 @@ import (
 //   - scorecard: changed_scorecard;
 //   - history: changed_history (the values a check read of the
 //     tenant's history aggregates);
+//   - params: changed_params (the tenant parameter values it read);
 //   - policy_decisions, status, outputs.outcome (every output of a step
 //     verdict), approvals, approval_mode_effective, controls_active,
 //     action_class, decision_version, lineage.pack_version,
@@ -42,6 +43,8 @@ func Classify(kind, path string, packChanged bool) string {
 		return ClassScorecard
 	case "history":
 		return ClassHistory
+	case "params":
+		return ClassParams
 	case "policy_decisions", "status", "execution", "approvals", "approval_mode_effective", "controls_active", "action_class", "decision_version":
 		return ClassPolicy
 	case "outputs":

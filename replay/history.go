@@ -22,8 +22,8 @@ const ClassHistory = "changed_history"
 // record pinned (by aggregate name) and the group keys redacted. A
 // record decided before writ metered tool calls has no meter value, and
 // is rebuilt without one (policy.WithoutMeter).
-func rebuiltHistory(pin *pinned, r *policy.Resolved, req *writ.CheckRequest, now time.Time, pinned []writ.HistoryValue) []writ.HistoryValue {
-	plan := policy.WithoutMeter(pin.pol.HistoryPlan(r, req, now), pinned)
+func rebuiltHistory(pin *pinned, r *policy.Resolved, req *writ.CheckRequest, now time.Time, pinned []writ.HistoryValue, params map[string]any) []writ.HistoryValue {
+	plan := policy.WithoutMeter(pin.pol.HistoryPlanWith(r, req, now, params), pinned)
 	for i := range plan.Reads {
 		plan.Reads[i].Group = pin.red.String(plan.Reads[i].Group)
 	}
@@ -64,7 +64,7 @@ func backtestHistory(ctx context.Context, st Store, pin *pinned, req *writ.Check
 		return h, nil // decideCheck reports it
 	}
 	now := rec.Timestamp.UTC()
-	for _, k := range pin.pol.HistoryPlan(r, req, now).Reads {
+	for _, k := range pin.pol.HistoryPlanWith(r, req, now, pinnedParams(pin, rec.Params)).Reads {
 		if _, ok := h[k.Name]; ok {
 			continue
 		}

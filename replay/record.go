@@ -82,6 +82,8 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 		rebuilt, err = rp.approvalDecision(ctx, pin, envelope)
 	case KindExecutionReport:
 		rebuilt, err = rp.executionReport(ctx, pin, envelope)
+	case KindParamsChange:
+		rebuilt, err = rp.paramsChange(pin, envelope)
 	default:
 		rebuilt, err = rp.check(ctx, pin, envelope)
 	}
@@ -160,6 +162,9 @@ func (rp *replaying) check(ctx context.Context, pin *pinned, envelope []byte) (*
 		return nil, nil
 	}
 	if err := rp.checkHistory(ctx); err != nil {
+		return nil, err
+	}
+	if err := rp.checkParams(ctx); err != nil {
 		return nil, err
 	}
 	return rec, nil

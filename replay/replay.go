@@ -46,6 +46,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
 )
@@ -98,6 +99,7 @@ const (
 	KindStepVerdict      = "step_verdict"      // "workflow:<workflow>/<step>"
 	KindApprovalDecision = "approval_decision" // "approval:<gate>"
 	KindExecutionReport  = "execution_report"  // "execution:<decision key>"
+	KindParamsChange     = "params_change"     // "params:<pack name>"
 )
 
 // KindOf returns the kind of a record with decision key key.
@@ -109,6 +111,8 @@ func KindOf(key string) string {
 		return KindApprovalDecision
 	case strings.HasPrefix(key, "execution:"):
 		return KindExecutionReport
+	case strings.HasPrefix(key, pack.ParamsKeyPrefix):
+		return KindParamsChange
 	}
 	return KindCheck
 }

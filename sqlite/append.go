@@ -19,7 +19,7 @@ import (
 type writeStmts struct {
 	claim, head, treeRead, runSeq, approvalTally                        *sql.Stmt
 	record, subject, idempotency, block, blob, move, treeHash, runEvent *sql.Stmt
-	envelope                                                            *sql.Stmt
+	envelope, term                                                      *sql.Stmt
 	approval, approvalEvent, shadow                                     *sql.Stmt
 	reportClaim, report                                                 *sql.Stmt
 }
@@ -38,6 +38,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.record, `INSERT INTO records (tenant_id, seq, record_id, decision_id, decision_key, status, trace_id, ts, approval_mode, raw, receipt)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&w.subject, `INSERT INTO record_subjects (tenant_id, subject_id, seq) VALUES (?, ?, ?)`},
+		{&w.term, `INSERT INTO record_terms (tenant_id, term, value, seq) VALUES (?, ?, ?, ?)`},
 		{&w.idempotency, `INSERT INTO idempotency (tenant_id, key, args_digest, record_id) VALUES (?, ?, ?, ?)`},
 		// First record wins: a later block of the same action keeps the
 		// first answer.
@@ -74,7 +75,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 }
 
 func (w *writeStmts) close() {
-	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.idempotency, w.block, w.blob, w.envelope, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
+	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.term, w.idempotency, w.block, w.blob, w.envelope, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
 		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report} {
 		if st != nil {
 			st.Close()
@@ -295,6 +296,11 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 			return fmt.Errorf("sqlite: insert subject of record %s: %w", rec.RecordID, err)
 		}
 	}
+	for _, t := range ledger.RecordTerms(rec) {
+		if _, err := w.term.ExecContext(ctx, tenant, t.Term, t.Value, seq); err != nil {
+			return fmt.Errorf("sqlite: insert %s of record %s: %w", t.Term, rec.RecordID, err)
+		}
+	}
 	if c := e.Idempotency; c != nil {
 		if _, err := w.idempotency.ExecContext(ctx, tenant, c.Key, c.ArgsDigest, rec.RecordID); err != nil {
 			return fmt.Errorf("sqlite: claim idempotency key of record %s: %w", rec.RecordID, err)
@@ -481,6 +487,7 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		head:        tx.StmtContext(ctx, w.head),
 		record:      tx.StmtContext(ctx, w.record),
 		subject:     tx.StmtContext(ctx, w.subject),
+		term:        tx.StmtContext(ctx, w.term),
 		idempotency: tx.StmtContext(ctx, w.idempotency),
 		block:       tx.StmtContext(ctx, w.block),
 		blob:        tx.StmtContext(ctx, w.blob),

@@ -59,8 +59,12 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	if err != nil {
 		return nil, err
 	}
+	prefix, err := s.prefixRange(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	// One row more than the page tells whether another page follows.
-	query, args := recordsQuery(q, after, limit+1, byTime)
+	query, args := recordsQuery(q, after, limit+1, byTime, prefix)
 	rows, err := s.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: query records: %w", err)
@@ -73,7 +77,7 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 // read it through the time index and sort it by seq; a wider range is
 // read in chain order, where its records are dense enough that a page
 // fills quickly.
-const narrowRange = 10000
+var narrowRange = 10000 // a variable so that tests can take every route
 
 // narrowTimeRange reports whether q is a time range (from, to) with no
 // other indexed filter that holds at most narrowRange records of the
@@ -83,7 +87,7 @@ const narrowRange = 10000
 // probe costs at most that.
 func (s *Store) narrowTimeRange(ctx context.Context, q writ.RecordQuery) (bool, error) {
 	if q.From.IsZero() && q.To.IsZero() || q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" ||
-		q.DecisionKeyPrefix != "" || q.SubjectPrefix != "" {
+		q.DecisionKeyPrefix != "" || q.SubjectPrefix != "" || q.ApprovalMode != "" || q.PolicyDecisionID != "" || q.Approver != "" {
 		return false, nil
 	}
 	from, to := int64(math.MinInt64), int64(math.MaxInt64)
@@ -102,10 +106,71 @@ func (s *Store) narrowTimeRange(ctx context.Context, q writ.RecordQuery) (bool, 
 	return n <= narrowRange, nil
 }
 
+// prefixRoute is how Records reads a prefix search.
+type prefixRoute int
+
+const (
+	// prefixNone: no prefix, or an exact filter with an index leads.
+	prefixNone prefixRoute = iota
+	// prefixByKey reads the decision key prefix's range of
+	// records_decision_key and sorts it by seq.
+	prefixByKey
+	// prefixBySubject reads the subject prefix's range of
+	// record_subjects and sorts it by seq.
+	prefixBySubject
+	// prefixWalk walks the chain in order and keeps the records that
+	// match, using no prefix index.
+	prefixWalk
+)
+
+// prefixRange probes how q's prefix search is best read. A prefix that
+// matches at most narrowRange records of the tenant is read through its
+// index and sorted by seq; when every prefix q gives matches more, the
+// chain is walked in order (newest first or oldest first), which fills a
+// page quickly instead of sorting the whole range (issue 36: 2.4 s for
+// a prefix matching 100,000 records, newest first). Counting stops at
+// narrowRange+1 index entries.
+func (s *Store) prefixRange(ctx context.Context, q writ.RecordQuery) (prefixRoute, error) {
+	if q.DecisionKeyPrefix == "" && q.SubjectPrefix == "" || exactFilter(q) {
+		return prefixNone, nil
+	}
+	count := func(query, prefix string) (int, error) {
+		var n int
+		err := s.read.QueryRowContext(ctx, query, q.TenantID, prefix, ledger.PrefixEnd(prefix), narrowRange+1).Scan(&n)
+		if err != nil {
+			return 0, fmt.Errorf("sqlite: query records: %w", err)
+		}
+		return n, nil
+	}
+	if q.DecisionKeyPrefix != "" {
+		n, err := count(`SELECT count(*) FROM (SELECT 1 FROM records INDEXED BY records_decision_key
+			WHERE tenant_id = ? AND decision_key >= ? AND decision_key < ? LIMIT ?)`, q.DecisionKeyPrefix)
+		if err != nil || n <= narrowRange {
+			return prefixByKey, err
+		}
+	}
+	if q.SubjectPrefix != "" {
+		n, err := count(`SELECT count(*) FROM (SELECT 1 FROM record_subjects
+			WHERE tenant_id = ? AND subject_id >= ? AND subject_id < ? LIMIT ?)`, q.SubjectPrefix)
+		if err != nil || n <= narrowRange {
+			return prefixBySubject, err
+		}
+	}
+	return prefixWalk, nil
+}
+
+// exactFilter reports whether q has a filter of one value that an index
+// serves in chain order.
+func exactFilter(q writ.RecordQuery) bool {
+	return q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" ||
+		q.ApprovalMode != "" || q.PolicyDecisionID != "" || q.Approver != ""
+}
+
 // recordsQuery builds the SQL of a record query: q's filters, records after
 // seq after, at most limit rows in chain order. byTime reads the records
-// through the time index (narrowTimeRange).
-func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool) (string, []any) {
+// through the time index (narrowTimeRange); prefix says how a prefix
+// search is read (prefixRange).
+func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefix prefixRoute) (string, []any) {
 	var sb strings.Builder
 	args := []any{}
 	order := "r.seq"
@@ -123,6 +188,9 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool) (stri
 	case byTime:
 		sb.WriteString(`SELECT r.seq, r.raw FROM records r INDEXED BY records_ts WHERE r.tenant_id = ?`)
 		args = append(args, q.TenantID)
+	case prefix == prefixByKey:
+		sb.WriteString(`SELECT r.seq, r.raw FROM records r INDEXED BY records_decision_key WHERE r.tenant_id = ?`)
+		args = append(args, q.TenantID)
 	default:
 		sb.WriteString(`SELECT r.seq, r.raw FROM records r WHERE r.tenant_id = ?`)
 		args = append(args, q.TenantID)
@@ -136,18 +204,27 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool) (stri
 		sb.WriteString(` AND ` + order + ` < ?`)
 		args = append(args, after)
 	}
+	// Unary + keeps a column's index out of the plan: a wide prefix is
+	// a filter of the chain walk, not an index range.
+	unindexed := ""
+	if prefix == prefixWalk {
+		unindexed = "+"
+	}
 	if q.DecisionKeyPrefix != "" {
 		// A range of records_decision_key (tenant_id, decision_key,
 		// seq): every key that begins with the prefix sorts, byte by
 		// byte, from it to it followed by the greatest code point.
-		sb.WriteString(` AND r.decision_key >= ? AND r.decision_key < ?`)
+		sb.WriteString(` AND ` + unindexed + `r.decision_key >= ? AND ` + unindexed + `r.decision_key < ?`)
 		args = append(args, q.DecisionKeyPrefix, ledger.PrefixEnd(q.DecisionKeyPrefix))
 	}
 	if q.SubjectPrefix != "" {
 		// A range of record_subjects' key (tenant_id, subject_id, seq),
-		// read once: a record with two matching subjects is served once.
-		sb.WriteString(` AND r.seq IN (SELECT p.seq FROM record_subjects p WHERE p.tenant_id = r.tenant_id AND p.subject_id >= ? AND p.subject_id < ?)`)
-		args = append(args, q.SubjectPrefix, ledger.PrefixEnd(q.SubjectPrefix))
+		// read once into a list of seqs (not once per record: the
+		// subquery names the tenant rather than r's): a record with two
+		// matching subjects is served once. Read in seq order, the list
+		// leads the plan; walking the chain, it is a membership test.
+		sb.WriteString(` AND ` + unindexed + `r.seq IN (SELECT p.seq FROM record_subjects p WHERE p.tenant_id = ? AND p.subject_id >= ? AND p.subject_id < ?)`)
+		args = append(args, q.TenantID, q.SubjectPrefix, ledger.PrefixEnd(q.SubjectPrefix))
 	}
 	if q.DecisionKey != "" {
 		sb.WriteString(` AND r.decision_key = ?`)
@@ -167,6 +244,19 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool) (stri
 	if q.TraceID != "" {
 		sb.WriteString(` AND r.trace_id = ?`)
 		args = append(args, q.TraceID)
+	}
+	if q.ApprovalMode != "" {
+		// records_approval_mode (tenant_id, approval_mode, seq).
+		sb.WriteString(` AND r.approval_mode = ?`)
+		args = append(args, string(q.ApprovalMode))
+	}
+	// record_terms' key (tenant_id, term, value, seq) serves a policy
+	// decision or an approver in chain order.
+	for _, t := range []ledger.Term{{Term: ledger.TermPolicyDecisionID, Value: q.PolicyDecisionID}, {Term: ledger.TermApprover, Value: q.Approver}} {
+		if t.Value != "" {
+			sb.WriteString(` AND r.seq IN (SELECT t.seq FROM record_terms t WHERE t.tenant_id = ? AND t.term = ? AND t.value = ?)`)
+			args = append(args, q.TenantID, t.Term, t.Value)
+		}
 	}
 	if !q.From.IsZero() {
 		sb.WriteString(` AND r.ts >= ?`)

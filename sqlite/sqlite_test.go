@@ -26,6 +26,16 @@ func TestConformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledger.Store { return mustOpen(t, t.TempDir()) })
 }
 
+// TestRecordsQueryWideRanges runs the conformance test of Records' filters
+// with every time range and prefix counted wide, so that the chain walk
+// Records takes for them (prefixRange, narrowTimeRange) answers as the
+// index ranges do.
+func TestRecordsQueryWideRanges(t *testing.T) {
+	defer func(n int) { narrowRange = n }(narrowRange)
+	narrowRange = 2
+	ledgertest.RecordsQuery(t, openTemp(t))
+}
+
 // mustOpen opens the store in dir; the caller closes it.
 func mustOpen(t testing.TB, dir string) *Store {
 	t.Helper()
@@ -265,6 +275,9 @@ func TestAppendOnlyTriggers(t *testing.T) {
 		{`UPDATE record_subjects SET subject_id = 'customer:c-999'`, "append-only"},
 		{`DELETE FROM record_subjects`, "append-only"},
 		{`INSERT OR REPLACE INTO record_subjects SELECT * FROM record_subjects`, "append-only"},
+		{`UPDATE record_terms SET value = 'pd_x'`, "append-only"},
+		{`DELETE FROM record_terms`, "append-only"},
+		{`INSERT OR REPLACE INTO record_terms SELECT * FROM record_terms`, "append-only"},
 		{`UPDATE idempotency SET args_digest = 'sha256:00'`, "append-only"},
 		{`DELETE FROM idempotency`, "append-only"},
 		{`INSERT OR REPLACE INTO idempotency (tenant_id, key, args_digest, record_id)
@@ -613,24 +626,36 @@ func TestQueriesUseIndexes(t *testing.T) {
 		q      writ.RecordQuery
 		byTime bool
 		index  string // the index the plan must use
+		prefix prefixRoute
 	}{
-		{writ.RecordQuery{TenantID: "acme"}, false, "sqlite_autoindex_records_2 (tenant_id=? AND seq>?)"},
-		{writ.RecordQuery{TenantID: "acme", DecisionKey: "payments.refund"}, false, "records_decision_key"},
-		{writ.RecordQuery{TenantID: "acme", Status: writ.StatusDecided}, false, "records_status"},
-		{writ.RecordQuery{TenantID: "acme", SubjectID: "customer:c-001"}, false, "SEARCH s USING PRIMARY KEY (tenant_id=? AND subject_id=? AND seq>?)"},
-		{writ.RecordQuery{TenantID: "acme", TraceID: strings.Repeat("ab", 16)}, false, "records_trace_id"},
+		{writ.RecordQuery{TenantID: "acme"}, false, "sqlite_autoindex_records_2 (tenant_id=? AND seq>?)", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", DecisionKey: "payments.refund"}, false, "records_decision_key", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", Status: writ.StatusDecided}, false, "records_status", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", SubjectID: "customer:c-001"}, false, "SEARCH s USING PRIMARY KEY (tenant_id=? AND subject_id=? AND seq>?)", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", TraceID: strings.Repeat("ab", 16)}, false, "records_trace_id", prefixNone},
 		// A narrow time range is read through the time index, never by
 		// walking the chain up to it (issue 38).
-		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(time.Hour)}, true, "records_ts"},
-		{writ.RecordQuery{TenantID: "acme", From: now}, true, "records_ts"},
-		{writ.RecordQuery{TenantID: "acme", To: now}, true, "records_ts"},
+		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(time.Hour)}, true, "records_ts", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", From: now}, true, "records_ts", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", To: now}, true, "records_ts", prefixNone},
+		// The seed's other query keys (issue 34).
+		{writ.RecordQuery{TenantID: "acme", ApprovalMode: writ.ModeNetwork}, false, "records_approval_mode", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny"}, false, "SEARCH t USING PRIMARY KEY (tenant_id=? AND term=? AND value=?)", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", Approver: "user:ops-lead"}, false, "SEARCH t USING PRIMARY KEY (tenant_id=? AND term=? AND value=?)", prefixNone},
+		// A narrow prefix is an index range; a wide one walks the chain
+		// and sorts nothing (issue 36).
+		{writ.RecordQuery{TenantID: "acme", DecisionKeyPrefix: "payments.", Newest: true}, false, "records_decision_key (tenant_id=? AND decision_key>? AND decision_key<?)", prefixByKey},
+		{writ.RecordQuery{TenantID: "acme", SubjectPrefix: "customer:", Newest: true}, false, "LIST SUBQUERY 1; SEARCH p USING PRIMARY KEY (tenant_id=? AND subject_id>? AND subject_id<?)", prefixBySubject},
+		{writ.RecordQuery{TenantID: "acme", DecisionKeyPrefix: "payments.", Newest: true}, false, "SEARCH r USING INDEX sqlite_autoindex_records_2 (tenant_id=?)", prefixWalk},
+		{writ.RecordQuery{TenantID: "acme", DecisionKeyPrefix: "payments."}, false, "SEARCH r USING INDEX sqlite_autoindex_records_2 (tenant_id=? AND seq>?)", prefixWalk},
+		{writ.RecordQuery{TenantID: "acme", DecisionKeyPrefix: "payments.", SubjectPrefix: "customer:", Newest: true}, false, "SEARCH r USING INDEX sqlite_autoindex_records_2 (tenant_id=?)", prefixWalk},
 	}
 	for _, tt := range queries {
 		q := tt.q
 		if byTime, err := s.narrowTimeRange(ctx, q); err != nil || byTime != tt.byTime {
 			t.Errorf("narrowTimeRange(%+v) = %v, %v; want %v", q, byTime, err, tt.byTime)
 		}
-		query, args := recordsQuery(q, 0, 101, tt.byTime)
+		query, args := recordsQuery(q, 0, 101, tt.byTime, tt.prefix)
 		rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
 		if err != nil {
 			t.Fatalf("EXPLAIN QUERY PLAN %s = %v", query, err)
@@ -649,8 +674,11 @@ func TestQueriesUseIndexes(t *testing.T) {
 			if strings.HasPrefix(step, "SCAN") {
 				t.Errorf("Records(%+v) plan %q scans a table", q, plan)
 			}
+			if tt.prefix == prefixWalk && strings.Contains(step, "TEMP B-TREE") {
+				t.Errorf("Records(%+v) plan %q sorts a wide prefix", q, plan)
+			}
 		}
-		if !strings.Contains(plan[0], tt.index) {
+		if !strings.Contains(strings.Join(plan, "; "), tt.index) {
 			t.Errorf("Records(%+v) plan %q does not use %s", q, plan, tt.index)
 		}
 		t.Logf("Records(%+v): %q", q, plan)

@@ -30,6 +30,10 @@ var groups = map[string][]subcommand{
 		{"deny", "deny a pending approval request"},
 		{"withdraw", "withdraw a pending approval request you asked for and no longer need"},
 	},
+	"params": {
+		{"show", "show a tenant's parameters: declared, set and effective values"},
+		{"set", "set a tenant's parameter values (a sealed record; admin)"},
+	},
 	"decisions": {
 		{"show", "show a decision's story: every record in chain order, its approvals, where it stands"},
 		{"report", "report what happened to the effect a decision allowed"},

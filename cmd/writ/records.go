@@ -33,6 +33,12 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 	outcome := fs.String("outcome", "", "only check records with this outcome (allow, allow_with_warning, replan_required, goal_fail_terminal)")
 	fs.StringVar(&q.SubjectID, "subject", "", "only records about this subject id")
 	fs.StringVar(&q.TraceID, "trace", "", "only this trace id")
+	mode := fs.String("approval-mode", "", "only records acted under this approval mode (read_only, local_write, network, delegated, destructive)")
+	fs.StringVar(&q.PolicyDecisionID, "policy-decision", "", "only records with this policy_decision_id (a rule with its verdict)")
+	fs.StringVar(&q.Approver, "approver", "", "only records with an approval by this approver")
+	fs.StringVar(&q.DecisionKeyPrefix, "decision-key-prefix", "", "only records whose decision key begins with this")
+	fs.StringVar(&q.SubjectPrefix, "subject-prefix", "", "only records with a subject id that begins with this")
+	fs.BoolVar(&q.Newest, "newest", false, "newest first (default: chain order, oldest first)")
 	from := fs.String("from", "", "records at or after this time (RFC 3339)")
 	to := fs.String("to", "", "records before this time (RFC 3339)")
 	fs.IntVar(&q.Limit, "limit", 100, "page size (1-1000)")
@@ -49,6 +55,7 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 	}
 	q.Status = writ.Status(*status)
 	q.Outcome = writ.Outcome(*outcome)
+	q.ApprovalMode = writ.ApprovalMode(*mode)
 	if err := parseWindow(*from, *to, &q.From, &q.To); err != nil {
 		return err
 	}

@@ -77,6 +77,54 @@ func TestReplayCommand(t *testing.T) {
 	if outcomesSeen < 2 {
 		t.Errorf("the refund examples recorded %d outcomes; --outcome is not exercised", outcomesSeen)
 	}
+	// The seed's other query keys keep the records that hold them, and
+	// --newest serves the same records the other way round.
+	var listed []writ.Record
+	for line := range strings.Lines(list) {
+		var r writ.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, r)
+	}
+	last := listed[len(listed)-1]
+	for _, tc := range []struct {
+		flags []string
+		match func(r writ.Record) bool
+	}{
+		{[]string{"--policy-decision", last.PolicyDecisions[0].PolicyDecisionID}, func(r writ.Record) bool {
+			return slices.ContainsFunc(r.PolicyDecisions, func(p writ.PolicyDecision) bool {
+				return p.PolicyDecisionID == last.PolicyDecisions[0].PolicyDecisionID
+			})
+		}},
+		{[]string{"--approval-mode", string(last.ApprovalModeEffective)}, func(r writ.Record) bool { return r.ApprovalModeEffective == last.ApprovalModeEffective }},
+		{[]string{"--approver", "user:nobody"}, func(writ.Record) bool { return false }},
+		{[]string{"--decision-key-prefix", last.DecisionKey[:3], "--newest"}, func(r writ.Record) bool { return strings.HasPrefix(r.DecisionKey, last.DecisionKey[:3]) }},
+	} {
+		out, stderr, code := runLedgerCmd(t, append([]string{"records", "list", "--data", data, "--tenant", "acme", "--json"}, tc.flags...)...)
+		var want, got []string
+		for _, r := range listed {
+			if tc.match(r) {
+				want = append(want, r.RecordID)
+			}
+		}
+		if slices.Contains(tc.flags, "--newest") {
+			slices.Reverse(want)
+		}
+		for line := range strings.Lines(out) {
+			var r writ.Record
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r.RecordID)
+		}
+		if code != 0 || !slices.Equal(got, want) {
+			t.Errorf("writ records list %v: exit %d, %v, want %v%s", tc.flags, code, got, want, stderr)
+		}
+	}
+	if out, stderr, code := runLedgerCmd(t, "records", "list", "--data", data, "--tenant", "acme", "--approval-mode", "writes"); code != 1 || out != "" || !strings.Contains(stderr, "approval mode") {
+		t.Errorf("writ records list --approval-mode writes: exit %d, stdout %q, stderr %q; want exit 1 naming the approval mode", code, out, stderr)
+	}
 	if out, stderr, code := runLedgerCmd(t, "records", "list", "--data", data, "--tenant", "acme", "--outcome", "permit"); code != 1 || out != "" || !strings.Contains(stderr, "outcome") {
 		t.Errorf("writ records list --outcome permit: exit %d, stdout %q, stderr %q; want exit 1 naming the outcome", code, out, stderr)
 	}

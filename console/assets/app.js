@@ -203,6 +203,7 @@ function renderChrome() {
   const links = [];
   if (has('approver') || has('auditor')) links.push(['#/inbox', 'Approvals']);
   if (has('auditor')) links.push(['#/overview', 'Overview'], ['#/records', 'Records'], ['#/runs', 'Runs'], ['#/shadow', 'Shadow'], ['#/ledger', 'Ledger']);
+  if (has('admin')) links.push(['#/keys', 'Keys']);
   if (session) links.push(['#/server', 'Server']);
   nav.replaceChildren(...links.map(([href, text]) => h('a', { href, 'data-nav': href }, text)));
   who.replaceChildren(...kids(session ? [
@@ -413,7 +414,8 @@ function toRFC3339(local) { return local ? new Date(local).toISOString() : ''; }
 // recordColumns are the records list's columns: the sort key of each
 // sortable one (seq is the server's order; the others sort the page).
 const recordColumns = [['Seq', 'seq'], ['Time', 'seq'], ['Decision key', 'key'], ['Status', 'status'], ['Outcome', 'outcome'], ['Actor', null], ['Subjects', null]];
-const recordFilters = ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'trace_id', 'from', 'to', 'decision_key', 'subject_id'];
+const recordFilters = ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'approval_mode_effective', 'policy_decision_id', 'approver', 'trace_id', 'from', 'to', 'decision_key', 'subject_id'];
+const approvalModes = ['', 'read_only', 'local_write', 'network', 'delegated', 'destructive'];
 
 // recordsPage lists the tenant's records, newest first unless the URL
 // says order=chain, filtered and sorted as the URL says: the URL holds
@@ -430,13 +432,16 @@ async function recordsPage(params) {
   const form = h('form', { class: 'filters card', onsubmit: (ev) => {
     ev.preventDefault();
     const over = {};
-    for (const k of ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'trace_id', 'from', 'to']) over[k] = form[k].value;
+    for (const k of ['decision_key_prefix', 'subject_prefix', 'status', 'outcome', 'approval_mode_effective', 'policy_decision_id', 'approver', 'trace_id', 'from', 'to']) over[k] = form[k].value;
     location.hash = view(over);
   } },
   h('div', {}, input('decision_key_prefix', 'Decision key begins with', { placeholder: 'support.refund', 'aria-describedby': 'prefix-help' })),
   h('div', {}, input('subject_prefix', 'Subject begins with', { placeholder: 'customer:', 'aria-describedby': 'prefix-help' })),
   h('div', {}, select('status', 'Status', statuses, f.status)),
   h('div', {}, select('outcome', 'Outcome', outcomes, f.outcome)),
+  h('div', {}, select('approval_mode_effective', 'Approval mode', approvalModes, f.approval_mode_effective)),
+  h('div', {}, input('policy_decision_id', 'Rule (policy decision)', { placeholder: 'pd:…:deny', title: 'policy_decision_id' })),
+  h('div', {}, input('approver', 'Approver', { title: 'approvals[].approver' })),
   h('div', {}, input('trace_id', 'Trace id')),
   h('div', {}, input('from', 'From', { type: 'datetime-local', step: 1 })),
   h('div', {}, input('to', 'To', { type: 'datetime-local', step: 1 })),
@@ -450,7 +455,8 @@ async function recordsPage(params) {
   const t0 = performance.now();
   try {
     page = await api('GET', '/v1/records', { query: { decision_key: f.decision_key, decision_key_prefix: f.decision_key_prefix, status: f.status, outcome: f.outcome,
-      subject_id: f.subject_id, subject_prefix: f.subject_prefix, trace_id: f.trace_id, from: toRFC3339(f.from), to: toRFC3339(f.to), cursor: f.cursor,
+      subject_id: f.subject_id, subject_prefix: f.subject_prefix, trace_id: f.trace_id, approval_mode_effective: f.approval_mode_effective,
+      policy_decision_id: f.policy_decision_id, approver: f.approver, from: toRFC3339(f.from), to: toRFC3339(f.to), cursor: f.cursor,
       order: newest ? 'newest' : '', limit: 50 } });
   } catch (e) { out.replaceChildren(errorBox(e)); return; }
   let rows = page.records;
@@ -489,7 +495,7 @@ const groups = [
   ['Identity', ['record_id', 'decision_id', 'decision_key', 'decision_version', 'timestamp', 'status', 'supersedes', 'intent_ref', 'action_class']],
   ['Actor', ['actor']], ['Subject', ['subject_ids']], ['Inputs', ['inputs_refs']], ['Outputs', ['outputs']],
   ['Evidence', ['evidence_refs', 'history']], ['Policy', ['policy_decisions']], ['Approvals', ['approvals', 'approval_mode_effective']],
-  ['Controls', ['controls_active']], ['Tool lineage', ['tool_lineage', 'execution']], ['Scores', ['scorecard']], ['Budget', ['budget_usage']],
+  ['Controls', ['controls_active']], ['Tool lineage', ['tool_lineage', 'execution']], ['Scores', ['scorecard']], ['Budget', ['budget_usage', 'metered_usage']],
   ['Lineage', ['lineage']], ['Trace', ['trace_id', 'replay']], ['Seal', ['audit', 'tenant_id']],
 ];
 
@@ -536,21 +542,22 @@ function recordSummary(rec) {
   const out = rec.outputs || {};
   const row = (label, field, value) => (value === '' || value === undefined || value === null ? null : [h('dt', { title: field }, label), h('dd', {}, value)]);
   const outcome = out.outcome !== undefined ? labelled('outputs.outcome', out.outcome, out.outcome === 'allow' ? 'ok' : out.outcome === 'allow_with_warning' ? 'warn' : 'bad') : null;
-  const rules = (rec.policy_decisions || []).flatMap((p) => (p.rule_ids || []).map((r) => [r, p.verdict]));
+  const rules = (rec.policy_decisions || []).flatMap((p) => (p.rule_ids || []).map((r) => [r, p.verdict, p.policy_decision_id]));
+  const filter = (k, v, label) => link(`#/records?${new URLSearchParams({ [k]: v })}`, label, { title: `every record with ${k} ${v}` });
   const actor = rec.actor || {};
   return h('section', { class: 'card summary', id: 'summary', 'aria-labelledby': 'summary-h' },
     h('h2', { id: 'summary-h' }, outcome ? ['Outcome: ', outcome] : ['A ', human(rec.kind) || 'record', ' · ', labelled('status', rec.status)]),
     h('dl', {}, kids([
       row('Decision', 'decision_key', code(rec.decision_key)),
       row('Status', 'status', labelled('status', rec.status)),
-      row('Why', 'policy_decisions[].rule_ids', rules.length ? h('ul', { class: 'inline' }, rules.map(([r, v]) => h('li', {}, code(r), v ? ` (${v})` : ''))) : 'no rule fired'),
+      row('Why', 'policy_decisions[].rule_ids', rules.length ? h('ul', { class: 'inline' }, rules.map(([r, v, pd]) => h('li', {}, pd ? filter('policy_decision_id', pd, code(r)) : code(r), v ? ` (${v})` : ''))) : 'no rule fired'),
       row('Who', 'actor', [h('span', { title: 'actor.type' }, String(actor.type || '').toLowerCase()), ' ', code(actor.id || ''),
         actor.delegated_user_id ? [' for ', code(actor.delegated_user_id)] : '']),
       row('About', 'subject_ids', (rec.subject_ids || []).length ? h('ul', { class: 'inline' }, rec.subject_ids.map((x) => h('li', {}, code(x)))) : 'no subject'),
       row('Evidence', 'evidence_refs', (rec.evidence_refs || []).length ? h('ul', { class: 'inline' }, rec.evidence_refs.map((x) => h('li', {}, code(x)))) : 'none'),
       row('Approvals', 'approvals', (rec.approvals || []).length
-        ? h('ul', {}, rec.approvals.map((a) => h('li', {}, `${a.approver || 'someone'} at gate ${a.gate_id}`, a.decided_at ? [', ', timeEl(a.decided_at)] : '')))
-        : rec.approval_mode_effective ? `none yet (mode ${rec.approval_mode_effective})` : 'none needed'),
+        ? h('ul', {}, rec.approvals.map((a) => h('li', {}, a.approver ? filter('approver', a.approver, a.approver) : 'someone', ` at gate ${a.gate_id}`, a.decided_at ? [', ', timeEl(a.decided_at)] : '')))
+        : rec.approval_mode_effective ? ['none yet (mode ', filter('approval_mode_effective', rec.approval_mode_effective, rec.approval_mode_effective), ')'] : 'none needed'),
       row('Execution', 'execution', rec.execution ? [rec.execution.status ? `reported ${human(rec.execution.status)}` : rec.execution.report_required ? 'permitted; a report is due' : 'permitted',
         rec.execution.valid_until ? [' · valid until ', timeEl(rec.execution.valid_until)] : ''] : ''),
       row('When', 'timestamp', [timeEl(rec.timestamp), h('span', { class: 'muted small' }, ` ${fmtTime(rec.timestamp)}`)]),
@@ -770,7 +777,10 @@ async function shadowPage(params) {
     out.replaceChildren(h('p', { class: 'muted', id: 'shadow-summary' }, 'No shadow decisions in this window. Start writ serve with --shadow-pack DIR to decide every check under a candidate pack too.'));
     return;
   }
-  const rules = (m) => Object.entries(m || {}).map(([r, n]) => h('li', {}, code(r), ` × ${n}`));
+  // A rule id is bundle@version:rule: it may wrap after the colon, never
+  // inside either part.
+  const ruleId = (r) => { const i = r.lastIndexOf(':'); return i < 0 ? code(r) : h('code', {}, r.slice(0, i + 1), h('wbr', {}), r.slice(i + 1)); };
+  const rules = (m) => Object.entries(m || {}).map(([r, n]) => h('li', {}, ruleId(r), ` × ${n}`));
   out.replaceChildren(
     h('section', { class: 'card' },
       h('p', { class: rep.changed ? 'result warn' : 'result ok', id: 'shadow-summary' }, `${rep.decisions} shadow decisions, ${rep.changed} with another outcome than enforced`),
@@ -967,6 +977,7 @@ async function serverPage() {
   const out = h('div', {});
   show(h('h1', {}, 'Server'), out);
   let health;
+  const rulesBox = h('section', { class: 'card', id: 'pack-rules' });
   try { health = await (await fetch('/healthz')).json(); } catch (e) { out.replaceChildren(errorBox(e)); return; }
   out.replaceChildren(
     h('section', { class: 'card', id: 'server' }, h('h2', {}, 'The pack in force'),
@@ -977,8 +988,66 @@ async function serverPage() {
       dl([['Tenant', session.tenant_id], ['You', session.subject], ['Key', session.key_id ? code(session.key_id) : ''], ['Roles', session.roles.join(', ')],
         ['Session ends', timeEl(session.expires_at)]])),
     has('admin') ? h('section', { class: 'card' }, h('h2', {}, 'API keys'),
-      h('p', {}, 'API keys are managed on the server with the writ command; this console does not create or revoke them:'),
-      h('pre', {}, 'writ keys list --data DIR\nwrit keys create --data DIR --tenant ' + session.tenant_id + ' --subject NAME --role approver\nwrit keys revoke --data DIR KEY_ID')) : null);
+      h('p', {}, link('#/keys', 'Manage the API keys of ' + session.tenant_id + ' →'))) : null,
+    rulesBox);
+  // The pack's rules, bundle by bundle (GET /v1/pack).
+  let p;
+  try { p = await api('GET', '/v1/pack'); } catch (e) { rulesBox.replaceChildren(h('h2', {}, 'Rules'), errorBox(e)); return; }
+  const rows = p.bundles.flatMap((b) => b.rules.map((r) => [{}, [code(`${b.bundle_id}@${b.version}`), h('span', { title: r.description || '' }, code(r.id)),
+    labelled('effect', r.effect.replaceAll('_', ' ')), r.gate ? code(r.gate) : '', r.applies_to.length ? r.applies_to.join(', ') : 'every check']]));
+  rulesBox.replaceChildren(h('h2', {}, `Rules of ${p.pack}`),
+    h('p', { class: 'muted small' }, `${rows.length} ${rows.length === 1 ? 'rule' : 'rules'} in ${p.bundles.length} ${p.bundles.length === 1 ? 'bundle' : 'bundles'}; a rule's description is on hover.`),
+    rows.length ? tableOf(['Bundle', 'Rule', 'Effect', 'Gate', 'Applies to'], ['Bundle', 'Rule', 'Effect', 'Gate', 'Applies to'], rows) : h('p', { class: 'muted' }, 'No rules.'));
+}
+
+// ---- API keys (admin) ----
+
+const keyRoles = ['agent', 'approver', 'auditor', 'admin'];
+
+// keysPage lists the tenant's API keys, creates one (its token shown
+// once, here) and revokes one, through /v1/keys: an admin's work.
+async function keysPage() {
+  const out = h('div', {});
+  const created = h('div', { id: 'key-created', 'aria-live': 'polite' });
+  const form = h('form', { class: 'filters card', id: 'create-key', onsubmit: async (ev) => {
+    ev.preventDefault();
+    const roles = keyRoles.filter((r) => form[`role-${r}`].checked);
+    const body = { subject: form.subject.value.trim(), roles };
+    if (form.expires.value) body.expires_at = toRFC3339(form.expires.value);
+    try {
+      const k = await api('POST', '/v1/keys', { body });
+      form.reset();
+      created.replaceChildren(h('section', { class: 'card token', role: 'status' },
+        h('h2', {}, `Key ${k.key_id} for ${k.subject}`),
+        h('p', {}, 'Its token, shown this once (writ keeps only its hash). Copy it now and give it to ', code(k.subject), ':'),
+        h('pre', { id: 'new-token' }, k.token)));
+      await listKeys();
+    } catch (e) { created.replaceChildren(errorBox(e)); }
+  } },
+  h('div', {}, h('label', { for: 'subject' }, 'Who holds it'), h('input', { id: 'subject', name: 'subject', required: true, placeholder: 'maria', title: 'subject: the approver named in approvals' })),
+  h('fieldset', { class: 'roles' }, h('legend', {}, 'Roles'), keyRoles.map((r) => h('label', { class: 'check' }, h('input', { type: 'checkbox', id: `role-${r}`, name: `role-${r}` }), ' ', r))),
+  h('div', {}, h('label', { for: 'expires' }, 'Expires (optional)'), h('input', { id: 'expires', name: 'expires', type: 'datetime-local' })),
+  h('div', {}, h('button', { type: 'submit', id: 'create' }, 'Create key')));
+  show(h('h1', {}, 'API keys'), h('p', { class: 'muted' }, `The keys of tenant ${session.tenant_id}. A new key opens requests at once; a revoked one opens nothing from then on.`),
+    form, created, out);
+  async function listKeys() {
+    let list;
+    try { list = await api('GET', '/v1/keys'); } catch (e) { out.replaceChildren(errorBox(e)); return; }
+    const revoke = (k) => {
+      if (k.revoked_at) return labelled('revoked_at', 'revoked');
+      if (k.key_id === session.key_id) return h('span', { class: 'muted' }, 'your key');
+      const b = h('button', { type: 'button', class: 'secondary', title: `Revoke ${k.key_id}`, onclick: async () => {
+        if (b.dataset.armed !== 'yes') { b.dataset.armed = 'yes'; b.textContent = 'Click again to revoke'; return; }
+        try { await api('POST', `/v1/keys/${encodeURIComponent(k.key_id)}/revoke`, { body: {} }); await listKeys(); } catch (e) { out.prepend(errorBox(e)); }
+      } }, 'Revoke');
+      return b;
+    };
+    const state = (k) => (k.revoked_at ? ['revoked ', timeEl(k.revoked_at)] : k.expires_at && Date.parse(k.expires_at) < Date.now() ? 'expired' : 'active');
+    out.replaceChildren(list.keys.length ? tableOf(['Key', 'Who', 'Roles', 'Created', 'Expires', 'State', 'Signature', ''], ['Key', 'Who', 'Roles', 'Created', 'Expires', 'State', 'Signature', 'Action'],
+      list.keys.map((k) => [{ 'data-key': k.key_id }, [code(k.key_id), k.subject, k.roles.join(', '), timeEl(k.created_at), k.expires_at ? timeEl(k.expires_at) : 'never', state(k),
+        labelled('signature', k.signature, k.signature === 'ok' ? 'ok' : 'bad'), revoke(k)]])) : h('p', { class: 'muted' }, 'No keys: this server runs in development mode.'));
+  }
+  await listKeys();
 }
 
 // ---- router ----
@@ -998,12 +1067,12 @@ async function route() {
     renderChrome();
   }
   if (!session || seg[0] === 'signin') { await signInPage(); return; }
-  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger', server: '#/server', overview: '#/overview' }[seg[0]];
+  const section = { approvals: '#/inbox', inbox: '#/inbox', records: '#/records', runs: '#/runs', shadow: '#/shadow', ledger: '#/ledger', server: '#/server', overview: '#/overview', keys: '#/keys' }[seg[0]];
   for (const a of nav.querySelectorAll('a')) {
     if (a.getAttribute('href') === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
   // A page the role cannot read says so, and where to go instead.
-  const needs = { overview: 'auditor', records: 'auditor', runs: 'auditor', shadow: 'auditor', ledger: 'auditor', inbox: ['approver', 'auditor'], approvals: ['approver', 'auditor'] }[seg[0]];
+  const needs = { keys: 'admin', overview: 'auditor', records: 'auditor', runs: 'auditor', shadow: 'auditor', ledger: 'auditor', inbox: ['approver', 'auditor'], approvals: ['approver', 'auditor'] }[seg[0]];
   if (needs && ![needs].flat().some(has)) {
     show(h('h1', {}, 'Not for your role'), h('p', { id: 'not-for-role' }, `This page needs the role ${[needs].flat().join(' or ')}; you signed in with ${session.roles.join(', ')}.`),
       h('p', {}, link(home(), 'Go to your start page →')));
@@ -1013,6 +1082,7 @@ async function route() {
   try {
     switch (seg[0]) {
       case 'server': await serverPage(); break;
+      case 'keys': await keysPage(); break;
       case 'overview': await overviewPage(); break;
       case 'approvals': if (seg[1]) { await approvalPage(seg[1]); break; } // falls through
       case 'inbox': await inboxPage(params); break;

@@ -31,6 +31,7 @@ const binDir = process.env.WRIT_E2E_BIN_DIR || tmp;
 const bin = path.join(binDir, 'writ');
 const tamperBin = path.join(binDir, 'tamper');
 const metrics = {};
+const consoleErrors = []; // every console error of every page closed
 
 let server; // { proc, url }
 let browser;
@@ -40,8 +41,12 @@ function writ(...args) {
   return execFileSync(bin, args, { cwd: repo, encoding: 'utf8' });
 }
 
+// createKey creates a key of acme. An agent key acts as AGENT:subject
+// and, as the requests of the examples name their own agents as actors
+// (agt_support, ...), also for AGENT:agt_* (docs/trust.md).
 function createKey(subject, roles, dir = data) {
-  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, '--json'));
+  const actsFor = roles.split(',').includes('agent') ? ['--acts-for', 'AGENT:agt_*'] : [];
+  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, ...actsFor, '--json'));
   return out.token;
 }
 
@@ -96,7 +101,7 @@ async function call(method, p, key, body, base = server.url) {
 const check = (key, body) => call('POST', '/v1/check', key, body);
 
 // page opens a fresh browser context (no cookies) at the console.
-async function newPage(width = 1280, height = 900) {
+async function newPage(width = 1440, height = 900) {
   const ctx = await browser.newContext({ viewport: { width, height } });
   const page = await ctx.newPage();
   page.on('dialog', async (d) => { page.dialogs = (page.dialogs || 0) + 1; await d.dismiss(); });
@@ -104,6 +109,8 @@ async function newPage(width = 1280, height = 900) {
   // A Content-Security-Policy violation is a console error: the pages
   // must never need one.
   page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) page.errors = [...(page.errors || []), m.text()]; });
+  // Every other console error is kept too: close() reports them.
+  page.on('console', (m) => { if (m.type() === 'error') page.consoleErrors = [...(page.consoleErrors || []), `${m.text()} ${m.location()?.url || ''}`]; });
   return page;
 }
 
@@ -111,6 +118,14 @@ async function newPage(width = 1280, height = 900) {
 // closes its context.
 async function close(page) {
   assert.deepEqual(page.errors || [], [], 'page errors and CSP violations');
+  // The browser logs an answer of 4xx or 5xx as a console error
+  // ("Failed to load resource"), which the pages expect at times (the
+  // session probe before sign-in, a record no checkpoint covers yet, the
+  // refusals the tests provoke); they are written to the metrics. Any
+  // other console error fails the page.
+  const others = (page.consoleErrors || []).filter((e) => !/^Failed to load resource: the server responded with a status of [45]\d\d /.test(e));
+  assert.deepEqual(others, [], 'console errors');
+  if (page.consoleErrors?.length) consoleErrors.push(...page.consoleErrors);
   await assertReadable(page);
   // Accessibility basics of the page left open: every control has a
   // label, every button a name, every image an alternative.
@@ -154,6 +169,11 @@ async function assertReadable(page) {
   const text = await page.locator('body').textContent();
   assert.doesNotMatch(text, /\bundefined\b/, 'the page shows "undefined"');
   assert.deepEqual(await brokenWords(page), [], `words broken mid-cell at ${page.viewportSize().width} px`);
+  // At 1440 px and wider (the screenshots' width), no list is wider than
+  // the page gives it: nothing hides behind a scroll bar.
+  const clipped = await page.evaluate(() => (window.innerWidth < 1440 ? [] : [...document.querySelectorAll('.tablewrap')]
+    .filter((w) => w.scrollWidth > w.clientWidth + 1).map((w) => w.querySelector('th')?.textContent)));
+  assert.deepEqual(clipped, [], `lists wider than the page at ${page.viewportSize().width} px`);
 }
 
 // signIn signs in at the console's start page; unless refused is set,
@@ -166,6 +186,9 @@ async function signIn(page, key, base = server.url, refused = false) {
 }
 
 async function shot(page, name, fullPage = true) {
+  // What goes in the docs is readable: no "undefined", no word broken
+  // mid-cell, no list cut off.
+  await assertReadable(page);
   await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage });
 }
 
@@ -193,7 +216,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   if (server) await stopServer();
-  if (process.env.WRIT_E2E_METRICS) writeFileSync(process.env.WRIT_E2E_METRICS, JSON.stringify(metrics, null, 2) + '\n');
+  if (process.env.WRIT_E2E_METRICS) writeFileSync(process.env.WRIT_E2E_METRICS, JSON.stringify({ ...metrics, console_errors: consoleErrors }, null, 2) + '\n');
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -419,6 +442,62 @@ async function measure(page, hash, readySelector) {
   return { bytes, interactive_ms: ms };
 }
 
+test('an auditor filters by every seed query key: approver, rule and approval mode, kept in the URL', async () => {
+  const page = await newPage(1440, 900);
+  await signIn(page, keys.olga);
+  await page.goto(`${server.url}/console/#/records/${approvals.allowedRecord}`);
+  // The summary's approver and rule are links to the records that share them.
+  const summary = page.locator('#summary');
+  await summary.getByRole('link', { name: 'maria', exact: true }).click();
+  await page.waitForURL(/approver=maria/);
+  await page.locator('tbody tr').first().waitFor();
+  assert.equal(await page.getByLabel('Approver').inputValue(), 'maria', 'the filter shows what the URL holds');
+  const byMaria = await page.locator('tbody tr td:nth-child(3)').allTextContents();
+  assert.ok(byMaria.length >= 2, `maria's approval decision and the retry it allowed: ${byMaria}`);
+  const ids = await page.locator('tbody tr td:nth-child(3) a').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
+  assert.ok(ids.includes(`#/records/${approvals.allowedRecord}`), ids.join(' '));
+  // Every record listed names maria as an approver (checked through the API).
+  for (const href of ids) {
+    const { body } = await call('GET', `/v1/records/${href.split('/').pop()}`, keys.olga);
+    assert.ok(body.approvals.some((a) => a.approver === 'maria'), href);
+  }
+  // An approver no one is: nothing.
+  await page.getByLabel('Approver').fill('nobody');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await page.getByText('No records match.').waitFor();
+  // The approval mode filter, with the approver cleared.
+  await page.getByLabel('Approver').fill('');
+  const { body: rec } = await call('GET', `/v1/records/${approvals.allowedRecord}`, keys.olga);
+  const mode = rec.approval_mode_effective;
+  await page.getByLabel('Approval mode').selectOption(mode);
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await page.waitForURL(new RegExp(`approval_mode_effective=${mode}`));
+  await page.locator('tbody tr').first().waitFor();
+  const byMode = await call('GET', `/v1/records?approval_mode_effective=${mode}&order=newest&limit=50`, keys.olga);
+  assert.equal(await page.locator('tbody tr').count(), byMode.body.records.length);
+  assert.ok(byMode.body.records.every((r) => r.approval_mode_effective === mode));
+  // The rule that asked for approval, from a record's summary.
+  await page.goto(`${server.url}/console/#/records/${approvals.allowedRecord}`);
+  const pd = rec.policy_decisions.find((p) => p.rule_ids.length).policy_decision_id;
+  await summary.locator(`a[href="#/records?${new URLSearchParams({ policy_decision_id: pd })}"]`).first().click();
+  await page.waitForURL(/policy_decision_id=/);
+  await page.locator('tbody tr').first().waitFor();
+  assert.equal(await page.getByLabel('Rule (policy decision)').inputValue(), pd);
+  const byRule = await call('GET', `/v1/records?${new URLSearchParams({ policy_decision_id: pd, order: 'newest', limit: '50' })}`, keys.olga);
+  assert.ok(byRule.body.records.length >= 1);
+  assert.equal(await page.locator('tbody tr').count(), byRule.body.records.length);
+  // The URL is the view: opened afresh, it shows the same filter.
+  const shared = page.url();
+  const other = await newPage(1440, 900);
+  await signIn(other, keys.olga);
+  await other.goto(shared);
+  await other.locator('tbody tr').first().waitFor();
+  assert.equal(await other.getByLabel('Rule (policy decision)').inputValue(), pd);
+  await close(other);
+  await shot(page, 'records-filtered');
+  await close(page);
+});
+
 test('an auditor reads a verification-contract run: steps, attempts, checks and the retry prompt', async () => {
   // The storybook example pack has a workflow; it runs on a server of its own.
   const dir = path.join(tmp, 'storybook');
@@ -614,11 +693,20 @@ test('an execution report reads in words: no "undefined" in its receipt panel or
 test('each role lands on a page it can use', async () => {
   // An admin key (no approver, no auditor role): the server page, with
   // the pack in force.
-  const admin = await newPage();
+  const admin = await newPage(1440, 900);
   await signIn(admin, keys.ada);
   await admin.getByRole('heading', { name: 'The pack in force' }).waitFor();
   assert.match(admin.url(), /#\/server$/);
   assert.match(await admin.locator('#server').textContent(), /support@1\.0\.0.*sha256:[0-9a-f]{64}/s);
+  // The pack's rules, from GET /v1/pack.
+  const rules = admin.locator('#pack-rules');
+  await rules.locator('tbody tr').first().waitFor();
+  assert.match(await rules.locator('h2').textContent(), /^Rules of support@1\.0\.0$/);
+  const pk = await call('GET', '/v1/pack', keys.ada);
+  const want = pk.body.bundles.reduce((n, b) => n + b.rules.length, 0);
+  assert.equal(await rules.locator('tbody tr').count(), want);
+  assert.ok(want > 0);
+  assert.match(await rules.textContent(), /R_HIGH_VALUE_REQUIRES_APPROVAL.*require approval.*GATE_FINANCE_APPROVAL/s);
   await shot(admin, 'server');
   // A page it cannot read says so, and links to its start page.
   await admin.goto(`${server.url}/console/#/records`);
@@ -632,6 +720,50 @@ test('each role lands on a page it can use', async () => {
   await approver.getByRole('link', { name: 'Go to your start page →' }).click();
   await approver.getByRole('heading', { name: 'Approvals' }).waitFor();
   await close(approver);
+});
+
+test('an admin creates a key (its token shown once), sees it work, and revokes it; the keys of another tenant stay apart', async () => {
+  const admin = await newPage(1440, 900);
+  await signIn(admin, keys.ada);
+  await admin.getByRole('link', { name: 'Keys', exact: true }).click();
+  await admin.getByRole('heading', { name: 'API keys' }).waitFor();
+  // The keys of acme are listed, the admin's own without a revoke button.
+  await admin.locator('tbody tr').first().waitFor();
+  const listed = await admin.locator('tbody tr td:nth-child(2)').allTextContents();
+  for (const who of ['maria', 'olga', 'ada']) assert.ok(listed.includes(who), listed.join(','));
+  await admin.getByLabel('Who holds it').fill('nina');
+  await admin.getByLabel('approver').check();
+  await admin.getByLabel('auditor').check();
+  await admin.getByRole('button', { name: 'Create key' }).click();
+  const token = (await admin.locator('#new-token').textContent({ timeout: 15_000 })).trim();
+  assert.match(token, /^writ_/);
+  const row = admin.locator('tbody tr', { hasText: 'nina' });
+  await row.waitFor();
+  assert.match(await row.textContent(), /approver, auditor.*active.*ok/s);
+  await shot(admin, 'keys');
+  // The token works at once, and the list never shows it again.
+  const who = await call('GET', '/v1/whoami', token);
+  assert.equal(who.status, 200);
+  assert.equal(who.body.subject, 'nina');
+  const list = await call('GET', '/v1/keys', keys.ada);
+  assert.ok(!JSON.stringify(list.body).includes(token), 'the list shows no token');
+  // A subject /v1/check would refuse is refused here too, and nothing is created.
+  await admin.getByLabel('Who holds it').fill('<b>eve</b>');
+  await admin.getByLabel('agent', { exact: true }).check();
+  await admin.getByRole('button', { name: 'Create key' }).click();
+  await admin.locator('#key-created .error').waitFor();
+  assert.equal((await call('GET', '/v1/keys', keys.ada)).body.keys.length, list.body.keys.length);
+  // Revoking asks twice, then the key opens nothing.
+  const revoke = row.getByRole('button', { name: /^Revoke/ });
+  await revoke.click();
+  await row.getByRole('button', { name: 'Click again to revoke' }).waitFor();
+  await row.getByRole('button', { name: 'Click again to revoke' }).click();
+  await admin.locator('tbody tr', { hasText: 'nina' }).filter({ hasText: 'revoked' }).first().waitFor();
+  assert.equal((await call('GET', '/v1/whoami', token)).status, 401);
+  // An approver cannot reach the page, nor the routes.
+  assert.equal((await call('GET', '/v1/keys', keys.maria)).status, 403);
+  assert.equal((await call('POST', '/v1/keys', keys.olga, { subject: 'mallory', roles: ['admin'] })).status, 403);
+  await close(admin);
 });
 
 test('an ended session returns to sign-in and stops polling', async () => {

@@ -175,6 +175,16 @@ class RefundPack(unittest.TestCase):
         self.assertEqual([x["kind"] for x in story["records"]],
                          ["check", "approval_decision", "check", "execution_report"])
         self.assertEqual(story["records"][2]["receipt"]["outcome"], "allow")
+        # The approval is found by its approver and by its rule, newest first.
+        approval = story["records"][1]["record"]
+        by_approver = self.auditor.records(approver=FINANCE, order="newest").items
+        self.assertIn(approval["record_id"], [r["record_id"] for r in by_approver])
+        self.assertTrue(all(any(a["approver"] == FINANCE for a in r["approvals"]) for r in by_approver))
+        pd = approval["policy_decisions"][0]["policy_decision_id"]
+        by_rule = self.auditor.records(policy_decision_id=pd, approval_mode_effective=approval["approval_mode_effective"]).items
+        self.assertIn(approval["record_id"], [r["record_id"] for r in by_rule])
+        with self.assertRaises(writ.Invalid):
+            self.auditor.records(approval_mode_effective="writes")
 
     def _is_for(self, a: writ.ApprovalRequest, amount: int) -> bool:
         return any(str(amount) in r.message for r in a.reasons)

@@ -18,6 +18,12 @@ export interface ClientOptions {
   apiKey?: string;
   /** The tenant; required in development mode, the key's when left out. */
   tenantId?: string;
+  /**
+   * A JWT naming the human user the agent acts for, signed by an issuer the
+   * key's tenant trusts: sent as `Writ-Delegation` with every call, it makes
+   * `actor.delegated_user_id` authenticated (docs/trust.md).
+   */
+  delegationToken?: string;
   /** Retries of a 503 or 429 answer, each after its `Retry-After` (default 3). */
   maxRetries?: number;
   /** The longest wait before a retry, in seconds (default 30). */
@@ -249,8 +255,14 @@ export class Client {
     return JSON.parse(new TextDecoder().decode(await this.recordBytes(recordId, o))) as DecisionRecord;
   }
 
-  /** `GET /v1/records`: a page of the tenant's records, oldest first. */
+  /**
+   * `GET /v1/records`: a page of the tenant's records, oldest first (`order: 'newest'`: newest first).
+   * Every seed query key is a filter: decision_key, subject_id, status, approval_mode_effective,
+   * policy_decision_id, trace_id and approver.
+   */
   async records(q: { decision_key?: string; status?: string; subject_id?: string; trace_id?: string;
+    approval_mode_effective?: string; policy_decision_id?: string; approver?: string;
+    decision_key_prefix?: string; subject_prefix?: string; outcome?: string; order?: 'chain' | 'newest';
     from?: string; to?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<RecordPage> {
     return (await this.call('GET', '/v1/records', { query: this.query(q), ...o })).data as RecordPage;
   }
@@ -511,6 +523,7 @@ export class Client {
     const headers: { [k: string]: string } = { Accept: 'application/json' };
     if (o.body !== undefined) headers['Content-Type'] = 'application/json';
     if (this.opts.apiKey) headers.Authorization = `Bearer ${this.opts.apiKey}`;
+    if (this.opts.delegationToken) headers['Writ-Delegation'] = this.opts.delegationToken;
     const tp = o.traceparent ?? this.opts.traceparent?.();
     if (tp) headers.traceparent = tp;
     const f = this.opts.fetch ?? globalThis.fetch;

@@ -785,6 +785,133 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/pack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The pack this server enforces
+         * @description The pack in force, the same for every tenant: its id
+         *     (`name@version`), name, version and content hash (the
+         *     `lineage.pack_hash` of the records it decides), and its rules,
+         *     bundle by bundle in bundle id order, each with its effect, the
+         *     approval gate it asks for, its CEL condition and what it applies
+         *     to. A server that enforces no pack answers 404.
+         */
+        get: operations["getPack"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's API keys
+         * @description The tenant's API keys, oldest first, revoked ones included, as
+         *     `writ keys list --tenant` shows them: never a token or its hash.
+         *     `signature` says whether the key's signature verifies under the
+         *     server's signing key ring (`ok`, `unsigned`, `unknown signer` or
+         *     `invalid`; the server refuses all but `ok`).
+         */
+        get: operations["listAPIKeys"];
+        put?: never;
+        /**
+         * Create an API key of the tenant
+         * @description Creates a key of the tenant for `subject` with `roles`, signed with
+         *     the server's signing key ring (as `writ keys create` signs it), and
+         *     answers it with its `token`, **shown this once**: writ keeps only
+         *     the hash of its secret. The subject and roles are validated as at
+         *     `writ keys create` (and as `/v1/check` validates names), so a key
+         *     that could never be used is refused. `expires_at`, when given,
+         *     must be in the future; the key's signature covers it. The server
+         *     logs the creation with the admin who made it. A running server
+         *     accepts the key at once.
+         */
+        post: operations["createAPIKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an API key of the tenant
+         * @description Revokes the key from now on, as `writ keys revoke` does: it opens
+         *     nothing after, and the next checkpoint of the tenant commits to the
+         *     revocation. Revoking a revoked key changes nothing. A key of
+         *     another tenant, or no key, is 404; the key the request presents
+         *     cannot revoke itself (409). The server logs the revocation with the
+         *     admin who made it. The body is `{}` (in development mode,
+         *     `{"tenant_id": ...}`).
+         */
+        post: operations["revokeAPIKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/params": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's parameters as they stand
+         * @description The pinned pack's parameter declarations, the values the tenant
+         *     set (`{}` when none), and the effective values its checks read
+         *     now (`effective`, with their `digest`: the record's
+         *     `params.values` and `params.digest`), with the change in force
+         *     (`set`, `set_by`, `set_at`; absent when the tenant never set
+         *     any).
+         */
+        get: operations["getParams"];
+        /**
+         * Set the tenant's parameter values
+         * @description Replaces the values the tenant sets with `values` (a parameter
+         *     left out takes its default again), as a sealed record: decision
+         *     key `params:<pack name>`, the setter (the API key's subject, or
+         *     `by` in development mode) as a `HUMAN` actor, `outputs.values`,
+         *     `outputs.digest`, `outputs.reason` and `outputs.replaces` (the
+         *     change it replaces). The record is durable before the answer;
+         *     checks decided after it read the new values. Values that do not
+         *     match their parameters' schemas, or name a parameter the pack does
+         *     not declare, are refused (400, one detail per value, field
+         *     `values.<name>`) and nothing is written. With `replaces` (the
+         *     `set` the caller read, `none` for no change yet), a change made
+         *     meanwhile is refused (409).
+         */
+        put: operations["setParams"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/whoami": {
         parameters: {
             query?: never;
@@ -1073,9 +1200,30 @@ export interface components {
             id: string;
             /** @description The workload identity, such as a SPIFFE id. */
             workload_identity?: string;
-            /** @description The user who delegated authority to the actor. */
+            /** @description The user who delegated authority to the actor. `claimed` unless it comes with a delegation token writ verified (the `Writ-Delegation` header), whose subject it then is. */
             delegated_user_id?: string;
+            /** @description How writ knows `type` and `id` (docs/trust.md). `authenticated` in keyed mode (the API key's principal), `claimed` in development mode. Set by writ; a request that sets it is refused (403). Absent in records sealed before writ set it. */
+            readonly provenance?: components["schemas"]["Provenance"];
+            /** @description The API key the request came with (keyed mode). Set by writ. */
+            readonly key_id?: string;
+            /** @description The API key's own principal, when the key acted for this actor (its `acts_for`). Set by writ. */
+            readonly acted_by?: components["schemas"]["ActorRef"];
+            /** @description How writ knows `delegated_user_id` (set only with it). `authenticated` when a delegation token writ verified names it, else `claimed`. Set by writ. */
+            readonly delegated_user_provenance?: components["schemas"]["Provenance"];
+            /** @description The issuer (`iss`) of the delegation token that authenticated `delegated_user_id`. Set by writ. */
+            readonly delegated_user_issuer?: string;
         };
+        /** @description A principal, by type and id. */
+        ActorRef: {
+            /** @enum {string} */
+            type: "AGENT" | "HUMAN" | "SERVICE";
+            id: string;
+        };
+        /**
+         * @description How writ knows a decision input (docs/trust.md).
+         * @enum {string}
+         */
+        Provenance: "authenticated" | "observed" | "issued" | "claimed";
         /**
          * @description The approval class of an action, from least to most risky.
          * @enum {string}
@@ -1119,6 +1267,54 @@ export interface components {
             tool_calls: number;
             /** @enum {string} */
             provenance: "observed";
+        };
+        /** @description The tenant parameter values a decision's conditions could read (params.<name>), pinned for replay: every parameter the pack declares, the tenant's value or the default. Absent when the pack declares none. */
+        ParamsPin: {
+            /** @description sha256: and the hex SHA-256 of the RFC 8785 form of values. */
+            digest: string;
+            /** @description The effective values by parameter name. */
+            values: Record<string, unknown>;
+            /** @description The record id of the tenant's parameter change in force; absent when it set none. */
+            set?: string;
+        };
+        SetParamsRequest: {
+            /** @description Required in development mode; with an API key, the key's tenant (or left out). */
+            tenant_id?: string;
+            /** @description The tenant's values by parameter name; the ones left out take their defaults. */
+            values: Record<string, unknown>;
+            /** @description Who sets them, required in development mode; with an API key, the key's subject (or left out). */
+            by?: string;
+            /** @description Why */
+            reason: string;
+            /** @description The change the caller read (ParamsState.set), or none: refused with 409 if another change was made since. */
+            replaces?: string;
+            trace_id?: string;
+        };
+        ParamsState: {
+            tenant_id: string;
+            /** @description The pinned pack, name@version. */
+            pack: string;
+            /** @description The pack's parameters, in file order. */
+            declared: {
+                name: string;
+                description?: string;
+                /** @description The parameter's JSON Schema. */
+                schema: Record<string, unknown>;
+                /** @description The default value. */
+                default: unknown;
+            }[];
+            /** @description The values the tenant set ({} when none). */
+            values: Record<string, unknown>;
+            /** @description The values its checks read now: the record's params.values. */
+            effective: Record<string, unknown>;
+            /** @description The digest of effective: the record's params.digest. */
+            digest: string;
+            /** @description The record id of the change in force. */
+            set?: string;
+            /** @description Who made it. */
+            set_by?: string;
+            /** Format: date-time */
+            set_at?: string;
         };
         /** @description One history aggregate value a decision read: the sum of the tenant's contributions to the aggregate for the check's group with a time after `since` (the decision's clock minus the aggregate's window), not counting the decision itself. */
         HistoryValue: {
@@ -1333,6 +1529,7 @@ export interface components {
             execution?: components["schemas"]["Execution"];
             /** @description The values of the pack's history aggregates the decision read (history.<name> in its conditions), pinned for replay. Absent when it read none. */
             history?: components["schemas"]["HistoryValue"][];
+            params?: components["schemas"]["ParamsPin"];
             lineage: components["schemas"]["Lineage"];
             /** @description The W3C trace id. */
             trace_id: string;
@@ -1650,7 +1847,7 @@ export interface components {
              * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`) or an execution report (`execution:…`).
              * @enum {string}
              */
-            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report";
+            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change";
             /**
              * @description `replay_equal`: the rebuilt record has exactly the sealed
              *     canonical bytes. `diff`: something differs, and `differences`
@@ -1689,7 +1886,7 @@ export interface components {
          *     or a pinned input no longer match their hash.
          * @enum {string}
          */
-        ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_record" | "tamper_detected";
+        ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_params" | "changed_record" | "tamper_detected";
         /** @description A tenant's shadow decisions against what was enforced. */
         ShadowReport: {
             tenant_id: string;
@@ -1846,6 +2043,8 @@ export interface components {
             context: Record<string, unknown>;
             /** Format: date-time */
             started_at: string;
+            /** @description The principal whose API key started the run, with its key id (keyed mode); absent for a run started in development mode. Only that key, another key of the same principal, or a key that may act for it submits the run's attempts. */
+            started_by?: components["schemas"]["Actor"];
             /** @description The run's events, oldest first. */
             history: components["schemas"]["RunEvent"][];
         };
@@ -2022,6 +2221,87 @@ export interface components {
             /** @description The W3C trace id of the decision's record. A valid `traceparent` header overrides it. */
             trace_id?: components["schemas"]["TraceID"];
         };
+        PackInForce: {
+            /** @description name@version */
+            pack: string;
+            name: string;
+            version: string;
+            /** @description The pack's content hash, as records carry it in `lineage.pack_hash`. */
+            hash: string;
+            description?: string;
+            bundles: components["schemas"]["PackBundle"][];
+        };
+        PackBundle: {
+            bundle_id: string;
+            version: string;
+            description?: string;
+            rules: components["schemas"]["PackRule"][];
+        };
+        PackRule: {
+            id: string;
+            description?: string;
+            /** @description What the rule does when its condition holds (allow, deny, require_approval, ...). */
+            effect: string;
+            /** @description The approval gate a require_approval rule asks for. */
+            gate?: string;
+            /** @description The rule's CEL condition. */
+            when?: string;
+            /** @description `tool:…`, `action_class:…` and `decision_key:…` entries; empty, the rule applies to every check. */
+            applies_to: string[];
+        };
+        /** @description An API key of the tenant, as the key routes answer it; never its secret's hash. */
+        APIKey: {
+            key_id: string;
+            tenant_id: string;
+            /** @description Who holds the key; it is the approver named in approvals. */
+            subject: string;
+            roles: ("agent" | "approver" | "auditor" | "admin")[];
+            /**
+             * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (docs/trust.md). */
+            acts_for?: string[];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at?: string;
+            /** Format: date-time */
+            revoked_at?: string;
+            /** @description The signing key that signed the key. */
+            signed_by?: string;
+            /**
+             * @description Whether the key's signature verifies; the server refuses every key but `ok`.
+             * @enum {string}
+             */
+            signature: "ok" | "unsigned" | "unknown signer" | "invalid";
+            /** @description The key's token, answered once, when the key is created. */
+            token?: string;
+        };
+        CreateAPIKeyBody: {
+            /** @description With an API key it defaults to the key's tenant, and naming another is 403; in development mode it is required. */
+            tenant_id?: string;
+            /** @description Who holds the key (a person or a service); validated as a check's names are. */
+            subject: string;
+            roles: ("agent" | "approver" | "auditor" | "admin")[];
+            /**
+             * Format: date-time
+             * @description When the key stops opening anything (optional; in the future).
+             */
+            expires_at?: string;
+            /**
+             * @description The actor type the key acts as (default AGENT), as `writ keys create --actor-type` (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type?: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (`AGENT:agt_*`), as `writ keys create --acts-for` (docs/trust.md). */
+            acts_for?: string[];
+        };
+        RevokeAPIKeyBody: {
+            /** @description With an API key it defaults to the key's tenant, and naming another is 403; in development mode it is required. */
+            tenant_id?: string;
+        };
         /**
          * @description Withdraws an approval request; the path names it, so
          *     `approval_id` is not a member. `{}` withdraws without a reason.
@@ -2084,6 +2364,13 @@ export interface components {
             subject?: string;
             /** @description The key's roles. */
             roles?: ("agent" | "approver" | "auditor" | "admin")[];
+            /**
+             * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type?: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (docs/trust.md). */
+            acts_for?: string[];
         };
         /** @description Readiness report. */
         Health: {
@@ -2183,6 +2470,15 @@ export interface components {
         };
         /** @description The record does not exist or is not visible to the tenant (code `not_found`). */
         NotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description No API key of that id in the tenant, or a server that manages no API keys (code `not_found`). */
+        KeyNotFound: {
             headers: {
                 [name: string]: unknown;
             };
@@ -2576,6 +2872,20 @@ export interface operations {
                  *     a record is served once however many of its subjects match.
                  */
                 subject_prefix?: string;
+                /** @description Only records whose `approval_mode_effective` is this mode. */
+                approval_mode_effective?: components["schemas"]["ApprovalMode"];
+                /**
+                 * @description Only records one of whose `policy_decisions` has this
+                 *     `policy_decision_id`: a rule (or control, evidence
+                 *     requirement, budget) with its verdict, such as
+                 *     `pd:refunds@3:R_LIMIT:deny`.
+                 */
+                policy_decision_id?: string;
+                /**
+                 * @description Only records one of whose `approvals` names this approver:
+                 *     the approval decisions a person made.
+                 */
+                approver?: string;
                 /**
                  * @description `chain` (oldest first, by seq) or `newest` (newest first). A
                  *     cursor continues in the order of its query. Newest first, a
@@ -3870,6 +4180,228 @@ export interface operations {
                     "application/json": components["schemas"]["AuthZENMetadata"];
                 };
             };
+        };
+    };
+    getPack: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pack in force. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PackInForce"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listAPIKeys: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        keys: components["schemas"]["APIKey"][];
+                    };
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["KeyNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createAPIKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "subject": "maria",
+                 *       "roles": [
+                 *         "approver"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateAPIKeyBody"];
+            };
+        };
+        responses: {
+            /** @description The key, with its token (shown once). */
+            201: {
+                headers: {
+                    /** @description `no-store`: the answer holds a secret. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKey"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["KeyNotFound"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeAPIKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key id (`key_id`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example {} */
+                "application/json": components["schemas"]["RevokeAPIKeyBody"];
+            };
+        };
+        responses: {
+            /** @description The key, revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKey"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["KeyNotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getParams: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's parameters. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParamsState"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    setParams: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetParamsRequest"];
+            };
+        };
+        responses: {
+            /** @description The tenant's parameters after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ParamsState"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     whoAmI: {

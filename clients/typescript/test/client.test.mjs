@@ -72,6 +72,15 @@ test('an allowed call runs and is reported, in the caller\'s trace', async () =>
   const want = 'sha256:' + createHash('sha256').update('{"amount_inr":4200,"refund_id":"rf_881"}').digest('hex');
   assert.equal(story.records[1].record.execution.result_digest, want);
   assert.equal(story.records[1].record.tool_lineage[0].tool_result_id, 'rf_881');
+  // The seed's query keys filter: the trace newest first, and the check's rule.
+  const newest = await auditor.records({ trace_id: traceId, order: 'newest' });
+  assert.deepEqual(newest.records.map((r) => r.status), ['CLOSED', 'IN_FLIGHT']);
+  const check = page.records[0];
+  const byRule = await auditor.records({ policy_decision_id: check.policy_decisions[0].policy_decision_id,
+    approval_mode_effective: check.approval_mode_effective, trace_id: traceId });
+  assert.deepEqual(byRule.records.map((r) => r.record_id), [check.record_id]);
+  const byApprover = await auditor.records({ approver: 'user_nobody', trace_id: traceId });
+  assert.deepEqual(byApprover.records, []);
 });
 
 test('an execution report, its repeat and a conflicting one', async () => {
