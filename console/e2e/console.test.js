@@ -41,8 +41,12 @@ function writ(...args) {
   return execFileSync(bin, args, { cwd: repo, encoding: 'utf8' });
 }
 
+// createKey creates a key of acme. An agent key acts as AGENT:subject
+// and, as the requests of the examples name their own agents as actors
+// (agt_support, ...), also for AGENT:agt_* (docs/trust.md).
 function createKey(subject, roles, dir = data) {
-  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, '--json'));
+  const actsFor = roles.split(',').includes('agent') ? ['--acts-for', 'AGENT:agt_*'] : [];
+  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, ...actsFor, '--json'));
   return out.token;
 }
 
