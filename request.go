@@ -79,11 +79,50 @@ type CheckRequest struct {
 }
 
 // Actor separates who proposed the action from who delegated authority.
+//
+// A caller names Type, ID, WorkloadIdentity and DelegatedUserID; the
+// members after them are writ's to set (BindActor), from the credential
+// the request came with, and a request that sets any of them is refused.
+// Records sealed before writ set them have none (docs/trust.md).
 type Actor struct {
 	Type             string `json:"type"` // AGENT, HUMAN or SERVICE
 	ID               string `json:"id"`
 	WorkloadIdentity string `json:"workload_identity,omitempty"`
 	DelegatedUserID  string `json:"delegated_user_id,omitempty"`
+
+	// Provenance says how writ knows Type and ID: authenticated (from
+	// the API key the request came with) or claimed (development mode,
+	// no keys).
+	Provenance Provenance `json:"provenance,omitempty"`
+	// KeyID is the API key the request came with (keyed mode).
+	KeyID string `json:"key_id,omitempty"`
+	// ActedBy is the API key's own principal when the key acted for the
+	// actor (a key's acts_for): who acted for whom.
+	ActedBy *ActorRef `json:"acted_by,omitempty"`
+	// DelegatedUserProvenance says how writ knows DelegatedUserID:
+	// authenticated (the subject of a delegation token writ verified) or
+	// claimed. Set only when DelegatedUserID is.
+	DelegatedUserProvenance Provenance `json:"delegated_user_provenance,omitempty"`
+	// DelegatedUserIssuer is the issuer of the delegation token that
+	// authenticated DelegatedUserID.
+	DelegatedUserIssuer string `json:"delegated_user_issuer,omitempty"`
+}
+
+// ActorRef names a principal: its type and id.
+type ActorRef struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+}
+
+// Claimed returns the members of a a caller may name, without the ones
+// writ sets.
+func (a Actor) Claimed() Actor {
+	return Actor{Type: a.Type, ID: a.ID, WorkloadIdentity: a.WorkloadIdentity, DelegatedUserID: a.DelegatedUserID}
+}
+
+// Bound reports whether any member writ sets is set.
+func (a Actor) Bound() bool {
+	return a.Provenance != "" || a.KeyID != "" || a.ActedBy != nil || a.DelegatedUserProvenance != "" || a.DelegatedUserIssuer != ""
 }
 
 // Actor types.

@@ -105,7 +105,12 @@ type Run struct {
 	CurrentStep     string         `json:"current_step,omitempty"`
 	Context         map[string]any `json:"context"`
 	StartedAt       time.Time      `json:"started_at"`
-	History         []RunEvent     `json:"history"`
+	// StartedBy is the principal whose API key started the run (keyed
+	// mode), with its key id: only that key, another key of the same
+	// principal, or a key that may act for it submits attempts. Absent
+	// for a run started in development mode.
+	StartedBy *Actor     `json:"started_by,omitempty"`
+	History   []RunEvent `json:"history"`
 }
 
 // RunEvent is one event of a run's history.

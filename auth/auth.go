@@ -7,7 +7,8 @@
 //
 // where the key id is "key_" and 26 lowercase base32 characters and the
 // secret is 64 lowercase hex digits (32 random bytes). Stores keep the key
-// id, the tenant, the subject, the roles and the SHA-256 of the secret,
+// id, the tenant, the subject, the roles, the actor type and acts_for
+// patterns (docs/trust.md) and the SHA-256 of the secret,
 // never the secret: a high-entropy secret needs no slow hash, and a
 // stolen table of hashes opens nothing. A key may carry an expiry time,
 // which its signature covers. A key is revoked by appending a revocation;
@@ -38,6 +39,16 @@ type Key struct {
 	TenantID string      `json:"tenant_id"`
 	Subject  string      `json:"subject"`
 	Roles    []writ.Role `json:"roles"`
+	// ActorType is the actor type the key acts as: AGENT, HUMAN or
+	// SERVICE; empty means AGENT. The key's principal (ActorType and
+	// Subject) is the actor of every check it makes (docs/trust.md).
+	ActorType string `json:"actor_type,omitempty"`
+	// ActsFor are the principals the key may act for besides its own
+	// ("TYPE:ID" patterns, writ.ValidActsFor): an orchestrator's SERVICE
+	// key acting for its agents, say. A record made that way names the
+	// key's principal as the actor's acted_by. Both are covered by the
+	// key's signature when set.
+	ActsFor []string `json:"acts_for,omitempty"`
 	// SecretHash is the hex SHA-256 of the token's secret.
 	SecretHash string    `json:"-"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -127,6 +138,28 @@ func NewKey(tenantID, subject string, roles []writ.Role, now time.Time, random i
 	secret := hex.EncodeToString(buf[16:])
 	k := &Key{ID: id, TenantID: tenantID, Subject: subject, Roles: rs, SecretHash: hashSecret(secret), CreatedAt: now.UTC()}
 	return k, Prefix + id + "_" + secret, nil
+}
+
+// SetActor sets the actor type the key acts as ("" for AGENT) and the
+// principals it may act for, after checking them.
+func (k *Key) SetActor(actorType string, actsFor []string) error {
+	if actorType != "" && !writ.ValidActorType(actorType) {
+		return writ.Errorf(writ.EINVALID, "invalid actor type %q (want AGENT, HUMAN or SERVICE)", actorType)
+	}
+	if actorType == writ.ActorAgent {
+		actorType = ""
+	}
+	var pats []string
+	for _, p := range actsFor {
+		if err := writ.ValidActsFor(p); err != nil {
+			return writ.Errorf(writ.EINVALID, "%v", err)
+		}
+		if !slices.Contains(pats, p) {
+			pats = append(pats, p)
+		}
+	}
+	k.ActorType, k.ActsFor = actorType, pats
+	return nil
 }
 
 // ParseToken splits a token into its key id and secret. Only the exact
@@ -238,7 +271,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string, now time
 		}
 		a.remember(k, now)
 	}
-	return &writ.Principal{TenantID: k.TenantID, KeyID: k.ID, Subject: k.Subject, Roles: slices.Clone(k.Roles)}, nil
+	return &writ.Principal{TenantID: k.TenantID, KeyID: k.ID, Subject: k.Subject, Roles: slices.Clone(k.Roles),
+		ActorType: k.ActorType, ActsFor: slices.Clone(k.ActsFor)}, nil
 }
 
 // remembered reports whether k, exactly as stored now, was verified less
@@ -252,7 +286,7 @@ func (a *Authenticator) remembered(k *Key, now time.Time) bool {
 
 func (a *Authenticator) remember(k *Key, now time.Time) {
 	v := verifiedKey{key: *k, until: now.Add(verifiedFor)}
-	v.key.Roles, v.key.Signature, v.key.RevokedAt = slices.Clone(k.Roles), slices.Clone(k.Signature), nil
+	v.key.Roles, v.key.ActsFor, v.key.Signature, v.key.RevokedAt = slices.Clone(k.Roles), slices.Clone(k.ActsFor), slices.Clone(k.Signature), nil
 	if k.ExpiresAt != nil {
 		at := *k.ExpiresAt
 		v.key.ExpiresAt = &at
@@ -265,6 +299,7 @@ func (a *Authenticator) remember(k *Key, now time.Time) {
 // sameKey reports whether a and b agree on everything a signature covers.
 func sameKey(a, b *Key) bool {
 	return a.ID == b.ID && a.TenantID == b.TenantID && a.Subject == b.Subject && slices.Equal(a.Roles, b.Roles) &&
+		a.ActorType == b.ActorType && slices.Equal(a.ActsFor, b.ActsFor) &&
 		a.SecretHash == b.SecretHash && a.CreatedAt.Equal(b.CreatedAt) && sameTime(a.ExpiresAt, b.ExpiresAt) &&
 		a.SignedBy == b.SignedBy && a.SignedAt.Equal(b.SignedAt) && bytes.Equal(a.Signature, b.Signature)
 }

@@ -14,7 +14,7 @@ import (
 // Signing binds a stored key to the ledger's signing keys, so that an
 // attacker who can write the API key table but holds no signing key cannot
 // add a key for themselves or change one: its tenant, subject, roles,
-// secret hash and creation time are covered by an Ed25519 signature of
+// secret hash, creation time, actor type and acts_for patterns are covered by an Ed25519 signature of
 // the key ring (the key that signs records), checked when the key is
 // used and by `writ ledger verify`; so is its expiry, when it has one. A
 // revocation is not signed: a forged one only denies service, and a
@@ -54,8 +54,13 @@ type keyDocument struct {
 	// ExpiresAt is left out for a key without an expiry, so the
 	// signatures of such keys are those of writ before keys expired.
 	ExpiresAt string `json:"expires_at,omitempty"`
-	SignedBy  string `json:"signed_by"`
-	SignedAt  string `json:"signed_at"`
+	// ActorType and ActsFor are left out when unset (an AGENT key that
+	// acts for no one else), so the signatures of such keys are those of
+	// writ before keys carried them.
+	ActorType string   `json:"actor_type,omitempty"`
+	ActsFor   []string `json:"acts_for,omitempty"`
+	SignedBy  string   `json:"signed_by"`
+	SignedAt  string   `json:"signed_at"`
 }
 
 // SignatureMessage returns what k's signature covers:
@@ -63,8 +68,9 @@ type keyDocument struct {
 //	"writ-api-key-signature-v1\n" + hex(SHA-256(JCS(document))) + "\n"
 //
 // where the document holds the key's id, tenant, subject, roles, secret
-// hash, creation time, expiry time (only when the key has one), signing
-// key id and signing time (docs/ledger-format.md §3.5).
+// hash, creation time, expiry time (only when the key has one), actor
+// type and acts_for patterns (only when set), signing key id and signing
+// time (docs/ledger-format.md §3.5).
 func (k *Key) SignatureMessage() ([]byte, error) {
 	roles := k.Roles
 	if roles == nil {
@@ -74,6 +80,7 @@ func (k *Key) SignatureMessage() ([]byte, error) {
 		KeyID: k.ID, TenantID: k.TenantID, Subject: k.Subject, Roles: roles, SecretHash: k.SecretHash,
 		CreatedAt: k.CreatedAt.UTC().Format(time.RFC3339Nano),
 		SignedBy:  k.SignedBy, SignedAt: k.SignedAt.UTC().Format(time.RFC3339Nano),
+		ActorType: k.ActorType, ActsFor: k.ActsFor,
 	}
 	if k.ExpiresAt != nil {
 		d.ExpiresAt = k.ExpiresAt.UTC().Format(time.RFC3339Nano)

@@ -15,6 +15,7 @@
 //	keys.json                                     the public keys: a JSON array of keyring.Key
 //	tenants/<tenant>/records.jsonl                the tenant's records, one per line, in seq order
 //	tenants/<tenant>/checkpoints/<size>.note      each signed checkpoint note, as stored
+//	tenants/<tenant>/cosignatures/<size>.sigs     witnesses' cosignature lines of that checkpoint, as received
 //	blobs/<hex>                                   pinned pack manifests and files, by SHA-256
 //
 // Each records.jsonl line is a stored record's exact bytes followed by a

@@ -76,6 +76,9 @@ type exportTenant struct {
 	// cosignatures are the witnesses' cosignatures of the exported
 	// checkpoints, by size, in the store's order.
 	cosignatures map[int64][]*ledger.Cosignature
+	// revocations are the tenant's API key revocations placed at or
+	// before the exported head.
+	revocations []Revocation
 }
 
 // ExportWith writes a bundle of every tenant of st to w. It streams: it
@@ -190,6 +193,15 @@ func ExportWith(ctx context.Context, st ledger.Store, w io.Writer, opts Options)
 			}
 			sum.Cosignatures += len(et.cosignatures[size])
 		}
+		if len(et.revocations) > 0 {
+			data, err := revocationsJSON(et.revocations)
+			if err != nil {
+				return nil, err
+			}
+			if err := put(revocationsName(et.meta.TenantID), data); err != nil {
+				return nil, err
+			}
+		}
 	}
 	n, err := writeBlobs(ctx, st, packs, func(hash string, data []byte) error { return put(blobName(hash), data) })
 	if err != nil {
@@ -272,6 +284,9 @@ func sizeTenant(ctx context.Context, st ledger.Store, t string, packs map[string
 		}
 	}
 	slices.SortStableFunc(et.checkpoints, func(a, b *ledger.Checkpoint) int { return cmp.Compare(a.Size, b.Size) })
+	if et.revocations, err = exportRevocations(ctx, st, t, head.Seq); err != nil {
+		return nil, err
+	}
 	err = readChain(ctx, st, t, head.Seq, func(raw []byte) error {
 		if len(raw) > MaxRecordBytes {
 			return fmt.Errorf("bundle: a record of tenant %s has %d bytes; a bundle holds records of at most %d", t, len(raw), MaxRecordBytes)

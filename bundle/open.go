@@ -57,6 +57,9 @@ type tenantData struct {
 	lines      []int64 // where each line starts, relative to records.off
 	notes      []noteEntry
 	cosigs     map[int64]section // cosignatures/<size>.sigs
+	// revocations are the tenant's API key revocations
+	// (revocations.json), nil if the bundle carries none.
+	revocations []Revocation
 
 	// The last page Chain returned: the line after it, and the audit.seq
 	// of its last record (see Chain).
@@ -279,6 +282,14 @@ func (b *Bundle) entry(tr io.Reader, name string, sec section, metaJSON, keysJSO
 		if file == recordsFile {
 			td.hasRecords, td.records = true, sec
 			td.lines, err = indexLines(tr, name, sec.size)
+			return err
+		}
+		if file == revocationsFile {
+			data, err := readSmall(tr, name, sec.size, MaxMetaBytes)
+			if err != nil {
+				return err
+			}
+			td.revocations, err = readRevocations(data, name)
 			return err
 		}
 		if base, ok := strings.CutPrefix(file, cpDir); ok {

@@ -294,7 +294,9 @@ func TestDecideApprovalRefusals(t *testing.T) {
 	_, a := askApproval(t, h, highValue(t))
 	count := h.count(t, "acme")
 
-	mine := writ.WithPrincipal(ctx, &writ.Principal{TenantID: "acme", KeyID: "key_agent", Subject: "svc_support", Roles: []writ.Role{writ.RoleAgent}})
+	// The key acts for the agent the check names (acts_for), so the
+	// action is the same one.
+	mine := writ.WithPrincipal(ctx, &writ.Principal{TenantID: "acme", KeyID: "key_agent", Subject: "svc_support", Roles: []writ.Role{writ.RoleAgent}, ActorType: writ.ActorService, ActsFor: []string{"AGENT:agt_support"}})
 	rc, err := h.eng.Check(mine, highValue(t)) // same action: points to the same request, asked by the key this time
 	if err != nil || rc.Metadata.ApprovalIDs[0] != a.ApprovalID {
 		t.Fatalf("check = %v, %v", rc, err)

@@ -236,11 +236,34 @@ func (e *Engine) Close() error {
 func (e *Engine) Pack() *pack.Pack { return e.policy.Pack }
 
 // Check runs one boundary check. See writ.Service.
+//
+// The actor is bound to the request's credentials first (writ.BindActor):
+// in keyed mode the API key's principal, authenticated; in development
+// mode the actor as named, claimed.
 func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
-	return e.check(ctx, req, "")
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty check request")
+	}
+	bound, err := bindActor(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.check(ctx, bound, "")
 }
 
-// check runs one boundary check. With cont, the check continues decision
+// bindActor returns a copy of req whose actor is bound to ctx's
+// credentials (writ.BindActor). The caller's request stays theirs.
+func bindActor(ctx context.Context, req *writ.CheckRequest) (*writ.CheckRequest, error) {
+	a, err := writ.BindActor(ctx, req.TenantID, req.Actor)
+	if err != nil {
+		return nil, err
+	}
+	rq := *req
+	rq.Actor = a
+	return &rq, nil
+}
+
+// check runs one boundary check whose actor is bound (bindActor). With cont, the check continues decision
 // cont (a resume): its record and receipt carry that decision id.
 // Otherwise a check that redeems an approval continues the decision that
 // asked for it, and any other check is a new decision.

@@ -149,6 +149,13 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	if err := validateReport(r); err != nil {
 		return nil, err
 	}
+	// The reporter is bound to its credentials, and only the key that
+	// made the decision (or one that may act for its actor) reports on
+	// it: checked before anything is looked up or written.
+	reporter, err := e.reporter(ctx, r)
+	if err != nil {
+		return nil, err
+	}
 	// The digest of the report as received tells a repeat from another
 	// report.
 	digest, err := record.CanonicalDigest(r)
@@ -177,6 +184,9 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 		return nil, writ.Errorf(writ.ECONFLICT, "decision %s did not permit execution (its record %s is %s), so it cannot be reported succeeded", r.DecisionID, target.RecordID, target.Status)
 	}
 	rq := *r
+	if reporter != nil {
+		rq.Actor = reporter
+	}
 	now := e.now().UTC()
 	if rq.TraceID == "" {
 		// The report joins the permit's trace: one decision, one story.
@@ -229,6 +239,40 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 		return e.repeatedReport(ctx, r.TenantID, r.DecisionID, entry.Prior, digest)
 	}
 	return ack, nil
+}
+
+// reporter binds an execution report's actor to ctx's credentials
+// (writ.BindActor), and refuses a report from a key that may not act on
+// the decision (writ.MayActOn). It returns nil when the report names no
+// actor in development mode: its record then names the decision's actor.
+func (e *Engine) reporter(ctx context.Context, r *writ.ExecutionReport) (*writ.Actor, error) {
+	p := writ.PrincipalFrom(ctx)
+	if p == nil && r.Actor == nil {
+		return nil, nil
+	}
+	var named writ.Actor
+	if r.Actor != nil {
+		named = *r.Actor
+	}
+	a, err := writ.BindActor(ctx, r.TenantID, named)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return &a, nil
+	}
+	recs, err := e.store.DecisionRecords(ctx, r.TenantID, r.DecisionID)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision could not be read; retry", Err: err}
+	}
+	last, _ := lastCheck(recs)
+	if last == nil {
+		return nil, writ.Errorf(writ.ENOTFOUND, "decision %q not found", r.DecisionID)
+	}
+	if err := writ.MayActOn(ctx, "decision "+r.DecisionID, last.Record.Actor); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 // repeatedReport answers a report of a decision that already has one: the

@@ -166,6 +166,11 @@ func (e *Engine) Resume(ctx context.Context, r *writ.ResumeRequest) (*writ.Recei
 	if len(ds) > 0 {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid resume: " + detailsSummary(ds), Details: ds}
 	}
+	bound, err := bindActor(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	req = *bound
 	if err := validate(&req); err != nil {
 		return nil, err
 	}
@@ -225,6 +230,11 @@ func (e *Engine) resumable(ctx context.Context, tenantID, decisionID string) (*w
 		return nil, nil, writ.Errorf(writ.ENOTFOUND, "decision %q not found", decisionID)
 	}
 	target := &last.Record
+	// Only the key that made the decision, or one that may act for its
+	// actor, resumes it (or learns how it stands).
+	if err := writ.MayActOn(ctx, "decision "+decisionID, target.Actor); err != nil {
+		return nil, nil, err
+	}
 	raw, err := e.storedReceipt(ctx, last)
 	if writ.ErrorCode(err) == writ.EINTERNAL {
 		return nil, nil, err

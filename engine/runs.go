@@ -28,6 +28,9 @@ type runStarted struct {
 	PackHash        string         `json:"pack_hash"`
 	Context         map[string]any `json:"context"`
 	Step            string         `json:"step"`
+	// StartedBy is the key's principal that started the run (keyed
+	// mode); absent in development mode.
+	StartedBy *writ.Actor `json:"started_by,omitempty"`
 }
 
 // callObserved is the data of a call writ allowed for a run's step.
@@ -145,7 +148,16 @@ func (e *Engine) StartRun(ctx context.Context, req *writ.StartRunRequest) (*writ
 	if ctxVals == nil {
 		ctxVals = map[string]any{}
 	}
-	data, err := json.Marshal(runStarted{WorkflowID: w.WorkflowID, WorkflowVersion: w.Version, Pack: p.ID(), PackHash: p.Hash, Context: e.redactor.Map(ctxVals), Step: w.Root().ID})
+	started := runStarted{WorkflowID: w.WorkflowID, WorkflowVersion: w.Version, Pack: p.ID(), PackHash: p.Hash, Context: e.redactor.Map(ctxVals), Step: w.Root().ID}
+	if writ.PrincipalFrom(ctx) != nil {
+		by, err := writ.BindActor(ctx, req.TenantID, writ.Actor{})
+		if err != nil {
+			return nil, err
+		}
+		by = record.RedactActor(e.redactor, by)
+		started.StartedBy = &by
+	}
+	data, err := json.Marshal(started)
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: "context: " + err.Error()}
 	}
@@ -189,7 +201,7 @@ func (e *Engine) foldRun(tenantID, runID string, evs []ledger.RunEvent) (*runSta
 				return nil, fmt.Errorf("run %s: start event: %w", runID, err)
 			}
 			st.run = &writ.Run{TenantID: tenantID, RunID: runID, WorkflowID: d.WorkflowID, WorkflowVersion: d.WorkflowVersion,
-				Pack: d.Pack, PackHash: d.PackHash, Status: writ.RunActive, CurrentStep: d.Step, Context: d.Context, StartedAt: ev.At}
+				Pack: d.Pack, PackHash: d.PackHash, Status: writ.RunActive, CurrentStep: d.Step, Context: d.Context, StartedAt: ev.At, StartedBy: d.StartedBy}
 		case ledger.CallObserved:
 			var d callObserved
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -276,6 +288,14 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 	if req == nil {
 		return nil, writ.Errorf(writ.EINVALID, "empty attempt")
 	}
+	// The attempt's actor is bound to its credentials (writ.BindActor).
+	actor, err := writ.BindActor(ctx, req.TenantID, req.Actor)
+	if err != nil {
+		return nil, err
+	}
+	bound := *req
+	bound.Actor = actor
+	req = &bound
 	if err := validateAttempt(req); err != nil {
 		return nil, err
 	}
@@ -286,6 +306,14 @@ func (e *Engine) SubmitAttempt(ctx context.Context, req *writ.AttemptRequest) (*
 		return nil, err
 	}
 	r := st.run
+	// Only the key that started the run (or one that may act for its
+	// principal) submits its attempts; a run started in development mode
+	// has no owner to hold it to.
+	if r.StartedBy != nil {
+		if err := writ.MayActOn(ctx, "run "+r.RunID, *r.StartedBy); err != nil {
+			return nil, err
+		}
+	}
 	w, err := e.workflow(r.WorkflowID)
 	if err != nil {
 		return nil, err
@@ -454,7 +482,7 @@ func (e *Engine) verdictRecord(req *writ.AttemptRequest, w *pack.Workflow, st *r
 		RecordID: v.RecordID, DecisionID: v.DecisionID, TenantID: req.TenantID,
 		DecisionKey: "workflow:" + w.WorkflowID + "/" + req.StepID, DecisionVersion: w.Version,
 		Timestamp: now, Status: verdictStatus[v.State], ActionClass: w.Step(req.StepID).ActionClass,
-		Actor:      writ.Actor{Type: req.Actor.Type, ID: e.redactor.String(req.Actor.ID), WorkloadIdentity: e.redactor.String(req.Actor.WorkloadIdentity), DelegatedUserID: e.redactor.String(req.Actor.DelegatedUserID)},
+		Actor:      record.RedactActor(e.redactor, req.Actor),
 		SubjectIDs: []string{"run:" + req.RunID},
 		InputsRefs: writ.InputsRefs{Request: record.Digest(envelope)},
 		Outputs: map[string]any{

@@ -66,6 +66,9 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 	ctx, span := telemetry.StartToolCall(ctx, name, callID)
 	defer span.End()
 	ctx = context.WithValue(ctx, callerKey{}, caller)
+	if caller.Principal != nil {
+		ctx = writ.WithPrincipal(ctx, caller.Principal)
+	}
 	if sc := span.SpanContext(); sc.HasTraceID() {
 		creq.TraceID = sc.TraceID().String()
 	}

@@ -445,6 +445,10 @@ type Caller struct {
 	// Token is the caller's bearer token over HTTP, if any (a Writ that
 	// is a remote server may present it).
 	Token string
+	// Principal is the caller's authenticated API key, if any: the
+	// gateway passes it to the Writ it checks with (writ.WithPrincipal),
+	// so the caller's identity is authenticated (docs/trust.md).
+	Principal *writ.Principal
 }
 
 type callerKey struct{}
@@ -460,6 +464,8 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 const (
 	TokenTenant = "tenant_id"
 	TokenRaw    = "token"
+	// TokenPrincipal holds the caller's *writ.Principal.
+	TokenPrincipal = "principal"
 )
 
 func (g *Gateway) caller(req *mcp.CallToolRequest) (Caller, error) {
@@ -475,6 +481,11 @@ func (g *Gateway) caller(req *mcp.CallToolRequest) (Caller, error) {
 		c.TenantID, _ = ti.Extra[TokenTenant].(string)
 		c.Token, _ = ti.Extra[TokenRaw].(string)
 		c.Actor = writ.Actor{Type: writ.ActorAgent, ID: ti.UserID}
+		if p, ok := ti.Extra[TokenPrincipal].(*writ.Principal); ok && p != nil {
+			// The key's principal is the actor (writ.BindActor).
+			own := p.Actor()
+			c.Principal, c.Actor = p, writ.Actor{Type: own.Type, ID: own.ID}
+		}
 	}
 	if c.TenantID == "" {
 		return c, errors.New("the gateway has no tenant for this call: set tenant in the gateway configuration, or connect with an API key")

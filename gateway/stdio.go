@@ -78,6 +78,25 @@ type stdioWriter struct {
 	// answered; idle is closed and replaced when none is left.
 	open map[string]int
 	idle chan struct{}
+	// cancelled are the open requests the client cancelled
+	// (notifications/cancelled): their answers are not sent, as MCP asks
+	// of the receiver of a cancellation.
+	cancelled map[string]bool
+}
+
+// cancel records that the client cancelled the request id (its JSON),
+// if it is still under way; an initialize request cannot be cancelled.
+func (s *stdioWriter) cancel(id []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := idKey(id)
+	if s.open[k] == 0 || s.initIDs[string(id)] {
+		return
+	}
+	if s.cancelled == nil {
+		s.cancelled = map[string]bool{}
+	}
+	s.cancelled[k] = true
 }
 
 // responsePrefix starts every response the SDK writes: it encodes
@@ -166,6 +185,11 @@ func (s *stdioWriter) Write(p []byte) (int, error) {
 			close(s.idle)
 			s.idle = nil
 		}
+		if s.cancelled[id] {
+			// The client cancelled it: no answer.
+			delete(s.cancelled, id)
+			return len(p), nil
+		}
 	}
 	if !s.initialized && len(s.initIDs) > 0 {
 		var m struct {
@@ -230,6 +254,11 @@ func screenStream(r io.Reader, pw *io.PipeWriter, out *stdioWriter, limit int) {
 				if e == nil && method == "initialize" && id != nil {
 					out.initializing(id)
 				}
+				if e == nil && method == "notifications/cancelled" && id == nil {
+					if rid := cancelledID(msg); rid != nil {
+						out.cancel(rid)
+					}
+				}
 				if e == nil && method != "" && id != nil && !out.passed(id) {
 					e = &rpcError{id: id, code: jsonrpc.CodeInvalidRequest, message: "Invalid Request: a request with this id is still under way; ids of requests in flight are unique"}
 				}
@@ -257,6 +286,20 @@ func screenStream(r io.Reader, pw *io.PipeWriter, out *stdioWriter, limit int) {
 			return
 		}
 	}
+}
+
+// cancelledID returns the requestId a notifications/cancelled message
+// names (as JSON), or nil when it names none a request could have.
+func cancelledID(msg []byte) []byte {
+	var m struct {
+		Params struct {
+			RequestID jsontext.Value `json:"requestId"`
+		} `json:"params"`
+	}
+	if jsonv2.Unmarshal(msg, &m) != nil || !validID(m.Params.RequestID) {
+		return nil
+	}
+	return m.Params.RequestID
 }
 
 // readLine reads one line without its line ending. A line longer than

@@ -8,9 +8,11 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/writhq/writ"
 	"github.com/writhq/writ/gateway"
 )
 
@@ -235,4 +237,39 @@ func TestAmbiguousArguments(t *testing.T) {
 	if err != nil || len(page.Records) != 0 {
 		t.Errorf("records after ambiguous arguments = %d, %v; want none", len(page.Records), err)
 	}
+}
+
+// TestCancelledCallNotAnswered: a call the client cancels
+// (notifications/cancelled) gets no answer, as MCP asks of the receiver;
+// the upstream is told to cancel, the decision is reported failed with
+// code cancelled, and the session goes on.
+func TestCancelledCallNotAnswered(t *testing.T) {
+	f := newFixture(t, packDir(), &files{}, "")
+	w := newWire(t, f, 0)
+	w.initialize(t)
+	w.send(t, `{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"fs.write_file","arguments":{"path":"/allowed/hang/a","content":"x"}}}`)
+	for deadline := time.Now().Add(10 * time.Second); f.up.calls.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not reach the upstream")
+		}
+	}
+	w.send(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow","reason":"the user gave up"}}`)
+	for deadline := time.Now().Add(10 * time.Second); f.up.cancelled.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream was not told to cancel the call")
+		}
+	}
+	// Once the decision is reported, the gateway has let go of the call:
+	// the next message on the stream answers the ping, not the call.
+	flushGateways()
+	ids := decisionsOf(t, f.eng, "files.write")
+	if len(ids) != 1 {
+		t.Fatalf("decisions of files.write = %v, want 1", ids)
+	}
+	kinds, story := story(t, f.eng, ids[0])
+	if strings.Join(kinds, ",") != "check,execution_report" || story.State.Execution != writ.ExecutionFailed ||
+		!strings.Contains(string(story.Records[1].Record), `"code":"cancelled"`) {
+		t.Fatalf("story = %v, execution %q; want check,execution_report failed with code cancelled", kinds, story.State.Execution)
+	}
+	w.ping(t, 3)
 }

@@ -42,6 +42,12 @@ var (
 // the answer EUNAVAILABLE (503), never a pass.
 func (s *Server) authorize(r *http.Request, roles []writ.Role) (*http.Request, error) {
 	if s.cfg.Authenticate == nil {
+		if len(r.Header.Values(HeaderDelegation)) > 0 && roles != nil {
+			// Development mode: every actor is claimed, so a token
+			// sent to authenticate a user is refused, not ignored.
+			return r, &writ.Error{Code: writ.EINVALID, Message: "a delegation token (Writ-Delegation) is verified in keyed mode only: this server runs without API keys, so every actor is claimed",
+				Details: []writ.Detail{{Field: HeaderDelegation, Message: "keyed mode only"}}}
+		}
 		return r, nil
 	}
 	token, err := bearerToken(r.Header.Values("Authorization"))
@@ -62,7 +68,49 @@ func (s *Server) authorize(r *http.Request, roles []writ.Role) (*http.Request, e
 	if !slices.ContainsFunc(roles, p.Has) {
 		return r, writ.Errorf(writ.EFORBIDDEN, "this API key may not %s %s: that needs the role %s", r.Method, r.URL.Path, rolesText(roles))
 	}
-	return r.WithContext(writ.WithPrincipal(r.Context(), p)), nil
+	ctx := writ.WithPrincipal(r.Context(), p)
+	d, err := s.delegation(ctx, r, p)
+	if err != nil {
+		return r, err
+	}
+	if d != nil {
+		ctx = writ.WithDelegation(ctx, d)
+	}
+	return r.WithContext(ctx), nil
+}
+
+// HeaderDelegation carries a delegation token: a JWT whose subject is the
+// human user the caller acts for, signed by an issuer the key's tenant
+// trusts (docs/trust.md).
+const HeaderDelegation = "Writ-Delegation"
+
+// delegation verifies the request's delegation token, if it sends one:
+// exactly one header, verified for the key's tenant. Without a verifier
+// the header is refused, never ignored: a caller that sends a token
+// expects its user to be authenticated.
+func (s *Server) delegation(ctx context.Context, r *http.Request, p *writ.Principal) (*writ.Delegation, error) {
+	vals := r.Header.Values(HeaderDelegation)
+	switch {
+	case len(vals) == 0:
+		return nil, nil
+	case len(vals) > 1 || strings.TrimSpace(vals[0]) == "":
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "send at most one Writ-Delegation header, holding one token",
+			Details: []writ.Detail{{Field: HeaderDelegation, Message: "malformed"}}}
+	case s.cfg.VerifyDelegation == nil:
+		return nil, &writ.Error{Code: writ.EFORBIDDEN, Message: "delegation refused: this server trusts no delegation token issuer (writ serve --delegation-issuers), so a delegated user can only be claimed; leave Writ-Delegation out",
+			Details: []writ.Detail{{Field: HeaderDelegation, Message: "no issuer configured"}}}
+	}
+	d, err := s.cfg.VerifyDelegation(ctx, p.TenantID, strings.TrimSpace(vals[0]))
+	switch {
+	case writ.ErrorCode(err) == writ.EFORBIDDEN || writ.ErrorCode(err) == writ.EINVALID:
+		return nil, err
+	case err != nil:
+		s.log.WarnContext(ctx, "cannot verify a delegation token", slog.String("path", r.URL.Path), slog.Any("error", err))
+		return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "delegation tokens cannot be checked now; retry later", Err: err}
+	case d == nil || d.Subject == "" || d.TenantID != p.TenantID:
+		return nil, fmt.Errorf("the delegation verifier accepted a token without returning its subject for the key's tenant")
+	}
+	return d, nil
 }
 
 // bearerToken returns the token of the request's Authorization headers:

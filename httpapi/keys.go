@@ -31,15 +31,19 @@ var errNoKeyAdmin = writ.Errorf(writ.ENOTFOUND, "this server manages no API keys
 // its secret's hash. Signature says whether its signature verifies (ok,
 // unsigned, unknown signer or invalid, as `writ keys list` says).
 type wireKey struct {
-	ID        string      `json:"key_id"`
-	TenantID  string      `json:"tenant_id"`
-	Subject   string      `json:"subject"`
-	Roles     []writ.Role `json:"roles"`
-	CreatedAt time.Time   `json:"created_at"`
-	ExpiresAt *time.Time  `json:"expires_at,omitempty"`
-	RevokedAt *time.Time  `json:"revoked_at,omitempty"`
-	SignedBy  string      `json:"signed_by,omitempty"`
-	Signature string      `json:"signature"`
+	ID       string      `json:"key_id"`
+	TenantID string      `json:"tenant_id"`
+	Subject  string      `json:"subject"`
+	Roles    []writ.Role `json:"roles"`
+	// ActorType and ActsFor are the principal the key acts as and the
+	// ones it may act for (docs/trust.md).
+	ActorType string     `json:"actor_type"`
+	ActsFor   []string   `json:"acts_for,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	SignedBy  string     `json:"signed_by,omitempty"`
+	Signature string     `json:"signature"`
 	// Token is answered once, when the key is created.
 	Token string `json:"token,omitempty"`
 }
@@ -59,7 +63,11 @@ func (s *Server) wireKey(k *auth.Key) wireKey {
 	if roles == nil {
 		roles = []writ.Role{}
 	}
-	return wireKey{ID: k.ID, TenantID: k.TenantID, Subject: k.Subject, Roles: roles, CreatedAt: k.CreatedAt.UTC(),
+	actorType := k.ActorType
+	if actorType == "" {
+		actorType = writ.ActorAgent
+	}
+	return wireKey{ID: k.ID, TenantID: k.TenantID, Subject: k.Subject, Roles: roles, ActorType: actorType, ActsFor: k.ActsFor, CreatedAt: k.CreatedAt.UTC(),
 		ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, SignedBy: k.SignedBy, Signature: status}
 }
 
@@ -99,6 +107,10 @@ type createKeyBody struct {
 	Subject   string      `json:"subject"`
 	Roles     []writ.Role `json:"roles"`
 	ExpiresAt *time.Time  `json:"expires_at,omitempty"`
+	// ActorType (default AGENT) and ActsFor, as writ keys create
+	// --actor-type and --acts-for.
+	ActorType string   `json:"actor_type,omitempty"`
+	ActsFor   []string `json:"acts_for,omitempty"`
 }
 
 // handleCreateKey serves POST /v1/keys: a new key of the tenant, signed
@@ -126,6 +138,10 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k.ExpiresAt = b.ExpiresAt
+	if err := k.SetActor(b.ActorType, b.ActsFor); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	signer, err := s.cfg.APIKeys.Signer(now)
 	if err == nil {
 		err = auth.Sign(k, signer, now)

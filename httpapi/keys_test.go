@@ -60,6 +60,20 @@ func TestKeyRoutes(t *testing.T) {
 		t.Errorf("the creation is not logged with its admin:\n%s", log)
 	}
 
+	// An orchestrator's key: its actor type and acts_for are stored,
+	// signed and answered (docs/trust.md).
+	_, res, body = do("POST", "/v1/keys", `{"subject":"orchestrator","roles":["agent"],"actor_type":"SERVICE","acts_for":["AGENT:agt_*"]}`)
+	var orch wireKey
+	if res.StatusCode != http.StatusCreated || json.Unmarshal(body, &orch) != nil || orch.ActorType != writ.ActorService || !slices.Equal(orch.ActsFor, []string{"AGENT:agt_*"}) {
+		t.Fatalf("POST /v1/keys with actor_type and acts_for = %d: %s", res.StatusCode, body)
+	}
+	if stored, err := keys.APIKey(t.Context(), orch.ID); err != nil || stored.ActorType != writ.ActorService || auth.Verify(stored, testVerifier{}) != nil {
+		t.Errorf("the orchestrator's key is not stored signed with its actor type: %+v, %v", stored, err)
+	}
+	if created.ActorType != writ.ActorAgent {
+		t.Errorf("a key created without actor_type acts as %q, want AGENT", created.ActorType)
+	}
+
 	_, res, body = do("GET", "/v1/keys", "")
 	if res.StatusCode != http.StatusOK || strings.Contains(string(body), created.Token) || strings.Contains(string(body), "secret") {
 		t.Fatalf("GET /v1/keys = %d: %s; want the keys without tokens", res.StatusCode, body)
@@ -72,8 +86,8 @@ func TestKeyRoutes(t *testing.T) {
 	for _, k := range list.Keys {
 		ids = append(ids, k.ID)
 	}
-	if !slices.Equal(ids, []string{"key_maria", "key_admin", created.ID}) {
-		t.Errorf("GET /v1/keys lists %v, want acme's keys [key_maria key_admin %s] and no other tenant's", ids, created.ID)
+	if !slices.Equal(ids, []string{"key_maria", "key_admin", created.ID, orch.ID}) {
+		t.Errorf("GET /v1/keys lists %v, want acme's keys [key_maria key_admin %s %s] and no other tenant's", ids, created.ID, orch.ID)
 	}
 
 	_, res, body = do("POST", "/v1/keys/key_maria/revoke", `{}`)
@@ -98,6 +112,8 @@ func TestKeyRoutes(t *testing.T) {
 		{"an unknown role", "POST", "/v1/keys", `{"subject":"olga","roles":["root"]}`, 400, writ.EINVALID, ""},
 		{"markup in the subject", "POST", "/v1/keys", `{"subject":"<b>olga</b>","roles":["auditor"]}`, 400, writ.EINVALID, ""},
 		{"expired already", "POST", "/v1/keys", `{"subject":"olga","roles":["auditor"],"expires_at":"2001-01-01T00:00:00Z"}`, 400, writ.EINVALID, "expires_at"},
+		{"an unknown actor type", "POST", "/v1/keys", `{"subject":"olga","roles":["agent"],"actor_type":"ROBOT"}`, 400, writ.EINVALID, ""},
+		{"a malformed acts_for", "POST", "/v1/keys", `{"subject":"olga","roles":["agent"],"acts_for":["agt_*"]}`, 400, writ.EINVALID, ""},
 		{"an unknown member", "POST", "/v1/keys", `{"subject":"olga","roles":["auditor"],"token":"writ_x"}`, 400, writ.EINVALID, ""},
 		{"another tenant's list", "GET", "/v1/keys?tenant_id=globex", "", 403, writ.EFORBIDDEN, ""},
 	} {

@@ -26,7 +26,7 @@ import (
 
 // loadOpenAPI parses the embedded document into JSON values (maps, slices,
 // strings, float64 numbers, booleans).
-func loadOpenAPI(t *testing.T) map[string]any {
+func loadOpenAPI(t testing.TB) map[string]any {
 	t.Helper()
 	var y any
 	if err := yaml.Unmarshal(OpenAPI(), &y); err != nil {
@@ -311,6 +311,7 @@ var schemaTypes = map[string]reflect.Type{
 	"VerifierKey":                reflect.TypeFor[keyring.Key](),
 	"CheckRequest":               reflect.TypeFor[writ.CheckRequest](),
 	"Actor":                      reflect.TypeFor[writ.Actor](),
+	"ActorRef":                   reflect.TypeFor[writ.ActorRef](),
 	"InputsRefs":                 reflect.TypeFor[writ.InputsRefs](),
 	"WorkflowRef":                reflect.TypeFor[writ.WorkflowRef](),
 	"Evidence":                   reflect.TypeFor[writ.Evidence](),
@@ -517,13 +518,24 @@ func strs[S ~string](v ...S) []string {
 // schemas are JSON Schema 2020-12) with format assertions on. The whole
 // document is one resource, so "#/components/schemas/X" references
 // resolve as they are.
-func compileSchemas(t *testing.T) func(name string) *jsonschema.Schema {
+func compileSchemas(t testing.TB) func(name string) *jsonschema.Schema {
 	t.Helper()
-	b, err := json.Marshal(loadOpenAPI(t))
+	return compileDocument(t, nil)
+}
+
+// compileDocument is compileSchemas of the document as edit leaves it
+// (nil: as it is).
+func compileDocument(t testing.TB, edit func(doc map[string]any)) func(name string) *jsonschema.Schema {
+	t.Helper()
+	doc := loadOpenAPI(t)
+	if edit != nil {
+		edit(doc)
+	}
+	b, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	compiled, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +543,7 @@ func compileSchemas(t *testing.T) func(name string) *jsonschema.Schema {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
-	if err := c.AddResource(url, doc); err != nil {
+	if err := c.AddResource(url, compiled); err != nil {
 		t.Fatal(err)
 	}
 	return func(name string) *jsonschema.Schema {

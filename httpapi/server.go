@@ -96,6 +96,14 @@ type Config struct {
 	// tenant. Nil means development mode: no one is authenticated, every
 	// caller may act for every tenant, and /healthz says so.
 	Authenticate func(ctx context.Context, token string) (*writ.Principal, error)
+	// VerifyDelegation verifies a delegation token (the JWT of a
+	// Writ-Delegation header) for the API key's tenant, and returns the
+	// delegated user it authenticates; a token it refuses is an
+	// EFORBIDDEN error saying why (403), any other error means tokens
+	// cannot be checked now (503). Nil means the server trusts no issuer:
+	// a request that sends the header is refused (403). The header is
+	// honoured in keyed mode only (Authenticate set); see docs/trust.md.
+	VerifyDelegation func(ctx context.Context, tenantID, token string) (*writ.Delegation, error)
 	// Envelopes returns the request envelope stored with the tenant's
 	// record seq whose content address ("sha256:…") is hash, or
 	// ENOTFOUND (ledger.Store.Envelope). It serves GET
@@ -589,6 +597,11 @@ type Identity struct {
 	KeyID    string      `json:"key_id,omitempty"`
 	Subject  string      `json:"subject,omitempty"`
 	Roles    []writ.Role `json:"roles,omitempty"`
+	// ActorType is the actor type the key acts as (AGENT, HUMAN or
+	// SERVICE) and ActsFor the principals it may act for
+	// (docs/trust.md).
+	ActorType string   `json:"actor_type,omitempty"`
+	ActsFor   []string `json:"acts_for,omitempty"`
 }
 
 // handleWhoAmI serves GET /v1/whoami: whose key the request presented
@@ -597,7 +610,7 @@ type Identity struct {
 func (s *Server) handleWhoAmI(w http.ResponseWriter, r *http.Request) {
 	id := Identity{Auth: AuthDisabled}
 	if p := writ.PrincipalFrom(r.Context()); p != nil {
-		id = Identity{Auth: AuthAPIKeys, TenantID: p.TenantID, KeyID: p.KeyID, Subject: p.Subject, Roles: p.Roles}
+		id = Identity{Auth: AuthAPIKeys, TenantID: p.TenantID, KeyID: p.KeyID, Subject: p.Subject, Roles: p.Roles, ActorType: p.Actor().Type, ActsFor: p.ActsFor}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	s.writeJSON(w, r, http.StatusOK, id)

@@ -13,6 +13,9 @@ import (
 type CheckpointPolicy struct {
 	Every    int64         // default 1000
 	Interval time.Duration // default 1s
+	// Issued, if set, is told of each checkpoint the checkpointer signs
+	// and stores (a witness client's Notify). It must return at once.
+	Issued func(cp *Checkpoint)
 }
 
 // Checkpointer issues signed checkpoints of tenants' trees as records are
@@ -109,6 +112,9 @@ func (c *Checkpointer) Issue(ctx context.Context, tenantID string) (*Checkpoint,
 		p.base, p.since = cp.Size, c.now()
 	}
 	c.mu.Unlock()
+	if c.policy.Issued != nil {
+		c.policy.Issued(cp)
+	}
 	return cp, nil
 }
 

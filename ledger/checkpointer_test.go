@@ -103,3 +103,35 @@ func TestCheckpointerCatchesUp(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckpointerTellsIssued(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ring, err := keyring.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 5, 9, 0, 0, 0, 0, time.UTC)
+	if _, err := ring.Generate(bytes.NewReader(bytes.Repeat([]byte{3}, 64)), t0, "cp"); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(at time.Time) (ledger.Signer, error) { return ring.Signer(at) }
+	var issued []int64
+	policy := ledger.CheckpointPolicy{Every: 2, Interval: time.Hour, Issued: func(cp *ledger.Checkpoint) { issued = append(issued, cp.Size) }}
+	cp := ledger.NewCheckpointer(st, keys, "writ", policy, func() time.Time { return t0.Add(time.Hour) }, nil)
+	for seq := 1; seq <= 5; seq++ {
+		e := ledgertest.NewEntry(ledgertest.NewRecord("acme", seq))
+		if err := st.Append(ctx, []*ledger.Entry{e}, ledger.Seal); err != nil {
+			t.Fatal(err)
+		}
+		cp.Observe([]*ledger.Entry{e})
+		cp.IssueDue(ctx)
+	}
+	if len(issued) != 2 || issued[0] != 2 || issued[1] != 4 {
+		t.Errorf("Issued was told of sizes %v, want [2 4]", issued)
+	}
+}

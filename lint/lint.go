@@ -53,6 +53,7 @@ const (
 	RuleGotoGuard            = "goto-guard"            // a conditional goto has a retries-exhausted → abort guard
 	RuleTemplate             = "template"              // {{context.*}} and {{steps.<id>.<field>}} resolve
 	RuleTests                = "tests"                 // tests/*.yaml: schema and references (writ test runs them)
+	RuleProvenance           = "provenance"            // a condition compares a provenance only with a provenance writ knows
 )
 
 // Finding is one problem (or, with severity info, one fact worth listing).
@@ -190,6 +191,7 @@ func lintPack(fsys fs.FS, dir string, p *pack.Pack, loadErr error) *Report {
 	if _, err := acceptance.Compile(p); err != nil {
 		l.details(err, RuleCEL)
 	}
+	l.provenances()
 	l.workflowPolicies()
 	for _, w := range sortedWorkflows(p) {
 		g := newGraph(w)

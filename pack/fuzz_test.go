@@ -78,3 +78,31 @@ func FuzzLoadPack(f *testing.F) {
 		_, _ = policy.Compile(p)
 	})
 }
+
+// FuzzLoadTests replaces the refund example's test file with fuzzed
+// bytes (its requests are merge patches whose nulls are lifted before the
+// schema check, and its cases may carry before: checks). Loading must
+// never panic, and a file that does not load is an EINVALID error.
+func FuzzLoadTests(f *testing.F) {
+	src := examplePacks(f)[0]
+	p, err := pack.LoadFS(src, "refund")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for n, file := range src {
+		if matched, _ := fs.Glob(src, pack.TestsPattern); slices.Contains(matched, n) {
+			f.Add(file.Data)
+		}
+	}
+	f.Add([]byte("cases:\n  - name: x\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n    request: {evidence: null, arguments: {amount_inr: null}}\n    before: [{request: {tool: null}, repeat: 2}]\n    expect: {outcome: allow}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m := fstest.MapFS{}
+		for n, file := range src {
+			m[n] = file
+		}
+		m["tests/fuzz.yaml"] = &fstest.MapFile{Data: data}
+		if _, err := pack.LoadTestsFS(m, "fuzz", p); err != nil && writ.ErrorCode(err) != writ.EINVALID {
+			t.Fatalf("LoadTestsFS error is not EINVALID: %v", err)
+		}
+	})
+}

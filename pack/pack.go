@@ -233,6 +233,28 @@ type Controls struct {
 	MustEscalate  []*Control       `yaml:"must_escalate"`
 	ApprovalGates []*Gate          `yaml:"approval_gates"`
 	Redaction     []*RedactionRule `yaml:"redaction"`
+	// Patterns are named regular expressions, defined once: redaction
+	// rules name them (NamedPatterns), and conditions read them as
+	// patterns.<id>.
+	Patterns []*NamedPattern `yaml:"patterns"`
+}
+
+// NamedPattern is one entry of the patterns section of controls.yaml.
+type NamedPattern struct {
+	ID          string `yaml:"id"`
+	Description string `yaml:"description"`
+	Regex       string `yaml:"regex"`
+
+	Pos Pos `yaml:"-"`
+}
+
+// PatternMap returns the named patterns, id to regex.
+func (c *Controls) PatternMap() map[string]string {
+	m := make(map[string]string, len(c.Patterns))
+	for _, np := range c.Patterns {
+		m[np.ID] = np.Regex
+	}
+	return m
 }
 
 // Control is a must_refuse or must_escalate control.
@@ -273,7 +295,11 @@ type RedactionRule struct {
 	Description  string   `yaml:"description"`
 	Fields       []string `yaml:"fields"`
 	PatternTexts []string `yaml:"patterns"`
+	// NamedPatterns are ids of the controls' Patterns, used as if their
+	// regexes were written in PatternTexts (after them, in order).
+	NamedPatterns []string `yaml:"named_patterns"`
 
+	// Patterns are PatternTexts then NamedPatterns, compiled.
 	Patterns []*regexp.Regexp `yaml:"-"`
 	Pos      Pos              `yaml:"-"`
 }
@@ -678,6 +704,18 @@ func (l *loader) loadControls(p *Pack, rel string) {
 		claim(g.ID, g.Pos)
 		p.Gates[g.ID] = g
 	}
+	named := map[string]*regexp.Regexp{}
+	for i, np := range p.Controls.Patterns {
+		ptr := fmt.Sprintf("/patterns/%d", i)
+		np.Pos = l.pos(doc, ptr)
+		claim(np.ID, np.Pos)
+		re, err := regexp.Compile(np.Regex)
+		if err != nil {
+			l.addf(l.pos(doc, ptr+"/regex"), "pattern %s: bad regex: %v", np.ID, err)
+			continue
+		}
+		named[np.ID] = re
+	}
 	for i, r := range p.Controls.Redaction {
 		ptr := fmt.Sprintf("/redaction/%d", i)
 		r.Pos = l.pos(doc, ptr)
@@ -686,6 +724,16 @@ func (l *loader) loadControls(p *Pack, rel string) {
 			re, err := regexp.Compile(pat)
 			if err != nil {
 				l.addf(l.pos(doc, fmt.Sprintf("%s/patterns/%d", ptr, j)), "bad pattern: %v", err)
+				continue
+			}
+			r.Patterns = append(r.Patterns, re)
+		}
+		for j, id := range r.NamedPatterns {
+			re, ok := named[id]
+			if !ok {
+				if !slices.ContainsFunc(p.Controls.Patterns, func(np *NamedPattern) bool { return np.ID == id }) {
+					l.addf(l.pos(doc, fmt.Sprintf("%s/named_patterns/%d", ptr, j)), "redaction %s names pattern %q, which the patterns section does not define", r.ID, id)
+				}
 				continue
 			}
 			r.Patterns = append(r.Patterns, re)

@@ -1,6 +1,7 @@
 package pack_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -139,4 +140,25 @@ func FuzzLoadSpec(f *testing.F) {
 			t.Fatalf("LoadFS error is not EINVALID: %v", err)
 		}
 	})
+}
+
+// A redaction rule that names a pattern the patterns section does not
+// define does not load, and names the line.
+func TestNamedPatternReference(t *testing.T) {
+	files := fstest.MapFS{
+		"pack.yaml":     {Data: []byte("name: t\nversion: 1.0.0\nspecs: [spec.yaml]\npolicies: []\ncontrols: controls.yaml\n")},
+		"spec.yaml":     {Data: []byte("decision_key: t.act\nversion: 1.0.0\naction_class: x\n")},
+		"controls.yaml": {Data: []byte("patterns:\n  - {id: card, regex: '[0-9]{16}'}\n  - {id: bad, regex: '('}\nredaction:\n  - id: r\n    named_patterns: [card, nope]\n")},
+	}
+	_, err := pack.LoadFS(files, "t")
+	var got []string
+	for _, d := range writ.ErrorDetails(err) {
+		got = append(got, d.String())
+	}
+	want := []string{"controls.yaml:3: pattern bad: bad regex", `controls.yaml:6: redaction r names pattern "nope", which the patterns section does not define`}
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.Contains(g, w) }) {
+			t.Errorf("LoadFS problems %q, want one containing %q", got, w)
+		}
+	}
 }

@@ -43,6 +43,10 @@ type TestCase struct {
 	// json.Number).
 	Request   map[string]any
 	Approvals []*TestApproval
+	// Before are checks decided on the case's ledger, in order, at Now,
+	// before the case's own check (the decisions history aggregates
+	// count).
+	Before []*TestPrior
 	// History are the history aggregates on file, by aggregate name: the
 	// value each already holds, for every group the case reads, before
 	// the case begins.
@@ -55,6 +59,15 @@ type TestCase struct {
 	Run    *TestRun
 
 	Pos, RequestPos, ExpectPos, HistoryPos Pos
+}
+
+// TestPrior is a check decided before a case's own: its request file,
+// patched by Request (RFC 7396), decided Repeat times.
+type TestPrior struct {
+	RequestFile string
+	Request     map[string]any
+	Repeat      int
+	Pos         Pos
 }
 
 // TestApproval is an approval on file: the approval request the check
@@ -229,6 +242,29 @@ func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr strin
 			l.addf(l.pos(doc, ptr+"/request_file"), "request_file %q: %v", c.RequestFile, unwrapPathError(err))
 		}
 	}
+	for i, b := range asList(m["before"]) {
+		bm := b.(map[string]any)
+		bp := fmt.Sprintf("%s/before/%d", ptr, i)
+		prior := &TestPrior{Repeat: 1, Pos: l.pos(doc, bp)}
+		prior.RequestFile, _ = bm["request_file"].(string)
+		prior.Request, _ = bm["request"].(map[string]any)
+		if n, ok := bm["repeat"].(json.Number); ok {
+			if v, err := n.Int64(); err == nil {
+				prior.Repeat = int(v)
+			}
+		}
+		if prior.RequestFile != "" {
+			if !fs.ValidPath(prior.RequestFile) {
+				l.addf(l.pos(doc, bp+"/request_file"), "request_file %q is not a path inside the pack", prior.RequestFile)
+			} else if _, err := fs.Stat(l.fsys, path.Clean(prior.RequestFile)); err != nil {
+				l.addf(l.pos(doc, bp+"/request_file"), "request_file %q: %v", prior.RequestFile, unwrapPathError(err))
+			}
+		}
+		if isRun {
+			l.addf(prior.Pos, "case %q: before belongs to a check case", c.Name)
+		}
+		c.Before = append(c.Before, prior)
+	}
 	for i, a := range asList(m["approvals"]) {
 		am := a.(map[string]any)
 		ta := &TestApproval{Pos: l.pos(doc, fmt.Sprintf("%s/approvals/%d", ptr, i))}
@@ -395,6 +431,11 @@ func liftPatchNulls(root any) []nullKey {
 	for _, c := range cases {
 		cm, _ := c.(map[string]any)
 		lift(cm["request"])
+		before, _ := cm["before"].([]any)
+		for _, b := range before {
+			bm, _ := b.(map[string]any)
+			lift(bm["request"])
+		}
 		run, _ := cm["run"].(map[string]any)
 		attempts, _ := run["attempts"].([]any)
 		for _, a := range attempts {

@@ -468,6 +468,20 @@ func (d *differ) controls(old, new *pack.Pack) {
 		default:
 			d.field(b.Pos, s, "fields", list(a.Fields), list(b.Fields), "")
 			d.field(b.Pos, s, "patterns", list(a.PatternTexts), list(b.PatternTexts), "")
+			d.field(b.Pos, s, "named_patterns", list(a.NamedPatterns), list(b.NamedPatterns), "")
+		}
+	}
+	op, np := byKey(old.Controls.Patterns, func(p *pack.NamedPattern) string { return p.ID }), byKey(new.Controls.Patterns, func(p *pack.NamedPattern) string { return p.ID })
+	for _, id := range keys(op, np) {
+		a, b := op[id], np[id]
+		s := "pattern " + id
+		switch {
+		case a == nil:
+			d.add(b.Pos, s, "added", "", b.Regex, "")
+		case b == nil:
+			d.add(a.Pos, s, "removed", a.Regex, "", "")
+		default:
+			d.field(b.Pos, s, "regex", a.Regex, b.Regex, "")
 		}
 	}
 }

@@ -55,6 +55,9 @@ type Suite struct {
 	Files  []*pack.TestFile
 
 	requests map[*pack.TestCase]*writ.CheckRequest
+	// before are the checks each case decides before its own (its
+	// before: items, each repeated).
+	before   map[*pack.TestCase][]priorCheck
 	template string // a migrated, empty SQLite ledger (see newTemplate)
 }
 
@@ -113,7 +116,7 @@ func Load(dir string) (*Suite, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Suite{Dir: dir, Pack: p, Policy: pol, Files: files, requests: map[*pack.TestCase]*writ.CheckRequest{}}
+	s := &Suite{Dir: dir, Pack: p, Policy: pol, Files: files, requests: map[*pack.TestCase]*writ.CheckRequest{}, before: map[*pack.TestCase][]priorCheck{}}
 	fsys := os.DirFS(dir)
 	var problems []writ.Detail
 	for _, f := range files {
@@ -132,6 +135,26 @@ func Load(dir string) (*Suite, error) {
 				continue
 			}
 			s.requests[c] = req
+			for i, b := range c.Before {
+				req, err := buildRequestFrom(fsys, b.RequestFile, b.Request)
+				if err == nil {
+					_, err = pol.Resolve(req)
+				}
+				if err != nil {
+					problems = append(problems, writ.Detail{File: b.Pos.File, Line: b.Pos.Line, Message: fmt.Sprintf("case %q: before[%d] is not a valid check request: %s", c.Name, i, describe(err))})
+					continue
+				}
+				for n := range b.Repeat {
+					if n > 0 {
+						req, _ = buildRequestFrom(fsys, b.RequestFile, b.Request) // decoded once already
+					}
+					if b.Repeat > 1 {
+						// Each repetition is a decision of its own.
+						req.IdempotencyKey = ""
+					}
+					s.before[c] = append(s.before[c], priorCheck{req: req, pos: b.Pos, index: i})
+				}
+			}
 		}
 	}
 	if len(problems) > 0 {
@@ -170,22 +193,34 @@ func describe(err error) string {
 // buildRequest assembles a check case's request: the request file, the
 // inline request merged over it (RFC 7386), decoded strictly.
 func buildRequest(fsys fs.FS, c *pack.TestCase) (*writ.CheckRequest, error) {
+	return buildRequestFrom(fsys, c.RequestFile, c.Request)
+}
+
+// buildRequestFrom is a request file (none: {}) with patch merged over it.
+func buildRequestFrom(fsys fs.FS, file string, patch map[string]any) (*writ.CheckRequest, error) {
 	var doc any = map[string]any{}
-	if c.RequestFile != "" {
-		data, err := fs.ReadFile(fsys, path.Clean(c.RequestFile))
+	if file != "" {
+		data, err := fs.ReadFile(fsys, path.Clean(file))
 		if err != nil {
 			return nil, err
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
 		if err := dec.Decode(&doc); err != nil {
-			return nil, fmt.Errorf("%s: %v", c.RequestFile, err)
+			return nil, fmt.Errorf("%s: %v", file, err)
 		}
 	}
-	if c.Request != nil {
-		doc = mergePatch(doc, c.Request)
+	if patch != nil {
+		doc = mergePatch(doc, patch)
 	}
 	return decodeRequest(doc)
+}
+
+// priorCheck is one check a case decides before its own.
+type priorCheck struct {
+	req   *writ.CheckRequest
+	pos   pack.Pos
+	index int
 }
 
 // decodeRequest decodes a request in the JSON data model into a check
@@ -362,6 +397,7 @@ type decided struct {
 // decide runs one check and reads back its record; the checks that
 // fired count towards coverage.
 func (r *caseRun) decide(ctx context.Context, req *writ.CheckRequest) decided {
+	ctx, req = credentials(ctx, req)
 	rc, err := r.eng.Check(ctx, req)
 	if err != nil {
 		return decided{rc: rc, err: err}
@@ -387,6 +423,15 @@ func (r *caseRun) decide(ctx context.Context, req *writ.CheckRequest) decided {
 }
 
 func (r *caseRun) check(ctx context.Context, c *pack.TestCase) {
+	// The checks before the case's own are decided on its ledger, at its
+	// clock; their answers are not compared and do not count toward
+	// coverage, but one that is refused fails the case.
+	for _, b := range r.s.before[c] {
+		if _, err := r.eng.Check(ctx, b.req); err != nil {
+			r.fail(b.pos, fmt.Sprintf("before[%d]", b.index), "a receipt", "refused: "+describe(err))
+			return
+		}
+	}
 	req := r.s.requests[c]
 	if c.Params != nil {
 		_, err := r.eng.SetParams(ctx, &writ.SetParamsRequest{TenantID: req.TenantID, Values: c.Params, By: "human:writ-test-admin", Reason: "writ test case " + c.Name})
@@ -498,4 +543,41 @@ func (r *caseRun) run(ctx context.Context, c *pack.TestCase) {
 		}
 		r.compareAttempt(prefix, a, v, status, err)
 	}
+}
+
+// credentials turns what a case's request says about its actor's
+// provenance into the credentials writ would have verified, so a case
+// can test a rule that reads them (docs/trust.md): actor.provenance
+// "authenticated" is an API key of the actor's principal (key_id, default
+// "key_test"; with acted_by, the key of that principal, allowed to act
+// for the actor), and delegated_user_provenance "authenticated" a
+// delegation token of delegated_user_issuer (default "test") whose
+// subject is the delegated user. The request then goes in without them,
+// as a caller sends it, and writ binds them again. Anything else
+// (claimed, or nothing) is development mode.
+func credentials(ctx context.Context, req *writ.CheckRequest) (context.Context, *writ.CheckRequest) {
+	a := req.Actor
+	if !a.Bound() {
+		return ctx, req
+	}
+	if a.Provenance == writ.ProvenanceAuthenticated {
+		p := &writ.Principal{TenantID: req.TenantID, KeyID: a.KeyID, Subject: a.ID, Roles: []writ.Role{writ.RoleAgent}, ActorType: a.Type}
+		if p.KeyID == "" {
+			p.KeyID = "key_test"
+		}
+		if by := a.ActedBy; by != nil {
+			p.Subject, p.ActorType, p.ActsFor = by.ID, by.Type, []string{a.Type + ":" + a.ID}
+		}
+		ctx = writ.WithPrincipal(ctx, p)
+	}
+	if a.DelegatedUserProvenance == writ.ProvenanceAuthenticated {
+		iss := a.DelegatedUserIssuer
+		if iss == "" {
+			iss = "test"
+		}
+		ctx = writ.WithDelegation(ctx, &writ.Delegation{TenantID: req.TenantID, Subject: a.DelegatedUserID, Issuer: iss})
+	}
+	rq := *req
+	rq.Actor = a.Claimed()
+	return ctx, &rq
 }

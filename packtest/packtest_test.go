@@ -346,3 +346,37 @@ func TestPatchNullDeletes(t *testing.T) {
 		t.Errorf("want both cases to pass:\n%s", out.String())
 	}
 }
+
+// TestHistoryFilterThroughWritTest: a case's before: checks are decided
+// on its ledger first, so writ test sees what a filter_expression counts:
+// refunds under 1000 INR are not counted, so three of them do not trip
+// the velocity rule, and three counted ones do.
+func TestHistoryFilterThroughWritTest(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(dir, "pack.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest = bytes.Replace(manifest, []byte("    filter: allowed\n"), []byte("    filter: allowed\n    filter_expression: \"args.amount_inr >= 1000.0\"\n"), 1)
+	cases := "cases:\n" +
+		"  - name: small refunds are not counted\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    before:\n      - {request_file: requests/refund-allow.json, request: {arguments: {amount_inr: 500}}, repeat: 3}\n" +
+		"    expect: {outcome: allow, fired: []}\n" +
+		"  - name: counted refunds trip the velocity rule\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
+		"    before:\n      - {request_file: requests/refund-allow.json, request: {idempotency_key: null, arguments: {amount_inr: 500}}}\n      - {request_file: requests/refund-allow.json, repeat: 3}\n" +
+		"    expect: {outcome: goal_fail_terminal, fired: [R_REFUND_VELOCITY]}\n"
+	for name, body := range map[string][]byte{"pack.yaml": manifest, "tests/refund.yaml": []byte(cases)} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := run(t, dir)
+	if rep.Failed != 0 || rep.Passed != 2 {
+		var out bytes.Buffer
+		rep.WriteText(&out, false)
+		t.Errorf("want both cases to pass:\n%s", out.String())
+	}
+}

@@ -54,3 +54,20 @@ func compileRules(t *testing.T, rules string) (*policy.Policy, error) {
 	}
 	return policy.Compile(p)
 }
+
+// Conditions read controls.yaml's named patterns as patterns.<id>; a
+// pattern the file does not define is a compile error.
+func TestNamedPatternsInCEL(t *testing.T) {
+	controls := "patterns:\n  - {id: internal, regex: '@acme\\.example$'}\n"
+	pol := testPack(t, rule("R", "args.to.matches(patterns.internal)", "deny"), "", controls)
+	for to, want := range map[string]policy.Effect{"a@acme.example": policy.Deny, "a@acmeXexample": policy.Allow} {
+		d, _ := decide(t, pol, &writ.CheckRequest{Tool: "act", Arguments: map[string]any{"to": to, "order": "o"}})
+		if d.Effect != want {
+			t.Errorf("matches(patterns.internal) with to=%s = %s, want %s", to, d.Effect, want)
+		}
+	}
+	_, err := compileRules(t, rule("R", "args.to.matches(patterns.nope)", "deny"))
+	if ds := writ.ErrorDetails(err); len(ds) != 1 || !strings.Contains(ds[0].Message, "reads patterns.nope, which controls.yaml does not define") {
+		t.Errorf("undefined pattern: Compile = %v", ds)
+	}
+}

@@ -25,7 +25,10 @@ import (
 //	context       map(string, dyn)     facts the caller passed
 //	outputs       map(string, dyn)     the proposed outputs
 //	subject_ids   list(string)         the subjects
-//	actor         map(string, string)  type, id, workload_identity, delegated_user_id
+//	actor         map(string, string)  type, id, workload_identity, delegated_user_id,
+//	                                   provenance, delegated_user_provenance (authenticated or
+//	                                   claimed; "" for no delegated user or a record sealed
+//	                                   before writ set them), key_id, acted_by ("TYPE:ID" or "")
 //	workflow      map(string, string)  workflow_id, node_id, run_id, step_id
 //	evidence      map(string, dyn)     valid evidence by kind: id, version, hash, ref,
 //	                                   observed_at (timestamp), age_seconds (double), attributes (map)
@@ -167,7 +170,12 @@ func (v *vars) native(i int) any {
 		return req.SubjectIDs
 	case 9:
 		a := req.Actor
-		return map[string]string{"type": a.Type, "id": a.ID, "workload_identity": a.WorkloadIdentity, "delegated_user_id": a.DelegatedUserID}
+		m := map[string]string{"type": a.Type, "id": a.ID, "workload_identity": a.WorkloadIdentity, "delegated_user_id": a.DelegatedUserID,
+			"provenance": string(a.Provenance), "delegated_user_provenance": string(a.DelegatedUserProvenance), "key_id": a.KeyID, "acted_by": ""}
+		if a.ActedBy != nil {
+			m["acted_by"] = a.ActedBy.Type + ":" + a.ActedBy.ID
+		}
+		return m
 	case 10:
 		if w := req.Workflow; w != nil {
 			return map[string]string{"workflow_id": w.WorkflowID, "node_id": w.NodeID, "run_id": w.RunID, "step_id": w.StepID}

@@ -13,10 +13,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/writhq/writ"
@@ -106,6 +108,12 @@ type evidenceCheck struct {
 // Compile compiles p. Every problem is reported with its file and line.
 func Compile(p *pack.Pack) (*Policy, error) {
 	env, err := newEnv()
+	if err == nil {
+		// The named patterns of controls.yaml, as a constant map that
+		// conditions read as patterns.<id> (args.body.matches(patterns.card)).
+		env, err = env.Extend(cel.Constant("patterns", cel.MapType(cel.StringType, cel.StringType),
+			types.NewStringStringMap(types.DefaultTypeAdapter, p.Controls.PatternMap())))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("policy: CEL environment: %w", err)
 	}
@@ -211,8 +219,18 @@ func (c *compiler) addf(pos pack.Pos, format string, args ...any) {
 	}
 }
 
+// patternRef matches a literal read of a named pattern: patterns.<id>
+// or patterns["<id>"].
+var patternRef = regexp.MustCompile(`\bpatterns\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*["']([^"']*)["']\s*\])`)
+
 // program compiles and type-checks one boolean CEL condition.
 func (c *compiler) program(pos pack.Pos, what, expr string) cel.Program {
+	for _, m := range patternRef.FindAllStringSubmatch(expr, -1) {
+		if id := m[1] + m[2]; !slices.ContainsFunc(c.pack.Controls.Patterns, func(np *pack.NamedPattern) bool { return np.ID == id }) {
+			c.addf(pos, "%s reads patterns.%s, which controls.yaml does not define (see patterns: in controls.yaml)", what, id)
+			return nil
+		}
+	}
 	ast, iss := c.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		c.addf(pos, "%s: invalid CEL condition %q: %s", what, expr, celIssues(iss))

@@ -35,15 +35,19 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) error {
 			return err
 		}
 	}
+	actorType, actsFor, err := ledger.KeyActorColumns(k)
+	if err != nil {
+		return err
+	}
 	// One statement: the key and, if it is signed, its signature.
 	var inserted bool
 	err = s.pool.QueryRow(ctx, `WITH k AS (
-			INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns, expires_ns) VALUES ($1, $2, $3, $4, $5, $6, $10)
+			INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns, expires_ns, actor_type, acts_for) VALUES ($1, $2, $3, $4, $5, $6, $10, $11, $12)
 			ON CONFLICT (key_id) DO NOTHING RETURNING key_id),
 		s AS (INSERT INTO api_key_signatures (key_id, signed_by, signed_ns, signature)
 			SELECT key_id, $7, $8, $9 FROM k WHERE $7::text <> '')
 		SELECT EXISTS (SELECT 1 FROM k)`,
-		k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano(), k.SignedBy, k.SignedAt.UnixNano(), k.Signature, expiresNS(k)).Scan(&inserted)
+		k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano(), k.SignedBy, k.SignedAt.UnixNano(), k.Signature, expiresNS(k), actorType, actsFor).Scan(&inserted)
 	if err != nil {
 		return fmt.Errorf("postgres: put API key: %w", err)
 	}
@@ -76,7 +80,7 @@ func (s *Store) SignAPIKey(ctx context.Context, k *auth.Key) error {
 }
 
 // keyColumns selects a key, its expiry, its revocation (and where it stands in the chain) and its signature, as scanKeys reads them.
-const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, r.revoked_ns, r.head_seq,
+const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, k.actor_type, k.acts_for, r.revoked_ns, r.head_seq,
 		s.signed_by, s.signed_ns, s.signature
 	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id LEFT JOIN api_key_signatures s ON s.key_id = k.key_id`
 
@@ -120,9 +124,19 @@ func scanKeys(rows pgx.Rows) ([]*auth.Key, error) {
 		var roles string
 		var created int64
 		var expires, revoked, signedNS *int64
-		var signedBy *string
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &revoked, &k.RevokedAfter, &signedBy, &signedNS, &k.Signature); err != nil {
+		var signedBy, actorType, actsFor *string
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &actorType, &actsFor, &revoked, &k.RevokedAfter, &signedBy, &signedNS, &k.Signature); err != nil {
 			return nil, fmt.Errorf("postgres: read API keys: %w", err)
+		}
+		var at, af string
+		if actorType != nil {
+			at = *actorType
+		}
+		if actsFor != nil {
+			af = *actsFor
+		}
+		if err := ledger.ScanKeyActor(&k, at, af); err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
 		}
 		if err := json.Unmarshal([]byte(roles), &k.Roles); err != nil {
 			return nil, fmt.Errorf("postgres: API key %s: roles: %w", k.ID, err)

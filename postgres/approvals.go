@@ -54,6 +54,13 @@ func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Ti
 	if err != nil {
 		return nil, err
 	}
+	query, args := approvalsQuery(q, after, limit, now)
+	return s.approvals(ctx, limit, now, query, args...)
+}
+
+// approvalsQuery builds the SQL of Approvals: q's filters, requests after
+// position after, one more than limit, with their events.
+func approvalsQuery(q writ.ApprovalQuery, after int64, limit int, now time.Time) (string, []any) {
 	args := []any{}
 	arg := func(v any) string {
 		args = append(args, v)
@@ -83,7 +90,7 @@ func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Ti
 	}
 	// One request more than the page tells whether another page follows.
 	sb.WriteString(` ORDER BY a.pos LIMIT ` + arg(limit+1))
-	return s.approvals(ctx, limit, now, withEvents(sb.String()), args...)
+	return withEvents(sb.String()), args
 }
 
 // OpenApproval returns the tenant's newest request at gateID with the

@@ -59,7 +59,11 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	}
 	// One row more than the page tells whether another page follows.
 	query, args := recordsQuery(q, after, limit+1)
-	rows, err := s.pool.Query(ctx, query, args...)
+	// Planned for these arguments each time, never a cached generic
+	// plan: which index serves a time range depends on how many records
+	// it holds (issue 38: a generic plan walked the chain for an hour's
+	// range, 129 ms, where the time index took 1.4 ms).
+	rows, err := s.pool.Query(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: query records: %w", err)
 	}
@@ -309,13 +313,18 @@ func (s *Store) DecisionRecords(ctx context.Context, tenantID, decisionID string
 	return page.Records, nil
 }
 
+// inFlightQuery selects a tenant's IN_FLIGHT records after a seq whose
+// decision has no execution report, in chain order, at most a limit: the
+// arguments are the tenant, the seq and the limit.
+const inFlightQuery = `SELECT r.seq, r.raw FROM records r
+	WHERE r.status = 'IN_FLIGHT' AND r.tenant_id = $1 AND r.seq > $2
+	  AND NOT EXISTS (SELECT 1 FROM execution_reports e WHERE e.tenant_id = r.tenant_id AND e.decision_id = r.decision_id)
+	ORDER BY r.seq LIMIT $3`
+
 // InFlight returns the tenant's IN_FLIGHT records after seq whose decision
 // has no execution report, in chain order.
 func (s *Store) InFlight(ctx context.Context, tenantID string, after int64, limit int) ([]writ.StoredRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT r.seq, r.raw FROM records r
-		WHERE r.status = 'IN_FLIGHT' AND r.tenant_id = $1 AND r.seq > $2
-		  AND NOT EXISTS (SELECT 1 FROM execution_reports e WHERE e.tenant_id = r.tenant_id AND e.decision_id = r.decision_id)
-		ORDER BY r.seq LIMIT $3`, tenantID, after, limit)
+	rows, err := s.pool.Query(ctx, inFlightQuery, tenantID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: query records in flight: %w", err)
 	}

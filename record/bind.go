@@ -51,7 +51,9 @@ func (b *Binder) Arguments(args map[string]any) (string, error) {
 // Action fingerprints what a check asks for, for
 // must_not_retry_same_action: the action and what it rests on (decision
 // key, tool, approval mode, arguments, outputs, subjects, actor,
-// workflow, evidence, context). What decide never reads is left out
+// workflow, evidence, context), the actor as named (its type, id,
+// workload identity and delegated user, not how writ knows them nor the
+// key id). What decide never reads is left out
 // (idempotency key, trace id, tool call id, intent ref, input refs, tool
 // lineage, caller lineage), so a retry that could not change the
 // decision binds the same. So is the caller's bookkeeping (usage,
@@ -72,7 +74,7 @@ func (b *Binder) Action(req *writ.CheckRequest, decisionKey string) (string, err
 		"arguments":     orEmptyMap(req.Arguments),
 		"outputs":       orEmptyMap(req.Outputs),
 		"subject_ids":   orEmpty(req.SubjectIDs),
-		"actor":         req.Actor,
+		"actor":         req.Actor.Claimed(),
 		"workflow":      req.Workflow,
 		"evidence":      evidence,
 		"context":       orEmptyMap(req.Context),

@@ -220,9 +220,15 @@ func orEmpty[T any](s []T) []T {
 	return s
 }
 
-// RedactActor returns a with the redaction patterns applied to its ids.
+// RedactActor returns a with the redaction patterns applied to its ids;
+// what writ set (provenance, key id, acted_by's type, issuer) is kept.
 func RedactActor(red *Redactor, a writ.Actor) writ.Actor {
-	return writ.Actor{Type: a.Type, ID: red.String(a.ID), WorkloadIdentity: red.String(a.WorkloadIdentity), DelegatedUserID: red.String(a.DelegatedUserID)}
+	out := a
+	out.ID, out.WorkloadIdentity, out.DelegatedUserID = red.String(a.ID), red.String(a.WorkloadIdentity), red.String(a.DelegatedUserID)
+	if a.ActedBy != nil {
+		out.ActedBy = &writ.ActorRef{Type: a.ActedBy.Type, ID: red.String(a.ActedBy.ID)}
+	}
+	return out
 }
 
 // PolicyDecisions lists every check the decision applied, in order.

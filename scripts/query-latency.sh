@@ -8,6 +8,9 @@ for q in \
   "records?tenant_id=tenant-1&limit=50&from=2026-01-12T13:46:09Z" \
   "records?tenant_id=tenant-1&limit=50&from=2026-01-05T00:00:00Z&to=2026-01-05T01:00:00Z" \
   "records?tenant_id=tenant-1&limit=50&from=2026-01-11T13:46:39Z" \
+  "records?tenant_id=tenant-1&limit=50&from=2026-01-05T00:00:00Z&to=2026-01-06T00:00:00Z" \
+  "records?tenant_id=tenant-1&limit=50&order=newest" \
+  "records?tenant_id=tenant-1&limit=50&order=newest&from=2026-01-05T00:00:00Z&to=2026-01-06T00:00:00Z" \
   "records?tenant_id=tenant-1&limit=50&status=DEFERRED" \
   "records?tenant_id=tenant-1&limit=50&subject_id=customer:cus_77" \
   "records?tenant_id=tenant-1&limit=50&decision_key=support.refund.execute" \

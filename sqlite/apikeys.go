@@ -34,6 +34,10 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) (err error) {
 	if err != nil {
 		return fmt.Errorf("sqlite: API key %s: %w", k.ID, err)
 	}
+	actorType, actsFor, err := ledger.KeyActorColumns(k)
+	if err != nil {
+		return err
+	}
 	return s.writeTx(ctx, "put API key", func(tx *sql.Tx) error {
 		// The transaction holds the write lock from BEGIN, so nothing comes
 		// between the look and the insert.
@@ -44,8 +48,8 @@ func (s *Store) PutAPIKey(ctx context.Context, k *auth.Key) (err error) {
 		if exists {
 			return &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("API key %s already exists", k.ID)}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns, expires_ns) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano(), expiresNS(k)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO api_keys (key_id, tenant_id, subject, roles, secret_hash, created_ns, expires_ns, actor_type, acts_for) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.TenantID, k.Subject, string(roles), k.SecretHash, k.CreatedAt.UnixNano(), expiresNS(k), actorType, actsFor); err != nil {
 			return fmt.Errorf("sqlite: put API key: %w", err)
 		}
 		if k.SignedBy == "" {
@@ -86,7 +90,7 @@ func insertKeySignature(ctx context.Context, tx *sql.Tx, k *auth.Key) error {
 }
 
 // keyColumns selects a key, its expiry, its revocation (and where it stands in the chain) and its signature, as scanKey reads them.
-const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, r.revoked_ns, r.head_seq,
+const keyColumns = `SELECT k.key_id, k.tenant_id, k.subject, k.roles, k.secret_hash, k.created_ns, k.expires_ns, k.actor_type, k.acts_for, r.revoked_ns, r.head_seq,
 		s.signed_by, s.signed_ns, s.signature
 	FROM api_keys k LEFT JOIN api_key_revocations r ON r.key_id = k.key_id LEFT JOIN api_key_signatures s ON s.key_id = k.key_id`
 
@@ -130,9 +134,12 @@ func scanKeys(rows *sql.Rows) ([]*auth.Key, error) {
 		var roles string
 		var created int64
 		var expires, revoked, revokedAfter, signedNS sql.NullInt64
-		var signedBy sql.NullString
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &revoked, &revokedAfter, &signedBy, &signedNS, &k.Signature); err != nil {
+		var signedBy, actorType, actsFor sql.NullString
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.Subject, &roles, &k.SecretHash, &created, &expires, &actorType, &actsFor, &revoked, &revokedAfter, &signedBy, &signedNS, &k.Signature); err != nil {
 			return nil, fmt.Errorf("sqlite: read API keys: %w", err)
+		}
+		if err := ledger.ScanKeyActor(&k, actorType.String, actsFor.String); err != nil {
+			return nil, fmt.Errorf("sqlite: %w", err)
 		}
 		if err := json.Unmarshal([]byte(roles), &k.Roles); err != nil {
 			return nil, fmt.Errorf("sqlite: API key %s: roles: %w", k.ID, err)

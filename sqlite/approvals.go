@@ -52,6 +52,13 @@ func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Ti
 	if err != nil {
 		return nil, err
 	}
+	query, args := approvalsQuery(q, after, limit, now)
+	return s.approvals(ctx, limit, now, query, args...)
+}
+
+// approvalsQuery builds the SQL of Approvals: q's filters, requests after
+// position after, one more than limit, with their events.
+func approvalsQuery(q writ.ApprovalQuery, after int64, limit int, now time.Time) (string, []any) {
 	var sb strings.Builder
 	args := []any{q.TenantID, after}
 	sb.WriteString(`SELECT a.pos, a.tenant_id, a.approval_id, a.request FROM approval_requests a WHERE a.tenant_id = ? AND a.pos > ?`)
@@ -82,7 +89,7 @@ func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Ti
 	// One request more than the page tells whether another page follows.
 	sb.WriteString(` ORDER BY a.pos LIMIT ?`)
 	args = append(args, limit+1)
-	return s.approvals(ctx, limit, now, withEvents(sb.String(), "a.pos"), args...)
+	return withEvents(sb.String(), "a.pos"), args
 }
 
 // OpenApproval returns the tenant's newest request at gateID with the

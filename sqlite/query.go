@@ -507,13 +507,18 @@ func (s *Store) DecisionRecords(ctx context.Context, tenantID, decisionID string
 	return page.Records, nil
 }
 
+// inFlightQuery selects a tenant's IN_FLIGHT records after a seq whose
+// decision has no execution report, in chain order, at most a limit: the
+// arguments are the tenant, the seq and the limit.
+const inFlightQuery = `SELECT r.seq, r.raw FROM records r
+	WHERE r.tenant_id = ? AND r.status = 'IN_FLIGHT' AND r.seq > ?
+	  AND NOT EXISTS (SELECT 1 FROM execution_reports x WHERE x.tenant_id = r.tenant_id AND x.decision_id = r.decision_id)
+	ORDER BY r.seq LIMIT ?`
+
 // InFlight returns the tenant's IN_FLIGHT records after seq whose decision
 // has no execution report, in chain order.
 func (s *Store) InFlight(ctx context.Context, tenantID string, after int64, limit int) ([]writ.StoredRecord, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT r.seq, r.raw FROM records r
-		WHERE r.tenant_id = ? AND r.status = 'IN_FLIGHT' AND r.seq > ?
-		  AND NOT EXISTS (SELECT 1 FROM execution_reports x WHERE x.tenant_id = r.tenant_id AND x.decision_id = r.decision_id)
-		ORDER BY r.seq LIMIT ?`, tenantID, after, limit)
+	rows, err := s.read.QueryContext(ctx, inFlightQuery, tenantID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: query records in flight: %w", err)
 	}

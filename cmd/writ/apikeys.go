@@ -94,7 +94,7 @@ func openKeyStore(dir, url string, create bool) (auth.Store, func() error, error
 }
 
 func (m *Main) keysCreate(ctx context.Context, args []string) error {
-	fs := m.flags("keys create", "--tenant T --subject WHO --role ROLE[,ROLE] [--expires D|TIME] [--data DIR] [--store URL] [--keys DIR]")
+	fs := m.flags("keys create", "--tenant T --subject WHO --role ROLE[,ROLE] [--actor-type TYPE] [--acts-for TYPE:ID[,TYPE:ID]] [--expires D|TIME] [--data DIR] [--store URL] [--keys DIR]")
 	data := fs.String("data", defaultDataDir, "data directory")
 	storeURL := fs.String("store", "", storeUsage)
 	keysDir := fs.String("keys", "", "signing key ring directory that signs the key (default DATA/keys); WRIT_SIGNING_KEY overrides it")
@@ -102,6 +102,8 @@ func (m *Main) keysCreate(ctx context.Context, args []string) error {
 	subject := fs.String("subject", "", "who holds the key: a person or a service; it is the approver named in approvals (required)")
 	roles := fs.String("role", "", "comma-separated roles: agent, approver, auditor, admin (required)")
 	expires := fs.String("expires", "", "when the key stops opening anything: a duration from now (2160h) or an RFC 3339 time (2027-03-01T00:00:00Z); its signature covers it (default: the key does not expire)")
+	actorType := fs.String("actor-type", "AGENT", "the actor type the key acts as: AGENT, HUMAN or SERVICE; with --subject it is the actor of every check the key makes (docs/trust.md)")
+	actsFor := fs.String("acts-for", "", "comma-separated principals the key may also act for, as TYPE:ID patterns ('*' matches any run of characters, TYPE may be *): an orchestrator's SERVICE key acting for its agents, say AGENT:agt_* (default: none)")
 	asJSON := fs.Bool("json", false, "print the key and its token as JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -120,6 +122,15 @@ func (m *Main) keysCreate(ctx context.Context, args []string) error {
 	k, token, err := auth.NewKey(*tenant, *subject, rs, now, nil)
 	if err != nil {
 		return err
+	}
+	var patterns []string
+	for p := range strings.SplitSeq(*actsFor, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			patterns = append(patterns, p)
+		}
+	}
+	if err := k.SetActor(*actorType, patterns); err != nil {
+		return usagef("%v", err)
 	}
 	if *expires != "" {
 		at, err := expiryTime(*expires, now)
@@ -153,6 +164,11 @@ func (m *Main) keysCreate(ctx context.Context, args []string) error {
 		}{k, token})
 	}
 	fmt.Fprintf(m.Stdout, "key %s for tenant %s (%s), roles %s\n", k.ID, k.TenantID, k.Subject, joinRoles(k.Roles))
+	fmt.Fprintf(m.Stdout, "acts as %s:%s", keyActorType(k), k.Subject)
+	if len(k.ActsFor) > 0 {
+		fmt.Fprintf(m.Stdout, ", and for %s", strings.Join(k.ActsFor, ", "))
+	}
+	fmt.Fprintln(m.Stdout)
 	if k.ExpiresAt != nil {
 		fmt.Fprintf(m.Stdout, "expires %s\n", k.ExpiresAt.UTC().Format(time.RFC3339))
 	}
@@ -348,4 +364,12 @@ func timeOrDash(t *time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// keyActorType is the actor type k acts as: AGENT unless it says otherwise.
+func keyActorType(k *auth.Key) string {
+	if k.ActorType == "" {
+		return writ.ActorAgent
+	}
+	return k.ActorType
 }

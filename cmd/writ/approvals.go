@@ -56,6 +56,10 @@ func (m *Main) client(sf serverFlags) *httpapi.Client {
 	if key != "" {
 		opts = append(opts, httpapi.WithHeader("Authorization", "Bearer "+key))
 	}
+	if tok := m.Getenv("WRIT_DELEGATION_TOKEN"); tok != "" {
+		// The user the agent acts for, authenticated (docs/trust.md).
+		opts = append(opts, httpapi.WithHeader(httpapi.HeaderDelegation, tok))
+	}
 	m.remote = &remoteUse{tenant: *sf.tenant != "", key: key != ""}
 	return httpapi.NewClient(strings.TrimRight(*sf.server, "/"), opts...)
 }

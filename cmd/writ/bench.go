@@ -29,7 +29,7 @@ import (
 // process. Every request gets its own idempotency key and a distinct
 // argument, so each one is decided and recorded.
 func (m *Main) bench(ctx context.Context, args []string) error {
-	fs := m.flags("bench", "--request FILE [--addr URL | --pack DIR] [--concurrency N] [--duration D] [--rate R]")
+	fs := m.flags("bench", "--request FILE [--addr URL | --pack DIR] [--concurrency N] [--duration D] [--rate R] [--mix [--approval-request FILE]]")
 	addr := fs.String("addr", "", "base URL of a running writ server (default: start one)")
 	reqFile := fs.String("request", "", "check request to send (JSON; required)")
 	packDir := fs.String("pack", "", "pack for the started server (default: the request's pack)")
@@ -37,7 +37,10 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 	dur := fs.Duration("duration", 10*time.Second, "how long to send load (at most 5m)")
 	warmup := fs.Duration("warmup", 2*time.Second, "load sent before measuring")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	perSec := fs.Float64("rate", 0, "send at most this many checks a second, all clients together (0: as fast as the clients go)")
+	perSec := fs.Float64("rate", 0, "send at most this many checks a second, all clients together (0: as fast as the clients go); with --mix, operations")
+	mix := fs.Bool("mix", false, "send a mixed load: checks, approvals, execution reports and reads together (see docs/scale.md)")
+	approvalFile := fs.String("approval-request", "", "with --mix: a check request that opens an approval request (default: none, no approvals)")
+	tenant := fs.String("tenant", "", "with --mix: the tenant of the reads, approvals and reports (default: the request's)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -50,6 +53,9 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 	}
 	if *reqFile == "" {
 		return usagef("bench needs --request FILE")
+	}
+	if !*mix && (*approvalFile != "" || *tenant != "") {
+		return usagef("--approval-request and --tenant go with --mix")
 	}
 	if *conc < 1 || *conc > 4096 {
 		return usagef("--concurrency must be 1..4096")
@@ -82,6 +88,18 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 	// Against a server that authenticates, the checks go as this agent key.
 	token := m.Getenv("WRIT_API_KEY")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: *conc, MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc}, Timeout: 30 * time.Second}
+	if *mix {
+		mx := &mixer{client: client, base: base, token: token, runTag: runTag, tenant: *tenant, check: req}
+		if mx.tenant == "" {
+			mx.tenant = req.TenantID
+		}
+		if *approvalFile != "" {
+			if mx.approval, err = m.readRequest(*approvalFile); err != nil {
+				return err
+			}
+		}
+		return m.benchMix(ctx, mx, limiter, *conc, *dur, *warmup, *asJSON)
+	}
 	var seq atomic.Int64
 	run := func(d time.Duration, record bool) benchResult {
 		deadline := time.Now().Add(d)

@@ -329,6 +329,10 @@ func bentInput(t *testing.T, good string) []badInput {
 		{"outputs currency", replace(`"refund_amount_inr": 4200,
     "currency": "INR"`, `"refund_amount_inr": 4200,
     "currency": "USD"`), 400, `outputs.currency`},
+		// exclusiveMinimum: the AuthZEN face printed &{-5/1 0/1}.
+		{"outputs amount", replace(`"refund_amount_inr": 4200,
+    "currency": "INR"`, `"refund_amount_inr": -5,
+    "currency": "INR"`), 400, `outputs.refund_amount_inr`},
 	}
 }
 

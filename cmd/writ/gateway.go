@@ -135,6 +135,18 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 	if *f.server != "" {
 		rw := newRemoteWrit(*f.server, m.client(serverFlags{server: f.server, tenant: f.tenant}))
 		w = rw
+		if cfg.Actor == nil && *f.listen == "" {
+			// A stdio session checks with the gateway's own key
+			// ($WRIT_API_KEY), whose principal the server makes the
+			// actor (docs/trust.md): name it, rather than a default
+			// actor the server would refuse as a mismatch.
+			if who, err := rw.own.WhoAmI(ctx); err == nil && who.Auth == httpapi.AuthAPIKeys {
+				cfg.Actor = &gateway.ActorConfig{Type: who.ActorType, ID: who.Subject}
+				if cfg.Tenant == "" {
+					cfg.Tenant = who.TenantID
+				}
+			}
+		}
 		if cfg.User != "" {
 			if who, err := rw.own.WhoAmI(ctx); err == nil && who.Auth == httpapi.AuthAPIKeys {
 				// The gateway would answer for its user with the key that
@@ -236,7 +248,7 @@ func (m *Main) serveGateway(ctx context.Context, g *openedGateway, f gatewayFlag
 			if !p.Has(writ.RoleAgent) {
 				return nil, fmt.Errorf("%w: the key of %s lacks the agent role", mcpauth.ErrInvalidToken, p.Subject)
 			}
-			ti := &mcpauth.TokenInfo{UserID: p.Subject, Extra: map[string]any{gateway.TokenTenant: p.TenantID}}
+			ti := &mcpauth.TokenInfo{UserID: p.Subject, Extra: map[string]any{gateway.TokenTenant: p.TenantID, gateway.TokenPrincipal: p}}
 			if g.remote {
 				ti.Extra[gateway.TokenRaw] = token // decided with the caller's own key
 			}

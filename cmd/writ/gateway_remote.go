@@ -86,7 +86,7 @@ func (r *remoteWrit) authenticate(ctx context.Context, token string) (*writ.Prin
 	if who.Auth != httpapi.AuthAPIKeys {
 		return nil, fmt.Errorf("the writ server authenticates no one (development mode)")
 	}
-	p := &writ.Principal{TenantID: who.TenantID, KeyID: who.KeyID, Subject: who.Subject, Roles: who.Roles}
+	p := &writ.Principal{TenantID: who.TenantID, KeyID: who.KeyID, Subject: who.Subject, Roles: who.Roles, ActorType: who.ActorType, ActsFor: who.ActsFor}
 	r.mu.Lock()
 	if len(r.who) >= maxRemoteKeys {
 		clear(r.who)

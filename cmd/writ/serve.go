@@ -13,6 +13,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/console"
+	"github.com/writhq/writ/delegation"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/keyring"
@@ -53,6 +54,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	logFormat := fs.String("log-format", "json", "log format: json (one object a line) or text")
 	metricsOn := fs.Bool("metrics", true, "export Prometheus metrics at GET /metrics (admin keys only; each sees its own tenant's series)")
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics, every tenant's series, without a key, on this address of its own (for the operator's scraper; keep it off the tenants' network)")
+	delegationIssuers := fs.String("delegation-issuers", "", "JSON file naming, per tenant, the issuers of delegation tokens (Writ-Delegation: <JWT>) writ trusts: their JWKS (file or URL), audience and tenant claim; a verified token's subject is the delegated user, authenticated (docs/trust.md). Default: no issuer, so a delegated user is claimed and the header is refused")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server's run to this file (for performance work)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -151,20 +153,24 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if obs.tracing {
 		cfg.TracerProvider = telemetry.TracerProvider()
 	}
-	eng, err = openEngine(ctx, cfg, *data, *keyFile)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
 	var readyExtra []func() httpapi.ReadyCheck
 	if *witnessesFile != "" {
+		// Started before the engine, so that the checkpointer can tell it
+		// of each checkpoint; stopped after the engine's Close (defers run
+		// last first), which signs the last checkpoints.
 		wc, stopWitnesses, err := startWitnesses(*witnessesFile, st, *witnessPoll, obs.metrics, log)
 		if err != nil {
 			return err
 		}
 		defer stopWitnesses()
+		cfg.Checkpoints.Issued = func(*ledger.Checkpoint) { wc.Notify() }
 		readyExtra = append(readyExtra, func() httpapi.ReadyCheck { return witnessReadiness(wc) })
 	}
+	eng, err = openEngine(ctx, cfg, *data, *keyFile)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
 	var svc writ.Service = eng
 	var workflows writ.Workflows = eng
 	var approvals writ.Approvals = eng
@@ -188,22 +194,37 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		storeKind = "postgres"
 	}
 	replayer := replay.New(st, replay.Options{})
+	var verifyDelegation func(context.Context, string, string) (*writ.Delegation, error)
+	if *delegationIssuers != "" {
+		if authenticate == nil {
+			return usagef("--delegation-issuers needs API keys: in development mode every actor is claimed")
+		}
+		v, err := delegation.Load(ctx, *delegationIssuers)
+		if err != nil {
+			return err
+		}
+		// Tokens are checked against the engine's clock.
+		verifyDelegation = func(ctx context.Context, tenantID, token string) (*writ.Delegation, error) {
+			return v.Verify(ctx, tenantID, token, time.Now())
+		}
+	}
 	api := httpapi.NewServer(svc, httpapi.Config{
-		Ledger:       eng,
-		Workflows:    workflows,
-		Approvals:    approvals,
-		Replays:      replayer,
-		Shadows:      replayer,
-		Lifecycle:    lifecycle,
-		Params:       eng,
-		Authenticate: authenticate,
-		RateLimit:    httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
-		Envelopes:    st.Envelope,
-		VerifierKeys: func(context.Context, string) ([]keyring.Key, error) { return ring.Keys(), nil },
-		APIKeys:      apiKeyAdmin(st, keys, ring),
-		Pack:         p,
-		MaxBodyBytes: *maxBody,
-		Logger:       log,
+		VerifyDelegation: verifyDelegation,
+		Ledger:           eng,
+		Workflows:        workflows,
+		Approvals:        approvals,
+		Replays:          replayer,
+		Shadows:          replayer,
+		Lifecycle:        lifecycle,
+		Params:           eng,
+		Authenticate:     authenticate,
+		RateLimit:        httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
+		Envelopes:        st.Envelope,
+		VerifierKeys:     func(context.Context, string) ([]keyring.Key, error) { return ring.Keys(), nil },
+		APIKeys:          apiKeyAdmin(st, keys, ring),
+		Pack:             p,
+		MaxBodyBytes:     *maxBody,
+		Logger:           log,
 		Health: func(context.Context) httpapi.HealthReport {
 			return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: storeKind}
 		},

@@ -23,11 +23,18 @@ import (
 )
 
 // keyFor creates an API key with the CLI and returns its token and id.
-func keyFor(t *testing.T, data, tenant, subject, roles string) (token, id string) {
+// An agent key of another subject than the example packs' agents may act
+// for them (--acts-for), since the tests send the examples' requests,
+// which name them; its records say so (actor.acted_by).
+func keyFor(t *testing.T, data, tenant, subject, roles string, flags ...string) (token, id string) {
 	t.Helper()
+	args := []string{"keys", "create", "--data", data, "--tenant", tenant, "--subject", subject, "--role", roles, "--json"}
+	if strings.Contains(roles, "agent") && subject != "agt_support" && len(flags) == 0 {
+		args = append(args, "--acts-for", "AGENT:agt_support,AGENT:agt_workflow_ops")
+	}
 	// stdout only: the first key create of a data directory says on
 	// stderr that it generated the ring's first signing key.
-	out, err := exec.Command(writBinary, "keys", "create", "--data", data, "--tenant", tenant, "--subject", subject, "--role", roles, "--json").Output()
+	out, err := exec.Command(writBinary, append(args, flags...)...).Output()
 	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		t.Fatalf("writ keys create: %v\n%s", err, ee.Stderr)
 	} else if err != nil {
@@ -79,8 +86,13 @@ func newTenantWorld(t *testing.T) *tenantWorld {
 	for _, tenant := range []string{"acme", "globex"} {
 		for _, role := range []string{"agent", "approver", "auditor", "admin"} {
 			subject := tenant + "_" + role
-			if tenant == "acme" && role == "approver" {
+			switch {
+			case tenant == "acme" && role == "approver":
 				subject = "user_finance_lead_77"
+			case role == "agent":
+				// The agent the example requests name: the key's own
+				// principal (docs/trust.md).
+				subject = "agt_support"
 			}
 			w.tokens[tenant+"/"+role], w.ids[tenant+"/"+role] = keyFor(t, w.data, tenant, subject, role)
 		}

@@ -177,7 +177,7 @@ func TestWithdrawIsTheRequestersOnly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("withdraw with the requester's key: %v", err)
 	}
-	if a.State != writ.ApprovalWithdrawn || a.Decision.Approver != "acme_agent" || len(a.Events) != 1 {
-		t.Errorf("withdrawn = state %s by %+v, events %+v; want withdrawn by acme_agent, one event", a.State, a.Decision, a.Events)
+	if a.State != writ.ApprovalWithdrawn || a.Decision.Approver != "agt_support" || len(a.Events) != 1 {
+		t.Errorf("withdrawn = state %s by %+v, events %+v; want withdrawn by agt_support (the key's subject), one event", a.State, a.Decision, a.Events)
 	}
 }

@@ -109,6 +109,6 @@ func TestWitnessFigures(t *testing.T) {
 	median := func(v []float64) float64 { s := slices.Clone(v); slices.Sort(s); return s[len(s)/2] }
 	fmt.Printf("checks/s (writ bench --concurrency 32 --duration %s, %d interleaved rounds, median): no witness %.0f, two witnesses %.0f\n",
 		dur, rounds, median(none), median(two))
-	fmt.Printf("cosignature lag over %d cosignatures (checkpoint signed to cosignature stored, --witness-poll 1s): p50 %v, p99 %v\n",
+	fmt.Printf("cosignature lag over %d cosignatures (checkpoint signed to cosignature stored): p50 %v, p99 %v\n",
 		len(lags), pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond))
 }

@@ -777,7 +777,10 @@ async function shadowPage(params) {
     out.replaceChildren(h('p', { class: 'muted', id: 'shadow-summary' }, 'No shadow decisions in this window. Start writ serve with --shadow-pack DIR to decide every check under a candidate pack too.'));
     return;
   }
-  const rules = (m) => Object.entries(m || {}).map(([r, n]) => h('li', {}, code(r), ` × ${n}`));
+  // A rule id is bundle@version:rule: it may wrap after the colon, never
+  // inside either part.
+  const ruleId = (r) => { const i = r.lastIndexOf(':'); return i < 0 ? code(r) : h('code', {}, r.slice(0, i + 1), h('wbr', {}), r.slice(i + 1)); };
+  const rules = (m) => Object.entries(m || {}).map(([r, n]) => h('li', {}, ruleId(r), ` × ${n}`));
   out.replaceChildren(
     h('section', { class: 'card' },
       h('p', { class: rep.changed ? 'result warn' : 'result ok', id: 'shadow-summary' }, `${rep.decisions} shadow decisions, ${rep.changed} with another outcome than enforced`),

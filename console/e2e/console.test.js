@@ -31,6 +31,7 @@ const binDir = process.env.WRIT_E2E_BIN_DIR || tmp;
 const bin = path.join(binDir, 'writ');
 const tamperBin = path.join(binDir, 'tamper');
 const metrics = {};
+const consoleErrors = []; // every console error of every page closed
 
 let server; // { proc, url }
 let browser;
@@ -40,8 +41,12 @@ function writ(...args) {
   return execFileSync(bin, args, { cwd: repo, encoding: 'utf8' });
 }
 
+// createKey creates a key of acme. An agent key acts as AGENT:subject
+// and, as the requests of the examples name their own agents as actors
+// (agt_support, ...), also for AGENT:agt_* (docs/trust.md).
 function createKey(subject, roles, dir = data) {
-  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, '--json'));
+  const actsFor = roles.split(',').includes('agent') ? ['--acts-for', 'AGENT:agt_*'] : [];
+  const out = JSON.parse(writ('keys', 'create', '--data', dir, '--tenant', 'acme', '--subject', subject, '--role', roles, ...actsFor, '--json'));
   return out.token;
 }
 
@@ -96,7 +101,7 @@ async function call(method, p, key, body, base = server.url) {
 const check = (key, body) => call('POST', '/v1/check', key, body);
 
 // page opens a fresh browser context (no cookies) at the console.
-async function newPage(width = 1280, height = 900) {
+async function newPage(width = 1440, height = 900) {
   const ctx = await browser.newContext({ viewport: { width, height } });
   const page = await ctx.newPage();
   page.on('dialog', async (d) => { page.dialogs = (page.dialogs || 0) + 1; await d.dismiss(); });
@@ -104,6 +109,8 @@ async function newPage(width = 1280, height = 900) {
   // A Content-Security-Policy violation is a console error: the pages
   // must never need one.
   page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) page.errors = [...(page.errors || []), m.text()]; });
+  // Every other console error is kept too: close() reports them.
+  page.on('console', (m) => { if (m.type() === 'error') page.consoleErrors = [...(page.consoleErrors || []), `${m.text()} ${m.location()?.url || ''}`]; });
   return page;
 }
 
@@ -111,6 +118,14 @@ async function newPage(width = 1280, height = 900) {
 // closes its context.
 async function close(page) {
   assert.deepEqual(page.errors || [], [], 'page errors and CSP violations');
+  // The browser logs an answer of 4xx or 5xx as a console error
+  // ("Failed to load resource"), which the pages expect at times (the
+  // session probe before sign-in, a record no checkpoint covers yet, the
+  // refusals the tests provoke); they are written to the metrics. Any
+  // other console error fails the page.
+  const others = (page.consoleErrors || []).filter((e) => !/^Failed to load resource: the server responded with a status of [45]\d\d /.test(e));
+  assert.deepEqual(others, [], 'console errors');
+  if (page.consoleErrors?.length) consoleErrors.push(...page.consoleErrors);
   await assertReadable(page);
   // Accessibility basics of the page left open: every control has a
   // label, every button a name, every image an alternative.
@@ -154,6 +169,11 @@ async function assertReadable(page) {
   const text = await page.locator('body').textContent();
   assert.doesNotMatch(text, /\bundefined\b/, 'the page shows "undefined"');
   assert.deepEqual(await brokenWords(page), [], `words broken mid-cell at ${page.viewportSize().width} px`);
+  // At 1440 px and wider (the screenshots' width), no list is wider than
+  // the page gives it: nothing hides behind a scroll bar.
+  const clipped = await page.evaluate(() => (window.innerWidth < 1440 ? [] : [...document.querySelectorAll('.tablewrap')]
+    .filter((w) => w.scrollWidth > w.clientWidth + 1).map((w) => w.querySelector('th')?.textContent)));
+  assert.deepEqual(clipped, [], `lists wider than the page at ${page.viewportSize().width} px`);
 }
 
 // signIn signs in at the console's start page; unless refused is set,
@@ -166,6 +186,9 @@ async function signIn(page, key, base = server.url, refused = false) {
 }
 
 async function shot(page, name, fullPage = true) {
+  // What goes in the docs is readable: no "undefined", no word broken
+  // mid-cell, no list cut off.
+  await assertReadable(page);
   await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage });
 }
 
@@ -193,7 +216,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   if (server) await stopServer();
-  if (process.env.WRIT_E2E_METRICS) writeFileSync(process.env.WRIT_E2E_METRICS, JSON.stringify(metrics, null, 2) + '\n');
+  if (process.env.WRIT_E2E_METRICS) writeFileSync(process.env.WRIT_E2E_METRICS, JSON.stringify({ ...metrics, console_errors: consoleErrors }, null, 2) + '\n');
   rmSync(tmp, { recursive: true, force: true });
 });
 

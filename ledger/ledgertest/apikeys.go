@@ -37,6 +37,10 @@ func testAPIKeys(t *testing.T, st ledger.Store) {
 	// An expiry is kept to the nanosecond.
 	expires := t0.Add(90*24*time.Hour + 7)
 	carol.ExpiresAt = &expires
+	// An actor type and acts_for patterns are kept as given (docs/trust.md).
+	if err := bob.SetActor(writ.ActorService, []string{"AGENT:agt_*", "*:bot-7"}); err != nil {
+		t.Fatalf("SetActor = %v", err)
+	}
 	// Stored out of order: listing is by creation time.
 	for _, k := range []*auth.Key{bob, carol, alice} {
 		if err := ks.PutAPIKey(ctx, k); err != nil {
@@ -47,6 +51,7 @@ func testAPIKeys(t *testing.T, st ledger.Store) {
 	sameKey := func(call string, got, want *auth.Key) {
 		t.Helper()
 		if got == nil || got.ID != want.ID || got.TenantID != want.TenantID || got.Subject != want.Subject || !slices.Equal(got.Roles, want.Roles) ||
+			got.ActorType != want.ActorType || !slices.Equal(got.ActsFor, want.ActsFor) ||
 			got.SecretHash != want.SecretHash || !got.CreatedAt.Equal(want.CreatedAt) || (got.RevokedAt == nil) != (want.RevokedAt == nil) ||
 			(got.ExpiresAt == nil) != (want.ExpiresAt == nil) || (got.ExpiresAt != nil && !got.ExpiresAt.Equal(*want.ExpiresAt)) ||
 			(got.RevokedAt != nil && !got.RevokedAt.Equal(*want.RevokedAt)) ||

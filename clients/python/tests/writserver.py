@@ -57,8 +57,11 @@ class WritServer:
         self.tenant = tenant
         self.tokens: Dict[str, str] = {}
         for subject, roles in (keys or {}).items():
+            # An agent key is an orchestrator's: it acts for the agents
+            # the example requests name (docs/trust.md).
+            acts = ["--actor-type", "SERVICE", "--acts-for", "AGENT:*"] if "agent" in roles else []
             out = self.writ("keys", "create", "--data", self.data, "--tenant", tenant,
-                            "--subject", subject, "--role", roles, "--json")
+                            "--subject", subject, "--role", roles, "--json", *acts)
             self.tokens[subject] = json.loads(out)["token"]
         self.pack = pack
         self.start()

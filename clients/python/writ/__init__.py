@@ -48,6 +48,7 @@ from .types import (
     REPLAN_REQUIRED,
     TERMINAL_BLOCK,
     UPSTREAM_REPLAN,
+    Actor,
     ApprovalRequest,
     ApprovalState,
     Direction,
@@ -55,6 +56,7 @@ from .types import (
     DispositionMode,
     ExecutionStatus,
     Outcome,
+    Provenance,
     ExecutionAck,
     FieldError,
     Page,
@@ -68,7 +70,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "AsyncClient", "traceparent", "current_traceparent", "result_digest", "new_idempotency_key",
-    "guard", "Permit", "ReportFailed", "run_and_report",
+    "guard", "Permit", "ReportFailed", "run_and_report", "Actor", "Provenance",
     "WritError", "ProblemError", "Blocked", "Invalid", "Unauthenticated", "Forbidden", "NotFound",
     "Conflict", "TooLarge", "RateLimited", "Unavailable", "Internal",
     "TransportError", "Unreachable", "Timeout", "Aborted", "InvalidArgument",

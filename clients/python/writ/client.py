@@ -134,6 +134,11 @@ class Client:
     (a :class:`~writ.state.MemoryPendingStore` by default), so a guard
     called again for an action that waits on an approval resumes that
     decision instead of opening a second approval request.
+
+    ``delegation_token`` is a JWT naming the human user the agent acts for,
+    signed by an issuer the key's tenant trusts; every call sends it as the
+    ``Writ-Delegation`` header, and writ records its subject as the actor's
+    delegated user, ``authenticated`` (docs/trust.md).
     """
 
     def __init__(
@@ -148,12 +153,17 @@ class Client:
         sleep: Callable[[float], None] = time.sleep,
         user_agent: str = "writ-python",
         pending: Optional[PendingStore] = None,
+        delegation_token: Optional[str] = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         # Where guards keep the approvals they wait on, unless a guard is
         # given its own: in memory by default, as the TypeScript client's.
         self.pending: PendingStore = pending if pending is not None else MemoryPendingStore()
         self.api_key = api_key
+        # A JWT naming the human user the agent acts for, signed by an
+        # issuer the key's tenant trusts: sent as Writ-Delegation, it makes
+        # actor.delegated_user_id authenticated (docs/trust.md).
+        self.delegation_token = delegation_token
         self.tenant_id = tenant_id
         self.timeout = timeout
         self.max_retries = max_retries
@@ -443,6 +453,8 @@ class Client:
             headers["Content-Type"] = "application/json"
         if self.api_key:
             headers["Authorization"] = "Bearer " + self.api_key
+        if self.delegation_token:
+            headers["Writ-Delegation"] = self.delegation_token
         tp = traceparent or _traceparent.get()
         if tp:
             headers["traceparent"] = tp

@@ -30,6 +30,8 @@ DispositionMode = Literal["continue_downstream", "local_replan", "upstream_repla
 Direction = Literal["downstream", "local", "upstream", "human", "stop"]
 ApprovalState = Literal["pending", "approved", "denied", "withdrawn", "expired"]
 ExecutionStatus = Literal["succeeded", "failed", "not_executed"]
+# How writ knows a decision input (schema Provenance; docs/trust.md).
+Provenance = Literal["authenticated", "observed", "issued", "claimed"]
 
 # Outcomes of a receipt (schema Outcome).
 ALLOW = "allow"
@@ -43,6 +45,37 @@ LOCAL_REPLAN = "local_replan"
 UPSTREAM_REPLAN = "upstream_replan"
 HUMAN_REVIEW = "human_review"
 TERMINAL_BLOCK = "terminal_block"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """A record's actor (schema Actor): who acted, and how writ knows it.
+
+    ``provenance`` is ``authenticated`` when the actor is the API key's
+    principal (``key_id``), ``claimed`` in development mode, and None for a
+    record sealed before writ said; ``acted_by`` is the key's own principal
+    (``"TYPE:ID"``) when the key acted for the actor (docs/trust.md).
+    """
+
+    type: str
+    id: str
+    provenance: Optional[Provenance] = None
+    key_id: Optional[str] = None
+    acted_by: Optional[str] = None
+    delegated_user_id: Optional[str] = None
+    delegated_user_provenance: Optional[Provenance] = None
+    delegated_user_issuer: Optional[str] = None
+    workload_identity: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: JSON) -> "Actor":
+        by = d.get("acted_by")
+        return cls(
+            type=d.get("type", ""), id=d.get("id", ""), provenance=d.get("provenance"), key_id=d.get("key_id"),
+            acted_by=f"{by.get('type', '')}:{by.get('id', '')}" if isinstance(by, dict) else None,
+            delegated_user_id=d.get("delegated_user_id"), delegated_user_provenance=d.get("delegated_user_provenance"),
+            delegated_user_issuer=d.get("delegated_user_issuer"), workload_identity=d.get("workload_identity"),
+        )
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,12 @@ export interface ClientOptions {
   apiKey?: string;
   /** The tenant; required in development mode, the key's when left out. */
   tenantId?: string;
+  /**
+   * A JWT naming the human user the agent acts for, signed by an issuer the
+   * key's tenant trusts: sent as `Writ-Delegation` with every call, it makes
+   * `actor.delegated_user_id` authenticated (docs/trust.md).
+   */
+  delegationToken?: string;
   /** Retries of a 503 or 429 answer, each after its `Retry-After` (default 3). */
   maxRetries?: number;
   /** The longest wait before a retry, in seconds (default 30). */
@@ -517,6 +523,7 @@ export class Client {
     const headers: { [k: string]: string } = { Accept: 'application/json' };
     if (o.body !== undefined) headers['Content-Type'] = 'application/json';
     if (this.opts.apiKey) headers.Authorization = `Bearer ${this.opts.apiKey}`;
+    if (this.opts.delegationToken) headers['Writ-Delegation'] = this.opts.delegationToken;
     const tp = o.traceparent ?? this.opts.traceparent?.();
     if (tp) headers.traceparent = tp;
     const f = this.opts.fetch ?? globalThis.fetch;

@@ -1200,9 +1200,30 @@ export interface components {
             id: string;
             /** @description The workload identity, such as a SPIFFE id. */
             workload_identity?: string;
-            /** @description The user who delegated authority to the actor. */
+            /** @description The user who delegated authority to the actor. `claimed` unless it comes with a delegation token writ verified (the `Writ-Delegation` header), whose subject it then is. */
             delegated_user_id?: string;
+            /** @description How writ knows `type` and `id` (docs/trust.md). `authenticated` in keyed mode (the API key's principal), `claimed` in development mode. Set by writ; a request that sets it is refused (403). Absent in records sealed before writ set it. */
+            readonly provenance?: components["schemas"]["Provenance"];
+            /** @description The API key the request came with (keyed mode). Set by writ. */
+            readonly key_id?: string;
+            /** @description The API key's own principal, when the key acted for this actor (its `acts_for`). Set by writ. */
+            readonly acted_by?: components["schemas"]["ActorRef"];
+            /** @description How writ knows `delegated_user_id` (set only with it). `authenticated` when a delegation token writ verified names it, else `claimed`. Set by writ. */
+            readonly delegated_user_provenance?: components["schemas"]["Provenance"];
+            /** @description The issuer (`iss`) of the delegation token that authenticated `delegated_user_id`. Set by writ. */
+            readonly delegated_user_issuer?: string;
         };
+        /** @description A principal, by type and id. */
+        ActorRef: {
+            /** @enum {string} */
+            type: "AGENT" | "HUMAN" | "SERVICE";
+            id: string;
+        };
+        /**
+         * @description How writ knows a decision input (docs/trust.md).
+         * @enum {string}
+         */
+        Provenance: "authenticated" | "observed" | "issued" | "claimed";
         /**
          * @description The approval class of an action, from least to most risky.
          * @enum {string}
@@ -2022,6 +2043,8 @@ export interface components {
             context: Record<string, unknown>;
             /** Format: date-time */
             started_at: string;
+            /** @description The principal whose API key started the run, with its key id (keyed mode); absent for a run started in development mode. Only that key, another key of the same principal, or a key that may act for it submits the run's attempts. */
+            started_by?: components["schemas"]["Actor"];
             /** @description The run's events, oldest first. */
             history: components["schemas"]["RunEvent"][];
         };
@@ -2233,6 +2256,13 @@ export interface components {
             /** @description Who holds the key; it is the approver named in approvals. */
             subject: string;
             roles: ("agent" | "approver" | "auditor" | "admin")[];
+            /**
+             * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (docs/trust.md). */
+            acts_for?: string[];
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -2260,6 +2290,13 @@ export interface components {
              * @description When the key stops opening anything (optional; in the future).
              */
             expires_at?: string;
+            /**
+             * @description The actor type the key acts as (default AGENT), as `writ keys create --actor-type` (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type?: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (`AGENT:agt_*`), as `writ keys create --acts-for` (docs/trust.md). */
+            acts_for?: string[];
         };
         RevokeAPIKeyBody: {
             /** @description With an API key it defaults to the key's tenant, and naming another is 403; in development mode it is required. */
@@ -2327,6 +2364,13 @@ export interface components {
             subject?: string;
             /** @description The key's roles. */
             roles?: ("agent" | "approver" | "auditor" | "admin")[];
+            /**
+             * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
+             * @enum {string}
+             */
+            actor_type?: "AGENT" | "HUMAN" | "SERVICE";
+            /** @description The principals the key may act for besides its own, as `TYPE:ID` patterns (docs/trust.md). */
+            acts_for?: string[];
         };
         /** @description Readiness report. */
         Health: {

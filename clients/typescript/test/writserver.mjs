@@ -31,8 +31,11 @@ export async function startWrit({ pack = 'examples/refund', keys = {}, tenant = 
   const data = path.join(tmp, 'data');
   const tokens = {};
   for (const [subject, roles] of Object.entries(keys)) {
+    // An agent key is an orchestrator's: it acts for the agents the
+    // example requests name (docs/trust.md).
+    const acts = roles.includes('agent') ? ['--actor-type', 'SERVICE', '--acts-for', 'AGENT:*'] : [];
     const out = execFileSync(writBin(), ['keys', 'create', '--data', data, '--tenant', tenant,
-      '--subject', subject, '--role', roles, '--json'], { cwd: repo, encoding: 'utf8' });
+      '--subject', subject, '--role', roles, '--json', ...acts], { cwd: repo, encoding: 'utf8' });
     tokens[subject] = JSON.parse(out).token;
   }
   const proc = spawn(writBin(), ['serve', '--pack', pack, '--data', data, '--addr', '127.0.0.1:0', '--log-level', 'warn'],

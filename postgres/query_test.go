@@ -1,0 +1,166 @@
+package postgres
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger/ledgertest"
+)
+
+// TestQueriesUseIndexes checks that every filter of Records, the pending
+// approvals and the records in flight can be served through an index, with
+// EXPLAIN: no table of the plan is read by a sequential scan. Sequential
+// scans are disabled for the session, so the plan shows an index path
+// whenever one exists (on tables this small the planner would otherwise
+// read them whole); where one filter has an index of its own that also
+// keeps chain order, the plan must use it. Which path PostgreSQL takes on
+// a large table follows its statistics: docs/scale.md shows the plans
+// at 1,000,000 records. Add a row for every new filter.
+func TestQueriesUseIndexes(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	st := openStore(t, dsn)
+	defer st.Close()
+	ctx := t.Context()
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 3, 14, 0, 0, 0, 0, time.UTC)
+	records := []struct {
+		q    writ.RecordQuery
+		uses string // an index every partition's scan must use ("" for any)
+	}{
+		{writ.RecordQuery{TenantID: "acme"}, "_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", Newest: true}, "_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", DecisionKey: "payments.refund"}, "_decision_key_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", Status: writ.StatusDecided}, "_status_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", TraceID: strings.Repeat("ab", 16)}, "_trace_id_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", SubjectID: "customer:c-001"}, "record_subjects_pkey"},
+		{writ.RecordQuery{TenantID: "acme", SubjectPrefix: "customer:"}, "record_subjects_prefix"},
+		{writ.RecordQuery{TenantID: "acme", DecisionKeyPrefix: "payments."}, ""},
+		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(time.Hour)}, ""},
+		{writ.RecordQuery{TenantID: "acme", From: now}, ""},
+		{writ.RecordQuery{TenantID: "acme", To: now}, ""},
+		{writ.RecordQuery{TenantID: "acme", Outcome: "refunded", Status: writ.StatusDecided}, "_status_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", ApprovalMode: writ.ModeNetwork}, "_approval_mode_effective_tenant_id_seq_idx"},
+		{writ.RecordQuery{TenantID: "acme", PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny"}, ""},
+		{writ.RecordQuery{TenantID: "acme", Approver: "user:ops-lead"}, ""},
+	}
+	for _, tt := range records {
+		query, args := recordsQuery(tt.q, 0, 101)
+		checkPlan(t, conn, "Records("+ledgertest.DescribeQuery(tt.q)+")", query, args, tt.uses)
+	}
+	others := []struct {
+		name  string
+		query string
+		args  []any
+		uses  string
+	}{
+		{name: "Approvals(state=pending)", uses: "approval_events_one_decision"},
+		{name: "Approvals(state=expired)", uses: "approval_events_one_decision"},
+		{name: "Approvals(state=approved)", uses: "approval_events_pkey"},
+		{name: "Approvals(gate_id)", uses: "approval_requests_list"},
+		{name: "InFlight", query: inFlightQuery, args: []any{"acme", 0, 101}, uses: "_status_tenant_id_seq_idx"},
+	}
+	approvalQueries := map[string]writ.ApprovalQuery{
+		"Approvals(state=pending)":  {TenantID: "acme", State: writ.ApprovalPending},
+		"Approvals(state=expired)":  {TenantID: "acme", State: writ.ApprovalExpired},
+		"Approvals(state=approved)": {TenantID: "acme", State: writ.ApprovalApproved},
+		"Approvals(gate_id)":        {TenantID: "acme", GateID: "refund-approval"},
+	}
+	for _, tt := range others {
+		if aq, ok := approvalQueries[tt.name]; ok {
+			tt.query, tt.args = approvalsQuery(aq, 0, 50, now)
+		}
+		checkPlan(t, conn, tt.name, tt.query, tt.args, tt.uses)
+	}
+}
+
+// checkPlan fails the test if EXPLAIN query reads a table by a sequential
+// scan, or does not name the index uses.
+func checkPlan(t *testing.T, conn *pgxpool.Conn, name, query string, args []any, uses string) {
+	t.Helper()
+	rows, err := conn.Query(t.Context(), "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s = %v", query, err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatalf("EXPLAIN %s = %v", query, err)
+	}
+	text := strings.Join(plan, "\n")
+	if strings.Contains(text, "Seq Scan") {
+		t.Errorf("%s: the plan reads a table whole:\n%s", name, text)
+	}
+	if uses != "" && !strings.Contains(text, uses) {
+		t.Errorf("%s: the plan does not use %s:\n%s", name, uses, text)
+	}
+	t.Logf("%s:\n%s", name, text)
+}
+
+// TestQueriesAtScale times each query of docs/scale.md's table on a
+// ledger made by `writ ledger generate` (tenant-1, one record a second
+// from 2026-01-01, 1,000,000 records), named by WRIT_SCALE_POSTGRES (a DSN
+// whose search_path selects its schema), and logs p50 and p99 of 40 calls
+// of the store and the plan PostgreSQL chose (EXPLAIN ANALYZE). Without
+// the variable it is skipped: run it by hand (see docs/scale.md).
+func TestQueriesAtScale(t *testing.T) {
+	dsn := os.Getenv("WRIT_SCALE_POSTGRES")
+	if dsn == "" {
+		t.Skip("WRIT_SCALE_POSTGRES is not set")
+	}
+	st := openStore(t, dsn)
+	defer st.Close()
+	ctx := t.Context()
+	conn, err := st.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, q := range ledgertest.ScaleQueries("tenant-1") {
+		var times []time.Duration
+		for range 40 {
+			t0 := time.Now()
+			if _, err := st.Records(ctx, q); err != nil {
+				t.Fatalf("Records(%s) = %v", ledgertest.DescribeQuery(q), err)
+			}
+			times = append(times, time.Since(t0))
+		}
+		slices.Sort(times)
+		query, args := recordsQuery(q, 0, 51)
+		rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		rows.Close()
+		t.Logf("Records(%s): p50 %.1f ms, p99 %.1f ms\n%s", ledgertest.DescribeQuery(q),
+			float64(times[len(times)/2])/1e6, float64(times[len(times)*99/100])/1e6, strings.Join(plan, "\n"))
+	}
+}
