@@ -70,9 +70,13 @@ class Actor:
     @classmethod
     def from_json(cls, d: JSON) -> "Actor":
         by = d.get("acted_by")
+        acted_by: Optional[str] = None
+        if isinstance(by, dict):
+            b = cast(JSON, by)
+            acted_by = f"{b.get('type', '')}:{b.get('id', '')}"
         return cls(
             type=d.get("type", ""), id=d.get("id", ""), provenance=d.get("provenance"), key_id=d.get("key_id"),
-            acted_by=f"{by.get('type', '')}:{by.get('id', '')}" if isinstance(by, dict) else None,
+            acted_by=acted_by,
             delegated_user_id=d.get("delegated_user_id"), delegated_user_provenance=d.get("delegated_user_provenance"),
             delegated_user_issuer=d.get("delegated_user_issuer"), workload_identity=d.get("workload_identity"),
         )
