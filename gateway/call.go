@@ -466,7 +466,9 @@ func (g *Gateway) report(ctx context.Context, rep *writ.ExecutionReport, tool st
 	}
 	select {
 	case g.reportSlots <- struct{}{}:
+		g.reportsMu.Lock()
 		g.reports.Add(1)
+		g.reportsMu.Unlock()
 		go func() {
 			defer func() { <-g.reportSlots; g.reports.Done() }()
 			record()
@@ -477,5 +479,10 @@ func (g *Gateway) report(ctx context.Context, rep *writ.ExecutionReport, tool st
 }
 
 // Flush waits until every execution report begun so far is recorded (or
-// has failed and been logged).
-func (g *Gateway) Flush() { g.reports.Wait() }
+// has failed and been logged). A report begun while it waits begins when
+// it returns.
+func (g *Gateway) Flush() {
+	g.reportsMu.Lock()
+	defer g.reportsMu.Unlock()
+	g.reports.Wait()
+}

@@ -101,6 +101,9 @@ type Gateway struct {
 	// background; reportSlots bounds them (see report).
 	reports     sync.WaitGroup
 	reportSlots chan struct{}
+	// reportsMu orders report's Add with Flush's Wait: a report begun
+	// while Flush waits waits for Flush, so Wait never races an Add.
+	reportsMu sync.Mutex
 
 	// stateKey signs the requestStates of input-required results;
 	// spent holds the nonces of states answered, until they expire.
