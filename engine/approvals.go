@@ -197,15 +197,7 @@ func (e *Engine) DecideApproval(ctx context.Context, req *writ.DecideApprovalReq
 	if strings.TrimSpace(rq.Reason) == "" {
 		bad("reason", "required: say why, for the record")
 	}
-	p := writ.PrincipalFrom(ctx)
-	switch {
-	case p != nil && rq.Approver != "" && rq.Approver != p.Subject:
-		bad("approver", "the approver is the API key's subject ("+p.Subject+"); omit approver or give that")
-	case p != nil:
-		rq.Approver = p.Subject
-	case strings.TrimSpace(rq.Approver) == "":
-		bad("approver", "required when the server does not authenticate callers")
-	}
+	bindSubject(ctx, &rq.Approver, "approver", "the approver", bad)
 	if rq.TraceID != "" && !writ.ValidTraceID(rq.TraceID) {
 		bad("trace_id", "must be 32 lowercase hex digits, not all zero")
 	}
@@ -217,7 +209,7 @@ func (e *Engine) DecideApproval(ctx context.Context, req *writ.DecideApprovalReq
 	if err != nil {
 		return nil, err
 	}
-	if rq.Decision == writ.ApprovalApproved && selfApproval(a.RequestedBy, rq.Approver, p) {
+	if rq.Decision == writ.ApprovalApproved && selfApproval(a.RequestedBy, rq.Approver, writ.PrincipalFrom(ctx)) {
 		return nil, writ.Errorf(writ.EFORBIDDEN, "%s asked for approval %s and may not approve it; another approver must", rq.Approver, a.ApprovalID)
 	}
 	return e.sealDecision(ctx, &rq, a, now)
@@ -334,6 +326,22 @@ func (e *Engine) sealDecision(ctx context.Context, rq *writ.DecideApprovalReques
 		e.onDecided(decided)
 	}
 	return decided, nil
+}
+
+// bindSubject sets *who, the person a request names (an approver, a
+// setter), from the API key that made it: the key's subject, which the
+// request may repeat but not contradict. A server that authenticates no
+// one takes the request's word, which is then required.
+func bindSubject(ctx context.Context, who *string, field, role string, bad func(field, msg string)) {
+	p := writ.PrincipalFrom(ctx)
+	switch {
+	case p != nil && *who != "" && *who != p.Subject:
+		bad(field, role+" is the API key's subject ("+p.Subject+"); omit "+field+" or give that")
+	case p != nil:
+		*who = p.Subject
+	case strings.TrimSpace(*who) == "":
+		bad(field, "required when the server does not authenticate callers")
+	}
 }
 
 // selfApproval reports whether approver is one of the request's

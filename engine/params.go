@@ -164,15 +164,7 @@ func (e *Engine) SetParams(ctx context.Context, req *writ.SetParamsRequest) (*wr
 	if strings.TrimSpace(rq.Reason) == "" {
 		bad("reason", "required: say why, for the record")
 	}
-	pr := writ.PrincipalFrom(ctx)
-	switch {
-	case pr != nil && rq.By != "" && rq.By != pr.Subject:
-		bad("by", "the setter is the API key's subject ("+pr.Subject+"); omit by or give that")
-	case pr != nil:
-		rq.By = pr.Subject
-	case strings.TrimSpace(rq.By) == "":
-		bad("by", "required when the server does not authenticate callers")
-	}
+	bindSubject(ctx, &rq.By, "by", "the setter", bad)
 	if rq.TraceID != "" && !writ.ValidTraceID(rq.TraceID) {
 		bad("trace_id", "must be 32 lowercase hex digits, not all zero")
 	}
