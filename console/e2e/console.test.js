@@ -519,6 +519,8 @@ test('an auditor reads a verification-contract run: steps, attempts, checks and 
     await signIn(page, auditor, srv.url);
     await page.getByRole('heading', { name: 'Records' }).waitFor();
     await page.getByRole('link', { name: 'Runs' }).click();
+    // The records list names the run too, so wait for the runs page first.
+    await page.getByRole('heading', { name: 'Runs', exact: true }).waitFor();
     // The list: the run, its state and how far it got; filtered by state.
     const row = page.locator('tbody tr', { hasText: 'run_button_142' });
     await row.waitFor();
