@@ -1262,9 +1262,10 @@ export interface components {
             cost_usd_cents?: number;
             wall_clock_ms?: number;
         };
-        /** @description What writ itself counted of the session's usage for the spec's budgets (provenance observed): the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one. Present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage (see docs/pack-format.md, Budgets). */
+        /** @description What writ itself counted for the spec's budgets (provenance observed). tool_calls: the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one, present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage. actor_tool_calls: the checks it allowed the actor in the window of the spec's actor_tool_calls budget, with this one. See docs/pack-format.md, Budgets. */
         MeteredUsage: {
-            tool_calls: number;
+            tool_calls?: number;
+            actor_tool_calls?: number;
             /** @enum {string} */
             provenance: "observed";
         };
