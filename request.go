@@ -179,6 +179,9 @@ type Usage struct {
 	ToolCalls    int64   `json:"tool_calls,omitempty"`
 	CostUSDCents float64 `json:"cost_usd_cents,omitempty"`
 	WallClockMS  int64   `json:"wall_clock_ms,omitempty"`
+	// Provenance is set by writ (BindUsage): issued when a key with the
+	// role meter sent the figures; empty means claimed, the caller's word.
+	Provenance Provenance `json:"provenance,omitempty"`
 }
 
 // MeteredUsage is what writ counted for a check's budgets: the tool

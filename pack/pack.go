@@ -169,8 +169,12 @@ type Budgets struct {
 	// ActorWindow is ActorWindowText parsed, DefaultActorWindow when
 	// it is empty.
 	ActorWindow time.Duration `yaml:"-"`
-	OnExceed    string        `yaml:"on_exceed"`
-	Pos         Pos           `yaml:"-"`
+	// Accepts is the weakest provenance of usage figures the tokens,
+	// cost_usd_cents and wall_clock_ms budgets count: claimed (the
+	// default) or issued (only figures a meter key sent).
+	Accepts  string `yaml:"accepts"`
+	OnExceed string `yaml:"on_exceed"`
+	Pos      Pos    `yaml:"-"`
 }
 
 // DefaultActorWindow is the window of an actor_tool_calls budget that
@@ -609,6 +613,9 @@ func (l *loader) loadSpec(p *Pack, rel string) {
 		s.Budgets.Pos = l.pos(doc, "/budgets")
 		if s.Budgets.OnExceed == "" {
 			s.Budgets.OnExceed = "deny"
+		}
+		if s.Budgets.Accepts == "" {
+			s.Budgets.Accepts = "claimed"
 		}
 		b := s.Budgets
 		switch {

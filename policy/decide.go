@@ -455,6 +455,10 @@ type budgetCheck struct {
 	// calls over it, and nothing the caller says.
 	window     time.Duration
 	windowText string
+	// issuedOnly is set for a dimension the caller reports (tokens,
+	// cost_usd_cents, wall_clock_ms) when the budget accepts issued
+	// figures only: a meter key's.
+	issuedOnly bool
 }
 
 func compileBudgets(s *pack.Spec) []*budgetCheck {
@@ -469,7 +473,8 @@ func compileBudgets(s *pack.Spec) []*budgetCheck {
 			return nil
 		}
 		cid := newCheckID("spec:"+s.ID(), "budget."+dim, "pd:"+s.ID()+":", effect)
-		bc := &budgetCheck{cid: cid, dim: dim, limit: *limit, used: used, effect: effect, metered: dim == "tool_calls"}
+		bc := &budgetCheck{cid: cid, dim: dim, limit: *limit, used: used, effect: effect, metered: dim == "tool_calls",
+			issuedOnly: b.Accepts == string(writ.ProvenanceIssued) && dim != "tool_calls" && dim != "actor_tool_calls"}
 		out = append(out, bc)
 		return bc
 	}
@@ -500,6 +505,11 @@ func (b *budgetCheck) apply(u *writ.Usage, d *Decision, h History) Applied {
 		return b.unmetered("the check names no session (inputs_refs.session) and no run (workflow.run_id), so writ has nothing to count the session's tool calls across",
 			writ.Reason{Code: "NAME_SESSION", Message: "Send the check with the session it belongs to (inputs_refs.session) or its workflow run (workflow.run_id)."},
 			"The check names its session (inputs_refs.session) or its run (workflow.run_id).")
+	}
+	if b.issuedOnly && u.Provenance != writ.ProvenanceIssued {
+		return b.unmetered("the check's usage is the caller's word (claimed), and the budget accepts only figures a meter sent (issued)",
+			writ.Reason{Code: "REPORT_THROUGH_METER", Message: "Send the check through a meter the tenant trusts (a key with the role meter, such as the MCP gateway's or an LLM proxy's), which reports the figures."},
+			fmt.Sprintf("The check's %s comes from a meter key (usage provenance issued).", b.dim))
 	}
 	used := b.used(u)
 	var counted string
