@@ -36,6 +36,7 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 	mode := fs.String("approval-mode", "", "only records acted under this approval mode (read_only, local_write, network, delegated, destructive)")
 	fs.StringVar(&q.PolicyDecisionID, "policy-decision", "", "only records with this policy_decision_id (a rule with its verdict)")
 	fs.StringVar(&q.Approver, "approver", "", "only records with an approval by this approver")
+	fs.StringVar(&q.RefersTo, "refers-to", "", "only records about this record: those that supersede or retract it, its feedback and its replay results")
 	fs.StringVar(&q.DecisionKeyPrefix, "decision-key-prefix", "", "only records whose decision key begins with this")
 	fs.StringVar(&q.SubjectPrefix, "subject-prefix", "", "only records with a subject id that begins with this")
 	fs.BoolVar(&q.Newest, "newest", false, "newest first (default: chain order, oldest first)")
