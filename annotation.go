@@ -29,8 +29,8 @@ const (
 
 // RetractRequest retracts a record: who, why and which record.
 type RetractRequest struct {
-	TenantID string `json:"tenant_id"`
-	RecordID string `json:"record_id"`
+	TenantID string `json:"tenant_id,omitempty"`
+	RecordID string `json:"record_id,omitempty"`
 	// By is who retracts it; with API keys, the key's subject.
 	By string `json:"by,omitempty"`
 	// Reason says why, for the record (required).
@@ -40,8 +40,8 @@ type RetractRequest struct {
 
 // FeedbackRequest is a feedback entry on a record.
 type FeedbackRequest struct {
-	TenantID string `json:"tenant_id"`
-	RecordID string `json:"record_id"`
+	TenantID string `json:"tenant_id,omitempty"`
+	RecordID string `json:"record_id,omitempty"`
 	// Score is a number in [0, 1], optional.
 	Score *float64 `json:"score,omitempty"`
 	// Label names the feedback ("correct", "wrong_outcome", ...); required.
