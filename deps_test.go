@@ -44,7 +44,7 @@ func TestLayering(t *testing.T) {
 		mod + "/gateway": {mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", mod + "/console"},
 		// Its remote Writ decides calls on a writ server over HTTP: a
 		// client, with no engine or store of its own.
-		mod + "/gateway/remote": {"database/sql", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/postgres", mod + "/console"},
+		mod + "/gateway/remote": {mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/console"},
 
 		// packtest runs tests in-process on a temporary SQLite ledger: no
 		// server, no network, no PostgreSQL.
