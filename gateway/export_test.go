@@ -53,3 +53,11 @@ var (
 // applies to u.
 func CallTimeoutOf(u Upstream) time.Duration    { return u.callTimeout() }
 func ConnectTimeoutOf(u Upstream) time.Duration { return u.connectTimeout() }
+
+// SetDrainTime sets how long a stdio session whose input ended waits for
+// the answers under way, and returns a func that restores it.
+func SetDrainTime(d time.Duration) func() {
+	old := drainTime
+	drainTime = d
+	return func() { drainTime = old }
+}

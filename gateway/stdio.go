@@ -43,7 +43,7 @@ type StdioTransport struct {
 // drainTime bounds how long a session whose input ended waits for the
 // answers to the requests under way (a call that waits on a question to
 // the departed client would wait for ever).
-const drainTime = time.Minute
+var drainTime = time.Minute
 
 // DefaultMaxMessage is the largest message StdioTransport reads when
 // MaxMessage is 0.
@@ -78,6 +78,10 @@ type stdioWriter struct {
 	// answered; idle is closed and replaced when none is left.
 	open map[string]int
 	idle chan struct{}
+	// listens are the open subscriptions/listen requests (2026-07-28):
+	// they stay open until cancelled, so a session whose input ended
+	// does not wait for their answers.
+	listens map[string]bool
 	// cancelled are the open requests the client cancelled
 	// (notifications/cancelled): their answers are not sent, as MCP asks
 	// of the receiver of a cancellation.
@@ -159,11 +163,33 @@ func (s *stdioWriter) passed(id []byte) bool {
 	return true
 }
 
+// listening records that the request id (passed on) is a
+// subscriptions/listen.
+func (s *stdioWriter) listening(id []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listens == nil {
+		s.listens = map[string]bool{}
+	}
+	s.listens[idKey(id)] = true
+}
+
+// waiting reports whether a request other than a subscriptions/listen
+// is under way. s.mu is held.
+func (s *stdioWriter) waiting() bool {
+	for k := range s.open {
+		if !s.listens[k] {
+			return true
+		}
+	}
+	return false
+}
+
 // drained is closed once every request passed on so far is answered.
 func (s *stdioWriter) drained() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.open) == 0 {
+	if !s.waiting() {
 		c := make(chan struct{})
 		close(c)
 		return c
@@ -180,8 +206,9 @@ func (s *stdioWriter) Write(p []byte) (int, error) {
 	if id, ok := answered(p); ok && s.open[id] > 0 {
 		if s.open[id]--; s.open[id] == 0 {
 			delete(s.open, id)
+			delete(s.listens, id)
 		}
-		if len(s.open) == 0 && s.idle != nil {
+		if !s.waiting() && s.idle != nil {
 			close(s.idle)
 			s.idle = nil
 		}
@@ -261,6 +288,8 @@ func screenStream(r io.Reader, pw *io.PipeWriter, out *stdioWriter, limit int) {
 				}
 				if e == nil && method != "" && id != nil && !out.passed(id) {
 					e = &rpcError{id: id, code: jsonrpc.CodeInvalidRequest, message: "Invalid Request: a request with this id is still under way; ids of requests in flight are unique"}
+				} else if e == nil && method == "subscriptions/listen" && id != nil {
+					out.listening(id)
 				}
 			}
 			if e != nil {

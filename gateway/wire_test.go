@@ -321,3 +321,27 @@ func TestRevisionNegotiation(t *testing.T) {
 		t.Fatalf("tools/list on 2026-07-28 = %v, want the tools", m)
 	}
 }
+
+// TestSessionEndsWithListenOpen: a 2026-07-28 client's
+// subscriptions/listen stays open until cancelled; when the client's
+// input ends with one open, the session ends at once (it does not wait
+// for the listen's answer, as it waits for a call's). The drain time is
+// set far beyond the test's own timeout, so a session that waited for the
+// listen would fail the test.
+func TestSessionEndsWithListenOpen(t *testing.T) {
+	defer gateway.SetDrainTime(24 * time.Hour)()
+	f := newFixture(t, packDir(), &files{}, "")
+	w := newWire(t, f, 0)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	w.send(t, `{"jsonrpc":"2.0","id":"listen","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+meta+`}}`)
+	w.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta+`}}`)
+	for {
+		// The listen may first send its acknowledgement; the list's
+		// answer shows the listen was taken.
+		if m := w.recv(t); fmt.Sprint(m["id"]) == "2" {
+			break
+		}
+	}
+	w.w.Close()
+	w.ses.Wait()
+}

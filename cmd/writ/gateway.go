@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"text/tabwriter"
 	"time"
 
@@ -29,9 +30,9 @@ import (
 
 // gatewayFlags are the flags of writ gateway.
 type gatewayFlags struct {
-	config, pack, data, store, keys, bindingKey, server, tenant, listen, api, logLevel *string
-	maxMessage                                                                         *int64
-	listTools                                                                          *bool
+	config, pack, data, store, keys, bindingKey, server, tenant, listen, api, logLevel, cpuProfile *string
+	maxMessage                                                                                     *int64
+	listTools                                                                                      *bool
 }
 
 func (m *Main) gatewayFlagSet(name, usage string) (*flag.FlagSet, gatewayFlags) {
@@ -50,6 +51,7 @@ func (m *Main) gatewayFlagSet(name, usage string) (*flag.FlagSet, gatewayFlags) 
 		logLevel:   fs.String("log-level", "info", "log level (logs go to standard error): debug, info, warn or error"),
 		maxMessage: fs.Int64("max-message", 4<<20, "largest MCP message accepted from the agent, in bytes"),
 		listTools:  fs.Bool("list-tools", false, "list every upstream tool with its decision key and definition digest (to pin in tools.yaml), then exit"),
+		cpuProfile: fs.String("cpuprofile", "", "write a CPU profile of the gateway's run to this file (for performance work)"),
 	}
 }
 
@@ -63,6 +65,19 @@ func (m *Main) gateway(ctx context.Context, args []string) error {
 	}
 	if *f.listTools {
 		return m.gatewayTools(ctx, f)
+	}
+	if *f.cpuProfile != "" {
+		stop, err := startCPUProfile(*f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if m.Getenv("GOGC") == "" && *f.server == "" {
+		// The in-process engine makes the same short-lived garbage per
+		// check as writ serve's: the same collector target (serve.go).
+		// GOGC in the environment wins.
+		debug.SetGCPercent(serveGCPercent)
 	}
 	g, cleanup, err := m.openGateway(ctx, f)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,8 +47,13 @@ func BenchmarkStdioHop(b *testing.B) {
 	up := exec.Command(self)
 	up.Env = append(os.Environ(), upstreamEnv+"=1")
 	direct := connect(up)
-	gw := connect(exec.Command(writBinary, "gateway", "--config", config, "--pack", filepath.Join("..", "..", "gateway", "testdata", "pack"),
-		"--data", filepath.Join(dir, "data"), "--log-level", "error"))
+	gwArgs := []string{"gateway", "--config", config, "--pack", filepath.Join("..", "..", "gateway", "testdata", "pack"),
+		"--data", filepath.Join(dir, "data"), "--log-level", "error"}
+	if p := os.Getenv("WRIT_BENCH_GATEWAY_CPUPROFILE"); p != "" {
+		// A CPU profile of the gateway process, written when it exits.
+		gwArgs = append(gwArgs, "--cpuprofile", p)
+	}
+	gw := connect(exec.Command(writBinary, gwArgs...))
 	args := map[string]any{"path": "/allowed/bench.txt", "content": "x"}
 	call := func(cs *mcp.ClientSession, name string) time.Duration {
 		start := time.Now()
@@ -62,6 +69,7 @@ func BenchmarkStdioHop(b *testing.B) {
 		call(gw, "fs.write_file")
 	}
 	var dDirect, dGW []time.Duration
+	loadStart := loadAverage()
 	b.ResetTimer()
 	for i := range b.N {
 		if i%2 == 0 {
@@ -73,6 +81,10 @@ func BenchmarkStdioHop(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	// The machine's 1-minute load average when the measured calls began
+	// and ended: a figure is comparable only with one measured as quiet.
+	b.ReportMetric(loadStart, "load1-start")
+	b.ReportMetric(loadAverage(), "load1-end")
 	pct := func(ds []time.Duration, p int) time.Duration {
 		s := slices.Clone(ds)
 		slices.Sort(s)
@@ -85,4 +97,22 @@ func BenchmarkStdioHop(b *testing.B) {
 	b.ReportMetric(float64(g99.Microseconds()), "gw-p99-µs")
 	b.ReportMetric(float64((g50 - d50).Microseconds()), "added-p50-µs")
 	b.ReportMetric(float64((g99 - d99).Microseconds()), "added-p99-µs")
+}
+
+// loadAverage is the 1-minute load average (/proc/loadavg), or -1 where
+// there is none.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
