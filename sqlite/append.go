@@ -22,6 +22,7 @@ type writeStmts struct {
 	envelope, term                                                      *sql.Stmt
 	approval, approvalEvent, shadow                                     *sql.Stmt
 	reportClaim, report                                                 *sql.Stmt
+	lastTimeMark, timeMark                                              *sql.Stmt
 }
 
 func (w *writeStmts) prepare(db *sql.DB) error {
@@ -37,6 +38,8 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.report, `INSERT INTO execution_reports (tenant_id, decision_id, report_digest, record_id) VALUES (?, ?, ?, ?)`},
 		{&w.record, `INSERT INTO records (tenant_id, seq, record_id, decision_id, decision_key, status, trace_id, ts, approval_mode, raw, receipt)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.lastTimeMark, `SELECT max_ts FROM record_time_marks WHERE tenant_id = ? ORDER BY max_ts DESC LIMIT 1`},
+		{&w.timeMark, `INSERT INTO record_time_marks (tenant_id, max_ts, seq) VALUES (?, ?, ?)`},
 		{&w.subject, `INSERT INTO record_subjects (tenant_id, subject_id, seq) VALUES (?, ?, ?)`},
 		{&w.term, `INSERT INTO record_terms (tenant_id, term, value, seq) VALUES (?, ?, ?, ?)`},
 		{&w.idempotency, `INSERT INTO idempotency (tenant_id, key, args_digest, record_id) VALUES (?, ?, ?, ?)`},
@@ -76,7 +79,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 
 func (w *writeStmts) close() {
 	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.term, w.idempotency, w.block, w.blob, w.envelope, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
-		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report} {
+		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report, w.lastTimeMark, w.timeMark} {
 		if st != nil {
 			st.Close()
 		}
@@ -246,6 +249,9 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 			return err
 		}
 	}
+	if err := st.addTimeMarks(ctx, heads, entries, todo); err != nil {
+		return err
+	}
 	for t, h := range heads {
 		if _, err := st.move.ExecContext(ctx, t, h.Seq, h.Hash); err != nil {
 			return fmt.Errorf("sqlite: advance head of tenant %s: %w", t, err)
@@ -358,6 +364,33 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 		if _, err := w.shadow.ExecContext(ctx, tenant, d.RecordID, d.DecisionKey, d.Pack, d.PackHash, d.At.UnixNano(),
 			string(d.EnforcedOutcome), string(d.Outcome), string(d.Status), detail); err != nil {
 			return fmt.Errorf("sqlite: insert shadow decision of record %s: %w", rec.RecordID, err)
+		}
+	}
+	return nil
+}
+
+// addTimeMarks writes the time marks of the appended entries todo
+// (ledger.TimeMarker), on top of each tenant's last mark.
+func (w *writeStmts) addTimeMarks(ctx context.Context, heads map[string]ledger.Head, entries []*ledger.Entry, todo []int) error {
+	prior := make(map[string]int64, len(heads))
+	for t := range heads {
+		var m int64
+		switch err := w.lastTimeMark.QueryRowContext(ctx, t).Scan(&m); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("sqlite: read the time mark of tenant %s: %w", t, err)
+		default:
+			prior[t] = m
+		}
+	}
+	marker := ledger.NewTimeMarker(prior)
+	for _, i := range todo {
+		rec := entries[i].Record
+		marker.Add(rec.TenantID, rec.Audit.Seq, rec.Timestamp.UnixNano())
+	}
+	for _, m := range marker.Marks() {
+		if _, err := w.timeMark.ExecContext(ctx, m.TenantID, m.MaxNanos, m.Seq); err != nil {
+			return fmt.Errorf("sqlite: time mark of tenant %s at %d: %w", m.TenantID, m.Seq, err)
 		}
 	}
 	return nil
@@ -504,6 +537,8 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		shadow:        tx.StmtContext(ctx, w.shadow),
 		reportClaim:   tx.StmtContext(ctx, w.reportClaim),
 		report:        tx.StmtContext(ctx, w.report),
+		lastTimeMark:  tx.StmtContext(ctx, w.lastTimeMark),
+		timeMark:      tx.StmtContext(ctx, w.timeMark),
 	}
 }
 
