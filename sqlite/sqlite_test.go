@@ -122,9 +122,9 @@ func TestPragmas(t *testing.T) {
 		conns int
 		want  map[string]string
 	}{
-		{"write", s.write, 1, map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "5000", "query_only": "0", "page_size": "4096", "temp_store": "2", "wal_autocheckpoint": "4000", "cache_size": "-8192"}},
+		{"write", s.write, 1, map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "5000", "query_only": "0", "page_size": "4096", "temp_store": "2", "wal_autocheckpoint": "4000", "cache_size": "-8192", "journal_size_limit": "32768000"}},
 		{"read", s.read, 3, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "5000", "query_only": "1", "temp_store": "2", "cache_size": "-2048"}},
-		{"checkpoint", s.ckpt.db, 1, map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "5000", "query_only": "0"}},
+		{"checkpoint", s.ckpt.db, 1, map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "100", "query_only": "0"}},
 	}
 	for _, tc := range tests {
 		var conns []*sql.Conn
