@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Checkpoints", testCheckpoints},
 		{"Runs", testRuns},
 		{"Approvals", testApprovals},
+		{"PendingApprovalsPastDecided", testPendingPastDecided},
 		{"ApprovalValidation", testApprovalValidation},
 		{"APIKeys", testAPIKeys},
 		{"Revocations", testRevocations},
