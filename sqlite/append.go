@@ -406,7 +406,7 @@ func (w *writeStmts) addTimeMarks(ctx context.Context, heads map[string]ledger.H
 }
 
 // nextApprovalFloorQuery selects where a tenant's approval floor (see
-// migration 0018) may rise to: just before its first request after the
+// migration 0019) may rise to: just before its first request after the
 // last floor that is undecided and unexpired at a time, or, with none,
 // its last request. The arguments are the tenant, the last floor and the
 // time (Unix nanoseconds).
