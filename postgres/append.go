@@ -143,6 +143,22 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 			}
 			return rows.Err()
 		})
+	// Each tenant's last time mark, read under its head's lock: the
+	// running maximum the batch's marks continue.
+	priorMarks := map[string]int64{}
+	b.Queue(`SELECT t, m.max_ts_ns FROM unnest($1::text[]) AS t
+		CROSS JOIN LATERAL (SELECT k.max_ts_ns FROM record_time_marks k WHERE k.tenant_id = t ORDER BY k.max_ts_ns DESC LIMIT 1) m`, tenants).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var t string
+				var m int64
+				if err := rows.Scan(&t, &m); err != nil {
+					return err
+				}
+				priorMarks[t] = m
+			}
+			return rows.Err()
+		})
 	if len(claimKeys) > 0 {
 		b.Queue(`SELECT i.tenant_id, i.key, i.args_digest, i.record_id, r.receipt
 			FROM unnest($1::text[], $2::text[]) AS c (tenant_id, key)
@@ -310,6 +326,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	var w rows
+	marker := ledger.NewTimeMarker(priorMarks)
 	blocksSeen := map[blockKey]bool{}
 	blobsSeen := map[string]bool{}
 	for _, i := range todo {
@@ -332,6 +349,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		if err := w.addRecord(e, raw); err != nil {
 			return nil, err
 		}
+		marker.Add(rec.TenantID, a.Seq, rec.Timestamp.UnixNano())
 		if err := w.addApprovals(e); err != nil {
 			return nil, err
 		}
@@ -379,6 +397,9 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		}
 	}
 
+	for _, m := range marker.Marks() {
+		w.markTenant, w.markSeq, w.markMax = append(w.markTenant, m.TenantID), append(w.markSeq, m.Seq), append(w.markMax, m.MaxNanos)
+	}
 	wb := w.batch()
 	hist.queueInsert(wb)
 	if err := tx.SendBatch(ctx, wb).Close(); err != nil {
@@ -548,6 +569,9 @@ type rows struct {
 	subID, subTenant []string
 	subSeq           []int64
 	subTs            []time.Time
+
+	markTenant       []string
+	markSeq, markMax []int64
 
 	termTerm, termValue, termTenant []string
 	termSeq                         []int64
@@ -751,6 +775,11 @@ func (w *rows) batch() *pgx.Batch {
 		b.Queue(`INSERT INTO record_terms (term, value, tenant_id, seq, ts)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[])`,
 			w.termTerm, w.termValue, w.termTenant, w.termSeq, w.termTs)
+	}
+	if len(w.markSeq) > 0 {
+		b.Queue(`INSERT INTO record_time_marks (tenant_id, seq, max_ts_ns)
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])`,
+			w.markTenant, w.markSeq, w.markMax)
 	}
 	b.Queue(`INSERT INTO tree_hashes (tenant_id, idx, hash)
 		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])`,

@@ -57,8 +57,12 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	if err != nil {
 		return nil, err
 	}
+	floor, err := s.timeFloor(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	// One row more than the page tells whether another page follows.
-	query, args := recordsQuery(q, after, limit+1)
+	query, args := recordsQuery(q, after, limit+1, floor)
 	// Planned for these arguments each time, never a cached generic
 	// plan: which index serves a time range depends on how many records
 	// it holds (issue 38: a generic plan walked the chain for an hour's
@@ -71,9 +75,31 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	return ledger.ReadPage(rows, limit)
 }
 
+// timeFloorQuery selects the seq of the tenant's last time mark whose
+// maximum is before a time: every record up to it is before that time.
+// The arguments are the tenant and the time (Unix nanoseconds).
+const timeFloorQuery = `SELECT seq FROM record_time_marks WHERE tenant_id = $1 AND max_ts_ns < $2 ORDER BY max_ts_ns DESC, seq DESC LIMIT 1`
+
+// timeFloor returns the seq up to which every record of the tenant is
+// before q.From, from the time marks (ledger.TimeMarker); 0 without a
+// From, or when no mark is before it. The walk of a time range starts
+// after it, not at the chain's beginning.
+func (s *Store) timeFloor(ctx context.Context, q writ.RecordQuery) (int64, error) {
+	if q.From.IsZero() {
+		return 0, nil
+	}
+	var seq int64
+	err := s.pool.QueryRow(ctx, timeFloorQuery, q.TenantID, ledger.UnixNanos(q.From)).Scan(&seq)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("postgres: query records: %w", err)
+	}
+	return seq, nil
+}
+
 // recordsQuery builds the SQL of a record query: q's filters, records after
-// seq after, at most limit rows in chain order.
-func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
+// seq after, at most limit rows in chain order; every record up to seq
+// floor is before the time range (timeFloor), so the walk starts after it.
+func recordsQuery(q writ.RecordQuery, after int64, limit int, floor int64) (string, []any) {
 	args := []any{}
 	arg := func(v any) string {
 		args = append(args, v)
@@ -82,13 +108,17 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 	// page bounds the page by the cursor's seq, order sorts it: chain
 	// order, or newest first (the cursor then names the last seq served).
 	page := func(t string) string {
+		var b string
 		switch {
 		case !q.Newest:
-			return ` AND ` + t + `.seq > ` + arg(after)
+			return ` AND ` + t + `.seq > ` + arg(max(after, floor))
 		case after > 0:
-			return ` AND ` + t + `.seq < ` + arg(after)
+			b = ` AND ` + t + `.seq < ` + arg(after)
 		}
-		return ""
+		if floor > 0 {
+			b += ` AND ` + t + `.seq > ` + arg(floor)
+		}
+		return b
 	}
 	order := func(t string) string {
 		if q.Newest {

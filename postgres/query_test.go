@@ -51,6 +51,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{writ.RecordQuery{TenantID: "acme", DecisionKeyPrefix: "payments."}, ""},
 		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(time.Hour)}, ""},
 		{writ.RecordQuery{TenantID: "acme", From: now}, ""},
+		{writ.RecordQuery{TenantID: "acme", From: now, Newest: true}, ""},
 		{writ.RecordQuery{TenantID: "acme", To: now}, ""},
 		{writ.RecordQuery{TenantID: "acme", Outcome: "refunded", Status: writ.StatusDecided}, "_status_tenant_id_seq_idx"},
 		{writ.RecordQuery{TenantID: "acme", ApprovalMode: writ.ModeNetwork}, "_approval_mode_effective_tenant_id_seq_idx"},
@@ -58,7 +59,11 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{writ.RecordQuery{TenantID: "acme", Approver: "user:ops-lead"}, ""},
 	}
 	for _, tt := range records {
-		query, args := recordsQuery(tt.q, 0, 101)
+		floor := int64(0)
+		if !tt.q.From.IsZero() {
+			floor = 7 // a time mark before the range
+		}
+		query, args := recordsQuery(tt.q, 0, 101, floor)
 		checkPlan(t, conn, "Records("+ledgertest.DescribeQuery(tt.q)+")", query, args, tt.uses)
 	}
 	others := []struct {
@@ -71,6 +76,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{name: "Approvals(state=expired)", uses: "approval_events_one_decision"},
 		{name: "Approvals(state=approved)", uses: "approval_events_pkey"},
 		{name: "Approvals(gate_id)", uses: "approval_requests_list"},
+		{name: "timeFloor", query: timeFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "Index Only Scan Backward using record_time_marks_pkey"},
 		{name: "InFlight", query: inFlightQuery, args: []any{"acme", 0, 101}, uses: "_status_tenant_id_seq_idx"},
 	}
 	approvalQueries := map[string]writ.ApprovalQuery{
@@ -146,7 +152,11 @@ func TestQueriesAtScale(t *testing.T) {
 			times = append(times, time.Since(t0))
 		}
 		slices.Sort(times)
-		query, args := recordsQuery(q, 0, 51)
+		floor, err := st.timeFloor(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		query, args := recordsQuery(q, 0, 51, floor)
 		rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+query, args...)
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -22,6 +23,8 @@ type writeStmts struct {
 	envelope, term                                                      *sql.Stmt
 	approval, approvalEvent, shadow                                     *sql.Stmt
 	reportClaim, report                                                 *sql.Stmt
+	lastTimeMark, timeMark                                              *sql.Stmt
+	approvalFloor, nextApprovalFloor, addApprovalFloor                  *sql.Stmt
 }
 
 func (w *writeStmts) prepare(db *sql.DB) error {
@@ -37,6 +40,11 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.report, `INSERT INTO execution_reports (tenant_id, decision_id, report_digest, record_id) VALUES (?, ?, ?, ?)`},
 		{&w.record, `INSERT INTO records (tenant_id, seq, record_id, decision_id, decision_key, status, trace_id, ts, approval_mode, raw, receipt)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.approvalFloor, `SELECT coalesce(max(pos), 0) FROM approval_floors WHERE tenant_id = ?`},
+		{&w.nextApprovalFloor, nextApprovalFloorQuery},
+		{&w.addApprovalFloor, `INSERT INTO approval_floors (tenant_id, pos, at_ns) VALUES (?, ?, ?)`},
+		{&w.lastTimeMark, `SELECT max_ts FROM record_time_marks WHERE tenant_id = ? ORDER BY max_ts DESC LIMIT 1`},
+		{&w.timeMark, `INSERT INTO record_time_marks (tenant_id, max_ts, seq) VALUES (?, ?, ?)`},
 		{&w.subject, `INSERT INTO record_subjects (tenant_id, subject_id, seq) VALUES (?, ?, ?)`},
 		{&w.term, `INSERT INTO record_terms (tenant_id, term, value, seq) VALUES (?, ?, ?, ?)`},
 		{&w.idempotency, `INSERT INTO idempotency (tenant_id, key, args_digest, record_id) VALUES (?, ?, ?, ?)`},
@@ -76,7 +84,8 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 
 func (w *writeStmts) close() {
 	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.term, w.idempotency, w.block, w.blob, w.envelope, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
-		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report} {
+		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report, w.lastTimeMark, w.timeMark,
+		w.approvalFloor, w.nextApprovalFloor, w.addApprovalFloor} {
 		if st != nil {
 			st.Close()
 		}
@@ -246,6 +255,12 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 			return err
 		}
 	}
+	if err := st.addTimeMarks(ctx, heads, entries, todo); err != nil {
+		return err
+	}
+	if err := st.raiseApprovalFloors(ctx, entries, todo); err != nil {
+		return err
+	}
 	for t, h := range heads {
 		if _, err := st.move.ExecContext(ctx, t, h.Seq, h.Hash); err != nil {
 			return fmt.Errorf("sqlite: advance head of tenant %s: %w", t, err)
@@ -358,6 +373,72 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 		if _, err := w.shadow.ExecContext(ctx, tenant, d.RecordID, d.DecisionKey, d.Pack, d.PackHash, d.At.UnixNano(),
 			string(d.EnforcedOutcome), string(d.Outcome), string(d.Status), detail); err != nil {
 			return fmt.Errorf("sqlite: insert shadow decision of record %s: %w", rec.RecordID, err)
+		}
+	}
+	return nil
+}
+
+// addTimeMarks writes the time marks of the appended entries todo
+// (ledger.TimeMarker), on top of each tenant's last mark.
+func (w *writeStmts) addTimeMarks(ctx context.Context, heads map[string]ledger.Head, entries []*ledger.Entry, todo []int) error {
+	prior := make(map[string]int64, len(heads))
+	for t := range heads {
+		var m int64
+		switch err := w.lastTimeMark.QueryRowContext(ctx, t).Scan(&m); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("sqlite: read the time mark of tenant %s: %w", t, err)
+		default:
+			prior[t] = m
+		}
+	}
+	marker := ledger.NewTimeMarker(prior)
+	for _, i := range todo {
+		rec := entries[i].Record
+		marker.Add(rec.TenantID, rec.Audit.Seq, rec.Timestamp.UnixNano())
+	}
+	for _, m := range marker.Marks() {
+		if _, err := w.timeMark.ExecContext(ctx, m.TenantID, m.MaxNanos, m.Seq); err != nil {
+			return fmt.Errorf("sqlite: time mark of tenant %s at %d: %w", m.TenantID, m.Seq, err)
+		}
+	}
+	return nil
+}
+
+// nextApprovalFloorQuery selects where a tenant's approval floor (see
+// migration 0019) may rise to: just before its first request after the
+// last floor that is undecided and unexpired at a time, or, with none,
+// its last request. The arguments are the tenant, the last floor and the
+// time (Unix nanoseconds).
+const nextApprovalFloorQuery = `SELECT coalesce(
+	(SELECT a.pos - 1 FROM approval_requests a WHERE a.tenant_id = ?1 AND a.pos > ?2 AND a.expires_ns > ?3 AND ` + undecided + `
+		ORDER BY a.pos LIMIT 1),
+	(SELECT max(pos) FROM approval_requests WHERE tenant_id = ?1), 0)`
+
+// raiseApprovalFloors writes a new approval floor for each tenant whose
+// requests the entries todo decide, when it rose, as of the time of the
+// tenant's first decision among them (the engine's clock, as the requests'
+// expiries are).
+func (w *writeStmts) raiseApprovalFloors(ctx context.Context, entries []*ledger.Entry, todo []int) error {
+	seen := map[string]bool{}
+	for _, i := range todo {
+		ev := entries[i].ApprovalEvent
+		if ev == nil || ev.Event.Kind == writ.ApprovalEventRedeemed || seen[ev.TenantID] {
+			continue
+		}
+		seen[ev.TenantID] = true
+		var last, next int64
+		if err := w.approvalFloor.QueryRowContext(ctx, ev.TenantID).Scan(&last); err != nil {
+			return fmt.Errorf("sqlite: read the approval floor of tenant %s: %w", ev.TenantID, err)
+		}
+		at := ledger.UnixNanos(ev.Event.At)
+		if err := w.nextApprovalFloor.QueryRowContext(ctx, ev.TenantID, last, at).Scan(&next); err != nil {
+			return fmt.Errorf("sqlite: raise the approval floor of tenant %s: %w", ev.TenantID, err)
+		}
+		if next > last {
+			if _, err := w.addApprovalFloor.ExecContext(ctx, ev.TenantID, next, at); err != nil {
+				return fmt.Errorf("sqlite: raise the approval floor of tenant %s: %w", ev.TenantID, err)
+			}
 		}
 	}
 	return nil
@@ -498,12 +579,17 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		runSeq:      tx.StmtContext(ctx, w.runSeq),
 		runEvent:    tx.StmtContext(ctx, w.runEvent),
 
-		approvalTally: tx.StmtContext(ctx, w.approvalTally),
-		approval:      tx.StmtContext(ctx, w.approval),
-		approvalEvent: tx.StmtContext(ctx, w.approvalEvent),
-		shadow:        tx.StmtContext(ctx, w.shadow),
-		reportClaim:   tx.StmtContext(ctx, w.reportClaim),
-		report:        tx.StmtContext(ctx, w.report),
+		approvalTally:     tx.StmtContext(ctx, w.approvalTally),
+		approval:          tx.StmtContext(ctx, w.approval),
+		approvalEvent:     tx.StmtContext(ctx, w.approvalEvent),
+		shadow:            tx.StmtContext(ctx, w.shadow),
+		reportClaim:       tx.StmtContext(ctx, w.reportClaim),
+		report:            tx.StmtContext(ctx, w.report),
+		lastTimeMark:      tx.StmtContext(ctx, w.lastTimeMark),
+		approvalFloor:     tx.StmtContext(ctx, w.approvalFloor),
+		nextApprovalFloor: tx.StmtContext(ctx, w.nextApprovalFloor),
+		addApprovalFloor:  tx.StmtContext(ctx, w.addApprovalFloor),
+		timeMark:          tx.StmtContext(ctx, w.timeMark),
 	}
 }
 

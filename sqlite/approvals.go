@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,9 +54,23 @@ func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Ti
 	if err != nil {
 		return nil, err
 	}
-	query, args := approvalsQuery(q, after, limit, now)
+	floor := int64(0)
+	if q.State == writ.ApprovalPending {
+		// Every request up to the floor is decided or expired.
+		err := s.read.QueryRowContext(ctx, approvalFloorQuery, q.TenantID, ledger.UnixNanos(now)).Scan(&floor)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("sqlite: query approvals: %w", err)
+		}
+	}
+	query, args := approvalsQuery(q, max(after, floor), limit, now)
 	return s.approvals(ctx, limit, now, query, args...)
 }
+
+// approvalFloorQuery selects the tenant's highest approval floor set at or
+// before a time (migration 0019): every request up to it is decided or
+// expired then, and so at the time. The arguments are the tenant and the
+// time (Unix nanoseconds).
+const approvalFloorQuery = `SELECT pos FROM approval_floors WHERE tenant_id = ? AND at_ns <= ? ORDER BY pos DESC LIMIT 1`
 
 // approvalsQuery builds the SQL of Approvals: q's filters, requests after
 // position after, one more than limit, with their events.

@@ -43,3 +43,54 @@ func TestBackgroundCheckpoint(t *testing.T) {
 		t.Errorf("after reopening, verify saw %d records, want 320", n)
 	}
 }
+
+// TestCheckpointRestartsGrownWAL: once the WAL has grown past
+// walRestartPages (here while a reader held a snapshot in it, as a steady
+// stream of reads does), a checkpoint starts the log over, and the next
+// commit truncates the file to walSizeLimit (issue 38: under a mixed load
+// the WAL grew without bound).
+func TestCheckpointRestartsGrownWAL(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	defer s.Close()
+	ctx := t.Context()
+	walSize := func() int64 {
+		fi, err := os.Stat(s.path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	reader, err := s.read.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := reader.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	appended := 0
+	for walSize() <= 2*walSizeLimit {
+		appendAll(t, s, newEntries("acme", appended, 64)...)
+		appended += 64
+	}
+	tx.Rollback()
+	reader.Close()
+	before := s.ckpt.Restarts()
+	if err := s.ckpt.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if s.ckpt.Restarts() == before {
+		t.Fatalf("a checkpoint of a %d-byte WAL with no reader did not start it over", walSize())
+	}
+	appendAll(t, s, newEntries("acme", appended, 1)...)
+	if size := walSize(); size > walSizeLimit {
+		t.Errorf("after the restart and a commit, the WAL is %d bytes, more than journal_size_limit %d", size, walSizeLimit)
+	}
+	if _, n := verify(t, s); n != int64(appended+1) {
+		t.Errorf("verify saw %d records, want %d", n, appended+1)
+	}
+}

@@ -59,12 +59,16 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	if err != nil {
 		return nil, err
 	}
+	floor, err := s.timeFloor(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	prefix, err := s.prefixRange(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	// One row more than the page tells whether another page follows.
-	query, args := recordsQuery(q, after, limit+1, byTime, prefix)
+	query, args := recordsQuery(q, after, limit+1, byTime, prefix, floor)
 	rows, err := s.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: query records: %w", err)
@@ -85,8 +89,12 @@ var narrowRange = 10000 // a variable so that tests can take every route
 // every record before the range (issue 38: from=now-30s over 78k records
 // took 138 ms). Counting stops at narrowRange+1 index entries, so the
 // probe costs at most that.
+//
+// A range with no end (from alone) is never read through the time index:
+// its walk starts at the time floor (timeFloor), and the records after it
+// are the range's, but for those of a clock stepped back.
 func (s *Store) narrowTimeRange(ctx context.Context, q writ.RecordQuery) (bool, error) {
-	if q.From.IsZero() && q.To.IsZero() || q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" ||
+	if q.To.IsZero() || q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" ||
 		q.DecisionKeyPrefix != "" || q.SubjectPrefix != "" || q.ApprovalMode != "" || len(ledger.QueryTerms(q)) > 0 {
 		return false, nil
 	}
@@ -104,6 +112,27 @@ func (s *Store) narrowTimeRange(ctx context.Context, q writ.RecordQuery) (bool, 
 		return false, fmt.Errorf("sqlite: query records: %w", err)
 	}
 	return n <= narrowRange, nil
+}
+
+// timeFloorQuery selects the seq of the tenant's last time mark whose
+// maximum is before a time: every record up to it is before that time.
+// The arguments are the tenant and the time (Unix nanoseconds).
+const timeFloorQuery = `SELECT seq FROM record_time_marks WHERE tenant_id = ? AND max_ts < ? ORDER BY max_ts DESC, seq DESC LIMIT 1`
+
+// timeFloor returns the seq up to which every record of the tenant is
+// before q.From, from the time marks (ledger.TimeMarker); 0 without a
+// From, or when no mark is before it. The walk of a time range starts
+// after it, not at the chain's beginning.
+func (s *Store) timeFloor(ctx context.Context, q writ.RecordQuery) (int64, error) {
+	if q.From.IsZero() {
+		return 0, nil
+	}
+	var seq int64
+	err := s.read.QueryRowContext(ctx, timeFloorQuery, q.TenantID, ledger.UnixNanos(q.From)).Scan(&seq)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("sqlite: query records: %w", err)
+	}
+	return seq, nil
 }
 
 // prefixRoute is how Records reads a prefix search.
@@ -169,8 +198,9 @@ func exactFilter(q writ.RecordQuery) bool {
 // recordsQuery builds the SQL of a record query: q's filters, records after
 // seq after, at most limit rows in chain order. byTime reads the records
 // through the time index (narrowTimeRange); prefix says how a prefix
-// search is read (prefixRange).
-func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefix prefixRoute) (string, []any) {
+// search is read (prefixRange); every record up to seq floor is before the
+// time range (timeFloor), so the walk starts after it.
+func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefix prefixRoute, floor int64) (string, []any) {
 	var sb strings.Builder
 	args := []any{}
 	order := "r.seq"
@@ -198,11 +228,21 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefi
 	switch {
 	case !q.Newest:
 		sb.WriteString(` AND ` + order + ` > ?`)
-		args = append(args, after)
+		args = append(args, max(after, floor))
 	case after > 0:
 		// Newest first, the cursor names the last seq served.
 		sb.WriteString(` AND ` + order + ` < ?`)
 		args = append(args, after)
+		fallthrough
+	default:
+		// Newest first with an end (to), the planner's choice stays its
+		// own: a seq bound here turned it from the time index and a
+		// sort (a day in the middle of 1,000,000 records: 1.1 s) to a
+		// walk back from the chain's end (4.8 s).
+		if floor > 0 && q.To.IsZero() {
+			sb.WriteString(` AND ` + order + ` > ?`)
+			args = append(args, floor)
+		}
 	}
 	// Unary + keeps a column's index out of the plan: a wide prefix is
 	// a filter of the chain walk, not an index range.

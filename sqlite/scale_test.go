@@ -45,7 +45,11 @@ func TestQueriesAtScale(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		query, args := recordsQuery(q, 0, 51, byTime, prefix)
+		floor, err := s.timeFloor(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		query, args := recordsQuery(q, 0, 51, byTime, prefix, floor)
 		plan := explainQueryPlan(t, s, query, args)
 		t.Logf("Records(%s): p50 %.1f ms, p99 %.1f ms: %s", ledgertest.DescribeQuery(q),
 			float64(times[len(times)/2])/1e6, float64(times[len(times)*99/100])/1e6, strings.Join(plan, "; "))

@@ -144,6 +144,9 @@ func Open(dir string) (*Store, error) {
 	// inside the commit that crosses its bound while every check waiting
 	// on the writer waits, is only the backstop.
 	w.Add("_pragma", "wal_autocheckpoint("+strconv.Itoa(walBackstopPages)+")")
+	// A WAL the checkpointer started over (checkpoint.go) is truncated to
+	// this size by the next commit, so a burst does not keep its size.
+	w.Add("_pragma", "journal_size_limit("+strconv.Itoa(walSizeLimit)+")")
 	// Statement journals (a statement that may abort half-way, as any
 	// insert guarded by a trigger can) go to temporary storage; on disk
 	// that is a write per page, in memory it is free.

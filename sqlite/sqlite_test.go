@@ -122,9 +122,9 @@ func TestPragmas(t *testing.T) {
 		conns int
 		want  map[string]string
 	}{
-		{"write", s.write, 1, map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "5000", "query_only": "0", "page_size": "4096", "temp_store": "2", "wal_autocheckpoint": "4000", "cache_size": "-8192"}},
+		{"write", s.write, 1, map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "5000", "query_only": "0", "page_size": "4096", "temp_store": "2", "wal_autocheckpoint": "4000", "cache_size": "-8192", "journal_size_limit": "32768000"}},
 		{"read", s.read, 3, map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "5000", "query_only": "1", "temp_store": "2", "cache_size": "-2048"}},
-		{"checkpoint", s.ckpt.db, 1, map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "5000", "query_only": "0"}},
+		{"checkpoint", s.ckpt.db, 1, map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "100", "query_only": "0"}},
 	}
 	for _, tc := range tests {
 		var conns []*sql.Conn
@@ -275,6 +275,8 @@ func TestAppendOnlyTriggers(t *testing.T) {
 		{`UPDATE record_subjects SET subject_id = 'customer:c-999'`, "append-only"},
 		{`DELETE FROM record_subjects`, "append-only"},
 		{`INSERT OR REPLACE INTO record_subjects SELECT * FROM record_subjects`, "append-only"},
+		{`UPDATE record_time_marks SET max_ts = 0`, "append-only"},
+		{`DELETE FROM record_time_marks`, "append-only"},
 		{`UPDATE record_terms SET value = 'pd_x'`, "append-only"},
 		{`DELETE FROM record_terms`, "append-only"},
 		{`INSERT OR REPLACE INTO record_terms SELECT * FROM record_terms`, "append-only"},
@@ -636,7 +638,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 		// A narrow time range is read through the time index, never by
 		// walking the chain up to it (issue 38).
 		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(time.Hour)}, true, "records_ts", prefixNone},
-		{writ.RecordQuery{TenantID: "acme", From: now}, true, "records_ts", prefixNone},
+		// A range with no end walks the chain from its time floor
+		// (record_time_marks), never from the chain's beginning.
+		{writ.RecordQuery{TenantID: "acme", From: now}, false, "sqlite_autoindex_records_2 (tenant_id=? AND seq>?)", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", From: now, Newest: true}, false, "sqlite_autoindex_records_2 (tenant_id=? AND seq>?)", prefixNone},
 		{writ.RecordQuery{TenantID: "acme", To: now}, true, "records_ts", prefixNone},
 		// The seed's other query keys (issue 34).
 		{writ.RecordQuery{TenantID: "acme", ApprovalMode: writ.ModeNetwork}, false, "records_approval_mode", prefixNone},
@@ -655,7 +660,11 @@ func TestQueriesUseIndexes(t *testing.T) {
 		if byTime, err := s.narrowTimeRange(ctx, q); err != nil || byTime != tt.byTime {
 			t.Errorf("narrowTimeRange(%+v) = %v, %v; want %v", q, byTime, err, tt.byTime)
 		}
-		query, args := recordsQuery(q, 0, 101, tt.byTime, tt.prefix)
+		floor := int64(0)
+		if !q.From.IsZero() {
+			floor = 7 // a mark before the range
+		}
+		query, args := recordsQuery(q, 0, 101, tt.byTime, tt.prefix, floor)
 		plan := explainQueryPlan(t, s, query, args)
 		for _, step := range plan {
 			if strings.HasPrefix(step, "SCAN") {
@@ -683,6 +692,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{name: "Approvals(state=approved)", uses: []string{"SEARCH a USING INDEX approval_requests_list", "SEARCH d EXISTS USING PRIMARY KEY", "SEARCH e USING PRIMARY KEY"}},
 		{name: "Approvals(state=expired)", uses: []string{"SEARCH a USING INDEX approval_requests_list", "SEARCH d USING INDEX approval_events_one_decision", "SEARCH e USING PRIMARY KEY"}},
 		{name: "Approvals(gate_id)", uses: []string{"SEARCH a USING INDEX approval_requests_list", "SEARCH e USING PRIMARY KEY"}},
+		{name: "approvalFloor", query: approvalFloorQuery, args: []any{"acme", now.UnixNano()}, uses: []string{"SEARCH approval_floors USING PRIMARY KEY (tenant_id=?)"}},
+		{name: "nextApprovalFloor", query: nextApprovalFloorQuery, args: []any{"acme", 0, now.UnixNano()}, uses: []string{"SEARCH a USING INDEX approval_requests_list (tenant_id=? AND pos>?)", "SEARCH d USING INDEX approval_events_one_decision"}},
+		{name: "timeFloor", query: timeFloorQuery, args: []any{"acme", now.UnixNano()}, uses: []string{"SEARCH record_time_marks USING PRIMARY KEY (tenant_id=? AND max_ts<?)"}},
 		{name: "InFlight", query: inFlightQuery, args: []any{"acme", 0, 101}, uses: []string{"SEARCH r USING INDEX records_status (tenant_id=? AND status=? AND seq>?)", "SEARCH x USING PRIMARY KEY (tenant_id=? AND decision_id=?)"}},
 	}
 	approvalQueries := map[string]writ.ApprovalQuery{
@@ -697,7 +709,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		}
 		plan := explainQueryPlan(t, s, tt.query, tt.args)
 		for _, step := range plan {
-			if strings.HasPrefix(step, "SCAN") && step != "SCAN a" {
+			if strings.HasPrefix(step, "SCAN") && step != "SCAN a" && step != "SCAN CONSTANT ROW" {
 				t.Errorf("%s plan %q scans a table", tt.name, plan)
 			}
 		}
@@ -837,6 +849,8 @@ func TestApprovalAndKeyTablesAppendOnly(t *testing.T) {
 		`UPDATE approval_events SET actor = 'user:mallory'`,
 		`DELETE FROM approval_events`,
 		`INSERT OR REPLACE INTO approval_events SELECT * FROM approval_events`,
+		`UPDATE approval_floors SET pos = 0`,
+		`DELETE FROM approval_floors`,
 		// A second decision, even at a new seq, would replace the first
 		// through the one-decision index.
 		`INSERT OR REPLACE INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns)
@@ -1033,5 +1047,74 @@ func TestMigrationPlacesRevocations(t *testing.T) {
 	// The append-only guard is back.
 	if _, err := s.write.Exec(`UPDATE api_key_revocations SET head_seq = 9`); err == nil || !strings.Contains(err.Error(), "append-only") {
 		t.Errorf("UPDATE api_key_revocations after migrating = %v, want the append-only refusal", err)
+	}
+}
+
+// TestMigrationMarksTimes: migration 18 writes the time marks of the
+// records appended before it, as ledger.TimeMarker would have: the
+// running maximum of each tenant's times at every 16th seq and at its
+// last record.
+func TestMigrationMarksTimes(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) < 18 || ms[17].Name != "0018_time_marks.sql" {
+		t.Fatalf("migration 18 is %+v", ms[17])
+	}
+	stmts := []string{`CREATE TABLE migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`}
+	for _, m := range ms[:17] {
+		stmts = append(stmts, m.SQL, fmt.Sprintf(`INSERT INTO migrations VALUES (%d, '%s', 0)`, m.Version, m.Name))
+	}
+	// acme: 40 records whose times are out of chain order; globex: 3.
+	ts := map[string][]int64{"globex": {5, 3, 4}}
+	for i := range 40 {
+		ts["acme"] = append(ts["acme"], int64((i*7)%40))
+	}
+	marker := ledger.NewTimeMarker(nil)
+	for _, tenant := range []string{"acme", "globex"} {
+		for i, ns := range ts[tenant] {
+			seq := int64(i + 1)
+			stmts = append(stmts, fmt.Sprintf(`INSERT INTO records (tenant_id, seq, record_id, decision_id, decision_key, status, trace_id, ts, approval_mode, raw, receipt)
+				VALUES ('%s', %d, 'rec_%s_%d', 'dec', 'k', 'DECIDED', 't', %d, 'none', x'7b7d', x'')`, tenant, seq, tenant, seq, ns))
+			marker.Add(tenant, seq, ns)
+		}
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s := mustOpen(t, dir)
+	defer s.Close()
+	var want []string
+	for _, m := range marker.Marks() {
+		want = append(want, fmt.Sprintf("%s %d %d", m.TenantID, m.Seq, m.MaxNanos))
+	}
+	slices.Sort(want)
+	rows, err := s.read.Query(`SELECT tenant_id, seq, max_ts FROM record_time_marks`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var tenant string
+		var seq, ns int64
+		if err := rows.Scan(&tenant, &seq, &ns); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %d %d", tenant, seq, ns))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) || len(got) != 4 {
+		t.Errorf("time marks after migrating = %q, want %q", got, want)
 	}
 }

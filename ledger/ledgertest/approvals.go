@@ -536,3 +536,94 @@ func testApprovalValidation(t *testing.T, st ledger.Store) {
 		t.Errorf("after invalid appends, Approvals(acme) = %+v, %v; want none", page, err)
 	}
 }
+
+// testPendingPastDecided decides and expires a tenant's requests in an
+// order that is not theirs, one append at a time, and checks after each
+// that the pending list, at times before, at and after each decision and
+// expiry, is what the states of all the requests say, one page and
+// paged: a store that skips decided requests to reach the pending ones
+// (issue 38) must never skip a pending one.
+func testPendingPastDecided(t *testing.T, st ledger.Store) {
+	t0 := time.Date(2026, time.June, 1, 9, 0, 0, 0, time.UTC)
+	const tenant = "floors"
+	n := 0
+	record := func() *writ.Record {
+		n++
+		r := NewRecord(tenant, n)
+		r.Timestamp = t0.Add(time.Duration(n) * time.Second)
+		return r
+	}
+	// Nine requests; apr_3 is created long before the others (expired an
+	// hour later), apr_7 half an hour before them.
+	created := map[int]time.Time{3: t0.Add(-50 * time.Minute), 7: t0.Add(-30 * time.Minute)}
+	var ids []string
+	for i := 1; i <= 9; i++ {
+		r := record()
+		at, ok := created[i]
+		if !ok {
+			at = t0.Add(time.Duration(i) * time.Second)
+		}
+		id := fmt.Sprintf("apr_f%d", i)
+		ids = append(ids, id)
+		e := NewEntry(r)
+		e.NewApprovals = []ledger.NewApproval{NewApproval(r, id, "GATE_FINANCE", NewBinding("payments.refund", i), at, 1)}
+		mustAppend(t, st, e)
+	}
+	check := func(step string) {
+		t.Helper()
+		for _, now := range []time.Time{t0, t0.Add(10*time.Minute + time.Second), t0.Add(30*time.Minute + time.Second), t0.Add(2 * time.Hour)} {
+			all, err := st.Approvals(t.Context(), writ.ApprovalQuery{TenantID: tenant, Limit: 100}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, a := range all.Approvals {
+				if a.State == writ.ApprovalPending {
+					want = append(want, a.ApprovalID)
+				}
+			}
+			q := writ.ApprovalQuery{TenantID: tenant, State: writ.ApprovalPending, Limit: 100}
+			page, err := st.Approvals(t.Context(), q, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := approvalIDs(page.Approvals); !slices.Equal(got, want) {
+				t.Errorf("%s: pending at %s = %v, want %v", step, now.Format(time.TimeOnly), got, want)
+			}
+			var paged []string
+			q.Limit = 2
+			for range 10 {
+				page, err := st.Approvals(t.Context(), q, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				paged = append(paged, approvalIDs(page.Approvals)...)
+				if page.NextCursor == "" {
+					break
+				}
+				q.Cursor = page.NextCursor
+			}
+			if !slices.Equal(paged, want) {
+				t.Errorf("%s: pending at %s in pages of 2 = %v, want %v", step, now.Format(time.TimeOnly), paged, want)
+			}
+		}
+	}
+	check("none decided")
+	// Decisions at t0+10 min (apr_3 still open then), in this order.
+	for _, d := range []struct {
+		i    int
+		kind string
+	}{{2, writ.ApprovalEventApproved}, {1, writ.ApprovalEventDenied}, {5, writ.ApprovalEventApproved}, {4, writ.ApprovalEventWithdrawn}, {9, writ.ApprovalEventApproved}, {6, writ.ApprovalEventApproved}, {8, writ.ApprovalEventDenied}} {
+		ev := writ.ApprovalEvent{Kind: d.kind, Actor: "user:ops-lead", Reason: "checked", At: t0.Add(10 * time.Minute)}
+		mustAppend(t, st, NewApprovalEntry(record(), ids[d.i-1], ev))
+		check(fmt.Sprintf("%s decided", ids[d.i-1]))
+	}
+	// A decision two hours on, after apr_3 and apr_7 expired.
+	ev := writ.ApprovalEvent{Kind: writ.ApprovalEventApproved, Actor: "user:ops-lead", Reason: "late", At: t0.Add(2 * time.Hour)}
+	r := record()
+	e := NewEntry(r)
+	e.NewApprovals = []ledger.NewApproval{NewApproval(r, "apr_f10", "GATE_FINANCE", NewBinding("payments.refund", 10), t0.Add(2*time.Hour-time.Minute), 1)}
+	mustAppend(t, st, e)
+	mustAppend(t, st, NewApprovalEntry(record(), "apr_f10", ev))
+	check("apr_f10 decided after the others expired")
+}

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Checkpoints", testCheckpoints},
 		{"Runs", testRuns},
 		{"Approvals", testApprovals},
+		{"PendingApprovalsPastDecided", testPendingPastDecided},
 		{"ApprovalValidation", testApprovalValidation},
 		{"APIKeys", testAPIKeys},
 		{"Revocations", testRevocations},
@@ -895,6 +896,33 @@ func testRecordsQuery(t *testing.T, st ledger.Store) {
 			q.Newest = true
 			if got := allPages(t, st, q); !slices.Equal(got, newest) {
 				t.Errorf("%s: Records(%s) pages = %v, want %v", tc.name, fmtQuery(q), got, newest)
+			}
+		}
+	}
+
+	// Every start and end of a range, at a record's time and just after
+	// it: the records' times are not in chain order, so a walk that began
+	// at the first record of the range's time (rather than after the last
+	// record all of whose predecessors are before it: the time marks, see
+	// ledger.TimeMarker) would miss records.
+	for i := range acme {
+		for _, from := range []time.Time{at(i), at(i).Add(time.Nanosecond)} {
+			for _, to := range []time.Time{{}, at((i + 13) % len(acme))} {
+				var want []string
+				for _, r := range acme {
+					if !r.Timestamp.Before(from) && (to.IsZero() || r.Timestamp.Before(to)) {
+						want = append(want, r.RecordID)
+					}
+				}
+				q := writ.RecordQuery{TenantID: "acme", From: from, To: to, Limit: 4}
+				if got := allPages(t, st, q); !slices.Equal(got, want) {
+					t.Errorf("Records(%s) pages = %v, want %v", fmtQuery(q), got, want)
+				}
+				slices.Reverse(want)
+				q.Newest = true
+				if got := allPages(t, st, q); !slices.Equal(got, want) {
+					t.Errorf("Records(%s) pages = %v, want %v", fmtQuery(q), got, want)
+				}
 			}
 		}
 	}
