@@ -715,7 +715,7 @@ async function runsPage(params) {
   out.replaceChildren(...kids([
     page.runs.length ? table(['Run', 'Workflow', 'State', 'Step', 'Attempts', 'Started', 'Last event'], page.runs.map((r) => [{}, [
       link(`#/runs/${encodeURIComponent(r.run_id)}`, r.run_id), `${r.workflow_id}@${r.workflow_version}`,
-      h('span', { class: 'badge' }, r.status), r.current_step || '', String(r.attempts), fmtTime(r.started_at), fmtTime(r.last_event_at)]]))
+      h('span', { class: 'badge' }, r.status), r.current_step || '', String(r.attempts), timeEl(r.started_at), timeEl(r.last_event_at)]]))
       : h('p', { class: 'muted' }, page.next_cursor ? 'No runs match on this page: the next page looks further.' : 'No runs match.'),
     h('p', { class: 'pager' }, f.cursor ? link('#/runs?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), 'First page') : null,
       page.next_cursor ? [' ', link(`#/runs?${next}`, 'Next page →')] : null)]));
@@ -804,16 +804,20 @@ async function ledgerPage() {
   const out = h('div', {});
   show(h('h1', {}, 'Ledger'), out);
   const parts = [];
-  try {
-    const cp = await api('GET', '/v1/ledger/checkpoint');
-    const age = Math.max(0, Math.round((Date.now() - Date.parse(cp.issued_at)) / 1000));
-    parts.push(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'),
-      dl([['Records covered', String(cp.tree_size)], ['Root', code(cp.root_hash)], ['Issued', `${fmtTime(cp.issued_at)} (${age} s ago)`], ['Signed note', h('pre', {}, cp.note)]])));
-  } catch (e) { parts.push(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'), errorBox(e))); }
+  let records = null;
   try {
     const page = await api('GET', '/v1/records', { query: { limit: 1000 } });
+    records = page.records.length;
     parts.push(h('section', { class: 'card' }, h('h2', {}, 'Records'), h('p', {}, page.next_cursor ? 'more than 1000 records' : `${page.records.length} records`)));
   } catch (e) { parts.push(errorBox(e)); }
+  try {
+    // A tenant without records has no checkpoint: not asked for.
+    if (records === 0) throw new Error('No checkpoint: the tenant has no records yet.');
+    const cp = await api('GET', '/v1/ledger/checkpoint');
+    const age = Math.max(0, Math.round((Date.now() - Date.parse(cp.issued_at)) / 1000));
+    parts.unshift(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'),
+      dl([['Records covered', String(cp.tree_size)], ['Root', code(cp.root_hash)], ['Issued', `${fmtTime(cp.issued_at)} (${age} s ago)`], ['Signed note', h('pre', {}, cp.note)]])));
+  } catch (e) { parts.unshift(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'), e instanceof ApiError ? errorBox(e) : h('p', { class: 'muted' }, e.message))); }
   try {
     const { keys } = await api('GET', '/v1/ledger/keys');
     parts.push(h('section', { class: 'card' }, h('h2', {}, 'Signing keys'), table(['Key id', 'Valid from', 'Valid until', 'Revoked'], keys.map((k) => [{}, [
@@ -851,7 +855,9 @@ function ledgerVerifier() {
       } while (cursor);
       const { keys } = await api('GET', '/v1/ledger/keys');
       let note = null;
-      try { note = (await api('GET', '/v1/ledger/checkpoint')).note; } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+      if (records.length) {
+        try { note = (await api('GET', '/v1/ledger/checkpoint')).note; } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+      }
       const r = await verifyLedger({ records, keys, tenantID: session.tenant_id, checkpointNote: note });
       const ok = r.failures.length === 0;
       localStorage.setItem(store, JSON.stringify({ at: new Date().toISOString(), records: r.records, ok, failures: r.failures.length, size: r.checkpoint?.size }));
@@ -920,7 +926,12 @@ async function overviewPage() {
   try {
     [page, pending, latency] = await Promise.all([api('GET', '/v1/records', { query: { order: 'newest', limit: 1000 } }),
       api('GET', '/v1/approvals', { query: { state: 'pending', limit: 200 } }), api('GET', '/v1/stats/latency')]);
-    try { cp = await api('GET', '/v1/ledger/checkpoint'); } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+    // A tenant without records has no checkpoint: not asked for (a
+    // checkpoint follows a tenant's first record within the server's
+    // checkpoint interval, a second by default).
+    if (page.records.length) {
+      try { cp = await api('GET', '/v1/ledger/checkpoint'); } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+    }
   } catch (e) { out.replaceChildren(errorBox(e)); return; }
   const recs = page.records;
   const chart = h('div', { id: 'decisions-chart', role: 'img', 'aria-label': 'Decisions over time by outcome' });
