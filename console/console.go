@@ -144,8 +144,12 @@ type session struct {
 }
 
 // SessionInfo is the body of GET and POST /console/session: who is signed
-// in, and the CSRF token the pages send back.
+// in, and the CSRF token the pages send back. GET answers {"signed_in":
+// false} and nothing else when no session is live: not being signed in
+// is the page's normal state before sign-in, not a failure.
 type SessionInfo struct {
+	// SignedIn is true for a live session.
+	SignedIn  bool        `json:"signed_in"`
 	Subject   string      `json:"subject"`
 	TenantID  string      `json:"tenant_id"`
 	KeyID     string      `json:"key_id,omitempty"`
@@ -342,6 +346,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 // infoOf returns the session's info with its current expiry.
 func (c *Console) infoOf(s *session) SessionInfo {
 	info := s.info
+	info.SignedIn = true
 	info.ExpiresAt = s.lastUsed.Add(c.cfg.IdleTimeout)
 	if end := s.created.Add(c.cfg.MaxAge); end.Before(info.ExpiresAt) {
 		info.ExpiresAt = end
@@ -353,7 +358,9 @@ func (c *Console) infoOf(s *session) SessionInfo {
 func (c *Console) whoami(w http.ResponseWriter, r *http.Request) {
 	s, _ := c.session(r)
 	if s == nil {
-		problem(w, http.StatusUnauthorized, writ.EUNAUTHENTICATED, "not signed in")
+		writeJSON(w, http.StatusOK, struct {
+			SignedIn bool `json:"signed_in"`
+		}{})
 		return
 	}
 	writeJSON(w, http.StatusOK, c.infoOf(s))

@@ -339,30 +339,44 @@ func TestARevokedKeyEndsTheSession(t *testing.T) {
 
 func TestSessionsExpire(t *testing.T) {
 	e := newEnv(t, false, func(c *Config) { c.IdleTimeout = 10 * time.Minute; c.MaxAge = 30 * time.Minute })
-	whoami := func(ck *http.Cookie) int {
+	// signedIn reads GET /console/session: 200 whether or not a session
+	// is live (no session is not a failure), {"signed_in":false} and
+	// nothing else without one.
+	signedIn := func(ck *http.Cookie) bool {
 		r := httptest.NewRequest(http.MethodGet, "/console/session", nil)
 		r.AddCookie(ck)
-		return e.do(r).Code
+		w := e.do(r)
+		var info SessionInfo
+		if err := json.Unmarshal(w.Body.Bytes(), &info); w.Code != 200 || err != nil {
+			t.Fatalf("GET /console/session = %d %s, want 200 and JSON", w.Code, w.Body)
+		}
+		if !info.SignedIn && w.Body.String() != `{"signed_in":false}` {
+			t.Fatalf("GET /console/session without a session = %s, want only signed_in false", w.Body)
+		}
+		if info.SignedIn && (info.Subject == "" || info.CSRFToken == "") {
+			t.Fatalf("GET /console/session of a live session = %s, want who and the CSRF token", w.Body)
+		}
+		return info.SignedIn
 	}
 	ck, _ := e.signIn(t, `{"api_key":"approver-key"}`)
 	e.clock.advance(9 * time.Minute)
-	if got := whoami(ck); got != 200 {
-		t.Fatalf("after 9 idle minutes = %d, want 200", got)
+	if !signedIn(ck) {
+		t.Fatalf("after 9 idle minutes: signed out, want signed in")
 	}
 	e.clock.advance(10 * time.Minute)
-	if got := whoami(ck); got != 401 {
-		t.Fatalf("after 10 idle minutes = %d, want 401", got)
+	if signedIn(ck) {
+		t.Fatalf("after 10 idle minutes: signed in, want signed out")
 	}
 	ck, _ = e.signIn(t, `{"api_key":"approver-key"}`)
 	for i := 0; i < 3; i++ {
 		e.clock.advance(9 * time.Minute)
-		if got := whoami(ck); got != 200 {
-			t.Fatalf("in use after %d minutes = %d, want 200", 9*(i+1), got)
+		if !signedIn(ck) {
+			t.Fatalf("in use after %d minutes: signed out, want signed in", 9*(i+1))
 		}
 	}
 	e.clock.advance(4 * time.Minute)
-	if got := whoami(ck); got != 401 {
-		t.Fatalf("31 minutes after sign-in = %d, want 401 (MaxAge)", got)
+	if signedIn(ck) {
+		t.Fatalf("31 minutes after sign-in: signed in, want signed out (MaxAge)")
 	}
 }
 

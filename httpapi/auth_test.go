@@ -71,6 +71,7 @@ var routeSamples = map[string]struct{ target, body string }{
 	"POST /v1/records/{id}/feedback":           {"/v1/records/r1/feedback", `{"label":"correct"}`},
 	"GET /v1/records/{id}/links":               {"/v1/records/r1/links", ""},
 	"GET /v1/shadow/report":                    {"/v1/shadow/report?decision_key=support.refund.execute", ""},
+	"GET /v1/stats/latency":                    {"/v1/stats/latency", ""},
 	"POST /v1/runs":                            {"/v1/runs", `{"workflow_id":"ui.component.change"}`},
 	"GET /v1/runs/{id}":                        {"/v1/runs/run_1", ""},
 	"POST /v1/runs/{id}/steps/{step}/attempts": {"/v1/runs/run_1/steps/visual_check/attempts", `{"actor":{"type":"AGENT","id":"a"},"result":{}}`},
@@ -249,6 +250,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"POST /v1/records/{id}/feedback":           {"/v1/records/r1/feedback", `{"tenant_id":"acme","author":"maria","label":"correct"}`},
 		"GET /v1/records/{id}/links":               {"/v1/records/r1/links?tenant_id=acme", ""},
 		"GET /v1/shadow/report":                    {"/v1/shadow/report?tenant_id=acme", ""},
+		"GET /v1/stats/latency":                    {"/v1/stats/latency?tenant_id=acme", ""},
 		"POST /v1/runs":                            {"/v1/runs", `{"tenant_id":"acme","workflow_id":"w"}`},
 		"GET /v1/runs/{id}":                        {"/v1/runs/run_1?tenant_id=acme", ""},
 		"POST /v1/runs/{id}/steps/{step}/attempts": {"/v1/runs/run_1/steps/visual_check/attempts?tenant_id=acme", `{"actor":{"type":"AGENT","id":"a"},"result":{}}`},
@@ -401,6 +403,10 @@ func TestTenantScoping(t *testing.T) {
 		{"GET", "/v1/replay?tenant_id=globex&trace_id=" + testTraceID, "", "auditor-key", 403, ""},
 		{"GET", "/v1/replay?tenant_id=globex&trace_id=nope", "", "auditor-key", 403, ""},
 		{"GET", "/v1/replay?tenant_id=&trace_id=" + testTraceID, "", "auditor-key", 200, "acme"},
+		// A tenant's latencies are its own: another's is refused.
+		{"GET", "/v1/stats/latency?tenant_id=globex", "", "auditor-key", 403, ""},
+		{"GET", "/v1/stats/latency", "", "globex-key", 200, "globex"},
+		{"GET", "/v1/stats/latency?tenant_id=acme", "", "auditor-key", 200, "acme"},
 		// What stays a 400 with a key: a repeated tenant, a query on a body route.
 		{"GET", "/v1/records?tenant_id=acme&tenant_id=acme", "", "auditor-key", 400, ""},
 		{"POST", "/v1/check?tenant_id=acme", `{}`, "agent-key", 400, ""},

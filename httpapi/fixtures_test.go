@@ -150,6 +150,24 @@ func (f *fakeService) VerifierKeys(ctx context.Context, tenantID string) ([]keyr
 	return f.keys, f.err
 }
 
+func (f *fakeService) Latency(ctx context.Context, tenantID string) (*writ.LatencyStats, error) {
+	f.mu.Lock()
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return fullLatency(tenantID), nil
+}
+
+// fullLatency is a tenant's latency stats with every field set.
+func fullLatency(tenantID string) *writ.LatencyStats {
+	return &writ.LatencyStats{TenantID: tenantID, WindowSeconds: 60, Since: testTime, Windows: []writ.LatencyWindow{
+		{Start: testTime, CheckLatency: writ.LatencySummary{Count: 3, P50Ms: 1.5, P99Ms: 4.25, MaxMs: 4.3}, AppendLag: writ.LatencySummary{Count: 3, P50Ms: 0.9, P99Ms: 2, MaxMs: 2.1}},
+		{Start: testTime.Add(time.Minute), AppendLag: writ.LatencySummary{Count: 1, P50Ms: 0.5, P99Ms: 0.5, MaxMs: 0.5}},
+	}}
+}
+
 func (f *fakeService) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
 	f.mu.Lock()
 	f.queries = append(f.queries, q)

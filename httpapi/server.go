@@ -132,6 +132,10 @@ type Config struct {
 	// tenant's series only (telemetry.Metrics.TenantHandler). Nil means
 	// the server exports no metrics: the route answers 404.
 	Metrics http.Handler
+	// Latency returns the check latencies and append lags the server
+	// measured for a tenant in recent windows (telemetry.Metrics.Latency).
+	// It serves GET /v1/stats/latency. Nil means that route answers 404.
+	Latency func(ctx context.Context, tenantID string) (*writ.LatencyStats, error)
 	// Ready reports readiness for GET /readyz: 200 when every check
 	// passes, 503 otherwise. Nil means always ready.
 	Ready func(ctx context.Context) ReadyReport
@@ -260,6 +264,7 @@ var routes = []route{
 	{http.MethodPost, "/v1/records/{id}/feedback", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleFeedback},
 	{http.MethodGet, "/v1/records/{id}/links", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleLinks},
 	{http.MethodGet, "/v1/shadow/report", []writ.Role{writ.RoleAuditor}, (*Server).handleShadowReport},
+	{http.MethodGet, "/v1/stats/latency", []writ.Role{writ.RoleAuditor}, (*Server).handleLatency},
 	{http.MethodPost, "/v1/runs", []writ.Role{writ.RoleAgent}, (*Server).handleStartRun},
 	{http.MethodGet, "/v1/runs", []writ.Role{writ.RoleAgent, writ.RoleAuditor}, (*Server).handleRuns},
 	{http.MethodGet, "/v1/runs/{id}", []writ.Role{writ.RoleAgent, writ.RoleAuditor}, (*Server).handleRun},

@@ -48,6 +48,9 @@ func newTestServer(svc writ.Service, cfg Config) (*Server, *testLog) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = testMetrics
 	}
+	if f, ok := svc.(*fakeService); ok && cfg.Latency == nil {
+		cfg.Latency = f.Latency
+	}
 	return NewServer(svc, cfg), log
 }
 

@@ -52,10 +52,12 @@ type Commit struct {
 }
 
 // Wait is one entry's time in the queue: the context of its Append (for
-// its trace) and when it was queued. Its wait ends at Commit.Start.
+// its trace), the tenant of its record, and when it was queued. Its wait
+// ends at Commit.Start.
 type Wait struct {
-	Ctx    context.Context
-	Queued time.Time
+	Ctx      context.Context
+	TenantID string
+	Queued   time.Time
 }
 
 // Appender group-commits entries: concurrent Appends that arrive while a
@@ -173,6 +175,9 @@ func (a *Appender) observe(batch []*pending, start, end time.Time, err error) {
 	c := Commit{Waits: make([]Wait, len(batch)), Start: start, End: end, Err: err}
 	for i, p := range batch {
 		c.Waits[i] = Wait{Ctx: p.ctx, Queued: p.queued}
+		if p.entry.Record != nil {
+			c.Waits[i].TenantID = p.entry.Record.TenantID
+		}
 	}
 	a.cfg.Observe(c)
 }

@@ -45,6 +45,10 @@ type Metrics struct {
 	batchSize     prometheus.Histogram
 	commitLatency prometheus.Histogram
 	commitErrors  prometheus.Counter
+
+	// windows are each tenant's recent latencies (Latency).
+	windows *Windows
+	now     func() time.Time
 }
 
 // Gauges are the values read when /metrics is scraped. Any nil field is
@@ -77,7 +81,9 @@ func NewMetrics(g Gauges) *Metrics {
 		g.Now = time.Now
 	}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		windows: NewWindows(g.Now()),
+		now:     g.Now,
+		reg:     prometheus.NewRegistry(),
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "writ_checks_total",
 			Help: "Checks answered, by outcome (a receipt outcome, or error when no receipt was answered) and decision key (of the pinned pack; empty when none was resolved)."},
 			[]string{"outcome", "decision_key"}),
@@ -222,7 +228,25 @@ func (m *Metrics) ObserveCommit(c ledger.Commit) {
 	m.commitLatency.Observe(c.End.Sub(c.Start).Seconds())
 	if c.Err != nil {
 		m.commitErrors.Inc()
+		return
 	}
+	for _, w := range c.Waits {
+		if !w.Queued.IsZero() {
+			m.windows.ObserveAppend(w.TenantID, c.End, c.End.Sub(w.Queued))
+		}
+	}
+}
+
+// ObserveTenantCheck records a check of tenant that was answered now
+// and took d, in the tenant's windows (Latency).
+func (m *Metrics) ObserveTenantCheck(tenant string, d time.Duration) {
+	m.windows.ObserveCheck(tenant, m.now(), d)
+}
+
+// Latency returns the check latencies and append lags of the tenant's
+// recent windows: its own figures, none of another tenant's.
+func (m *Metrics) Latency(tenant string) *writ.LatencyStats {
+	return m.windows.Stats(tenant, m.now())
 }
 
 // scrapeCollector reads the gauges that need a look at the store or the

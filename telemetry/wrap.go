@@ -24,7 +24,11 @@ func (s *service) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Rece
 	ctx, span := startCheck(ctx, req)
 	rc, err := s.Service.Check(ctx, req)
 	if s.m != nil {
-		s.m.ObserveCheck(rc, err, time.Since(start))
+		took := time.Since(start)
+		s.m.ObserveCheck(rc, err, took)
+		if rc != nil && req != nil {
+			s.m.ObserveTenantCheck(req.TenantID, took)
+		}
 	}
 	if span.IsRecording() {
 		// One SetAttributes call with the attributes in an array on the

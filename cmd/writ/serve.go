@@ -180,8 +180,12 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	var approvals writ.Approvals = eng
 	var lifecycle writ.Lifecycle = eng
 	var metricsHandler http.Handler
+	var latency func(context.Context, string) (*writ.LatencyStats, error)
 	if obs.metrics != nil {
 		metricsHandler = obs.metrics.TenantHandler()
+		latency = func(_ context.Context, tenantID string) (*writ.LatencyStats, error) {
+			return obs.metrics.Latency(tenantID), nil
+		}
 	}
 	if obs.metrics != nil || obs.tracing {
 		svc = telemetry.Service(eng, obs.metrics)
@@ -235,6 +239,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		},
 		Ready:   readiness(st, newCommitHealth(eng, st, log), keys, pol, log, readyExtra...),
 		Metrics: metricsHandler,
+		Latency: latency,
 	})
 	var apiHandler http.Handler = api
 	if obs.tracing {

@@ -644,12 +644,19 @@ async function verify(id, bytes, box) {
   const title = box.querySelector('h2');
   let proof = null, keys = [];
   try { keys = (await api('GET', '/v1/ledger/keys')).keys; } catch (e) { box.replaceChildren(title, errorBox(e)); return; }
-  for (let attempt = 0; ; attempt++) {
-    try { proof = await api('GET', `/v1/records/${encodeURIComponent(id)}/proof`); break; } catch (e) {
-      // A record after the latest checkpoint: the next one comes within
-      // the server's checkpoint interval.
-      if (!(e instanceof ApiError) || e.status !== 404 || attempt >= 5) { proof = null; break; }
-      await new Promise((r) => setTimeout(r, 1000));
+  // The proof is asked for only once a checkpoint covers the record (its
+  // tree holds the record's seq): a record after the latest checkpoint has
+  // none yet, and the next checkpoint comes within the server's
+  // checkpoint interval, so the page looks a few times.
+  let seq = 0;
+  try { seq = JSON.parse(new TextDecoder().decode(bytes)).audit?.seq || 0; } catch { /* verifyRecord names it */ }
+  for (let attempt = 0; seq > 0 && attempt < 6; attempt++) {
+    if (attempt) await new Promise((r) => setTimeout(r, 1000));
+    let cp = null;
+    try { cp = await api('GET', '/v1/ledger/checkpoint'); } catch (e) { if (!(e instanceof ApiError && e.status === 404)) break; }
+    if (cp && cp.tree_size >= seq) {
+      try { proof = await api('GET', `/v1/records/${encodeURIComponent(id)}/proof`, { query: { size: cp.tree_size } }); } catch { proof = null; }
+      break;
     }
   }
   const steps = await verifyRecord({ bytes, proof, keys, tenantID: session.tenant_id });
@@ -708,7 +715,7 @@ async function runsPage(params) {
   out.replaceChildren(...kids([
     page.runs.length ? table(['Run', 'Workflow', 'State', 'Step', 'Attempts', 'Started', 'Last event'], page.runs.map((r) => [{}, [
       link(`#/runs/${encodeURIComponent(r.run_id)}`, r.run_id), `${r.workflow_id}@${r.workflow_version}`,
-      h('span', { class: 'badge' }, r.status), r.current_step || '', String(r.attempts), fmtTime(r.started_at), fmtTime(r.last_event_at)]]))
+      h('span', { class: 'badge' }, r.status), r.current_step || '', String(r.attempts), timeEl(r.started_at), timeEl(r.last_event_at)]]))
       : h('p', { class: 'muted' }, page.next_cursor ? 'No runs match on this page: the next page looks further.' : 'No runs match.'),
     h('p', { class: 'pager' }, f.cursor ? link('#/runs?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), 'First page') : null,
       page.next_cursor ? [' ', link(`#/runs?${next}`, 'Next page →')] : null)]));
@@ -797,16 +804,20 @@ async function ledgerPage() {
   const out = h('div', {});
   show(h('h1', {}, 'Ledger'), out);
   const parts = [];
-  try {
-    const cp = await api('GET', '/v1/ledger/checkpoint');
-    const age = Math.max(0, Math.round((Date.now() - Date.parse(cp.issued_at)) / 1000));
-    parts.push(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'),
-      dl([['Records covered', String(cp.tree_size)], ['Root', code(cp.root_hash)], ['Issued', `${fmtTime(cp.issued_at)} (${age} s ago)`], ['Signed note', h('pre', {}, cp.note)]])));
-  } catch (e) { parts.push(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'), errorBox(e))); }
+  let records = null;
   try {
     const page = await api('GET', '/v1/records', { query: { limit: 1000 } });
+    records = page.records.length;
     parts.push(h('section', { class: 'card' }, h('h2', {}, 'Records'), h('p', {}, page.next_cursor ? 'more than 1000 records' : `${page.records.length} records`)));
   } catch (e) { parts.push(errorBox(e)); }
+  try {
+    // A tenant without records has no checkpoint: not asked for.
+    if (records === 0) throw new Error('No checkpoint: the tenant has no records yet.');
+    const cp = await api('GET', '/v1/ledger/checkpoint');
+    const age = Math.max(0, Math.round((Date.now() - Date.parse(cp.issued_at)) / 1000));
+    parts.unshift(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'),
+      dl([['Records covered', String(cp.tree_size)], ['Root', code(cp.root_hash)], ['Issued', `${fmtTime(cp.issued_at)} (${age} s ago)`], ['Signed note', h('pre', {}, cp.note)]])));
+  } catch (e) { parts.unshift(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'), e instanceof ApiError ? errorBox(e) : h('p', { class: 'muted' }, e.message))); }
   try {
     const { keys } = await api('GET', '/v1/ledger/keys');
     parts.push(h('section', { class: 'card' }, h('h2', {}, 'Signing keys'), table(['Key id', 'Valid from', 'Valid until', 'Revoked'], keys.map((k) => [{}, [
@@ -844,7 +855,9 @@ function ledgerVerifier() {
       } while (cursor);
       const { keys } = await api('GET', '/v1/ledger/keys');
       let note = null;
-      try { note = (await api('GET', '/v1/ledger/checkpoint')).note; } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+      if (records.length) {
+        try { note = (await api('GET', '/v1/ledger/checkpoint')).note; } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+      }
       const r = await verifyLedger({ records, keys, tenantID: session.tenant_id, checkpointNote: note });
       const ok = r.failures.length === 0;
       localStorage.setItem(store, JSON.stringify({ at: new Date().toISOString(), records: r.records, ok, failures: r.failures.length, size: r.checkpoint?.size }));
@@ -903,19 +916,30 @@ function bucketsOf(records) {
 
 // overviewPage pictures the tenant's recent decisions: how many of each
 // outcome over time, the rules that block most, the approvals waiting and
-// their age, and where verification stands. It reads the newest 1,000
-// records (GET /v1/records?order=newest).
+// their age, the check latency and append lag this server measured for
+// the tenant (GET /v1/stats/latency), and where verification stands. It
+// reads the newest 1,000 records (GET /v1/records?order=newest).
 async function overviewPage() {
   const out = h('div', { class: 'overview' });
   show(h('h1', {}, 'Overview'), out);
-  let page, pending, cp = null;
+  let page, pending, latency, cp = null;
   try {
-    [page, pending] = await Promise.all([api('GET', '/v1/records', { query: { order: 'newest', limit: 1000 } }),
-      api('GET', '/v1/approvals', { query: { state: 'pending', limit: 200 } })]);
-    try { cp = await api('GET', '/v1/ledger/checkpoint'); } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+    [page, pending, latency] = await Promise.all([api('GET', '/v1/records', { query: { order: 'newest', limit: 1000 } }),
+      api('GET', '/v1/approvals', { query: { state: 'pending', limit: 200 } }), api('GET', '/v1/stats/latency')]);
+    // A tenant without records has no checkpoint: not asked for (a
+    // checkpoint follows a tenant's first record within the server's
+    // checkpoint interval, a second by default).
+    if (page.records.length) {
+      try { cp = await api('GET', '/v1/ledger/checkpoint'); } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
+    }
   } catch (e) { out.replaceChildren(errorBox(e)); return; }
   const recs = page.records;
   const chart = h('div', { id: 'decisions-chart', role: 'img', 'aria-label': 'Decisions over time by outcome' });
+  const latencyChart = h('div', { id: 'latency-chart', role: 'img', 'aria-label': 'Check latency and append lag, p50 and p99, per minute' });
+  const lw = latency.windows;
+  const checks = lw.reduce((n, w) => n + w.check_latency.count, 0);
+  // The worst p99 of the hour, to two significant figures at least.
+  const worst = (f) => { const v = Math.max(0, ...lw.map((w) => w[f].p99_ms)); return v >= 10 ? v.toFixed(1) : v.toFixed(2); };
   // Rules that block most: the rules of a non-allow verdict in the
   // records whose outcome is not allow.
   const blocking = new Map();
@@ -939,6 +963,11 @@ async function overviewPage() {
         ? `The newest ${recs.length} records${page.next_cursor ? ' (older ones are not counted)' : ''}, from ${fmtTime(recs[recs.length - 1].timestamp)} to ${fmtTime(recs[0].timestamp)}.`
         : 'No records yet.'),
       chart),
+    h('section', { class: 'card', id: 'latency' }, h('h2', {}, 'Check latency and append lag'),
+      h('p', { class: 'muted small', id: 'latency-span' }, lw.length
+        ? `${checks} ${checks === 1 ? 'check' : 'checks'} of ${session.tenant_id} in the last hour, per minute, as this server measured them since ${fmtTime(latency.since)}: the check from its call to its answer (the record committed), the append from the record's queueing to its commit. The worst p99: check ${worst('check_latency')} ms, append ${worst('append_lag')} ms.`
+        : `No check of ${session.tenant_id} in the last hour on this server (measuring since ${fmtTime(latency.since)}).`),
+      latencyChart),
     h('div', { class: 'grid' },
       h('section', { class: 'card', id: 'blocking-rules' }, h('h2', {}, 'Rules that block most'),
         top.length ? h('table', { class: 'mini' }, h('tbody', {}, top.map(([id, n]) => h('tr', {}, h('td', {}, code(id)),
@@ -955,8 +984,30 @@ async function overviewPage() {
           ['Verified in this browser', last ? h('span', {}, h('span', { class: last.ok ? 'ok' : 'bad' }, last.ok ? '✓ intact' : `✗ ${last.failures} finding(s)`), `, ${last.records} records, `, timeEl(last.at)) : 'not yet'],
         ]),
         h('p', {}, link('#/ledger', 'Verify the whole ledger →')))));
-  if (!recs.length) return;
+  if (!recs.length && !lw.length) return;
   const uPlot = await uPlotLib();
+  if (lw.length) {
+    // A gap where a window had no check (or no append); a log scale, so
+    // that p50 and p99 both read.
+    const ms = (w, f, q) => (w[f].count ? Math.max(w[f][q], 0.001) : null);
+    const t = lw.map((w) => Date.parse(w.start) / 1000);
+    // One empty minute either side, so that a single window still has a
+    // time axis around it.
+    const xs = [t[0] - latency.window_seconds, ...t, t[t.length - 1] + latency.window_seconds];
+    const ys = [['check_latency', 'p50'], ['check_latency', 'p99'], ['append_lag', 'p50'], ['append_lag', 'p99']]
+      .map(([f, q]) => [null, ...lw.map((w) => ms(w, f, `${q}_ms`)), null]);
+    // eslint-disable-next-line no-new
+    new uPlot({
+      width: Math.max(320, latencyChart.clientWidth || 900), height: 220,
+      scales: { x: { time: true }, y: { distr: 3 } },
+      axes: [{}, { label: 'milliseconds (log scale)' }],
+      series: [{}, { label: 'check p50', stroke: '#0a58ca', width: 2, points: { show: true, size: 6 } },
+        { label: 'check p99', stroke: '#6f42c1', dash: [6, 4], width: 2, points: { show: true, size: 6 } },
+        { label: 'append p50', stroke: '#1a7f37', width: 2, points: { show: true, size: 6 } },
+        { label: 'append p99', stroke: '#b42318', dash: [6, 4], width: 2, points: { show: true, size: 6 } }],
+    }, [xs, ...ys], latencyChart);
+  }
+  if (!recs.length) return;
   const { step, data } = bucketsOf(recs);
   const width = Math.max(320, chart.clientWidth || 900);
   // eslint-disable-next-line no-new
@@ -1003,6 +1054,7 @@ async function serverPage() {
 // ---- API keys (admin) ----
 
 const keyRoles = ['agent', 'approver', 'auditor', 'admin'];
+const actorTypes = ['AGENT', 'HUMAN', 'SERVICE'];
 
 // keysPage lists the tenant's API keys, creates one (its token shown
 // once, here) and revokes one, through /v1/keys: an admin's work.
@@ -1012,7 +1064,9 @@ async function keysPage() {
   const form = h('form', { class: 'filters card', id: 'create-key', onsubmit: async (ev) => {
     ev.preventDefault();
     const roles = keyRoles.filter((r) => form[`role-${r}`].checked);
-    const body = { subject: form.subject.value.trim(), roles };
+    const body = { subject: form.subject.value.trim(), roles, actor_type: form.actor_type.value };
+    const actsFor = form.acts_for.value.split(',').map((x) => x.trim()).filter(Boolean);
+    if (actsFor.length) body.acts_for = actsFor;
     if (form.expires.value) body.expires_at = toRFC3339(form.expires.value);
     try {
       const k = await api('POST', '/v1/keys', { body });
@@ -1026,8 +1080,13 @@ async function keysPage() {
   } },
   h('div', {}, h('label', { for: 'subject' }, 'Who holds it'), h('input', { id: 'subject', name: 'subject', required: true, placeholder: 'maria', title: 'subject: the approver named in approvals' })),
   h('fieldset', { class: 'roles' }, h('legend', {}, 'Roles'), keyRoles.map((r) => h('label', { class: 'check' }, h('input', { type: 'checkbox', id: `role-${r}`, name: `role-${r}` }), ' ', r))),
+  h('div', {}, h('label', { for: 'actor_type', title: 'actor_type: the actor of every check the key makes' }, 'Acts as'),
+    h('select', { id: 'actor_type', name: 'actor_type' }, actorTypes.map((t) => h('option', { value: t, selected: t === 'AGENT' }, t)))),
+  h('div', {}, h('label', { for: 'acts_for', title: 'acts_for: TYPE:ID patterns, * matches any run of characters (docs/trust.md)' }, 'May also act for (optional)'),
+    h('input', { id: 'acts_for', name: 'acts_for', placeholder: 'AGENT:agt_*', spellcheck: 'false', 'aria-describedby': 'acts-for-help' })),
   h('div', {}, h('label', { for: 'expires' }, 'Expires (optional)'), h('input', { id: 'expires', name: 'expires', type: 'datetime-local' })),
-  h('div', {}, h('button', { type: 'submit', id: 'create' }, 'Create key')));
+  h('div', {}, h('button', { type: 'submit', id: 'create' }, 'Create key')),
+  h('p', { id: 'acts-for-help', class: 'muted small' }, 'A key acts as its holder: the checks it makes name that actor. "May also act for" lists, comma-separated, the principals it may name instead, as TYPE:ID (* matches any run of characters): an orchestrator\'s SERVICE key acting for its agents, say AGENT:agt_*. Every such check is recorded as acting for them.'));
   show(h('h1', {}, 'API keys'), h('p', { class: 'muted' }, `The keys of tenant ${session.tenant_id}. A new key opens requests at once; a revoked one opens nothing from then on.`),
     form, created, out);
   async function listKeys() {
@@ -1043,8 +1102,10 @@ async function keysPage() {
       return b;
     };
     const state = (k) => (k.revoked_at ? ['revoked ', timeEl(k.revoked_at)] : k.expires_at && Date.parse(k.expires_at) < Date.now() ? 'expired' : 'active');
-    out.replaceChildren(list.keys.length ? tableOf(['Key', 'Who', 'Roles', 'Created', 'Expires', 'State', 'Signature', ''], ['Key', 'Who', 'Roles', 'Created', 'Expires', 'State', 'Signature', 'Action'],
-      list.keys.map((k) => [{ 'data-key': k.key_id }, [code(k.key_id), k.subject, k.roles.join(', '), timeEl(k.created_at), k.expires_at ? timeEl(k.expires_at) : 'never', state(k),
+    const actsAs = (k) => [labelled('actor_type', k.actor_type || 'AGENT'),
+      k.acts_for?.length ? h('span', { class: 'muted', title: `acts_for: ${k.acts_for.join(', ')}` }, ' and for ', k.acts_for.map((p, i) => [i ? ', ' : '', code(p)])) : ''];
+    out.replaceChildren(list.keys.length ? tableOf(['Key', 'Who', 'Roles', 'Acts as', 'Created', 'Expires', 'State', 'Signature', ''], ['Key', 'Who', 'Roles', 'Acts as', 'Created', 'Expires', 'State', 'Signature', 'Action'],
+      list.keys.map((k) => [{ 'data-key': k.key_id }, [code(k.key_id), k.subject, k.roles.join(', '), actsAs(k), timeEl(k.created_at), k.expires_at ? timeEl(k.expires_at) : 'never', state(k),
         labelled('signature', k.signature, k.signature === 'ok' ? 'ok' : 'bad'), revoke(k)]])) : h('p', { class: 'muted' }, 'No keys: this server runs in development mode.'));
   }
   await listKeys();
@@ -1061,8 +1122,10 @@ async function route() {
   const seg = path.split('/').filter(Boolean).map(decodeURIComponent);
   if (!session) {
     try {
+      // 200 either way: {"signed_in": false} before sign-in.
       const res = await fetch('/console/session', { credentials: 'same-origin' });
-      if (res.ok) session = await res.json();
+      const s = res.ok ? await res.json() : null;
+      if (s?.signed_in) session = s;
     } catch { /* not signed in */ }
     renderChrome();
   }

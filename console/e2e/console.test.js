@@ -114,16 +114,27 @@ async function newPage(width = 1440, height = 900) {
   return page;
 }
 
-// close checks that the page raised no error and broke no CSP rule, and
-// closes its context.
-async function close(page) {
+// failedLoad matches the console error the browser logs for an answer of
+// status (a number or a pattern) to a request whose URL matches path:
+// "Failed to load resource: the server responded with a status of …".
+const failedLoad = (status, path) => ({ status: String(status), path });
+
+// close checks that the page raised no error, broke no CSP rule and
+// logged no console error, and closes its context. Normal use logs none:
+// not even the browser's "Failed to load resource" line for an answer of
+// 4xx or 5xx (the session probe before sign-in answers 200, the record
+// page asks for a proof only once a checkpoint covers the record). The
+// only exceptions are the answers a test provokes on purpose (a refused
+// sign-in, a revoked key, a tampered record, a refused form), which it
+// names in allowed, as failedLoad(status, url pattern); they are written
+// to the metrics.
+async function close(page, allowed = []) {
   assert.deepEqual(page.errors || [], [], 'page errors and CSP violations');
-  // The browser logs an answer of 4xx or 5xx as a console error
-  // ("Failed to load resource"), which the pages expect at times (the
-  // session probe before sign-in, a record no checkpoint covers yet, the
-  // refusals the tests provoke); they are written to the metrics. Any
-  // other console error fails the page.
-  const others = (page.consoleErrors || []).filter((e) => !/^Failed to load resource: the server responded with a status of [45]\d\d /.test(e));
+  const provoked = (e) => allowed.some(({ status, path }) => {
+    const m = /^Failed to load resource: the server responded with a status of (\d+) .*? (\S+)$/.exec(e);
+    return m && new RegExp(`^(${status})$`).test(m[1]) && path.test(m[2]);
+  });
+  const others = (page.consoleErrors || []).filter((e) => !provoked(e));
   assert.deepEqual(others, [], 'console errors');
   if (page.consoleErrors?.length) consoleErrors.push(...page.consoleErrors);
   await assertReadable(page);
@@ -226,8 +237,10 @@ test('an agent key cannot open the console', async () => {
   await page.getByText('may not open the console').waitFor();
   await shot(page, 'signin-agent-refused');
   const res = await page.request.get(server.url + '/console/session');
-  assert.equal(res.status(), 401, 'a refused sign-in leaves no session');
-  await close(page);
+  assert.equal(res.status(), 200, 'the session probe answers 200 signed in or not');
+  assert.deepEqual(await res.json(), { signed_in: false }, 'a refused sign-in leaves no session');
+  // The refusal itself is the one failed load: this test provokes it.
+  await close(page, [failedLoad(403, /\/console\/session$/)]);
 });
 
 const approvals = {};
@@ -650,7 +663,7 @@ test('development mode: sign in with a tenant and a name, no key, and approve', 
   }
 });
 
-test('the overview pictures decisions by outcome, the rules that block most, approvals waiting and verification', async () => {
+test('the overview pictures decisions by outcome, the rules that block most, approvals waiting, latency and verification', async () => {
   const page = await newPage(1440, 900);
   await signIn(page, keys.olga);
   await page.getByRole('link', { name: 'Overview' }).click();
@@ -659,10 +672,27 @@ test('the overview pictures decisions by outcome, the rules that block most, app
   // The high-value rule asked for approval in every refund above 10,000.
   assert.match(await page.locator('#blocking-rules').textContent(), /R_HIGH_VALUE_REQUIRES_APPROVAL/);
   assert.match(await page.locator('#waiting').textContent(), /Approvals waiting\d+/);
-  assert.match(await page.locator('#verification').textContent(), /Latest checkpoint\d+ records, issued (just now|\d+ s ago|\d+ min ago)/);
+  assert.match(await page.locator('#verification').textContent(), /Latest checkpoint\d+ records, issued (just now|\d+ (s|min) ago)/);
   // Every outcome is named in the chart's legend.
-  const legend = await page.locator('.u-legend').textContent();
+  const legend = await page.locator('#decisions-chart .u-legend').textContent();
   for (const o of ['allowed', 'replan required', 'no outcome']) assert.ok(legend.includes(o), legend);
+  // Check latency and append lag, p50 and p99, from the tenant's own
+  // figures (GET /v1/stats/latency): the checks of this run are counted.
+  await page.locator('#latency-chart canvas').first().waitFor();
+  const lat = await call('GET', '/v1/stats/latency', keys.olga);
+  assert.equal(lat.status, 200, JSON.stringify(lat.body));
+  assert.equal(lat.body.tenant_id, 'acme');
+  const counted = lat.body.windows.reduce((n, w) => n + w.check_latency.count, 0);
+  const appended = lat.body.windows.reduce((n, w) => n + w.append_lag.count, 0);
+  assert.ok(counted >= 5 && appended >= counted, `checks ${counted}, appends ${appended}`);
+  for (const w of lat.body.windows) {
+    for (const f of ['check_latency', 'append_lag']) assert.ok(w[f].p50_ms <= w[f].p99_ms && w[f].p99_ms <= w[f].max_ms, JSON.stringify(w));
+  }
+  assert.match(await page.locator('#latency-span').textContent(), /^\d+ checks of acme in the last hour, per minute/);
+  const latLegend = await page.locator('#latency-chart .u-legend').textContent();
+  for (const l of ['check p50', 'check p99', 'append p50', 'append p99']) assert.ok(latLegend.includes(l), latLegend);
+  // Another tenant's figures are not an auditor's to read.
+  assert.equal((await call('GET', '/v1/stats/latency?tenant_id=globex', keys.olga)).status, 403);
   await shot(page, 'overview');
   await close(page);
 });
@@ -741,8 +771,40 @@ test('an admin creates a key (its token shown once), sees it work, and revokes i
   assert.match(token, /^writ_/);
   const row = admin.locator('tbody tr', { hasText: 'nina' });
   await row.waitFor();
-  assert.match(await row.textContent(), /approver, auditor.*active.*ok/s);
+  assert.match(await row.textContent(), /approver, auditor.*AGENT.*active.*ok/s);
+  // An orchestrator's SERVICE key that may act for the agents: the form
+  // sets actor_type and acts_for, the list shows them, the API holds them.
+  await admin.getByLabel('Who holds it').fill('orchestrator');
+  await admin.getByLabel('agent', { exact: true }).check();
+  await admin.getByLabel('Acts as').selectOption('SERVICE');
+  await admin.getByLabel(/May also act for/).fill('AGENT:agt_*, AGENT:bot_7');
+  await admin.getByRole('button', { name: 'Create key' }).click();
+  await admin.locator('#key-created h2', { hasText: 'orchestrator' }).waitFor({ timeout: 15_000 });
+  const orch = admin.locator('tbody tr', { hasText: 'orchestrator' });
+  await orch.waitFor();
+  const orchCells = await orch.locator('td').allTextContents();
+  assert.equal(orchCells[2], 'agent');
+  assert.equal(orchCells[3], 'SERVICE and for AGENT:agt_*, AGENT:bot_7', orchCells.join(' | '));
+  assert.equal(await orch.locator('td:nth-child(4) span').first().getAttribute('title'), 'actor_type: SERVICE', 'the field name on hover');
+  const orchKey = (await call('GET', '/v1/keys', keys.ada)).body.keys.find((k) => k.subject === 'orchestrator');
+  assert.equal(orchKey.actor_type, 'SERVICE');
+  assert.deepEqual(orchKey.acts_for, ['AGENT:agt_*', 'AGENT:bot_7']);
+  // The key the new token opens acts as the orchestrator service.
+  const orchToken = (await admin.locator('#new-token').textContent()).trim();
+  const orchWho = await call('GET', '/v1/whoami', orchToken);
+  assert.equal(orchWho.body.actor_type, 'SERVICE', JSON.stringify(orchWho.body));
+  assert.deepEqual(orchWho.body.acts_for, ['AGENT:agt_*', 'AGENT:bot_7'], JSON.stringify(orchWho.body));
   await shot(admin, 'keys');
+  // A principal that is no TYPE:ID pattern is refused, and nothing is created.
+  const before = (await call('GET', '/v1/keys', keys.ada)).body.keys.length;
+  await admin.getByLabel('Who holds it').fill('mallory');
+  await admin.getByLabel('agent', { exact: true }).check();
+  await admin.getByLabel(/May also act for/).fill('everyone');
+  await admin.getByRole('button', { name: 'Create key' }).click();
+  await admin.locator('#key-created .error').waitFor();
+  assert.match(await admin.locator('#key-created .error').textContent(), /^400: /);
+  assert.equal((await call('GET', '/v1/keys', keys.ada)).body.keys.length, before);
+  await admin.getByLabel(/May also act for/).fill('');
   // The token works at once, and the list never shows it again.
   const who = await call('GET', '/v1/whoami', token);
   assert.equal(who.status, 200);
@@ -765,7 +827,8 @@ test('an admin creates a key (its token shown once), sees it work, and revokes i
   // An approver cannot reach the page, nor the routes.
   assert.equal((await call('GET', '/v1/keys', keys.maria)).status, 403);
   assert.equal((await call('POST', '/v1/keys', keys.olga, { subject: 'mallory', roles: ['admin'] })).status, 403);
-  await close(admin);
+  // The two refused creations are provoked.
+  await close(admin, [failedLoad(400, /\/console\/api\/v1\/keys$/)]);
 });
 
 test('an ended session returns to sign-in and stops polling', async () => {
@@ -787,7 +850,8 @@ test('an ended session returns to sign-in and stops polling', async () => {
   await page.waitForTimeout(4500);
   assert.equal(calls.length, after, `calls after the session ended: ${calls.slice(after).join(', ')}`);
   await shot(page, 'signin-session-ended');
-  await close(page);
+  // The revoked key's refused poll is the failed load this test provokes.
+  await close(page, [failedLoad(401, /\/console\/api\/v1\/approvals\?/)]);
 });
 
 test('no list breaks a word mid-cell at 1280, 1440 and 1920 px', async () => {
@@ -868,7 +932,8 @@ test('a record tampered with in the database fails verification in the browser',
   await page.goto(`${server.url}/console/#/records/${approvals.allowedRecord}`);
   await page.locator('#story-error').filter({ hasText: approvals.allowedRecord }).waitFor({ timeout: 15_000 });
   assert.match(await page.locator('#story-error').textContent(), /does not match its sealed record/);
-  await close(page);
+  // The tampered record's story is refused (the server names it): provoked.
+  await close(page, [failedLoad('5\\d\\d', /\/console\/api\/v1\/decisions\//)]);
 
   // The API names the tampered envelope, as a problem.
   const res = await fetch(`${server.url}/v1/records/${asked.body.metadata.record_id}/envelope?tenant_id=acme`, { headers: { Authorization: `Bearer ${keys.maria}` } });
@@ -889,7 +954,9 @@ test('a record tampered with in the database fails verification in the browser',
   // The inbox flags it too.
   await approver.goto(`${server.url}/console/#/inbox`);
   await approver.locator('tbody tr', { has: approver.locator(`a[href="#/approvals/${pending}"]`) }).getByText('envelope fails its check').waitFor();
-  await close(approver);
+  // The tampered envelope, and the story of its record, are refused with
+  // a 500 that names them: provoked.
+  await close(approver, [failedLoad(500, /\/console\/api\/v1\/(records\/[^/]+\/envelope|decisions\/[^/?]+)\?/)]);
 });
 
 // With WRIT_E2E_SCALE=N (say 100000), a tenant of N records made by writ

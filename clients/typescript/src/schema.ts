@@ -413,6 +413,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/stats/latency": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's check latency and append lag, recent windows
+         * @description What this server measured of the tenant's own checks and records,
+         *     in one-minute windows of the last hour: the check latency (from the
+         *     service call to the answer, the record committed) and the append
+         *     lag (from a record entering the ledger's commit queue to its
+         *     durable commit), each as a count, p50, p99 and maximum. The
+         *     quantiles are estimates within 5% (log-scale histograms). Only the
+         *     caller's tenant is answered, never another's; unlike `/metrics`,
+         *     whose histograms cover every tenant, an auditor may read it. The
+         *     figures live in the server's memory: they begin when it starts
+         *     (`since`), and each server of a cluster answers its own. Windows
+         *     without a check or a record are left out. A server run with
+         *     `--metrics=false` measures nothing and answers 404.
+         */
+        get: operations["getLatencyStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs": {
         parameters: {
             query?: never;
@@ -2046,6 +2077,35 @@ export interface components {
          * @enum {string}
          */
         ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_params" | "changed_record" | "tamper_detected";
+        /** @description What one server measured of a tenant's checks and ledger appends in recent windows. */
+        LatencyStats: {
+            tenant_id: string;
+            /** @description The length of each window. */
+            window_seconds: number;
+            /**
+             * Format: date-time
+             * @description When the server began measuring (it started).
+             */
+            since: string;
+            /** @description The windows of the last hour with a check or a record, oldest first. */
+            windows: components["schemas"]["LatencyWindow"][];
+        };
+        LatencyWindow: {
+            /**
+             * Format: date-time
+             * @description When the window began; it ends `window_seconds` later.
+             */
+            start: string;
+            check_latency: components["schemas"]["LatencySummary"];
+            append_lag: components["schemas"]["LatencySummary"];
+        };
+        /** @description The durations of one series in a window; the quantiles are 0 when count is 0. */
+        LatencySummary: {
+            count: number;
+            p50_ms: number;
+            p99_ms: number;
+            max_ms: number;
+        };
         /** @description A tenant's shadow decisions against what was enforced. */
         ShadowReport: {
             tenant_id: string;
@@ -3636,6 +3696,49 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             /** @description A server that reports no shadow decisions (code `not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getLatencyStats: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's recent windows. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LatencyStats"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description A server that measures no latencies (code `not_found`). */
             404: {
                 headers: {
                     [name: string]: unknown;
