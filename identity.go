@@ -51,10 +51,14 @@ const (
 	RoleAuditor Role = "auditor"
 	// RoleAdmin manages API keys and packs, and issues checkpoints.
 	RoleAdmin Role = "admin"
+	// RoleIssuer submits and revokes evidence items (an identity
+	// verification service, a fraud engine, a CI system, the MCP
+	// gateway): what it submits is issued.
+	RoleIssuer Role = "issuer"
 )
 
 // Roles lists every role.
-var Roles = []Role{RoleAgent, RoleApprover, RoleAuditor, RoleAdmin}
+var Roles = []Role{RoleAgent, RoleApprover, RoleAuditor, RoleAdmin, RoleIssuer}
 
 // Valid reports whether r is a known role.
 func (r Role) Valid() bool { return slices.Contains(Roles, r) }

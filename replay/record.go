@@ -84,6 +84,8 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 		rebuilt, err = rp.executionReport(ctx, pin, envelope)
 	case KindParamsChange:
 		rebuilt, err = rp.paramsChange(pin, envelope)
+	case KindEvidence:
+		rebuilt, err = rp.evidence(pin, envelope)
 	default:
 		rebuilt, err = rp.check(ctx, pin, envelope)
 	}

@@ -100,6 +100,7 @@ const (
 	KindApprovalDecision = "approval_decision" // "approval:<gate>"
 	KindExecutionReport  = "execution_report"  // "execution:<decision key>"
 	KindParamsChange     = "params_change"     // "params:<pack name>"
+	KindEvidence         = "evidence"          // "evidence:<kind>" and "evidence_revocation:<kind>"
 )
 
 // KindOf returns the kind of a record with decision key key.
@@ -113,6 +114,8 @@ func KindOf(key string) string {
 		return KindExecutionReport
 	case strings.HasPrefix(key, pack.ParamsKeyPrefix):
 		return KindParamsChange
+	case strings.HasPrefix(key, ledger.EvidenceKeyPrefix), strings.HasPrefix(key, ledger.EvidenceRevocationKeyPrefix):
+		return KindEvidence
 	}
 	return KindCheck
 }
