@@ -2,8 +2,8 @@ package engine_test
 
 import (
 	"context"
-	crand "crypto/rand"
 	"crypto/ed25519"
+	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"net/url"

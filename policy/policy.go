@@ -101,8 +101,8 @@ type evidenceCheck struct {
 	cid          *CheckID
 	req          *pack.EvidenceRequirement
 	effect       Effect
-	reason, step *reasonTemplate // the pack's own words, when it gives them
-	when         cel.Program     // nil: the requirement applies to every check
+	reason, step *reasonTemplate   // the pack's own words, when it gives them
+	when         cel.Program       // nil: the requirement applies to every check
 	accepts      []writ.Provenance // the provenances that satisfy it (pack.AcceptedProvenance)
 }
 
