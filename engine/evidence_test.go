@@ -191,6 +191,30 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 	if ca, _, _ := engine.ContentAddress(&stored.Item); ca != stored.ContentAddress {
 		t.Errorf("content address %s, but the item hashes to %s", stored.ContentAddress, ca)
 	}
+	// The record rules (what verify and verify-bundle check) catch an
+	// item changed after sealing.
+	sr, err := st.Record(ctx, "acme", stored.RecordID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := ledger.NewRules(st)
+	if broken := rules.CheckRecord(ctx, &sr.Record); len(broken) > 0 {
+		t.Errorf("the evidence record breaks rules: %v", broken)
+	}
+	tampered := sr.Record
+	tampered.Outputs = map[string]any{}
+	for k, v := range sr.Record.Outputs {
+		tampered.Outputs[k] = v
+	}
+	item0 := map[string]any{}
+	for k, v := range sr.Record.Outputs["item"].(map[string]any) {
+		item0[k] = v
+	}
+	item0["attributes"] = map[string]any{"method": "none"}
+	tampered.Outputs["item"] = item0
+	if broken := rules.CheckRecord(ctx, &tampered); len(broken) == 0 || !strings.Contains(strings.Join(broken, ";"), "evidence: the item's content address") {
+		t.Errorf("a changed item breaks %v, want the evidence rule", broken)
+	}
 	got, err := eng.Evidence(ctx, "acme", stored.ContentAddress)
 	if err != nil || got.Item.ID != "idv_771" {
 		t.Fatalf("Evidence by content address = %+v, %v", got, err)

@@ -83,7 +83,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("%s %s has no operationId", r.method, r.path)
 		}
 		success := "200"
-		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution" || r.path == "/v1/keys") {
+		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution" || r.path == "/v1/keys" || r.path == "/v1/evidence") {
 			success = "201"
 		}
 		if _, ok := op["responses"].(map[string]any)[success]; !ok {
