@@ -97,10 +97,11 @@ type Config struct {
 	// writ.ledger.append spans (see engine/telemetry.go). Nil traces
 	// nothing.
 	TracerProvider trace.TracerProvider
-	// EvidenceIssuers are the issuers of signed evidence items each
-	// tenant registered (LoadEvidenceIssuers): an item one of their keys
-	// signed is issued, whoever carries it in. Nil registers none.
-	EvidenceIssuers EvidenceIssuers
+	// EvidenceIssuers verifies signed evidence items against the issuer
+	// keys each tenant registered (delegation.EvidenceIssuers): an item
+	// one of their keys signed is issued, whoever carries it in. Nil
+	// registers none, and every signed item is refused.
+	EvidenceIssuers EvidenceVerifier
 }
 
 // Engine is the in-process writ runtime.
@@ -126,7 +127,7 @@ type Engine struct {
 	stopSweep context.CancelFunc
 	sweepDone chan struct{}
 	shadow    *policy.Policy // nil without a shadow pack
-	issuers   EvidenceIssuers
+	issuers   EvidenceVerifier
 	log       *slog.Logger
 	tracer    trace.Tracer
 }

@@ -105,7 +105,7 @@ func (e *Engine) AddEvidence(ctx context.Context, req *writ.AddEvidenceRequest) 
 		if p := writ.PrincipalFrom(ctx); p != nil && p.TenantID != req.TenantID {
 			return nil, writ.Errorf(writ.EFORBIDDEN, "the item is for tenant %q, but the API key is of tenant %q", req.TenantID, p.TenantID)
 		}
-		item, kid, err := e.issuers.verify(req.TenantID, req.JWS)
+		item, kid, err := e.verifySigned(req.TenantID, req.JWS)
 		if err != nil {
 			return nil, err
 		}
@@ -509,7 +509,7 @@ func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest) ([
 			continue
 		}
 		if c.JWS != "" {
-			item, kid, err := e.issuers.verify(req.TenantID, c.JWS)
+			item, kid, err := e.verifySigned(req.TenantID, c.JWS)
 			if err != nil || item.Kind != c.Kind || c.ID != "" && c.ID != item.ID && c.ID != mustAddress(item) {
 				c.Resolution, c.Provenance = writ.ResolutionBadSignature, writ.ProvenanceClaimed
 				continue
@@ -578,4 +578,18 @@ func mustAddress(item *writ.EvidenceItem) string {
 		return ""
 	}
 	return ca
+}
+
+// EvidenceVerifier verifies a compact JWS carrying an evidence item of a
+// tenant, signed by an issuer key the tenant registered, and returns the
+// item and the key id (delegation.EvidenceIssuers implements it).
+type EvidenceVerifier interface {
+	Verify(tenantID, token string) (*writ.EvidenceItem, string, error)
+}
+
+func (e *Engine) verifySigned(tenantID, token string) (*writ.EvidenceItem, string, error) {
+	if e.issuers == nil {
+		return nil, "", &writ.Error{Code: writ.EFORBIDDEN, Message: "signed evidence refused: tenant " + tenantID + " registered no evidence issuer keys", Details: []writ.Detail{{Field: "jws", Message: "not accepted"}}}
+	}
+	return e.issuers.Verify(tenantID, token)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jws"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/delegation"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/postgres"
@@ -157,7 +158,7 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 	set.AddKey(idvKey.pub)
 	eng, err := engine.New(ctx, engine.Config{Policy: compile(t, strictRefundPack(t)), Store: st, BindingKey: testBindingKey,
 		Now: func() time.Time { return exampleClock }, Random: newSeededReader(7),
-		EvidenceIssuers: engine.EvidenceIssuers{"acme": {{Issuer: "idv.acme.example", Keys: set}}}})
+		EvidenceIssuers: delegation.EvidenceIssuers{"acme": {{Issuer: "idv.acme.example", Keys: set}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

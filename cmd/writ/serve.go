@@ -117,9 +117,11 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	cfg := engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
 		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}, CommitTimeout: *commitTimeout}
 	if *evidenceIssuers != "" {
-		if cfg.EvidenceIssuers, err = engine.LoadEvidenceIssuers(*evidenceIssuers); err != nil {
+		is, err := delegation.LoadEvidenceIssuers(*evidenceIssuers)
+		if err != nil {
 			return err
 		}
+		cfg.EvidenceIssuers = is
 	}
 	if *storeURL != "" {
 		// Other servers may decide the approvals that resumes here wait on.

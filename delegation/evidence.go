@@ -1,4 +1,4 @@
-package engine
+package delegation
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ type EvidenceIssuer struct {
 }
 
 // EvidenceIssuers are the issuers of signed evidence each tenant
-// registered, by tenant (Config.EvidenceIssuers).
+// registered, by tenant: engine.Config.EvidenceIssuers.
 type EvidenceIssuers map[string][]EvidenceIssuer
 
 // evidenceIssuersFile is the evidence issuers file (writ serve
@@ -83,13 +83,13 @@ func badSignature(format string, args ...any) error {
 	return &writ.Error{Code: writ.EFORBIDDEN, Message: "signed evidence refused: " + fmt.Sprintf(format, args...), Details: []writ.Detail{{Field: "jws", Message: "not accepted"}}}
 }
 
-// verify verifies a compact JWS carrying an evidence item of tenant: its
+// Verify verifies a compact JWS carrying an evidence item of tenant: its
 // header names (kid) a key of an issuer the tenant registered, the
 // signature verifies under that key alone, the payload is the item's
 // canonical JSON exactly, the item is of the tenant, and its issuer is
 // the key's issuer. It returns the item and the key id. Keys a token
 // carries or points at (jwk, jku, x5u) are never used.
-func (is EvidenceIssuers) verify(tenantID, token string) (*writ.EvidenceItem, string, error) {
+func (is EvidenceIssuers) Verify(tenantID, token string) (*writ.EvidenceItem, string, error) {
 	if len(token) > 2*writ.MaxEvidenceItemBytes {
 		return nil, "", writ.Errorf(writ.ETOOLARGE, "the signed item is %d bytes; the limit is %d", len(token), 2*writ.MaxEvidenceItemBytes)
 	}
