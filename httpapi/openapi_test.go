@@ -484,7 +484,7 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"ApprovalDecision", "properties", "decision"}, strs(writ.ApprovalApproved, writ.ApprovalDenied, writ.ApprovalWithdrawn)},
 		{[]string{"ApprovalEvent", "properties", "kind"}, strs(writ.ApprovalEventApproved, writ.ApprovalEventDenied, writ.ApprovalEventWithdrawn, writ.ApprovalEventRedeemed)},
 		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
-		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError)},
+		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError, writ.ReplayInputsErased)},
 		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
 		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport, replay.KindParamsChange)},
 		{[]string{"ReplayClass"}, strs(replay.ClassEvidence, replay.ClassPolicy, replay.ClassToolTranscript, replay.ClassCompiledContext,

@@ -80,6 +80,10 @@ type Config struct {
 	// /v1/params). It is usually the engine that serves checks. Nil
 	// means those routes answer 404.
 	Params writ.TenantParams
+	// Erasures serves POST /v1/erasures (an admin erases a subject's
+	// classified values). It is usually the engine that serves checks.
+	// Nil answers 404.
+	Erasures writ.Erasures
 	// MaxWaiting caps the resumes that wait on approvals at once (POST
 	// /v1/decisions/{id}/resume): they are counted here, not against
 	// MaxInFlight, so waiting agents never crowd out checks. A resume
@@ -207,6 +211,7 @@ type Server struct {
 	shadows   writ.ShadowReports // nil when the server reports no shadow decisions
 	lifecycle writ.Lifecycle     // nil when the server carries no decision past its receipt
 	params    writ.TenantParams  // nil when the server serves no tenant parameters
+	erasures  writ.Erasures      // nil when the server erases nothing
 	cfg       Config
 	log       *slog.Logger
 	rand      io.Reader
@@ -267,6 +272,7 @@ var routes = []route{
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
 	{http.MethodGet, "/v1/params", []writ.Role{writ.RoleAdmin, writ.RoleAuditor}, (*Server).handleParams},
 	{http.MethodPut, "/v1/params", []writ.Role{writ.RoleAdmin}, (*Server).handleSetParams},
+	{http.MethodPost, "/v1/erasures", []writ.Role{writ.RoleAdmin}, (*Server).handleErase},
 	{http.MethodGet, "/v1/pack", []writ.Role{writ.RoleApprover, writ.RoleAuditor, writ.RoleAdmin}, (*Server).handlePack},
 	{http.MethodGet, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleKeys},
 	{http.MethodPost, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleCreateKey},
@@ -310,6 +316,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		shadows:   cfg.Shadows,
 		lifecycle: cfg.Lifecycle,
 		params:    cfg.Params,
+		erasures:  cfg.Erasures,
 		cfg:       cfg,
 		log:       cfg.Logger,
 		rand:      &lockedReader{r: cfg.Rand},

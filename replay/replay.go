@@ -78,6 +78,10 @@ const (
 	StatusEqual = writ.ReplayEqual
 	StatusDiff  = writ.ReplayDiff
 	StatusError = writ.ReplayError
+	// StatusInputsErased: the record and its envelope verify, but
+	// classified values the decision read were erased, so it cannot be
+	// decided again (Result.Erased lists them).
+	StatusInputsErased = writ.ReplayInputsErased
 )
 
 // Difference classes.
@@ -100,6 +104,7 @@ const (
 	KindApprovalDecision = "approval_decision" // "approval:<gate>"
 	KindExecutionReport  = "execution_report"  // "execution:<decision key>"
 	KindParamsChange     = "params_change"     // "params:<pack name>"
+	KindErasure          = "erasure"           // "erasure:<pack name>"
 )
 
 // KindOf returns the kind of a record with decision key key.
@@ -113,6 +118,8 @@ func KindOf(key string) string {
 		return KindExecutionReport
 	case strings.HasPrefix(key, pack.ParamsKeyPrefix):
 		return KindParamsChange
+	case strings.HasPrefix(key, pack.ErasureKeyPrefix):
+		return KindErasure
 	}
 	return KindCheck
 }
@@ -218,7 +225,10 @@ type Summary struct {
 	Records  int64  `json:"records"`
 	Equal    int64  `json:"replay_equal"`
 	Diff     int64  `json:"diff"`
-	Errors   int64  `json:"errors"`
+	// InputsErased counts the records whose classified inputs were
+	// erased (writ.ReplayInputsErased).
+	InputsErased int64 `json:"inputs_erased"`
+	Errors       int64 `json:"errors"`
 	// Classes counts the records with a difference of each class.
 	Classes map[string]int64 `json:"classes"`
 	// Kinds counts the records of each kind.
@@ -242,6 +252,8 @@ func (s *Summary) Add(res *Result) {
 		s.Equal++
 	case StatusDiff:
 		s.Diff++
+	case StatusInputsErased:
+		s.InputsErased++
 	default:
 		s.Errors++
 	}
@@ -431,6 +443,8 @@ func (rp *replaying) finish() *Result {
 	switch {
 	case len(res.Differences) > 0:
 		res.Status = StatusDiff
+	case len(res.Erased) > 0:
+		res.Status = StatusInputsErased
 	case res.Error != "":
 		res.Status = StatusError
 	default:

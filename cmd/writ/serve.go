@@ -217,6 +217,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Shadows:          replayer,
 		Lifecycle:        lifecycle,
 		Params:           eng,
+		Erasures:         eng,
 		Authenticate:     authenticate,
 		RateLimit:        httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 		Envelopes:        st.Envelope,
