@@ -374,6 +374,8 @@ var schemaTypes = map[string]reflect.Type{
 	"ParamsPin":                  reflect.TypeFor[writ.ParamsPin](),
 	"SetParamsRequest":           reflect.TypeFor[writ.SetParamsRequest](),
 	"ParamsState":                reflect.TypeFor[writ.ParamsState](),
+	"EraseRequest":               reflect.TypeFor[writ.EraseRequest](),
+	"Erasure":                    reflect.TypeFor[writ.Erasure](),
 	"ResumeBody":                 reflect.TypeFor[resumeBody](),
 	"DecisionStory":              reflect.TypeFor[writ.DecisionStory](),
 	"InFlightPage":               reflect.TypeFor[writ.InFlightPage](),
@@ -494,7 +496,7 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
 		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError, writ.ReplayInputsErased)},
 		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
-		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport, replay.KindParamsChange)},
+		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport, replay.KindParamsChange, replay.KindErasure)},
 		{[]string{"ReplayClass"}, strs(replay.ClassEvidence, replay.ClassPolicy, replay.ClassToolTranscript, replay.ClassCompiledContext,
 			replay.ClassScorecard, replay.ClassHistory, replay.ClassParams, replay.ClassRecord, replay.ClassTamper)},
 	}
