@@ -87,6 +87,8 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 		rebuilt, err = rp.paramsChange(pin, envelope)
 	case KindErasure:
 		rebuilt, err = rp.erasure(pin, envelope)
+	case KindEvidence:
+		rebuilt, err = rp.evidence(pin, envelope)
 	case KindRetraction, KindFeedback, KindReplayResult:
 		rebuilt, err = rp.annotation(ctx, pin, envelope)
 	default:

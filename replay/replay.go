@@ -111,6 +111,7 @@ const (
 	KindFeedback         = writ.StoryFeedback     // "feedback:<decision key>"
 	KindReplayResult     = writ.StoryReplayResult // "replay:<decision key>"
 	KindErasure          = "erasure"              // "erasure:<pack name>"
+	KindEvidence         = "evidence"             // "evidence:<kind>" and "evidence_revocation:<kind>"
 )
 
 // KindOf returns the kind of a record with decision key key.
@@ -126,6 +127,8 @@ func KindOf(key string) string {
 		return KindParamsChange
 	case strings.HasPrefix(key, pack.ErasureKeyPrefix):
 		return KindErasure
+	case strings.HasPrefix(key, ledger.EvidenceKeyPrefix), strings.HasPrefix(key, ledger.EvidenceRevocationKeyPrefix):
+		return KindEvidence
 	case strings.HasPrefix(key, writ.RetractionKeyPrefix):
 		return KindRetraction
 	case strings.HasPrefix(key, writ.FeedbackKeyPrefix):
