@@ -67,7 +67,7 @@ func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Ti
 }
 
 // approvalFloorQuery selects the tenant's highest approval floor set at or
-// before a time (migration 0019): every request up to it is decided or
+// before a time (migration 0020): every request up to it is decided or
 // expired then, and so at the time. The arguments are the tenant and the
 // time (Unix nanoseconds).
 const approvalFloorQuery = `SELECT pos FROM approval_floors WHERE tenant_id = ? AND at_ns <= ? ORDER BY pos DESC LIMIT 1`

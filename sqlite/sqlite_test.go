@@ -1050,7 +1050,7 @@ func TestMigrationPlacesRevocations(t *testing.T) {
 	}
 }
 
-// TestMigrationMarksTimes: migration 18 writes the time marks of the
+// TestMigrationMarksTimes: migration 19 writes the time marks of the
 // records appended before it, as ledger.TimeMarker would have: the
 // running maximum of each tenant's times at every 16th seq and at its
 // last record.
@@ -1064,11 +1064,11 @@ func TestMigrationMarksTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) < 18 || ms[17].Name != "0018_time_marks.sql" {
-		t.Fatalf("migration 18 is %+v", ms[17])
+	if len(ms) < 19 || ms[18].Name != "0019_time_marks.sql" {
+		t.Fatalf("migration 19 is %+v", ms[18])
 	}
 	stmts := []string{`CREATE TABLE migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`}
-	for _, m := range ms[:17] {
+	for _, m := range ms[:18] {
 		stmts = append(stmts, m.SQL, fmt.Sprintf(`INSERT INTO migrations VALUES (%d, '%s', 0)`, m.Version, m.Name))
 	}
 	// acme: 40 records whose times are out of chain order; globex: 3.
