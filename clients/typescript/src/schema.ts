@@ -1349,10 +1349,16 @@ export interface components {
             tool_calls?: number;
             cost_usd_cents?: number;
             wall_clock_ms?: number;
+            /**
+             * @description Set by writ, never by the caller (a request that sets it is refused, 403): issued when a key with the role meter sent the figures. Absent: claimed, the caller's word (see docs/trust.md).
+             * @enum {string}
+             */
+            provenance?: "issued";
         };
-        /** @description What writ itself counted of the session's usage for the spec's budgets (provenance observed): the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one. Present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage (see docs/pack-format.md, Budgets). */
+        /** @description What writ itself counted for the spec's budgets (provenance observed). tool_calls: the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one, present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage. actor_tool_calls: the checks it allowed the actor in the window of the spec's actor_tool_calls budget, with this one. See docs/pack-format.md, Budgets. */
         MeteredUsage: {
-            tool_calls: number;
+            tool_calls?: number;
+            actor_tool_calls?: number;
             /** @enum {string} */
             provenance: "observed";
         };
@@ -2408,7 +2414,7 @@ export interface components {
             tenant_id: string;
             /** @description Who holds the key; it is the approver named in approvals. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
@@ -2437,7 +2443,7 @@ export interface components {
             tenant_id?: string;
             /** @description Who holds the key (a person or a service); validated as a check's names are. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter")[];
             /**
              * Format: date-time
              * @description When the key stops opening anything (optional; in the future).
@@ -2516,7 +2522,7 @@ export interface components {
             /** @description Who holds the key. */
             subject?: string;
             /** @description The key's roles. */
-            roles?: ("agent" | "approver" | "auditor" | "admin")[];
+            roles?: ("agent" | "approver" | "auditor" | "admin" | "meter")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
