@@ -516,6 +516,7 @@ async function recordPage(id) {
     replayOut);
   const receiptBox = h('section', { class: 'card', id: 'receipt', 'aria-live': 'polite' }, h('h2', {}, 'Receipt'), h('p', { class: 'muted' }, 'Loading…'));
   const storyBox = h('section', { class: 'card', id: 'story', 'aria-live': 'polite' }, h('h2', {}, 'The decision\'s story'), h('p', { class: 'muted' }, 'Loading…'));
+  const linksBox = h('section', { class: 'card', id: 'links', 'aria-live': 'polite' }, h('h2', {}, 'Corrections, retraction and feedback'), h('p', { class: 'muted' }, 'Loading…'));
   const used = new Set();
   const fields = groups.map(([name, keys]) => {
     const rows = keys.filter((k) => rec[k] !== undefined).map((k) => { used.add(k); return [k, rec[k]]; });
@@ -528,11 +529,27 @@ async function recordPage(id) {
       h('div', { class: 'fields' }, recordSummary(rec),
         h('details', { class: 'group', id: 'all-fields' }, h('summary', {}, 'Every field of the record: ids, hashes, seal and signature'),
           h('div', { class: 'fields' }, fields, extra.length ? h('section', { class: 'group' }, h('h3', {}, 'Other'), dl(extra.map((k) => [k, rec[k]]))) : null))),
-      h('aside', { class: 'side' }, verdict, receiptBox, storyBox, replay,
+      h('aside', { class: 'side' }, verdict, linksBox, receiptBox, storyBox, replay,
         h('section', { class: 'card' }, h('h2', {}, 'Related'),
           h('ul', { class: 'related' }, related(rec).map(([href, text]) => h('li', {}, link(href, text))))))));
   verify(id, bytes, verdict);
+  loadLinks(id, linksBox);
   loadStory(rec.decision_id, id, storyBox, receiptBox);
+}
+
+// loadLinks shows what the ledger holds about a record besides the
+// record, which never changes: the records that supersede it, its
+// retraction, its feedback entries and its latest recorded replay.
+async function loadLinks(id, box) {
+  const title = box.querySelector('h2');
+  let l;
+  try { l = await api('GET', `/v1/records/${encodeURIComponent(id)}/links`); } catch (e) { box.replaceChildren(title, errorBox(e)); return; }
+  const list = (ids, listID) => (ids || []).length ? h('ul', { id: listID }, ids.map((x) => h('li', {}, recordLink(x)))) : h('span', { id: listID, class: 'muted' }, 'none');
+  box.replaceChildren(...kids([title,
+    l.retracted ? h('p', { class: 'result bad', id: 'retracted' }, 'Retracted by ', recordLink(l.retracted_by), ': the record stays as sealed, and verifies') : null,
+    dl([['Superseded by', list(l.superseded_by, 'superseded-by')],
+      ['Feedback', list(l.feedback, 'feedback')],
+      ['Last replay', l.replay ? h('span', { id: 'last-replay', class: l.replay.last_status === 'replay_equal' ? 'ok' : 'bad' }, l.replay.last_status, ' · ', timeEl(l.replay.at), ' · ', recordLink(l.replay.record_id)) : h('span', { id: 'last-replay', class: 'muted' }, 'never recorded')]])]));
 }
 
 // recordSummary says in words what a record decided, why, for whom, on
@@ -637,6 +654,7 @@ function related(rec) {
   const out = rec.outputs || {};
   if (typeof out.approval_id === 'string') links.push([`#/approvals/${encodeURIComponent(out.approval_id)}`, `Approval request ${out.approval_id} →`]);
   if (typeof out.for_record === 'string') links.push([`#/records/${encodeURIComponent(out.for_record)}`, `The check that asked: ${out.for_record} →`]);
+  if (typeof out.record_id === 'string' && /^(retraction|feedback|replay):/.test(rec.decision_key)) links.push([`#/records/${encodeURIComponent(out.record_id)}`, `The record it is about: ${out.record_id} →`]);
   return links;
 }
 

@@ -722,6 +722,32 @@ test('an execution report reads in words: no "undefined" in its receipt panel or
   await close(page);
 });
 
+test('a retraction, feedback and a recorded replay show on the record page; the retracted record still verifies', async () => {
+  const target = approvals.allowedRecord;
+  const fb = await call('POST', `/v1/records/${target}/feedback`, keys.olga, { label: 'wrong_outcome', score: 0.25, comment: 'should have escalated', rule_change: 'ctxpack.support@1.1.0' });
+  assert.equal(fb.status, 201, JSON.stringify(fb.body));
+  const ret = await call('POST', `/v1/records/${target}/retract`, keys.olga, { reason: 'decided on a stale fraud score' });
+  assert.equal(ret.status, 201, JSON.stringify(ret.body));
+  assert.equal(ret.body.status, 'CLOSED');
+  const again = await call('POST', `/v1/records/${target}/retract`, keys.olga, { reason: 'again' });
+  assert.equal(again.status, 409, JSON.stringify(again.body));
+  const rp = await call('POST', `/v1/records/${target}/replay`, keys.olga);
+  assert.equal(rp.status, 201, JSON.stringify(rp.body));
+  assert.equal(rp.body.record.outcome, 'replay_equal');
+  const page = await newPage();
+  await signIn(page, keys.olga);
+  await page.goto(`${server.url}/console/#/records/${target}`);
+  await page.locator('#retracted').filter({ hasText: ret.body.record_id }).waitFor();
+  assert.match(await page.locator('#superseded-by').textContent(), new RegExp(ret.body.record_id));
+  assert.match(await page.locator('#feedback').textContent(), new RegExp(fb.body.record_id));
+  assert.match(await page.locator('#last-replay').textContent(), /replay_equal/);
+  await page.locator('#verify-result').filter({ hasText: /Verified in your browser|not yet covered/ }).waitFor();
+  await page.goto(`${server.url}/console/#/records/${ret.body.record_id}`);
+  await page.locator('#summary').filter({ hasText: 'retracted' }).waitFor();
+  await page.getByRole('link', { name: `The record it is about: ${target} →` }).waitFor();
+  await close(page);
+});
+
 test('each role lands on a page it can use', async () => {
   // An admin key (no approver, no auditor role): the server page, with
   // the pack in force.

@@ -10,7 +10,7 @@ import type { Outbox, OutboxEntry, PendingStore } from './pending.js';
 import type {
   ApprovalPage, ApprovalRequest, AttemptBody, CheckRequest, DecisionRecord, DecisionStory,
   ExecutionAck, ExecutionReport, InFlightPage, Problem, Receipt, RecordPage, Run, StartRunRequest,
-  StepVerdict,
+  StepVerdict, RetractRequest, FeedbackRequest, AnnotationAck, RecordLinks, ReplayResult,
 } from './types.js';
 
 export interface ClientOptions {
@@ -244,6 +244,26 @@ export class Client {
   }
 
   // ---- records ------------------------------------------------------
+
+  /** `POST /v1/records/{id}/retract`: seal a retraction of the record (who, why); the record itself is never changed. */
+  async retract(recordId: string, r: RetractRequest, o: CallOptions = {}): Promise<AnnotationAck> {
+    return (await this.call('POST', `/v1/records/${seg('recordId', recordId)}/retract`, { body: this.withTenant(r), ...o })).data as AnnotationAck;
+  }
+
+  /** `POST /v1/records/{id}/feedback`: seal a feedback entry (score, label, comment, author, rule change) that links back to the record. */
+  async feedback(recordId: string, f: FeedbackRequest, o: CallOptions = {}): Promise<AnnotationAck> {
+    return (await this.call('POST', `/v1/records/${seg('recordId', recordId)}/feedback`, { body: this.withTenant(f), ...o })).data as AnnotationAck;
+  }
+
+  /** `GET /v1/records/{id}/links`: what supersedes the record, its retraction, its feedback and its last recorded replay. */
+  async links(recordId: string, o: CallOptions = {}): Promise<RecordLinks> {
+    return (await this.call('GET', `/v1/records/${seg('recordId', recordId)}/links`, { query: this.query(), ...o })).data as RecordLinks;
+  }
+
+  /** `POST /v1/records/{id}/replay`: replay the record and seal the result as a record. */
+  async recordReplay(recordId: string, o: CallOptions = {}): Promise<{ result: ReplayResult; record: AnnotationAck }> {
+    return (await this.call('POST', `/v1/records/${seg('recordId', recordId)}/replay`, { query: this.query(), ...o })).data as { result: ReplayResult; record: AnnotationAck };
+  }
 
   /** `GET /v1/records/{id}`: the record exactly as sealed (keep these bytes to verify its hash). */
   async recordBytes(recordId: string, o: CallOptions = {}): Promise<Uint8Array> {
