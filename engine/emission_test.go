@@ -19,6 +19,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/postgres"
+	"github.com/writhq/writ/replay"
 	"github.com/writhq/writ/sqlite"
 )
 
@@ -277,6 +278,22 @@ func TestEmissionRules(t *testing.T) {
 				})
 			}
 		})
+
+		// Every record the rules shaped (deferred for a pin, escalated at
+		// the required gate, allowed with its approval) replays equal.
+		n := 0
+		if _, err := replay.New(st, replay.Options{}).Tenant(ctx, "acme", func(r *replay.Result) error {
+			n++
+			if r.Status != replay.StatusEqual {
+				t.Errorf("replay of %s (%s): %s %v", r.RecordID, r.Kind, r.Status, r.Classes)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n < 7 {
+			t.Errorf("replayed %d records, want at least 7", n)
+		}
 	})
 }
 
