@@ -42,6 +42,9 @@ func TestLayering(t *testing.T) {
 		// The MCP gateway is an adapter over writ's interfaces: the
 		// engine or the HTTP client is handed to it, never imported.
 		mod + "/gateway": {mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", mod + "/console"},
+		// Its remote Writ decides calls on a writ server over HTTP: a
+		// client, with no engine or store of its own.
+		mod + "/gateway/remote": {mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/console"},
 
 		// packtest runs tests in-process on a temporary SQLite ledger: no
 		// server, no network, no PostgreSQL.

@@ -93,6 +93,10 @@ type Gateway struct {
 	// pin, by name: what the agent is shown of a pinned tool whose
 	// upstream changed it since.
 	pinnedDefs map[string]*mcp.Tool
+	// pinnedFields and shownFields are the other fields (toolfields.go)
+	// of the pinned definitions and of the definitions the agent is
+	// shown, by name.
+	pinnedFields, shownFields map[string]toolFields
 	// waiting remembers blocked calls that wait on an approval, by
 	// waitKey, so the same call again resumes the decision.
 	waiting map[string]string
@@ -121,7 +125,8 @@ type Gateway struct {
 type route struct {
 	name     string // as the agent sees it (prefix + upstream name)
 	up       *upstream
-	def      *mcp.Tool // the upstream's definition
+	def      *mcp.Tool  // the upstream's definition
+	fields   toolFields // its other fields (toolfields.go)
 	digest   string
 	schema   *jsonschema.Schema
 	badSchem error
@@ -136,7 +141,7 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	if o.Config == nil || o.Writ == nil {
 		return nil, errors.New("gateway: Config and Writ are required")
 	}
-	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, pinnedDefs: map[string]*mcp.Tool{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports), stateKey: make([]byte, 32), spent: map[string]int64{}}
+	g := &Gateway{opts: o, cfg: o.Config, log: o.Logger, now: o.Now, routes: map[string]*route{}, pinnedDefs: map[string]*mcp.Tool{}, pinnedFields: map[string]toolFields{}, shownFields: map[string]toolFields{}, waiting: map[string]string{}, reportSlots: make(chan struct{}, maxPendingReports), stateKey: make([]byte, 32), spent: map[string]int64{}}
 	rand.Read(g.stateKey)
 	g.instance = newCallID()[len("mcp_"):]
 	if g.log == nil {
@@ -156,6 +161,7 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		Instructions: "Every tool call passes through writ, which may block it. A blocked call returns isError with the reason, the safe next steps and writ's receipt; do not retry it unchanged unless it says an approval is pending.",
 	})
+	g.server.AddReceivingMiddleware(g.toolFieldsMiddleware)
 	for _, uc := range o.Config.Upstreams {
 		u := &upstream{cfg: uc, changed: func(u *upstream) { g.relist(context.Background(), u) }}
 		u.elicit, u.sample = g.relayElicit(u), g.relaySample(u)
@@ -278,7 +284,7 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 		if r.up == u {
 			if nr, ok := fresh[name]; !ok {
 				gone = append(gone, name)
-			} else if sameDefinition(r.def, nr.def) {
+			} else if sameDefinition(r.def, nr.def) && r.fields.equal(nr.fields) {
 				same[name] = true
 			}
 			delete(g.routes, name)
@@ -286,6 +292,9 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 	}
 	if len(gone) > 0 {
 		g.server.RemoveTools(gone...)
+		for _, name := range gone {
+			delete(g.shownFields, name)
+		}
 	}
 	// Every route first, then the advertisements: an agent told the
 	// list changed finds every new definition in place.
@@ -302,15 +311,15 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 			g.server.RemoveTools(name)
 			continue
 		}
-		def := r.def
+		def, fields := r.def, r.fields
 		if pin := r.pin(); pin != "" {
 			if r.digest == pin {
-				g.pinnedDefs[name] = r.def
+				g.pinnedDefs[name], g.pinnedFields[name] = r.def, r.fields
 			} else if r.listed.OnDefinitionChange == pack.ChangeHide {
 				g.log.Warn("gateway: a pinned tool's definition changed; it is hidden from the agent, as its pack asks (on_definition_change: hide)", "tool", name, "upstream", u.cfg.Name, "pinned", pin, "observed", r.digest)
 				g.server.RemoveTools(name)
 				continue
-			} else if def = g.pinnedDefs[name]; def == nil {
+			} else if def, fields = g.pinnedDefs[name], g.pinnedFields[name]; def == nil {
 				// Changed before this process saw the pinned text: the
 				// agent is shown nothing of it rather than the new text.
 				g.log.Warn("gateway: a pinned tool's definition changed; it is hidden from the agent", "tool", name, "upstream", u.cfg.Name, "pinned", pin, "observed", r.digest)
@@ -325,6 +334,7 @@ func (g *Gateway) list(ctx context.Context, u *upstream, cs *mcp.ClientSession) 
 		if adv.InputSchema == nil {
 			adv.InputSchema = map[string]any{"type": "object"}
 		}
+		g.shownFields[name] = fields
 		if err := g.advertise(&adv); err != nil {
 			// An untrusted upstream's odd definition costs its tool, not
 			// the gateway.
@@ -353,7 +363,7 @@ func (g *Gateway) newRoute(u *upstream, t *mcp.Tool) (*route, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &route{name: u.cfg.Prefix + t.Name, up: u, def: t, digest: d, listed: g.opts.Tools[u.cfg.Prefix+t.Name]}
+	r := &route{name: u.cfg.Prefix + t.Name, up: u, def: t, fields: u.fields.of(t.Name), digest: d, listed: g.opts.Tools[u.cfg.Prefix+t.Name]}
 	r.schema, r.badSchem = compileSchema(t.InputSchema)
 	// Annotations are untrusted hints: they may ask for a riskier
 	// approval mode, never a safer one (the spec's mode stays the floor,

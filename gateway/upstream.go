@@ -29,6 +29,9 @@ type upstream struct {
 	elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	sample func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error)
 
+	// fields are the other fields of its tools (toolfields.go).
+	fields seenFields
+
 	mu sync.Mutex
 	cs *mcp.ClientSession
 	// inflight counts the agent's calls in progress on the upstream.
@@ -77,6 +80,9 @@ func (u *upstream) session(ctx context.Context) (cs *mcp.ClientSession, fresh bo
 			}
 		})
 		defer stop()
+	}
+	if _, http := t.(*mcp.StreamableClientTransport); !http {
+		t = &fieldsTransport{Transport: t, seen: &u.fields}
 	}
 	cs, err = c.Connect(hctx, t, nil)
 	if err != nil {

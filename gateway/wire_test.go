@@ -282,3 +282,42 @@ func TestCancelledCallNotAnswered(t *testing.T) {
 	}
 	w.ping(t, 3)
 }
+
+// TestRevisionNegotiation: initialize negotiates each revision of the
+// initialize era the SDK supports (2024-11-05 to 2025-11-25), answering
+// the client's own when it is one of them; an initialize asking for
+// 2026-07-28 (or one the gateway does not know) is answered with
+// 2025-11-25, because 2026-07-28 has no initialize (SEP-2575: the
+// revision travels in each request's _meta, and server/discover lists
+// it). A fresh session per row, over the stdio framing.
+func TestRevisionNegotiation(t *testing.T) {
+	f := newFixture(t, packDir(), &files{}, "")
+	for _, tc := range []struct{ asked, want string }{
+		{"2024-11-05", "2024-11-05"},
+		{"2025-03-26", "2025-03-26"},
+		{"2025-06-18", "2025-06-18"},
+		{"2025-11-25", "2025-11-25"},
+		{"2026-07-28", "2025-11-25"},
+		{"2099-01-01", "2025-11-25"},
+	} {
+		w := newWire(t, f, 0)
+		w.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+tc.asked+`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		m := w.recv(t)
+		res, _ := m["result"].(map[string]any)
+		if got, _ := res["protocolVersion"].(string); got != tc.want {
+			t.Errorf("initialize asking for %s = %v, want protocolVersion %s", tc.asked, m, tc.want)
+		}
+	}
+	w := newWire(t, f, 0)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	w.send(t, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`)
+	m := w.recv(t)
+	res, _ := m["result"].(map[string]any)
+	if got := fmt.Sprint(res["supportedVersions"]); !strings.Contains(got, "2026-07-28") || !strings.Contains(got, "2025-11-25") {
+		t.Fatalf("server/discover = %v, want supportedVersions with 2026-07-28 and 2025-11-25", m)
+	}
+	w.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta+`}}`)
+	if m := w.recv(t); m["result"] == nil {
+		t.Fatalf("tools/list on 2026-07-28 = %v, want the tools", m)
+	}
+}

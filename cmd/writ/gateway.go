@@ -19,6 +19,7 @@ import (
 	"github.com/writhq/writ/console"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/gateway"
+	"github.com/writhq/writ/gateway/remote"
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
@@ -133,14 +134,14 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 	}
 	var w gateway.Writ
 	if *f.server != "" {
-		rw := newRemoteWrit(*f.server, m.client(serverFlags{server: f.server, tenant: f.tenant}))
+		rw := remote.New(*f.server, m.client(serverFlags{server: f.server, tenant: f.tenant}))
 		w = rw
 		if cfg.Actor == nil && *f.listen == "" {
 			// A stdio session checks with the gateway's own key
 			// ($WRIT_API_KEY), whose principal the server makes the
 			// actor (docs/trust.md): name it, rather than a default
 			// actor the server would refuse as a mismatch.
-			if who, err := rw.own.WhoAmI(ctx); err == nil && who.Auth == httpapi.AuthAPIKeys {
+			if who, err := rw.Own().WhoAmI(ctx); err == nil && who.Auth == httpapi.AuthAPIKeys {
 				cfg.Actor = &gateway.ActorConfig{Type: who.ActorType, ID: who.Subject}
 				if cfg.Tenant == "" {
 					cfg.Tenant = who.TenantID
@@ -148,13 +149,13 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 			}
 		}
 		if cfg.User != "" {
-			if who, err := rw.own.WhoAmI(ctx); err == nil && who.Auth == httpapi.AuthAPIKeys {
+			if who, err := rw.Own().WhoAmI(ctx); err == nil && who.Auth == httpapi.AuthAPIKeys {
 				// The gateway would answer for its user with the key that
 				// made the check: writ records that key's subject as the
 				// approver and refuses the key that checked. So nobody is
 				// asked a question whose answer cannot be recorded.
 				log.Warn("the configuration names a user, but the writ server requires API keys and the gateway's own key ($WRIT_API_KEY) may not approve its own checks: the user is never asked; approvers decide in the console, the API or the CLI",
-					"user", cfg.User, "server", rw.base)
+					"user", cfg.User, "server", rw.Base())
 				w = withoutApprovals{rw}
 			}
 		}
@@ -163,17 +164,17 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 			// gateway with its own key; one in development mode
 			// authenticates no one, and the sessions are the
 			// configuration's (loopback only, see serveGateway).
-			who, err := httpapi.NewClient(rw.base).WhoAmI(ctx)
+			who, err := httpapi.NewClient(rw.Base()).WhoAmI(ctx)
 			switch {
 			case err == nil && who.Auth == httpapi.AuthDisabled:
 			case writ.ErrorCode(err) == writ.EUNAUTHENTICATED:
-				og.authenticate, og.remote = rw.authenticate, true
+				og.authenticate, og.remote = rw.Authenticate, true
 			case err == nil:
 				err = fmt.Errorf("unexpected identity %+v", who)
 				fallthrough
 			default:
 				cleanup()
-				return nil, nil, fmt.Errorf("the writ server %s cannot say how it authenticates (GET /v1/whoami): %v", rw.base, err)
+				return nil, nil, fmt.Errorf("the writ server %s cannot say how it authenticates (GET /v1/whoami): %v", rw.Base(), err)
 			}
 		}
 	} else {

@@ -21,6 +21,10 @@ import (
 // end-to-end tests start a real stdio upstream without node.
 const upstreamEnv = "WRIT_TEST_MCP_UPSTREAM"
 
+// addToolContent, written by the test upstream's write_file, makes it add
+// the tool added_tool to its list.
+const addToolContent = "add a tool"
+
 // runTestUpstream serves write_file over stdio and exits, when the test
 // binary was started as a gateway upstream.
 func runTestUpstream() {
@@ -33,6 +37,13 @@ func runTestUpstream() {
 		Content string `json:"content,omitempty"`
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Write a file."}, func(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+		if a.Content == addToolContent {
+			// The server's tools change: the SDK tells its client
+			// (notifications/tools/list_changed).
+			mcp.AddTool(s, &mcp.Tool{Name: "added_tool", Description: "A tool added mid-session."}, func(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "added"}}}, nil, nil
+			})
+		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "wrote " + a.Path}}}, nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "The process dies mid-call."}, func(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/gateway"
+	"github.com/writhq/writ/gateway/remote"
 )
 
 // TestGatewayRemoteForwardsCallersKeys: writ gateway --server URL
@@ -158,7 +159,7 @@ func TestGatewayRemoteDoesNotAskWithItsOwnKey(t *testing.T) {
 	if s := gp.stderr.String(); !strings.Contains(s, "the user is never asked") || !strings.Contains(s, `"user":"alice@acme.example"`) {
 		t.Errorf("the gateway did not say its user is never asked:\n%s", s)
 	}
-	if _, ok := gateway.Writ(withoutApprovals{newRemoteWrit(srv.url, nil)}).(interface {
+	if _, ok := gateway.Writ(withoutApprovals{remote.New(srv.url, nil)}).(interface {
 		DecideApproval(context.Context, *writ.DecideApprovalRequest) (*writ.ApprovalRequest, error)
 	}); ok {
 		t.Error("withoutApprovals still decides approvals")

@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -20,99 +18,9 @@ import (
 // the database, never inside it.
 func defaultKeysDir(dataDir string) string { return filepath.Join(dataDir, "keys") }
 
-// liveRing serves signing keys from a ring directory and notices when
-// `writ ledger keys rotate` or `revoke` changes it: before each signature
-// it compares ring.json's modification time and size with what it loaded,
-// so a rotation takes effect at the next record, not at the next restart.
-type liveRing struct {
-	dir string
-
-	mu      sync.Mutex
-	ring    *keyring.Ring
-	stamp   string
-	signers map[string]*keyring.Signer
-}
-
-func openLiveRing(dir string) (*liveRing, error) {
-	l := &liveRing{dir: dir}
-	if err := l.reload(); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-func (l *liveRing) currentStamp() string {
-	fi, err := os.Stat(filepath.Join(l.dir, "ring.json"))
-	if err != nil {
-		return ""
-	}
-	return fmt.Sprint(fi.ModTime().UnixNano(), fi.Size())
-}
-
-func (l *liveRing) reload() error {
-	stamp := l.currentStamp()
-	r, err := keyring.Open(l.dir)
-	if err != nil {
-		return err
-	}
-	l.ring, l.stamp, l.signers = r, stamp, map[string]*keyring.Signer{}
-	return nil
-}
-
-// Signer returns the signer of the key valid at at (a ledger.KeySource).
-func (l *liveRing) Signer(at time.Time) (ledger.Signer, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.currentStamp() != l.stamp {
-		if err := l.reload(); err != nil {
-			return nil, err
-		}
-	}
-	for _, k := range l.ring.Keys() {
-		if s, ok := l.signers[k.ID]; ok && k.ValidAt(at) {
-			return s, nil
-		}
-	}
-	s, err := l.ring.Signer(at)
-	if err != nil {
-		return nil, err
-	}
-	l.signers[s.KeyID()] = s
-	return s, nil
-}
-
-// current returns the ring, loaded again if ring.json changed.
-func (l *liveRing) current() (*keyring.Ring, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.currentStamp() != l.stamp {
-		if err := l.reload(); err != nil {
-			return l.ring, err
-		}
-	}
-	return l.ring, nil
-}
-
-// Keys returns the ring's public keys as they are now (a ringView). A
-// ring.json that cannot be read again leaves the keys last loaded.
-func (l *liveRing) Keys() []keyring.Key {
-	r, _ := l.current()
-	return r.Keys()
-}
-
-// VerifyRecordSignature verifies with the ring as it is now (a
-// ringView): a key rotated in since the server started verifies.
-func (l *liveRing) VerifyRecordSignature(id string, msg, sig []byte, signedAt time.Time) error {
-	r, err := l.current()
-	if err != nil {
-		return err
-	}
-	return r.VerifyRecordSignature(id, msg, sig, signedAt)
-}
-
 // ringView is the public side of a signing key ring: its keys, and
 // signatures checked against them. A *keyring.Ring is one; so is a
-// liveRing, which follows rotations.
+// *keyring.Live, which follows rotations.
 type ringView interface {
 	Keys() []keyring.Key
 	VerifyRecordSignature(id string, msg, sig []byte, signedAt time.Time) error
@@ -147,11 +55,17 @@ func (m *Main) openSigningKeys(dir string, now time.Time, log *slog.Logger) (led
 		}
 		log.Warn("generated the first signing key of an empty key ring", "key", k.ID, "dir", dir)
 	}
-	l, err := openLiveRing(dir)
+	l, err := keyring.OpenLive(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.Signer, l, nil
+	return func(at time.Time) (ledger.Signer, error) {
+		s, err := l.Signer(at)
+		if err != nil {
+			return nil, err // not a typed nil inside the interface
+		}
+		return s, nil
+	}, l, nil
 }
 
 func (m *Main) ledgerKeys(ctx context.Context, args []string) error {

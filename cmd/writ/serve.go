@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/console"
@@ -257,7 +259,12 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ln = limitConns(ln, *maxConns)
+	if *maxConns > 0 {
+		// Connections beyond the limit wait in the kernel's backlog rather
+		// than each taking a goroutine and buffers; slow clients are cut
+		// off by the timeouts above, which frees their places.
+		ln = netutil.LimitListener(ln, *maxConns)
+	}
 	fmt.Fprintf(m.Stdout, "writ %s listening on http://%s (pack %s %s, data %s); console at http://%s/console/\n", version, ln.Addr(), p.ID(), p.Hash, *data, ln.Addr())
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()

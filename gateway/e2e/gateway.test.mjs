@@ -72,7 +72,25 @@ function text(result) {
 test('the gateway advertises only the tools the pack lists', async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  assert.deepEqual(names, ['ev.echo', 'ev.get-sum', 'ev.trigger-elicitation-request', 'fs.list_allowed_directories', 'fs.read_text_file', 'fs.write_file']);
+  assert.deepEqual(names, ['ev.echo', 'ev.get-sum', 'ev.simulate-research-query', 'ev.trigger-elicitation-request', 'fs.list_allowed_directories', 'fs.read_text_file', 'fs.write_file']);
+});
+
+test('a tool is listed with every field its server lists, execution included', async () => {
+  // The everything server, straight: its definition of the tool.
+  const direct = new Client({ name: 'writ-e2e-direct', version: '1.0.0' }, { capabilities: { elicitation: {}, sampling: {} } });
+  await direct.connect(new StdioClientTransport({
+    command: 'node',
+    args: [path.join(here, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js'), 'stdio'],
+    stderr: 'ignore',
+  }));
+  const want = (await direct.listTools()).tools.find((t) => t.name === 'simulate-research-query');
+  await direct.close();
+  assert.deepEqual(want.execution, { taskSupport: 'required' }, 'the server lists execution');
+  const got = (await client.listTools()).tools.find((t) => t.name === 'ev.simulate-research-query');
+  assert.ok(got, 'the gateway lists ev.simulate-research-query');
+  assert.deepEqual(got.execution, want.execution);
+  assert.equal(got.title, want.title);
+  assert.deepEqual(got.annotations, want.annotations);
 });
 
 test('a read is allowed and returned unchanged', async () => {

@@ -1,4 +1,7 @@
-package main
+// Package remote decides an MCP gateway's calls on a writ server over
+// HTTP (writ gateway --server): the gateway's Writ, implemented with the
+// HTTP client, so the gateway itself never imports the engine or a store.
+package remote
 
 import (
 	"context"
@@ -12,12 +15,12 @@ import (
 	"github.com/writhq/writ/httpapi"
 )
 
-// remoteWrit decides the gateway's calls on a writ server (--server).
+// Writ decides the gateway's calls on a writ server (--server).
 // A call from an HTTP session is decided with the caller's own API key,
 // the bearer token it presented to the gateway, so writ serve
 // authenticates and scopes it; other calls (stdio sessions) use the
 // gateway's own key ($WRIT_API_KEY). One client per key, cached.
-type remoteWrit struct {
+type Writ struct {
 	base string
 	own  *httpapi.Client
 
@@ -42,13 +45,15 @@ const identityTTL = 30 * time.Second
 // maxRemoteKeys bounds the keys cached; beyond it the caches start over.
 const maxRemoteKeys = 4096
 
-func newRemoteWrit(base string, own *httpapi.Client) *remoteWrit {
-	return &remoteWrit{base: strings.TrimRight(base, "/"), own: own, clients: map[string]*httpapi.Client{}, who: map[string]identity{}}
+// New returns the Writ of the server at base; own is the client with the
+// gateway's own key, used for calls with no caller token.
+func New(base string, own *httpapi.Client) *Writ {
+	return &Writ{base: strings.TrimRight(base, "/"), own: own, clients: map[string]*httpapi.Client{}, who: map[string]identity{}}
 }
 
 // clientFor returns the client that presents token ("" for the
 // gateway's own key).
-func (r *remoteWrit) clientFor(token string) *httpapi.Client {
+func (r *Writ) clientFor(token string) *httpapi.Client {
 	if token == "" {
 		return r.own
 	}
@@ -65,13 +70,20 @@ func (r *remoteWrit) clientFor(token string) *httpapi.Client {
 	return c
 }
 
-func (r *remoteWrit) client(ctx context.Context) *httpapi.Client {
+func (r *Writ) client(ctx context.Context) *httpapi.Client {
 	c, _ := gateway.CallerFrom(ctx)
 	return r.clientFor(c.Token)
 }
 
-// authenticate returns the principal of token, as writ serve knows it.
-func (r *remoteWrit) authenticate(ctx context.Context, token string) (*writ.Principal, error) {
+// Base is the server's address, without a trailing slash.
+func (r *Writ) Base() string { return r.base }
+
+// Own is the client with the gateway's own key.
+func (r *Writ) Own() *httpapi.Client { return r.own }
+
+// Authenticate returns the principal of token, as writ serve knows it
+// (GET /v1/whoami), cached for identityTTL.
+func (r *Writ) Authenticate(ctx context.Context, token string) (*writ.Principal, error) {
 	now := time.Now()
 	r.mu.Lock()
 	id, ok := r.who[token]
@@ -96,20 +108,20 @@ func (r *remoteWrit) authenticate(ctx context.Context, token string) (*writ.Prin
 	return p, nil
 }
 
-func (r *remoteWrit) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
+func (r *Writ) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Receipt, error) {
 	return r.client(ctx).Check(ctx, req)
 }
 
-func (r *remoteWrit) ReportExecution(ctx context.Context, rep *writ.ExecutionReport) (*writ.ExecutionAck, error) {
+func (r *Writ) ReportExecution(ctx context.Context, rep *writ.ExecutionReport) (*writ.ExecutionAck, error) {
 	return r.client(ctx).ReportExecution(ctx, rep)
 }
 
-func (r *remoteWrit) Resume(ctx context.Context, req *writ.ResumeRequest) (*writ.Receipt, error) {
+func (r *Writ) Resume(ctx context.Context, req *writ.ResumeRequest) (*writ.Receipt, error) {
 	return r.client(ctx).Resume(ctx, req)
 }
 
 // DecideApproval records the answer of the user the gateway asked
 // (stdio sessions only): with the gateway's own key.
-func (r *remoteWrit) DecideApproval(ctx context.Context, req *writ.DecideApprovalRequest) (*writ.ApprovalRequest, error) {
+func (r *Writ) DecideApproval(ctx context.Context, req *writ.DecideApprovalRequest) (*writ.ApprovalRequest, error) {
 	return r.own.DecideApproval(ctx, req)
 }
