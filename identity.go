@@ -51,10 +51,15 @@ const (
 	RoleAuditor Role = "auditor"
 	// RoleAdmin manages API keys and packs, and issues checkpoints.
 	RoleAdmin Role = "admin"
+	// RoleMeter marks a key the tenant trusts to measure usage: the
+	// token and cost figures of its checks are issued, not claimed (the
+	// MCP gateway's key, an LLM proxy's). It grants nothing by itself: a
+	// meter that checks has the agent role as well.
+	RoleMeter Role = "meter"
 )
 
 // Roles lists every role.
-var Roles = []Role{RoleAgent, RoleApprover, RoleAuditor, RoleAdmin}
+var Roles = []Role{RoleAgent, RoleApprover, RoleAuditor, RoleAdmin, RoleMeter}
 
 // Valid reports whether r is a known role.
 func (r Role) Valid() bool { return slices.Contains(Roles, r) }
@@ -239,6 +244,25 @@ func BindActor(ctx context.Context, tenantID string, a Actor) (Actor, error) {
 		out.DelegatedUserProvenance = ProvenanceClaimed
 	}
 	return out, nil
+}
+
+// BindUsage returns a copy of u bound to ctx's credentials: its
+// provenance is issued when the request's API key has the role meter,
+// and left out (claimed) otherwise, development mode included. A usage
+// that sets provenance itself is refused (403): writ sets it.
+func BindUsage(ctx context.Context, u *Usage) (*Usage, error) {
+	if u == nil {
+		return nil, nil
+	}
+	if u.Provenance != "" {
+		return nil, &Error{Code: EFORBIDDEN, Message: "usage.provenance is set by writ from the request's credentials (issued for a key with the role meter); leave it out",
+			Details: []Detail{{Field: "usage.provenance", Message: "set by writ"}}}
+	}
+	out := *u
+	if p := PrincipalFrom(ctx); p != nil && slices.Contains(p.Roles, RoleMeter) {
+		out.Provenance = ProvenanceIssued
+	}
+	return &out, nil
 }
 
 // MayActOn reports whether a request with ctx's credentials may act on

@@ -172,6 +172,12 @@ type DecisionState struct {
 	Execution ExecutionStatus `json:"execution,omitempty"`
 	// InFlight is true while a required report is missing.
 	InFlight bool `json:"in_flight"`
+	// Retracted is set when a retraction names one of the decision's
+	// records (its record stays, flagged).
+	Retracted bool `json:"retracted,omitempty"`
+	// CorrectedBy lists the records of other decisions that supersede
+	// one of this decision's records: its corrections.
+	CorrectedBy []string `json:"corrected_by,omitempty"`
 }
 
 // Kinds of story records.
@@ -192,6 +198,17 @@ type StoryRecord struct {
 	Seal      Audit           `json:"seal"`
 	Record    json.RawMessage `json:"record"`
 	Receipt   json.RawMessage `json:"receipt,omitempty"`
+	// Supersedes is the record this one supersedes, SupersededBy the
+	// records that supersede it (corrections, re-checks, execution
+	// reports, retractions; of any decision), in chain order.
+	Supersedes   string   `json:"supersedes,omitempty"`
+	SupersededBy []string `json:"superseded_by,omitempty"`
+	// Retracted is set on a record a retraction names.
+	Retracted bool `json:"retracted,omitempty"`
+	// Feedback lists the feedback entries' records on this record.
+	Feedback []string `json:"feedback,omitempty"`
+	// LastReplay is the record's latest recorded replay.
+	LastReplay *LastReplay `json:"last_replay,omitempty"`
 }
 
 // InFlightQuery filters decisions in flight. ExpiredBy, when set, keeps

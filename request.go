@@ -179,14 +179,21 @@ type Usage struct {
 	ToolCalls    int64   `json:"tool_calls,omitempty"`
 	CostUSDCents float64 `json:"cost_usd_cents,omitempty"`
 	WallClockMS  int64   `json:"wall_clock_ms,omitempty"`
+	// Provenance is set by writ (BindUsage): issued when a key with the
+	// role meter sent the figures; empty means claimed, the caller's word.
+	Provenance Provenance `json:"provenance,omitempty"`
 }
 
-// MeteredUsage is what writ counted of a session's usage for a check's
-// budgets: today the tool calls, the checks it allowed in the session
-// with this one. Its provenance is observed.
+// MeteredUsage is what writ counted for a check's budgets: the tool
+// calls, the checks it allowed in the session with this one (for a
+// tool_calls budget), and the checks it allowed the actor in an
+// actor_tool_calls budget's window with this one. Its provenance is
+// observed. A member writ did not count is absent (never 0: each count
+// includes this check).
 type MeteredUsage struct {
-	ToolCalls  int64      `json:"tool_calls"`
-	Provenance Provenance `json:"provenance"`
+	ToolCalls      int64      `json:"tool_calls,omitempty"`
+	ActorToolCalls int64      `json:"actor_tool_calls,omitempty"`
+	Provenance     Provenance `json:"provenance"`
 }
 
 // ToolLineage references one side-effect transcript entry.

@@ -49,6 +49,10 @@ type RecordQuery struct {
 	// Approver keeps the records one of whose approvals names this
 	// approver: the approval decisions a person made.
 	Approver string
+	// RefersTo keeps the records about this record: those that
+	// supersede it, retract it, give feedback on it or record its
+	// replay.
+	RefersTo string
 	// From is inclusive, To exclusive.
 	From, To time.Time
 	// DecisionKeyPrefix and SubjectPrefix keep the records whose

@@ -119,12 +119,12 @@ func NewKey(tenantID, subject string, roles []writ.Role, now time.Time, random i
 		return nil, "", writ.Errorf(writ.EINVALID, "invalid subject %q: must be 1-%d bytes of printable text, without surrounding spaces or any of < > \" ' & `", subject, writ.MaxSubjectLen)
 	}
 	if len(roles) == 0 {
-		return nil, "", writ.Errorf(writ.EINVALID, "an API key needs at least one role (agent, approver, auditor, admin)")
+		return nil, "", writ.Errorf(writ.EINVALID, "an API key needs at least one role (agent, approver, auditor, admin, meter)")
 	}
 	var rs []writ.Role
 	for _, r := range roles {
 		if !r.Valid() {
-			return nil, "", writ.Errorf(writ.EINVALID, "unknown role %q (want agent, approver, auditor or admin)", r)
+			return nil, "", writ.Errorf(writ.EINVALID, "unknown role %q (want agent, approver, auditor, admin or meter)", r)
 		}
 		if !slices.Contains(rs, r) {
 			rs = append(rs, r)

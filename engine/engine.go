@@ -251,15 +251,20 @@ func (e *Engine) Check(ctx context.Context, req *writ.CheckRequest) (*writ.Recei
 	return e.check(ctx, bound, "")
 }
 
-// bindActor returns a copy of req whose actor is bound to ctx's
-// credentials (writ.BindActor). The caller's request stays theirs.
+// bindActor returns a copy of req whose actor and usage are bound to
+// ctx's credentials (writ.BindActor, writ.BindUsage). The caller's
+// request stays theirs.
 func bindActor(ctx context.Context, req *writ.CheckRequest) (*writ.CheckRequest, error) {
 	a, err := writ.BindActor(ctx, req.TenantID, req.Actor)
 	if err != nil {
 		return nil, err
 	}
+	u, err := writ.BindUsage(ctx, req.Usage)
+	if err != nil {
+		return nil, err
+	}
 	rq := *req
-	rq.Actor = a
+	rq.Actor, rq.Usage = a, u
 	return &rq, nil
 }
 

@@ -103,6 +103,9 @@ func storyKind(key string) string {
 	case strings.HasPrefix(key, "workflow:"):
 		return writ.StoryVerdict
 	}
+	if k := AnnotationKind(key); k != "" {
+		return k
+	}
 	return writ.StoryCheck
 }
 

@@ -3,6 +3,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,6 +92,103 @@ func TestMeteredToolCalls(t *testing.T) {
 	}
 	if hv := rec.Record.History; len(hv) != 2 || hv[1].Name != policy.MeterToolCalls || hv[1].Group != "sess_b" || hv[1].Value != 1 {
 		t.Errorf("third refund of sess_b pins history %+v, want %s = 1 for sess_b", hv, policy.MeterToolCalls)
+	}
+	replayAll(t, h, "acme")
+}
+
+// refundWithActorBudget is the refund example with an actor_tool_calls
+// budget of limit over 24h beside its session budget.
+func refundWithActorBudget(t *testing.T, limit int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(example("refund"))); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "specs", "refund-execute.yaml")
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Replace(string(b), "  tool_calls: 20\n", fmt.Sprintf("  tool_calls: 20\n  actor_tool_calls: %d\n  actor_window: 24h\n", limit), 1)
+	if out == string(b) {
+		t.Fatal("the refund spec has no tool_calls budget to extend")
+	}
+	if err := os.WriteFile(spec, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestSessionHole: no omitted or renamed session moves a check from
+// blocked to allowed. A check with a tool_calls budget that names no
+// session and no run is refused (budget_unmetered) rather than counted
+// on the caller's figure; an actor_tool_calls budget counts the actor's
+// allowed checks whatever sessions they named, so a fresh session name
+// resets nothing it counts (issue 31).
+func TestSessionHole(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, refundWithActorBudget(t, 3))
+	check := func(req *writ.CheckRequest) (*writ.Receipt, *writ.Record) {
+		t.Helper()
+		rc, err := h.eng.Check(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := h.eng.Record(ctx, "acme", rc.Metadata.RecordID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc, &rec.Record
+	}
+	n := 0
+	in := func(sess string) *writ.CheckRequest {
+		n++
+		req := refund(t, "acme", fmt.Sprintf("cus_%d", n), n, exampleClock)
+		req.InputsRefs.Session = sess
+		return req
+	}
+
+	// Omitted: no session, no run.
+	rc, rec := check(in(""))
+	if rc.SafeToExecute || len(rc.Reasons) != 1 || rc.Reasons[0].Code != "budget_unmetered" || len(rc.SafeNextSteps) == 0 || rc.SafeNextSteps[0].Code != "NAME_SESSION" {
+		t.Errorf("check with no session = %s %+v %+v, want blocked: budget_unmetered, NAME_SESSION", rc.Outcome, rc.Reasons, rc.SafeNextSteps)
+	}
+	if !slices.ContainsFunc(rec.History, func(v writ.HistoryValue) bool { return v.Name == policy.MeterNoSession }) {
+		t.Errorf("record of the check with no session pins %+v, want %s", rec.History, policy.MeterNoSession)
+	}
+	// Named: three fresh sessions, one check each; the actor's budget of
+	// 3 counts all of them, and the fourth, in a fresh session again, is
+	// refused.
+	for i := 1; i <= 3; i++ {
+		rc, rec := check(in(fmt.Sprintf("sess_fresh_%d", i)))
+		if !rc.SafeToExecute {
+			t.Fatalf("check %d in a fresh session = %s %+v, want allow", i, rc.Outcome, rc.Reasons)
+		}
+		if m := rec.MeteredUsage; m == nil || m.ActorToolCalls != int64(i) || m.ToolCalls != 1 || m.Provenance != writ.ProvenanceObserved {
+			t.Errorf("check %d: metered_usage = %+v, want %d for the actor and 1 in the session, observed", i, m, i)
+		}
+	}
+	rc, rec = check(in("sess_fresh_4"))
+	if rc.SafeToExecute || len(rc.Reasons) != 1 || rc.Reasons[0].Code != "budget_exceeded" || !strings.Contains(rc.Reasons[0].Message, "Budget actor_tool_calls exceeded: used 4, allowed 3.") {
+		t.Errorf("fourth check in a fresh session = %s %+v, want blocked: actor_tool_calls exceeded", rc.Outcome, rc.Reasons)
+	}
+	if m := rec.MeteredUsage; m == nil || m.ActorToolCalls != 4 {
+		t.Errorf("fourth check: metered_usage = %+v, want 4 for the actor", m)
+	}
+	// Neither a claimed usage of zero nor leaving the session out again
+	// lets it through; another actor has its own count.
+	req := in("sess_fresh_5")
+	req.Usage = &writ.Usage{}
+	if rc, _ := check(req); rc.SafeToExecute {
+		t.Errorf("fifth check claiming no usage = %s, want blocked", rc.Outcome)
+	}
+	if rc, _ := check(in("")); rc.SafeToExecute {
+		t.Errorf("check with no session after the budget = %s, want blocked", rc.Outcome)
+	}
+	req = in("sess_fresh_6")
+	req.Actor.ID = "agt_other"
+	if rc, _ := check(req); !rc.SafeToExecute {
+		t.Errorf("another actor's first check = %s %+v, want allow", rc.Outcome, rc.Reasons)
 	}
 	replayAll(t, h, "acme")
 }

@@ -36,7 +36,21 @@ func (e *Engine) Decision(ctx context.Context, tenantID, decisionID string) (*wr
 	var approvalIDs []string
 	for i := range recs {
 		rec := &recs[i].Record
-		sr := writ.StoryRecord{Kind: storyKind(rec.DecisionKey), RecordID: rec.RecordID, Status: rec.Status, Timestamp: rec.Timestamp, Seal: rec.Audit, Record: recs[i].Raw}
+		sr := writ.StoryRecord{Kind: storyKind(rec.DecisionKey), RecordID: rec.RecordID, Status: rec.Status, Timestamp: rec.Timestamp, Seal: rec.Audit, Record: recs[i].Raw,
+			Supersedes: rec.Supersedes}
+		if AnnotationKind(rec.DecisionKey) == "" {
+			links, err := RecordLinks(ctx, e.store, tenantID, rec.RecordID)
+			if err != nil {
+				return nil, err
+			}
+			sr.SupersededBy, sr.Retracted, sr.Feedback, sr.LastReplay = links.SupersededBy, links.Retracted, links.Feedback, links.Replay
+			st.State.Retracted = st.State.Retracted || links.Retracted
+			for _, id := range links.SupersededBy {
+				if !slices.ContainsFunc(recs, func(r writ.StoredRecord) bool { return r.Record.RecordID == id }) {
+					st.State.CorrectedBy = append(st.State.CorrectedBy, id)
+				}
+			}
+		}
 		switch sr.Kind {
 		case writ.StoryCheck:
 			receipt, err := e.storedReceipt(ctx, &recs[i])

@@ -66,6 +66,10 @@ var routeSamples = map[string]struct{ target, body string }{
 	"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?from=3&to=7", ""},
 	"GET /v1/records/{id}/replay":              {"/v1/records/r1/replay", ""},
 	"GET /v1/replay":                           {"/v1/replay?trace_id=" + testTraceID, ""},
+	"POST /v1/records/{id}/replay":             {"/v1/records/r1/replay", ""},
+	"POST /v1/records/{id}/retract":            {"/v1/records/r1/retract", `{"reason":"wrong"}`},
+	"POST /v1/records/{id}/feedback":           {"/v1/records/r1/feedback", `{"label":"correct"}`},
+	"GET /v1/records/{id}/links":               {"/v1/records/r1/links", ""},
 	"GET /v1/shadow/report":                    {"/v1/shadow/report?decision_key=support.refund.execute", ""},
 	"POST /v1/runs":                            {"/v1/runs", `{"workflow_id":"ui.component.change"}`},
 	"GET /v1/runs/{id}":                        {"/v1/runs/run_1", ""},
@@ -116,7 +120,7 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // newAuthServer returns a server of fake, as every interface, that
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
-	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Authenticate: testKeys.authenticate,
+	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Annotations: fake, Authenticate: testKeys.authenticate,
 		Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys, APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
 }
 
@@ -240,6 +244,10 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?tenant_id=acme&from=3&to=7", ""},
 		"GET /v1/records/{id}/replay":              {"/v1/records/r1/replay?tenant_id=acme", ""},
 		"GET /v1/replay":                           {"/v1/replay?tenant_id=acme&trace_id=" + testTraceID, ""},
+		"POST /v1/records/{id}/replay":             {"/v1/records/r1/replay?tenant_id=acme", ""},
+		"POST /v1/records/{id}/retract":            {"/v1/records/r1/retract", `{"tenant_id":"acme","by":"maria","reason":"wrong"}`},
+		"POST /v1/records/{id}/feedback":           {"/v1/records/r1/feedback", `{"tenant_id":"acme","author":"maria","label":"correct"}`},
+		"GET /v1/records/{id}/links":               {"/v1/records/r1/links?tenant_id=acme", ""},
 		"GET /v1/shadow/report":                    {"/v1/shadow/report?tenant_id=acme", ""},
 		"POST /v1/runs":                            {"/v1/runs", `{"tenant_id":"acme","workflow_id":"w"}`},
 		"GET /v1/runs/{id}":                        {"/v1/runs/run_1?tenant_id=acme", ""},
@@ -275,7 +283,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 			t.Fatalf("no development mode sample of %s %s; add one", rt.method, rt.path)
 		}
 		fake := fullService()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys,
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Annotations: fake, Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys,
 			APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")

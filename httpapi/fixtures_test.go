@@ -887,3 +887,39 @@ func (f *fakeService) InFlight(ctx context.Context, q writ.InFlightQuery) (*writ
 	f.mu.Unlock()
 	return &writ.InFlightPage{Decisions: []writ.InFlightDecision{}}, f.err
 }
+
+func (f *fakeService) annotation(ctx context.Context, kind, tenantID, about string) (*writ.AnnotationAck, error) {
+	f.mu.Lock()
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	if err := f.lookup(tenantID, about); err != nil {
+		return nil, err
+	}
+	return &writ.AnnotationAck{TenantID: tenantID, RecordID: "dr_" + kind, About: about, DecisionID: "dec_1", Kind: kind,
+		Status: writ.StatusDecided, Outcome: "o", TraceID: testTraceID}, f.err
+}
+
+func (f *fakeService) Retract(ctx context.Context, r *writ.RetractRequest) (*writ.AnnotationAck, error) {
+	return f.annotation(ctx, writ.StoryRetraction, r.TenantID, r.RecordID)
+}
+
+func (f *fakeService) Feedback(ctx context.Context, r *writ.FeedbackRequest) (*writ.AnnotationAck, error) {
+	return f.annotation(ctx, writ.StoryFeedback, r.TenantID, r.RecordID)
+}
+
+// RecordReplay answers as annotation does, but sees nothing: the replay
+// it records, asked for first, saw the tenant and the principal.
+func (f *fakeService) RecordReplay(ctx context.Context, res *writ.ReplayResult) (*writ.AnnotationAck, error) {
+	return &writ.AnnotationAck{TenantID: res.TenantID, RecordID: "dr_replay", About: res.RecordID, DecisionID: "dec_1", Kind: writ.StoryReplayResult,
+		Status: writ.StatusDecided, Outcome: res.Status, TraceID: testTraceID}, f.err
+}
+
+func (f *fakeService) Links(ctx context.Context, tenantID, recordID string) (*writ.RecordLinks, error) {
+	f.mu.Lock()
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	if err := f.lookup(tenantID, recordID); err != nil {
+		return nil, err
+	}
+	return &writ.RecordLinks{TenantID: tenantID, RecordID: recordID, SupersededBy: []string{}, Feedback: []string{}}, f.err
+}

@@ -83,7 +83,8 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("%s %s has no operationId", r.method, r.path)
 		}
 		success := "200"
-		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution" || r.path == "/v1/keys") {
+		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution" || r.path == "/v1/keys" ||
+			strings.HasPrefix(r.path, "/v1/records/")) {
 			success = "201"
 		}
 		if _, ok := op["responses"].(map[string]any)[success]; !ok {
@@ -108,7 +109,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	wantParams := map[string][]string{
 		"get /v1/records": slices.Collect(maps.Keys(recordQueryValues(writ.RecordQuery{
 			TenantID: "t", DecisionKey: "k", Status: "s", Outcome: "o", SubjectID: "s", TraceID: "t",
-			DecisionKeyPrefix: "k", SubjectPrefix: "s", Newest: true, ApprovalMode: "m", PolicyDecisionID: "p", Approver: "a",
+			DecisionKeyPrefix: "k", SubjectPrefix: "s", Newest: true, ApprovalMode: "m", PolicyDecisionID: "p", Approver: "a", RefersTo: "r",
 			From: testTime, To: testTime, Limit: 1, Cursor: "c",
 		}))),
 		"get /v1/records/{id}":          {paramTenantID},
@@ -128,10 +129,12 @@ func TestOpenAPIDocument(t *testing.T) {
 		"get /v1/approvals": append(slices.Collect(maps.Keys(approvalQueryValues(writ.ApprovalQuery{
 			TenantID: "t", State: "s", GateID: "g", DecisionKey: "k", CreatedBefore: testTime, Limit: 1, Cursor: "c",
 		}))), paramOlderThan),
-		"get /v1/approvals/{id}":      {paramTenantID},
-		"get /v1/params":              {paramTenantID},
-		"get /v1/records/{id}/replay": {paramTenantID},
-		"get /v1/replay":              replayTraceParams,
+		"get /v1/approvals/{id}":       {paramTenantID},
+		"get /v1/params":               {paramTenantID},
+		"get /v1/records/{id}/replay":  {paramTenantID},
+		"post /v1/records/{id}/replay": {paramTenantID},
+		"get /v1/records/{id}/links":   {paramTenantID},
+		"get /v1/replay":               replayTraceParams,
 		"get /v1/shadow/report": slices.Collect(maps.Keys(shadowQueryValues(writ.ShadowQuery{
 			TenantID: "t", PackHash: "h", DecisionKey: "k", From: testTime, To: testTime, Examples: 1,
 		}))),
@@ -310,6 +313,11 @@ func TestOpenAPIRefsResolve(t *testing.T) {
 var schemaTypes = map[string]reflect.Type{
 	"VerifierKey":                reflect.TypeFor[keyring.Key](),
 	"CheckRequest":               reflect.TypeFor[writ.CheckRequest](),
+	"RetractRequest":             reflect.TypeFor[writ.RetractRequest](),
+	"FeedbackRequest":            reflect.TypeFor[writ.FeedbackRequest](),
+	"AnnotationAck":              reflect.TypeFor[writ.AnnotationAck](),
+	"RecordLinks":                reflect.TypeFor[writ.RecordLinks](),
+	"LastReplay":                 reflect.TypeFor[writ.LastReplay](),
 	"Actor":                      reflect.TypeFor[writ.Actor](),
 	"ActorRef":                   reflect.TypeFor[writ.ActorRef](),
 	"InputsRefs":                 reflect.TypeFor[writ.InputsRefs](),

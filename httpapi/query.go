@@ -31,6 +31,7 @@ const (
 	paramApprovalMode      = "approval_mode_effective"
 	paramPolicyDecisionID  = "policy_decision_id"
 	paramApprover          = "approver"
+	paramRefersTo          = "refers_to"
 	paramFrom              = "from"
 	paramTo                = "to"
 	paramLimit             = "limit"
@@ -66,6 +67,7 @@ func recordQueryValues(q writ.RecordQuery) url.Values {
 	set(paramApprovalMode, string(q.ApprovalMode))
 	set(paramPolicyDecisionID, q.PolicyDecisionID)
 	set(paramApprover, q.Approver)
+	set(paramRefersTo, q.RefersTo)
 	if q.Newest {
 		v.Set(paramOrder, orderNewest)
 	}
@@ -94,7 +96,7 @@ const (
 func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	p := queryParser{values: v}
 	p.allow(paramTenantID, paramDecisionKey, paramStatus, paramOutcome, paramSubjectID, paramTraceID,
-		paramDecisionKeyPrefix, paramSubjectPrefix, paramApprovalMode, paramPolicyDecisionID, paramApprover,
+		paramDecisionKeyPrefix, paramSubjectPrefix, paramApprovalMode, paramPolicyDecisionID, paramApprover, paramRefersTo,
 		paramOrder, paramFrom, paramTo, paramLimit, paramCursor)
 	q := writ.RecordQuery{
 		TenantID:          p.required(paramTenantID),
@@ -108,6 +110,7 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 		ApprovalMode:      writ.ApprovalMode(p.get(paramApprovalMode)),
 		PolicyDecisionID:  p.get(paramPolicyDecisionID),
 		Approver:          p.get(paramApprover),
+		RefersTo:          p.get(paramRefersTo),
 		From:              p.time(paramFrom),
 		To:                p.time(paramTo),
 		Cursor:            p.get(paramCursor),

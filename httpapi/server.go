@@ -80,6 +80,12 @@ type Config struct {
 	// /v1/params). It is usually the engine that serves checks. Nil
 	// means those routes answer 404.
 	Params writ.TenantParams
+	// Annotations serves the routes of records about records: retract a
+	// record, give feedback on it, replay it and record the result, and
+	// what the ledger holds about it (GET /v1/records/{id}/links). It is
+	// usually the engine that serves checks. Nil means those routes
+	// answer 404.
+	Annotations writ.Annotations
 	// MaxWaiting caps the resumes that wait on approvals at once (POST
 	// /v1/decisions/{id}/resume): they are counted here, not against
 	// MaxInFlight, so waiting agents never crowd out checks. A resume
@@ -199,22 +205,23 @@ const devModeWarning = "development mode: this server authenticates no one, so e
 // writ.Workflows, writ.Approvals and writ.Replays, over HTTP. It
 // implements http.Handler; create one with NewServer.
 type Server struct {
-	svc       writ.Service
-	ledger    writ.Ledger        // nil when the server has no ledger
-	workflows writ.Workflows     // nil when the server runs no workflows
-	approvals writ.Approvals     // nil when the server has no approval queue
-	replays   writ.Replays       // nil when the server replays nothing
-	shadows   writ.ShadowReports // nil when the server reports no shadow decisions
-	lifecycle writ.Lifecycle     // nil when the server carries no decision past its receipt
-	params    writ.TenantParams  // nil when the server serves no tenant parameters
-	cfg       Config
-	log       *slog.Logger
-	rand      io.Reader
-	mux       *http.ServeMux
-	routes    []route
-	inflight  chan struct{}
-	waiting   chan struct{} // resumes holding a connection open
-	rates     *keyLimiter   // per-key request rates; nil when unlimited
+	svc         writ.Service
+	ledger      writ.Ledger        // nil when the server has no ledger
+	workflows   writ.Workflows     // nil when the server runs no workflows
+	approvals   writ.Approvals     // nil when the server has no approval queue
+	replays     writ.Replays       // nil when the server replays nothing
+	shadows     writ.ShadowReports // nil when the server reports no shadow decisions
+	lifecycle   writ.Lifecycle     // nil when the server carries no decision past its receipt
+	params      writ.TenantParams  // nil when the server serves no tenant parameters
+	annotations writ.Annotations   // nil when the server seals no records about records
+	cfg         Config
+	log         *slog.Logger
+	rand        io.Reader
+	mux         *http.ServeMux
+	routes      []route
+	inflight    chan struct{}
+	waiting     chan struct{} // resumes holding a connection open
+	rates       *keyLimiter   // per-key request rates; nil when unlimited
 }
 
 // route is one method and path pattern the server answers, and who may
@@ -248,6 +255,10 @@ var routes = []route{
 	{http.MethodGet, "/v1/ledger/consistency", []writ.Role{writ.RoleAuditor}, (*Server).handleConsistencyProof},
 	{http.MethodGet, "/v1/records/{id}/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplay},
 	{http.MethodGet, "/v1/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplayTrace},
+	{http.MethodPost, "/v1/records/{id}/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleRecordReplay},
+	{http.MethodPost, "/v1/records/{id}/retract", []writ.Role{writ.RoleAuditor, writ.RoleAdmin}, (*Server).handleRetract},
+	{http.MethodPost, "/v1/records/{id}/feedback", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleFeedback},
+	{http.MethodGet, "/v1/records/{id}/links", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleLinks},
 	{http.MethodGet, "/v1/shadow/report", []writ.Role{writ.RoleAuditor}, (*Server).handleShadowReport},
 	{http.MethodPost, "/v1/runs", []writ.Role{writ.RoleAgent}, (*Server).handleStartRun},
 	{http.MethodGet, "/v1/runs", []writ.Role{writ.RoleAgent, writ.RoleAuditor}, (*Server).handleRuns},
@@ -302,22 +313,23 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		cfg.Rand = rand.Reader
 	}
 	s := &Server{
-		svc:       svc,
-		ledger:    cfg.Ledger,
-		workflows: cfg.Workflows,
-		approvals: cfg.Approvals,
-		replays:   cfg.Replays,
-		shadows:   cfg.Shadows,
-		lifecycle: cfg.Lifecycle,
-		params:    cfg.Params,
-		cfg:       cfg,
-		log:       cfg.Logger,
-		rand:      &lockedReader{r: cfg.Rand},
-		mux:       http.NewServeMux(),
-		routes:    routes,
-		inflight:  make(chan struct{}, cfg.MaxInFlight),
-		waiting:   make(chan struct{}, cfg.MaxWaiting),
-		rates:     newKeyLimiter(cfg.RateLimit),
+		svc:         svc,
+		ledger:      cfg.Ledger,
+		workflows:   cfg.Workflows,
+		approvals:   cfg.Approvals,
+		replays:     cfg.Replays,
+		shadows:     cfg.Shadows,
+		lifecycle:   cfg.Lifecycle,
+		params:      cfg.Params,
+		annotations: cfg.Annotations,
+		cfg:         cfg,
+		log:         cfg.Logger,
+		rand:        &lockedReader{r: cfg.Rand},
+		mux:         http.NewServeMux(),
+		routes:      routes,
+		inflight:    make(chan struct{}, cfg.MaxInFlight),
+		waiting:     make(chan struct{}, cfg.MaxWaiting),
+		rates:       newKeyLimiter(cfg.RateLimit),
 	}
 	for _, rt := range s.routes {
 		s.mux.HandleFunc(rt.method+" "+rt.path, s.guard(rt))

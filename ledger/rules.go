@@ -265,6 +265,10 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 		checkParamsChange(p, rec, bad)
 		return out
 	}
+	if AboutRecord(rec.DecisionKey) {
+		checkAbout(rec, bad)
+		return out
+	}
 	checkParamsPin(p, rec.Params, bad)
 	spec, ok := p.Specs[rec.DecisionKey]
 	if !ok || spec.ID() != l.DecisionSpec || spec.Version != rec.DecisionVersion {
@@ -512,5 +516,34 @@ func checkParamsPin(p *pack.Pack, pin *writ.ParamsPin, bad func(rule, format str
 	}
 	if d, err := record.CanonicalDigest(pin.Values); err != nil || d != pin.Digest {
 		bad("params", "params.digest is not the digest of params.values")
+	}
+}
+
+// checkAbout checks the record of a retraction, a feedback entry or a
+// replay result: it names the record it is about in outputs.record_id
+// and cites it as evidence; a retraction is CLOSED and supersedes it, the
+// others are DECIDED and supersede nothing.
+func checkAbout(rec *writ.Record, bad func(rule, format string, args ...any)) {
+	if rec.Lineage.DecisionSpec != rec.DecisionKey {
+		bad("lineage", "decision_spec %s, want %s", rec.Lineage.DecisionSpec, rec.DecisionKey)
+	}
+	about, _ := rec.Outputs["record_id"].(string)
+	if about == "" || !slices.Contains(rec.EvidenceRefs, "record:"+about) {
+		bad("evidence", "a record about a record names it in outputs.record_id and cites it in evidence_refs")
+	}
+	if _, ok := rec.Outputs["outcome"].(string); !ok {
+		bad("schema", "a record about a record carries its outcome in outputs.outcome")
+	}
+	if strings.HasPrefix(rec.DecisionKey, writ.RetractionKeyPrefix) {
+		if rec.Status != writ.StatusClosed || rec.Supersedes != about {
+			bad("schema", "a retraction is CLOSED and supersedes the record it retracts")
+		}
+		if r, _ := rec.Outputs["reason"].(string); strings.TrimSpace(r) == "" {
+			bad("schema", "a retraction says why in outputs.reason")
+		}
+		return
+	}
+	if rec.Status != writ.StatusDecided || rec.Supersedes != "" {
+		bad("schema", "a feedback entry or a replay result is DECIDED and supersedes nothing")
 	}
 }

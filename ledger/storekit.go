@@ -260,6 +260,11 @@ const ApprovalModesMessage = "must be one of read_only, local_write, network, de
 const (
 	TermPolicyDecisionID = "policy_decision_id"
 	TermApprover         = "approver"
+	// TermRefersTo is the record another record is about: the one it
+	// supersedes (a correction, a retraction, an execution report, a
+	// re-check) or, for a feedback entry or a replay result, the one
+	// its outputs.record_id names.
+	TermRefersTo = "refers_to"
 )
 
 // Term is one (term, value) pair a store indexes for a record.
@@ -282,7 +287,31 @@ func RecordTerms(rec *writ.Record) []Term {
 	for _, a := range rec.Approvals {
 		add(TermApprover, a.Approver)
 	}
+	add(TermRefersTo, rec.Supersedes)
+	if AboutRecord(rec.DecisionKey) {
+		if id, ok := rec.Outputs["record_id"].(string); ok {
+			add(TermRefersTo, id)
+		}
+	}
 	return terms
+}
+
+// AboutRecord reports whether a record with decision key key is a record
+// about another record: a retraction, a feedback entry or a replay
+// result, which names the record in outputs.record_id.
+func AboutRecord(key string) bool {
+	return strings.HasPrefix(key, writ.RetractionKeyPrefix) || strings.HasPrefix(key, writ.FeedbackKeyPrefix) || strings.HasPrefix(key, writ.ReplayKeyPrefix)
+}
+
+// QueryTerms returns the terms a record query filters by.
+func QueryTerms(q writ.RecordQuery) []Term {
+	var out []Term
+	for _, t := range []Term{{TermPolicyDecisionID, q.PolicyDecisionID}, {TermApprover, q.Approver}, {TermRefersTo, q.RefersTo}} {
+		if t.Value != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // PrefixEnd returns the least string above every string that begins with

@@ -40,6 +40,17 @@ type Aggregate struct {
 // aggregate can have. A test case's history may set it.
 const MeterToolCalls = "writ.tool_calls"
 
+// MeterActorToolCalls names writ's built-in count of the tool calls it
+// allowed an actor (the acting principal) in an actor_tool_calls
+// budget's window. A test case's history may set it.
+const MeterActorToolCalls = "writ.actor_tool_calls"
+
+// MeterNoSession names the history value a check of a spec with a
+// tool_calls budget pins when it names neither a session nor a run:
+// writ has nothing to count its session's calls across, and the budget
+// refuses it (budget_unmetered). Its value is never read.
+const MeterNoSession = "writ.no_session"
+
 // MaxWindow bounds an aggregate's window: 366 days.
 const MaxWindow = 366 * 24 * time.Hour
 

@@ -191,9 +191,24 @@ type Budgets struct {
 	Tokens       *int64   `yaml:"tokens"`
 	CostUSDCents *float64 `yaml:"cost_usd_cents"`
 	WallClockMS  *int64   `yaml:"wall_clock_ms"`
-	OnExceed     string   `yaml:"on_exceed"`
-	Pos          Pos      `yaml:"-"`
+	// ActorToolCalls bounds the tool calls writ allowed the acting
+	// principal (actor) over ActorWindow, whatever sessions it named.
+	ActorToolCalls  *int64 `yaml:"actor_tool_calls"`
+	ActorWindowText string `yaml:"actor_window"`
+	// ActorWindow is ActorWindowText parsed, DefaultActorWindow when
+	// it is empty.
+	ActorWindow time.Duration `yaml:"-"`
+	// Accepts is the weakest provenance of usage figures the tokens,
+	// cost_usd_cents and wall_clock_ms budgets count: claimed (the
+	// default) or issued (only figures a meter key sent).
+	Accepts  string `yaml:"accepts"`
+	OnExceed string `yaml:"on_exceed"`
+	Pos      Pos    `yaml:"-"`
 }
+
+// DefaultActorWindow is the window of an actor_tool_calls budget that
+// names none.
+const DefaultActorWindow = 24 * time.Hour
 
 // Reason is a code and a message; messages may hold {{path}} templates.
 type Reason struct {
@@ -632,6 +647,21 @@ func (l *loader) loadSpec(p *Pack, rel string) {
 		s.Budgets.Pos = l.pos(doc, "/budgets")
 		if s.Budgets.OnExceed == "" {
 			s.Budgets.OnExceed = "deny"
+		}
+		if s.Budgets.Accepts == "" {
+			s.Budgets.Accepts = "claimed"
+		}
+		b := s.Budgets
+		switch {
+		case b.ActorWindowText != "" && b.ActorToolCalls == nil:
+			l.addf(l.pos(doc, "/budgets/actor_window"), "actor_window without actor_tool_calls: it is the window of that budget")
+		case b.ActorToolCalls != nil && b.ActorWindowText == "":
+			b.ActorWindow = DefaultActorWindow
+		case b.ActorToolCalls != nil:
+			b.ActorWindow = l.duration(doc, "/budgets/actor_window", b.ActorWindowText)
+			if b.ActorWindow > MaxWindow {
+				l.addf(l.pos(doc, "/budgets/actor_window"), "actor_window %s is longer than %s (366 days)", b.ActorWindowText, MaxWindow)
+			}
 		}
 	}
 	p.Specs[s.DecisionKey] = s

@@ -145,7 +145,7 @@ func (p *Pack) CheckIDs() map[string]bool {
 			ids["evidence."+e.Kind] = true
 		}
 		if b := s.Budgets; b != nil {
-			for dim, set := range map[string]bool{"tool_calls": b.ToolCalls != nil, "tokens": b.Tokens != nil, "cost_usd_cents": b.CostUSDCents != nil, "wall_clock_ms": b.WallClockMS != nil} {
+			for dim, set := range map[string]bool{"tool_calls": b.ToolCalls != nil, "tokens": b.Tokens != nil, "cost_usd_cents": b.CostUSDCents != nil, "wall_clock_ms": b.WallClockMS != nil, "actor_tool_calls": b.ActorToolCalls != nil} {
 				if set {
 					ids["budget."+dim] = true
 				}
@@ -285,6 +285,8 @@ func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr strin
 		for _, sp := range p.Specs {
 			// The tool-call meter exists when a spec has a tool_calls budget.
 			declared[MeterToolCalls] = declared[MeterToolCalls] || sp.Budgets != nil && sp.Budgets.ToolCalls != nil
+			declared[MeterNoSession] = declared[MeterToolCalls]
+			declared[MeterActorToolCalls] = declared[MeterActorToolCalls] || sp.Budgets != nil && sp.Budgets.ActorToolCalls != nil
 		}
 		for _, a := range p.History {
 			declared[a.Name] = true

@@ -552,21 +552,33 @@ func (r *caseRun) run(ctx context.Context, c *pack.TestCase) {
 // "key_test"; with acted_by, the key of that principal, allowed to act
 // for the actor), and delegated_user_provenance "authenticated" a
 // delegation token of delegated_user_issuer (default "test") whose
-// subject is the delegated user. The request then goes in without them,
+// subject is the delegated user; usage.provenance "issued" makes that key
+// (or one of the actor's principal) a meter. The request then goes in without them,
 // as a caller sends it, and writ binds them again. Anything else
 // (claimed, or nothing) is development mode.
 func credentials(ctx context.Context, req *writ.CheckRequest) (context.Context, *writ.CheckRequest) {
 	a := req.Actor
-	if !a.Bound() {
+	issued := req.Usage != nil && req.Usage.Provenance == writ.ProvenanceIssued
+	if req.Usage != nil && req.Usage.Provenance != "" {
+		rq, u := *req, *req.Usage
+		u.Provenance = ""
+		rq.Usage = &u
+		req = &rq
+	}
+	if !a.Bound() && !issued {
 		return ctx, req
 	}
-	if a.Provenance == writ.ProvenanceAuthenticated {
+	if a.Provenance == writ.ProvenanceAuthenticated || issued {
 		p := &writ.Principal{TenantID: req.TenantID, KeyID: a.KeyID, Subject: a.ID, Roles: []writ.Role{writ.RoleAgent}, ActorType: a.Type}
 		if p.KeyID == "" {
 			p.KeyID = "key_test"
 		}
 		if by := a.ActedBy; by != nil {
 			p.Subject, p.ActorType, p.ActsFor = by.ID, by.Type, []string{a.Type + ":" + a.ID}
+		}
+		if issued {
+			// usage.provenance "issued": the key is a meter as well.
+			p.Roles = append(p.Roles, writ.RoleMeter)
 		}
 		ctx = writ.WithPrincipal(ctx, p)
 	}

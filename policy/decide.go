@@ -174,6 +174,10 @@ type Decision struct {
 	// spec's budgets (tool_calls, with this check), when it read the
 	// tool-call meter (meter.go); nil otherwise.
 	Metered *writ.Usage
+	// MeteredActor is what writ counted of the actor's tool calls in the
+	// window of the spec's actor_tool_calls budget (with this check),
+	// when it read that meter; nil otherwise.
+	MeteredActor *int64
 }
 
 // Decide evaluates req under r at the clock reading now, with no history
@@ -431,8 +435,12 @@ func (d *Decision) budgets(idx *specIndex, u *writ.Usage, h History) {
 	if n, ok := meteredToolCalls(h); ok && idx.metered {
 		d.Metered = &writ.Usage{ToolCalls: int64(n)}
 	}
+	if n, ok := h[MeterActorToolCalls]; ok && idx.actorWindow > 0 {
+		c := int64(n) + 1
+		d.MeteredActor = &c
+	}
 	for _, b := range idx.budgets {
-		d.add(b.apply(u, d.Metered))
+		d.add(b.apply(u, d, h))
 	}
 }
 
@@ -445,6 +453,14 @@ type budgetCheck struct {
 	effect Effect
 	// metered is set for a dimension writ counts itself (tool_calls).
 	metered bool
+	// window is set for actor_tool_calls: writ's count of the actor's
+	// calls over it, and nothing the caller says.
+	window     time.Duration
+	windowText string
+	// issuedOnly is set for a dimension the caller reports (tokens,
+	// cost_usd_cents, wall_clock_ms) when the budget accepts issued
+	// figures only: a meter key's.
+	issuedOnly bool
 }
 
 func compileBudgets(s *pack.Spec) []*budgetCheck {
@@ -454,27 +470,52 @@ func compileBudgets(s *pack.Spec) []*budgetCheck {
 	}
 	effect, _ := ParseEffect(b.OnExceed)
 	var out []*budgetCheck
-	add := func(dim string, limit *float64, used func(*writ.Usage) float64) {
+	add := func(dim string, limit *float64, used func(*writ.Usage) float64) *budgetCheck {
 		if limit == nil {
-			return
+			return nil
 		}
 		cid := newCheckID("spec:"+s.ID(), "budget."+dim, "pd:"+s.ID()+":", effect)
-		out = append(out, &budgetCheck{cid: cid, dim: dim, limit: *limit, used: used, effect: effect, metered: dim == "tool_calls"})
+		bc := &budgetCheck{cid: cid, dim: dim, limit: *limit, used: used, effect: effect, metered: dim == "tool_calls",
+			issuedOnly: b.Accepts == string(writ.ProvenanceIssued) && dim != "tool_calls" && dim != "actor_tool_calls"}
+		out = append(out, bc)
+		return bc
 	}
 	add("tool_calls", intLimit(b.ToolCalls), func(u *writ.Usage) float64 { return float64(u.ToolCalls) })
 	add("tokens", intLimit(b.Tokens), func(u *writ.Usage) float64 { return float64(u.Tokens) })
 	add("cost_usd_cents", b.CostUSDCents, func(u *writ.Usage) float64 { return u.CostUSDCents })
 	add("wall_clock_ms", intLimit(b.WallClockMS), func(u *writ.Usage) float64 { return float64(u.WallClockMS) })
+	if bc := add("actor_tool_calls", intLimit(b.ActorToolCalls), nil); bc != nil {
+		bc.window = b.ActorWindow
+		bc.windowText = b.ActorWindowText
+		if bc.windowText == "" {
+			bc.windowText = "24h"
+		}
+	}
 	return out
 }
 
 // apply checks the budget against the caller's usage u and, for a
-// dimension writ meters, writ's own count m (nil when it has none).
-func (b *budgetCheck) apply(u, m *writ.Usage) Applied {
+// dimension writ meters, writ's own count (d.Metered, d.MeteredActor,
+// nil when it has none; h holds MeterNoSession when the check named no
+// session and no run to count across).
+func (b *budgetCheck) apply(u *writ.Usage, d *Decision, h History) Applied {
 	a := Applied{ID: b.cid}
+	if b.window > 0 {
+		return b.applyActor(d.MeteredActor)
+	}
+	if _, ok := h[MeterNoSession]; ok && b.metered {
+		return b.unmetered("the check names no session (inputs_refs.session) and no run (workflow.run_id), so writ has nothing to count the session's tool calls across",
+			writ.Reason{Code: "NAME_SESSION", Message: "Send the check with the session it belongs to (inputs_refs.session) or its workflow run (workflow.run_id)."},
+			"The check names its session (inputs_refs.session) or its run (workflow.run_id).")
+	}
+	if b.issuedOnly && u.Provenance != writ.ProvenanceIssued {
+		return b.unmetered("the check's usage is the caller's word (claimed), and the budget accepts only figures a meter sent (issued)",
+			writ.Reason{Code: "REPORT_THROUGH_METER", Message: "Send the check through a meter the tenant trusts (a key with the role meter, such as the MCP gateway's or an LLM proxy's), which reports the figures."},
+			fmt.Sprintf("The check's %s comes from a meter key (usage provenance issued).", b.dim))
+	}
 	used := b.used(u)
 	var counted string
-	if b.metered && m != nil {
+	if m := d.Metered; b.metered && m != nil {
 		claimed := used
 		used = max(used, b.used(m))
 		counted = fmt.Sprintf(" (writ counted %s in this session; the caller reported %s)", strconv.FormatFloat(b.used(m), 'f', -1, 64), strconv.FormatFloat(claimed, 'f', -1, 64))
@@ -490,6 +531,41 @@ func (b *budgetCheck) apply(u, m *writ.Usage) Applied {
 		Changes:   []writ.Condition{{Kind: writ.ConditionBudget, Text: fmt.Sprintf("The run's %s stay within %s.", b.dim, lim), Expression: fmt.Sprintf("usage.%s <= %s", b.dim, floatLiteral(b.limit))}},
 	}
 	return a
+}
+
+// applyActor checks an actor_tool_calls budget against writ's count of
+// the actor's allowed checks in the window, with this one (n); the
+// caller's usage plays no part. Without a count (a check that names no
+// actor) the budget refuses it.
+func (b *budgetCheck) applyActor(n *int64) Applied {
+	a := Applied{ID: b.cid}
+	if n == nil {
+		return b.unmetered("the check names no actor, so writ has nothing to count the actor's tool calls across",
+			writ.Reason{Code: "NAME_ACTOR", Message: "Send the check with an API key, or naming its actor."},
+			"The check names its actor.")
+	}
+	if float64(*n) <= b.limit {
+		return a
+	}
+	lim := strconv.FormatFloat(b.limit, 'f', -1, 64)
+	a.Verdict = b.effect
+	a.Firing = &Firing{
+		Reason:    writ.Reason{Code: "budget_exceeded", Message: fmt.Sprintf("Budget actor_tool_calls exceeded: used %d, allowed %s. (writ counted %d for this actor in the last %s, whatever sessions they named)", *n, lim, *n, b.windowText)},
+		NextSteps: []writ.Reason{{Code: "REDUCE_ACTOR_TOOL_CALLS", Message: fmt.Sprintf("Wait until the actor's tool calls in the last %s are within %s, or ask the policy owner for a larger budget.", b.windowText, lim)}},
+		Changes: []writ.Condition{{Kind: writ.ConditionBudget, Text: fmt.Sprintf("The actor's tool calls in the last %s stay within %s.", b.windowText, lim),
+			Expression: fmt.Sprintf("history[%q] + 1.0 <= %s", MeterActorToolCalls, floatLiteral(b.limit))}},
+	}
+	return a
+}
+
+// unmetered is the budget's firing when writ cannot count what it
+// bounds: the budget's on_exceed effect, never the caller's figure.
+func (b *budgetCheck) unmetered(why string, step writ.Reason, change string) Applied {
+	return Applied{ID: b.cid, Verdict: b.effect, Firing: &Firing{
+		Reason:    writ.Reason{Code: "budget_unmetered", Message: fmt.Sprintf("Budget %s cannot be counted: %s.", b.dim, why)},
+		NextSteps: []writ.Reason{step},
+		Changes:   []writ.Condition{{Kind: writ.ConditionBudget, Text: change}},
+	}}
 }
 
 func intLimit(n *int64) *float64 {

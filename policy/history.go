@@ -288,7 +288,7 @@ func (p *Policy) HistoryPlanWith(r *Resolved, req *writ.CheckRequest, now time.T
 			plan.Allowed = append(plan.Allowed, c)
 		}
 	}
-	p.meterPlan(&plan, r, req)
+	p.meterPlan(&plan, r, req, now)
 	return plan
 }
 
@@ -399,6 +399,9 @@ func (p *Policy) Aggregates() [][2]string {
 		out = append(out, [2]string{ag.def.Name, ag.id})
 	}
 	if m := p.meter; m != nil {
+		out = append(out, [2]string{m.def.Name, m.id})
+	}
+	if m := p.actorMeter; m != nil {
 		out = append(out, [2]string{m.def.Name, m.id})
 	}
 	return out

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"time"
 
 	"github.com/writhq/writ"
@@ -25,13 +26,33 @@ import (
 // The budget counts the larger of writ's figure (the allowed checks
 // before this one, plus this one) and the caller's usage.tool_calls: a
 // caller can add to what writ counted, never subtract. A check with no
-// session and no run has nothing writ can count across, and is checked
-// on the caller's figure alone, as before metering.
+// session and no run has nothing writ can count across: the budget
+// refuses it with budget_unmetered (its on_exceed effect), so leaving
+// the session out never lets a check through that naming it would not.
+//
+// A session is a name the caller chooses, so a fresh one starts a fresh
+// count. A budget that a fresh session must not reset is an
+// actor_tool_calls budget: MeterActorToolCalls counts the checks writ
+// allowed the actor (the API key's principal in keyed mode, or the one
+// it acts for) over the budget's window, whatever sessions they named.
 
 // MeterToolCalls names writ's count of a session's allowed checks in a
 // decision's history (and in the record's history field). The name
 // cannot be a pack's: pack aggregate names have no dot.
 const MeterToolCalls = pack.MeterToolCalls
+
+// MeterActorToolCalls names writ's count of an actor's allowed checks in
+// an actor_tool_calls budget's window.
+const MeterActorToolCalls = pack.MeterActorToolCalls
+
+// MeterNoSession names the value a check of a spec with a tool_calls
+// budget pins when it names no session and no run: the budget refuses
+// it (budget_unmetered) rather than count it on the caller's figure.
+const MeterNoSession = pack.MeterNoSession
+
+// noSessionGroup is the group MeterNoSession reads: a read needs one,
+// and its value decides nothing.
+const noSessionGroup = "(no session)"
 
 // meterSince is the start of the meter's window: a session's whole life.
 var meterSince = time.Unix(0, 0).UTC()
@@ -49,21 +70,47 @@ func newMeter(p *pack.Pack) *aggregate {
 	return nil
 }
 
-// meterPlan adds the meter's read (when the spec has a tool_calls budget)
-// and its contribution to plan.
-func (p *Policy) meterPlan(plan *HistoryPlan, r *Resolved, req *writ.CheckRequest) {
-	m := p.meter
-	if m == nil {
-		return
+// newActorMeter returns the built-in per-actor tool-call meter of p, or
+// nil when no spec of p has an actor_tool_calls budget. It counts over
+// all time; each budget reads it over its own window.
+func newActorMeter(p *pack.Pack) *aggregate {
+	for _, s := range p.Specs {
+		if b := s.Budgets; b != nil && b.ActorToolCalls != nil {
+			def := &pack.Aggregate{Name: MeterActorToolCalls, Kind: "count", GroupBy: "actor"}
+			return &aggregate{def: def, id: aggregateID(def)}
+		}
 	}
-	group, ok := m.groupKey(nil, req)
-	if !ok {
-		return
+	return nil
+}
+
+// meterPlan adds the meters' reads (when the spec has a tool_calls or
+// actor_tool_calls budget) and their contributions to plan.
+func (p *Policy) meterPlan(plan *HistoryPlan, r *Resolved, req *writ.CheckRequest, now time.Time) {
+	if m := p.meter; m != nil {
+		group, ok := m.groupKey(nil, req)
+		switch {
+		case ok:
+			if r.index.metered {
+				plan.Reads = append(plan.Reads, HistoryKey{Name: MeterToolCalls, Aggregate: m.id, Group: group, Since: meterSince})
+			}
+			plan.Allowed = append(plan.Allowed, Contribution{Name: MeterToolCalls, Aggregate: m.id, Group: group, Amount: 1})
+		case r.index.metered:
+			// Nothing to count across: pinned, so that the decision (and
+			// its replay) refuses it; a record decided before this has no
+			// such value, and replays as it was decided (WithoutMeter).
+			plan.Reads = append(plan.Reads, HistoryKey{Name: MeterNoSession, Aggregate: m.id, Group: noSessionGroup, Since: meterSince})
+		}
 	}
-	if r.index.metered {
-		plan.Reads = append(plan.Reads, HistoryKey{Name: MeterToolCalls, Aggregate: m.id, Group: group, Since: meterSince})
+	if m := p.actorMeter; m != nil {
+		group, ok := m.groupKey(nil, req)
+		if !ok {
+			return
+		}
+		if w := r.index.actorWindow; w > 0 {
+			plan.Reads = append(plan.Reads, HistoryKey{Name: MeterActorToolCalls, Aggregate: m.id, Group: group, Since: now.Add(-w)})
+		}
+		plan.Allowed = append(plan.Allowed, Contribution{Name: MeterActorToolCalls, Aggregate: m.id, Group: group, Amount: 1})
 	}
-	plan.Allowed = append(plan.Allowed, Contribution{Name: MeterToolCalls, Aggregate: m.id, Group: group, Amount: 1})
 }
 
 // meteredToolCalls is writ's count of the session's tool calls with this
@@ -76,20 +123,22 @@ func meteredToolCalls(h History) (float64, bool) {
 	return n + 1, true
 }
 
-// WithoutMeter drops the meter's read from plan when pinned (a record's
-// history) has no meter value: the record was decided before writ
-// metered, and its replay rebuilds it as it was decided.
+// isMeter reports whether name is one of writ's built-in meters.
+func isMeter(name string) bool {
+	return name == MeterToolCalls || name == MeterActorToolCalls || name == MeterNoSession
+}
+
+// WithoutMeter drops from plan the reads of writ's built-in meters that
+// pinned (a record's history) has no value of: the record was decided
+// before writ metered them, and its replay rebuilds it as it was
+// decided.
 func WithoutMeter(plan HistoryPlan, pinned []writ.HistoryValue) HistoryPlan {
-	for _, v := range pinned {
-		if v.Name == MeterToolCalls {
-			return plan
-		}
-	}
 	reads := plan.Reads[:0:0]
 	for _, k := range plan.Reads {
-		if k.Name != MeterToolCalls {
-			reads = append(reads, k)
+		if isMeter(k.Name) && !slices.ContainsFunc(pinned, func(v writ.HistoryValue) bool { return v.Name == k.Name }) {
+			continue
 		}
+		reads = append(reads, k)
 	}
 	plan.Reads = reads
 	return plan

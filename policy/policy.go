@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -35,6 +36,9 @@ type Policy struct {
 	// meter is the built-in tool-call meter (meter.go), nil when no spec
 	// has a tool_calls budget.
 	meter *aggregate
+	// actorMeter is the built-in per-actor tool-call meter, nil when no
+	// spec has an actor_tool_calls budget.
+	actorMeter *aggregate
 }
 
 // specIndex holds the candidates of one decision spec.
@@ -45,9 +49,12 @@ type specIndex struct {
 	budgets        []*budgetCheck
 	// metered is set when the spec has a tool_calls budget: its checks
 	// read the tool-call meter (meter.go).
-	metered  bool
-	ceilings map[string]*CheckID // by tool
-	pins     map[string]*CheckID // by pinned tool
+	metered bool
+	// actorWindow is the window of the spec's actor_tool_calls budget,
+	// 0 when it has none.
+	actorWindow time.Duration
+	ceilings    map[string]*CheckID // by tool
+	pins        map[string]*CheckID // by pinned tool
 	// lineagePins and gates are the seed's lineage and approval rules
 	// (emission.go): the spec's required pins, the pack's required gates.
 	lineagePins []*pinCheck
@@ -126,6 +133,7 @@ func Compile(p *pack.Pack) (*Policy, error) {
 	pol.history = c.aggregates(p)
 	c.aggs = pol.history
 	pol.meter = newMeter(p)
+	pol.actorMeter = newActorMeter(p)
 
 	refuse := c.controls(p.Controls.MustRefuse, Deny)
 	escalate := c.controls(p.Controls.MustEscalate, Escalate)
@@ -175,6 +183,9 @@ func Compile(p *pack.Pack) (*Policy, error) {
 		c.checkOutcomes(s, specChecks)
 		idx.budgets = compileBudgets(s)
 		idx.metered = s.Budgets != nil && s.Budgets.ToolCalls != nil
+		if b := s.Budgets; b != nil && b.ActorToolCalls != nil {
+			idx.actorWindow = b.ActorWindow
+		}
 		idx.noTool = c.candidates(s, "", specChecks)
 		idx.noTool.contextHash = compiledContextHash(p, idx, nil, idx.noTool)
 		for name, t := range p.Tools {

@@ -70,6 +70,9 @@ func TestVelocityTwoServers(t *testing.T) {
 				Arguments:  map[string]any{"order_id": order, "amount_inr": 4200.0, "currency": "INR"},
 				Actor:      writ.Actor{Type: writ.ActorAgent, ID: "agt_support"},
 				SubjectIDs: []string{"customer:cus_race", "order:" + order},
+				// A session each: the refund spec's tool_calls budget refuses a
+				// check that names none, and this race is the customer's.
+				InputsRefs: &writ.InputsRefs{Session: "sess_" + order},
 				Evidence:   []writ.Evidence{{Kind: "identity_verification", ID: "idv_1", Version: "1", ObservedAt: &observed}},
 				Context:    map[string]any{"order_total_inr": 18000.0},
 				Outputs:    map[string]any{"refund_amount_inr": 4200.0, "currency": "INR", "order_id": order},

@@ -131,11 +131,9 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int) (string, []any) {
 	}
 	// record_terms' key (term, value, tenant_id, seq) serves a policy
 	// decision or an approver in chain order.
-	for _, t := range []ledger.Term{{Term: ledger.TermPolicyDecisionID, Value: q.PolicyDecisionID}, {Term: ledger.TermApprover, Value: q.Approver}} {
-		if t.Value != "" {
-			filters.WriteString(` AND r.seq IN (SELECT t.seq FROM record_terms t WHERE t.term = ` + arg(t.Term) +
-				` AND t.value = ` + arg(t.Value) + ` AND t.tenant_id = r.tenant_id)`)
-		}
+	for _, t := range ledger.QueryTerms(q) {
+		filters.WriteString(` AND r.seq IN (SELECT t.seq FROM record_terms t WHERE t.term = ` + arg(t.Term) +
+			` AND t.value = ` + arg(t.Value) + ` AND t.tenant_id = r.tenant_id)`)
 	}
 	// ts_ns decides; the bounds on ts (the record's instant floored to the
 	// microsecond, which the exact bounds imply) prune partitions.

@@ -117,8 +117,14 @@ func Build(in Input) (*writ.Record, error) {
 		u := *req.Usage
 		rec.BudgetUsage = &u
 	}
-	if m := in.Decision.Metered; m != nil {
-		rec.MeteredUsage = &writ.MeteredUsage{ToolCalls: m.ToolCalls, Provenance: writ.ProvenanceObserved}
+	if m, a := in.Decision.Metered, in.Decision.MeteredActor; m != nil || a != nil {
+		rec.MeteredUsage = &writ.MeteredUsage{Provenance: writ.ProvenanceObserved}
+		if m != nil {
+			rec.MeteredUsage.ToolCalls = m.ToolCalls
+		}
+		if a != nil {
+			rec.MeteredUsage.ActorToolCalls = *a
+		}
 	}
 	for _, t := range req.ToolLineage {
 		rec.ToolLineage = append(rec.ToolLineage, writ.ToolLineage{

@@ -65,3 +65,44 @@ func TestPre31RecordsReplayEqual(t *testing.T) {
 		t.Errorf("today's records: %d of %d replayed equal", sum.Equal, sum.Records)
 	}
 }
+
+// TestPreSessionRecordReplaysEqual: a check with a tool_calls budget
+// that named no session and no run, decided (allowed, on the caller's
+// figure) before writ refused such checks, replays equal; today the same
+// check is refused (budget_unmetered), pins writ.no_session, and its
+// record replays equal too (see testdata/pre31session/README.md).
+func TestPreSessionRecordReplaysEqual(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("testdata", "pre31session", "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "writ.db"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if sum := replayTenant(t, st, "acme"); sum.Records != 1 || sum.Equal != 1 {
+		t.Errorf("replayed %d records, %d equal; want 1 equal", sum.Records, sum.Equal)
+	}
+
+	h := newHarness(t, filepath.Join("testdata", "pre31", "pack"))
+	rc := h.check(t, &writ.CheckRequest{TenantID: "acme", Tool: "records.update", Arguments: map[string]any{"n": float64(1)},
+		Actor: writ.Actor{Type: writ.ActorAgent, ID: "agt_1"}, Usage: &writ.Usage{ToolCalls: 1}})
+	if rc.SafeToExecute || len(rc.Reasons) != 1 || rc.Reasons[0].Code != "budget_unmetered" {
+		t.Errorf("the same check today = %s %+v, want blocked with budget_unmetered", rc.Outcome, rc.Reasons)
+	}
+	rec, err := h.eng.Record(context.Background(), "acme", rc.Metadata.RecordID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hv := rec.Record.History; len(hv) != 1 || hv[0].Name != "writ.no_session" {
+		t.Errorf("today's record pins history %+v, want writ.no_session", hv)
+	}
+	if sum := replayTenant(t, h.store, "acme"); sum.Equal != sum.Records || sum.Records != 1 {
+		t.Errorf("today's records: %d of %d replayed equal", sum.Equal, sum.Records)
+	}
+}

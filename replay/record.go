@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
 )
@@ -84,6 +85,8 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 		rebuilt, err = rp.executionReport(ctx, pin, envelope)
 	case KindParamsChange:
 		rebuilt, err = rp.paramsChange(pin, envelope)
+	case KindRetraction, KindFeedback, KindReplayResult:
+		rebuilt, err = rp.annotation(ctx, pin, envelope)
 	default:
 		rebuilt, err = rp.check(ctx, pin, envelope)
 	}
@@ -379,4 +382,37 @@ func quickPreseal(rec *writ.Record) ([]byte, error) {
 func jsonValue(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// annotation rebuilds the record of a retraction, a feedback entry or a
+// replay result from its envelope and the record it is about.
+func (rp *replaying) annotation(ctx context.Context, pin *pinned, envelope []byte) (*writ.Record, error) {
+	tenantID, about, err := engine.AnnotationTarget(envelope)
+	if err != nil {
+		rp.errorf("the stored request envelope does not decode as a record about a record: %v", err)
+		return nil, nil
+	}
+	if tenantID != rp.head.TenantID {
+		rp.tamper("tenant_id", "envelope "+rp.head.Replay.ReplayPacketID, "the record's envelope is of tenant %q", tenantID)
+		return nil, nil
+	}
+	target, err := rp.r.store.Record(ctx, tenantID, about)
+	switch {
+	case writ.ErrorCode(err) == writ.ENOTFOUND:
+		rp.tamper("outputs.record_id", "record "+about, "the record it is about is not on file")
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read record %s of record %s: %w", about, rp.head.RecordID, err)
+	}
+	rb, err := pin.rebuilder()
+	if err != nil {
+		rp.errorf("the pack's verification contracts do not compile: %v", err)
+		return nil, nil
+	}
+	rec, err := rb.Annotation(envelope, &target.Record, rp.head.RecordID, rp.head.Timestamp.UTC())
+	if err != nil {
+		rp.errorf("the record cannot be rebuilt: %v", err)
+		return nil, nil
+	}
+	return rec, nil
 }

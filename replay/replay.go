@@ -34,9 +34,12 @@ package replay
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -95,11 +98,14 @@ const (
 
 // Record kinds, by decision key.
 const (
-	KindCheck            = "check"             // a boundary check
-	KindStepVerdict      = "step_verdict"      // "workflow:<workflow>/<step>"
-	KindApprovalDecision = "approval_decision" // "approval:<gate>"
-	KindExecutionReport  = "execution_report"  // "execution:<decision key>"
-	KindParamsChange     = "params_change"     // "params:<pack name>"
+	KindCheck            = "check"                // a boundary check
+	KindStepVerdict      = "step_verdict"         // "workflow:<workflow>/<step>"
+	KindApprovalDecision = "approval_decision"    // "approval:<gate>"
+	KindExecutionReport  = "execution_report"     // "execution:<decision key>"
+	KindParamsChange     = "params_change"        // "params:<pack name>"
+	KindRetraction       = writ.StoryRetraction   // "retraction:<decision key>"
+	KindFeedback         = writ.StoryFeedback     // "feedback:<decision key>"
+	KindReplayResult     = writ.StoryReplayResult // "replay:<decision key>"
 )
 
 // KindOf returns the kind of a record with decision key key.
@@ -113,6 +119,12 @@ func KindOf(key string) string {
 		return KindExecutionReport
 	case strings.HasPrefix(key, pack.ParamsKeyPrefix):
 		return KindParamsChange
+	case strings.HasPrefix(key, writ.RetractionKeyPrefix):
+		return KindRetraction
+	case strings.HasPrefix(key, writ.FeedbackKeyPrefix):
+		return KindFeedback
+	case strings.HasPrefix(key, writ.ReplayKeyPrefix):
+		return KindReplayResult
 	}
 	return KindCheck
 }
@@ -257,6 +269,36 @@ const pageSize = 2048
 // a time, and hands each result to each (in chain order) as it goes. It
 // stops at the first error of each or of the store.
 func (r *Replayer) Tenant(ctx context.Context, tenantID string, each func(*Result) error) (*Summary, error) {
+	sum, _, err := r.tenantFrom(ctx, tenantID, 0, nil, each)
+	return sum, err
+}
+
+// Sampled reports whether a record is in a replay sample of rate (0 to
+// 1): whether the first 8 bytes of the SHA-256 of its record id, read as
+// a big-endian fraction of 2^64, are below rate. The sample is the same
+// on every run and every server, so a scheduled sample replays each
+// record it holds again, and one outside it never.
+func Sampled(recordID string, rate float64) bool {
+	if rate >= 1 {
+		return true
+	}
+	h := sha256.Sum256([]byte(recordID))
+	return float64(binary.BigEndian.Uint64(h[:8]))/math.Exp2(64) < rate
+}
+
+// Sample replays the tenant's records after seq after that are in the
+// sample of rate (Sampled), in chain order, as Tenant does; a replay
+// result's own record is never in a sample. It returns the seq of the
+// last record it read, from which the next sample continues.
+func (r *Replayer) Sample(ctx context.Context, tenantID string, rate float64, after int64, each func(*Result) error) (*Summary, int64, error) {
+	return r.tenantFrom(ctx, tenantID, after, func(raw []byte) bool {
+		h, err := decodeHead(raw)
+		return err != nil || KindOf(h.DecisionKey) != KindReplayResult && Sampled(h.RecordID, rate)
+	}, each)
+}
+
+func (r *Replayer) tenantFrom(ctx context.Context, tenantID string, start int64, keep func([]byte) bool, each func(*Result) error) (*Summary, int64, error) {
+	after := start
 	type fetched struct {
 		page []json.RawMessage
 		err  error
@@ -267,7 +309,6 @@ func (r *Replayer) Tenant(ctx context.Context, tenantID string, each func(*Resul
 	pages := make(chan fetched, 1)
 	go func() {
 		defer close(pages)
-		var after int64
 		for {
 			page, err := r.store.Chain(ctx, tenantID, after, pageSize)
 			select {
@@ -282,24 +323,32 @@ func (r *Replayer) Tenant(ctx context.Context, tenantID string, each func(*Resul
 		}
 	}()
 	sum := &Summary{TenantID: tenantID, Classes: map[string]int64{}, Kinds: map[string]int64{}}
+	last := start
 	for f := range pages {
 		if f.err != nil {
-			return nil, f.err
+			return nil, 0, f.err
 		}
-		results, err := r.replayAll(ctx, tenantID, f.page)
+		if len(f.page) > 0 {
+			last = ledger.NextAfter(last, f.page)
+		}
+		page := f.page
+		if keep != nil {
+			page = slices.DeleteFunc(slices.Clone(page), func(raw json.RawMessage) bool { return !keep(raw) })
+		}
+		results, err := r.replayAll(ctx, tenantID, page)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for _, res := range results {
 			sum.Add(res)
 			if each != nil {
 				if err := each(res); err != nil {
-					return nil, err
+					return nil, 0, err
 				}
 			}
 		}
 	}
-	return sum, nil
+	return sum, last, nil
 }
 
 // replayAll replays raws in parallel and returns their results in order.

@@ -87,7 +87,7 @@ var narrowRange = 10000 // a variable so that tests can take every route
 // probe costs at most that.
 func (s *Store) narrowTimeRange(ctx context.Context, q writ.RecordQuery) (bool, error) {
 	if q.From.IsZero() && q.To.IsZero() || q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" ||
-		q.DecisionKeyPrefix != "" || q.SubjectPrefix != "" || q.ApprovalMode != "" || q.PolicyDecisionID != "" || q.Approver != "" {
+		q.DecisionKeyPrefix != "" || q.SubjectPrefix != "" || q.ApprovalMode != "" || len(ledger.QueryTerms(q)) > 0 {
 		return false, nil
 	}
 	from, to := int64(math.MinInt64), int64(math.MaxInt64)
@@ -163,7 +163,7 @@ func (s *Store) prefixRange(ctx context.Context, q writ.RecordQuery) (prefixRout
 // serves in chain order.
 func exactFilter(q writ.RecordQuery) bool {
 	return q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" ||
-		q.ApprovalMode != "" || q.PolicyDecisionID != "" || q.Approver != ""
+		q.ApprovalMode != "" || len(ledger.QueryTerms(q)) > 0
 }
 
 // recordsQuery builds the SQL of a record query: q's filters, records after
@@ -252,11 +252,9 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefi
 	}
 	// record_terms' key (tenant_id, term, value, seq) serves a policy
 	// decision or an approver in chain order.
-	for _, t := range []ledger.Term{{Term: ledger.TermPolicyDecisionID, Value: q.PolicyDecisionID}, {Term: ledger.TermApprover, Value: q.Approver}} {
-		if t.Value != "" {
-			sb.WriteString(` AND r.seq IN (SELECT t.seq FROM record_terms t WHERE t.tenant_id = ? AND t.term = ? AND t.value = ?)`)
-			args = append(args, q.TenantID, t.Term, t.Value)
-		}
+	for _, t := range ledger.QueryTerms(q) {
+		sb.WriteString(` AND r.seq IN (SELECT t.seq FROM record_terms t WHERE t.tenant_id = ? AND t.term = ? AND t.value = ?)`)
+		args = append(args, q.TenantID, t.Term, t.Value)
 	}
 	if !q.From.IsZero() {
 		sb.WriteString(` AND r.ts >= ?`)

@@ -7,19 +7,26 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/engine"
 )
 
 func (m *Main) records(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("usage: writ records list|get [flags]")
+		return usagef("usage: writ records list|get|links|retract|feedback [flags]")
 	}
 	switch args[0] {
 	case "list":
 		return m.recordsList(ctx, args[1:])
 	case "get":
 		return m.recordsGet(ctx, args[1:])
+	case "links":
+		return m.recordsLinks(ctx, args[1:])
+	case "retract":
+		return m.recordsRetract(ctx, args[1:])
+	case "feedback":
+		return m.recordsFeedback(ctx, args[1:])
 	}
-	return usagef("unknown records command %q (want list or get)", args[0])
+	return usagef("unknown records command %q (want list, get, links, retract or feedback)", args[0])
 }
 
 func (m *Main) recordsList(ctx context.Context, args []string) error {
@@ -36,6 +43,7 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 	mode := fs.String("approval-mode", "", "only records acted under this approval mode (read_only, local_write, network, delegated, destructive)")
 	fs.StringVar(&q.PolicyDecisionID, "policy-decision", "", "only records with this policy_decision_id (a rule with its verdict)")
 	fs.StringVar(&q.Approver, "approver", "", "only records with an approval by this approver")
+	fs.StringVar(&q.RefersTo, "refers-to", "", "only records about this record: those that supersede or retract it, its feedback and its replay results")
 	fs.StringVar(&q.DecisionKeyPrefix, "decision-key-prefix", "", "only records whose decision key begins with this")
 	fs.StringVar(&q.SubjectPrefix, "subject-prefix", "", "only records with a subject id that begins with this")
 	fs.BoolVar(&q.Newest, "newest", false, "newest first (default: chain order, oldest first)")
@@ -129,5 +137,101 @@ func parseWindow(fromFlag, toFlag string, from, to *time.Time) error {
 		}
 		*t.out = v
 	}
+	return nil
+}
+
+// recordsLinks prints what the ledger holds about a record: what
+// supersedes it, whether it is retracted, its feedback and its latest
+// recorded replay.
+func (m *Main) recordsLinks(ctx context.Context, args []string) error {
+	fs := m.flags("records links", "--tenant T [--json] RECORD_ID")
+	data := fs.String("data", defaultDataDir, "data directory")
+	storeURL := fs.String("store", "", storeUsage)
+	tenant := fs.String("tenant", "", "tenant (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *tenant == "" || fs.NArg() != 1 {
+		return usagef("usage: writ records links --tenant T [--json] RECORD_ID")
+	}
+	st, err := openExisting(*data, *storeURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if _, err := st.Record(ctx, *tenant, fs.Arg(0)); err != nil {
+		return err
+	}
+	l, err := engine.RecordLinks(ctx, st, *tenant, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(l)
+	}
+	fmt.Fprintf(m.Stdout, "record %s (tenant %s)\n", l.RecordID, l.TenantID)
+	if l.Retracted {
+		fmt.Fprintf(m.Stdout, "retracted by %s\n", l.RetractedBy)
+	}
+	for _, id := range l.SupersededBy {
+		fmt.Fprintf(m.Stdout, "superseded by %s\n", id)
+	}
+	for _, id := range l.Feedback {
+		fmt.Fprintf(m.Stdout, "feedback %s\n", id)
+	}
+	if r := l.Replay; r != nil {
+		fmt.Fprintf(m.Stdout, "last replay %s at %s (%s, %d recorded)\n", r.LastStatus, r.At.Format(time.RFC3339), r.RecordID, r.Replays)
+	}
+	return nil
+}
+
+// recordsRetract retracts a record on a running server.
+func (m *Main) recordsRetract(ctx context.Context, args []string) error {
+	fs := m.flags("records retract", "--reason TEXT [--by WHO] [--server URL] RECORD_ID")
+	sf := m.addServerFlags(fs)
+	var r writ.RetractRequest
+	fs.StringVar(&r.Reason, "reason", "", "why the record is retracted (required)")
+	fs.StringVar(&r.By, "by", "", "who retracts it (default: the API key's subject)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || r.Reason == "" {
+		return usagef("usage: writ records retract --reason TEXT [--by WHO] RECORD_ID")
+	}
+	r.TenantID, r.RecordID = *sf.tenant, fs.Arg(0)
+	ack, err := m.client(sf).Retract(ctx, &r)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "record %s retracted by record %s (decision %s)\n", ack.About, ack.RecordID, ack.DecisionID)
+	return nil
+}
+
+// recordsFeedback gives feedback on a record on a running server.
+func (m *Main) recordsFeedback(ctx context.Context, args []string) error {
+	fs := m.flags("records feedback", "--label L [--score S] [--comment C] [--rule-change REF] [--author WHO] [--server URL] RECORD_ID")
+	sf := m.addServerFlags(fs)
+	var r writ.FeedbackRequest
+	fs.StringVar(&r.Label, "label", "", "the feedback's label: correct, wrong_outcome, ... (required)")
+	score := fs.Float64("score", -1, "a score from 0 to 1")
+	fs.StringVar(&r.Comment, "comment", "", "a comment")
+	fs.StringVar(&r.RuleChange, "rule-change", "", "the rule change it led to (a pack version, a commit, a ticket)")
+	fs.StringVar(&r.Author, "author", "", "who gives it (default: the API key's subject)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || r.Label == "" {
+		return usagef("usage: writ records feedback --label L [--score S] [--comment C] [--rule-change REF] RECORD_ID")
+	}
+	if *score != -1 {
+		r.Score = score
+	}
+	r.TenantID, r.RecordID = *sf.tenant, fs.Arg(0)
+	ack, err := m.client(sf).Feedback(ctx, &r)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "feedback %s on record %s: record %s\n", ack.Outcome, ack.About, ack.RecordID)
 	return nil
 }

@@ -10,13 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writhq/writ"
 	"github.com/writhq/writ/replay"
 )
 
 // replay re-runs recorded decisions on their pinned inputs: one record,
 // the records of a trace, or every record of a tenant.
 func (m *Main) replay(ctx context.Context, args []string) error {
-	fs := m.flags("replay", "--tenant T [--data DIR | --store URL] [--pack DIR] [--json] (RECORD_ID | --trace TRACE_ID | --all)")
+	fs := m.flags("replay", "--tenant T [--data DIR | --store URL] [--pack DIR] [--json] (RECORD_ID | --trace TRACE_ID | --all | --sample RATE) | --record [--server URL] (RECORD_ID | --all | --sample RATE)")
 	data := fs.String("data", defaultDataDir, "data directory")
 	storeURL := fs.String("store", "", storeUsage)
 	tenant := fs.String("tenant", "", "tenant (required)")
@@ -26,11 +27,20 @@ func (m *Main) replay(ctx context.Context, args []string) error {
 	packDir := fs.String("pack", "", "what-if: replay under this pack instead of the pack each record pins")
 	workers := fs.Int("workers", 0, "records replayed at once with --all or --trace (default 4 × GOMAXPROCS)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the replay to this file")
+	sample := fs.Float64("sample", 0, "replay the records of the tenant in this sample (0 to 1 of its records, the same records every time; see docs/replay.md)")
+	record := fs.Bool("record", false, "have the server at --server replay each record and seal the result as a record (replay.last_status)")
+	server := fs.String("server", m.Getenv("WRIT_SERVER"), "with --record: writ server URL (or $WRIT_SERVER); the API key comes from $WRIT_API_KEY")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if *sample < 0 || *sample > 1 {
+		return usagef("--sample must be from 0 to 1")
+	}
+	if *record {
+		return m.replayRecorded(ctx, *server, *tenant, fs.Args(), *all, *sample)
+	}
 	modes := 0
-	for _, on := range []bool{fs.NArg() == 1, *trace != "", *all} {
+	for _, on := range []bool{fs.NArg() == 1, *trace != "", *all, *sample > 0} {
 		if on {
 			modes++
 		}
@@ -63,7 +73,9 @@ func (m *Main) replay(ctx context.Context, args []string) error {
 	var results []*replay.Result
 	switch {
 	case *all:
-		return m.replayTenant(ctx, rp, *tenant, *asJSON)
+		return m.replayTenant(ctx, rp, *tenant, *asJSON, 0)
+	case *sample > 0:
+		return m.replayTenant(ctx, rp, *tenant, *asJSON, *sample)
 	case *trace != "":
 		if results, err = rp.Trace(ctx, *tenant, *trace); err != nil {
 			return err
@@ -105,13 +117,13 @@ func (m *Main) replay(ctx context.Context, args []string) error {
 
 // replayTenant replays every record of the tenant, printing each that is
 // not replay_equal as it comes, then the summary.
-func (m *Main) replayTenant(ctx context.Context, rp *replay.Replayer, tenant string, asJSON bool) error {
+func (m *Main) replayTenant(ctx context.Context, rp *replay.Replayer, tenant string, asJSON bool, sample float64) error {
 	start := time.Now()
 	first := true
 	if asJSON {
 		fmt.Fprint(m.Stdout, `{"results":[`)
 	}
-	sum, err := rp.Tenant(ctx, tenant, func(res *replay.Result) error {
+	each := func(res *replay.Result) error {
 		if res.Status == replay.StatusEqual {
 			return nil
 		}
@@ -129,7 +141,14 @@ func (m *Main) replayTenant(ctx context.Context, rp *replay.Replayer, tenant str
 		first = false
 		_, err = fmt.Fprintf(m.Stdout, "\n%s", b)
 		return err
-	})
+	}
+	var sum *replay.Summary
+	var err error
+	if sample > 0 {
+		sum, _, err = rp.Sample(ctx, tenant, sample, 0, each)
+	} else {
+		sum, err = rp.Tenant(ctx, tenant, each)
+	}
 	if err != nil {
 		if asJSON {
 			fmt.Fprintln(m.Stdout, "]}")
@@ -233,4 +252,57 @@ func classCounts(classes map[string]int64) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// replayRecorded has the server replay records of the tenant and seal
+// each result as a record: one record, every record (--all) or a sample
+// of them (--sample, the same sample replay.Sampled draws). A replay
+// result's own record is never replayed this way.
+func (m *Main) replayRecorded(ctx context.Context, server, tenant string, args []string, all bool, sample float64) error {
+	if server == "" {
+		server = "http://127.0.0.1:8080"
+	}
+	if (len(args) == 1) == (all || sample > 0) || len(args) > 1 || all && sample > 0 {
+		return usagef("usage: writ replay --record [--server URL] [--tenant T] (RECORD_ID | --all | --sample RATE)")
+	}
+	cl := m.client(serverFlags{server: &server, tenant: &tenant})
+	var ids []string
+	if len(args) == 1 {
+		ids = args
+	} else {
+		q := writ.RecordQuery{TenantID: tenant, Limit: 1000}
+		for {
+			page, err := cl.Records(ctx, q)
+			if err != nil {
+				return err
+			}
+			for _, r := range page.Records {
+				if replay.KindOf(r.Record.DecisionKey) == replay.KindReplayResult || sample > 0 && !replay.Sampled(r.Record.RecordID, sample) {
+					continue
+				}
+				ids = append(ids, r.Record.RecordID)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			q.Cursor = page.NextCursor
+		}
+	}
+	counts := map[string]int{}
+	for _, id := range ids {
+		ack, err := cl.RecordReplay(ctx, &writ.ReplayResult{TenantID: tenant, RecordID: id})
+		if err != nil {
+			return fmt.Errorf("record %s: %w", id, err)
+		}
+		counts[ack.Outcome]++
+		if ack.Outcome != replay.StatusEqual {
+			fmt.Fprintf(m.Stdout, "%s: %s (recorded as %s)\n", id, ack.Outcome, ack.RecordID)
+		}
+	}
+	fmt.Fprintf(m.Stdout, "replayed and recorded %s: %d replay_equal, %d diff, %d error\n", count(int64(len(ids)), "record"),
+		counts[replay.StatusEqual], counts[replay.StatusDiff], counts[replay.StatusError])
+	if bad := counts[replay.StatusDiff] + counts[replay.StatusError]; bad > 0 {
+		return &findingsError{bad}
+	}
+	return nil
 }

@@ -51,6 +51,8 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	commitTimeout := fs.Duration("commit-timeout", 10*time.Second, "answer a check fail-closed (commit_timeout) when its record's commit has not returned this long after it was queued; a record still queued then is dropped; a commit already under way is not cancelled and may still land (0: wait as long as the client does)")
 	maxConns := fs.Int("max-conns", 4096, "connections open at once; more wait to be accepted (0: no limit)")
 	rateLimit := fs.Float64("rate-limit", 0, "requests a second each API key (each client IP without authentication) may send; more are answered 429 (0: no limit)")
+	replaySample := fs.Float64("replay-sample", 0, "replay this sample of every tenant's records (0 to 1; the same records every time) and seal each result as a record, every --replay-every")
+	replayEvery := fs.Duration("replay-every", time.Hour, "with --replay-sample: how often to replay the sampled records appended since the last pass")
 	rateBurst := fs.Int("rate-burst", 0, "requests a key may send at once after being idle (default: the rate limit, at least 1)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "log format: json (one object a line) or text")
@@ -219,6 +221,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Shadows:          replayer,
 		Lifecycle:        lifecycle,
 		Params:           eng,
+		Annotations:      eng,
 		Authenticate:     authenticate,
 		RateLimit:        httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 		Envelopes:        st.Envelope,
@@ -279,6 +282,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stdout, "writ metrics of every tenant at http://%s/metrics\n", mln.Addr())
 		go func() { errc <- msrv.Serve(mln) }()
 		defer msrv.Close()
+	}
+	if *replaySample < 0 || *replaySample > 1 || *replayEvery <= 0 {
+		return usagef("--replay-sample must be from 0 to 1 and --replay-every positive")
+	}
+	if *replaySample > 0 {
+		stop := startSampledReplays(ctx, st, replayer, eng, *replaySample, *replayEvery, log)
+		defer stop()
 	}
 	select {
 	case err := <-errc:
@@ -375,4 +385,54 @@ func metricsListener(addr string, h http.Handler) (*http.Server, net.Listener, e
 		return nil, nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln, nil
+}
+
+// startSampledReplays replays, every every, the records of every tenant
+// appended since the last pass that are in the sample of rate
+// (replay.Sampled), and seals each result as a record. The first pass
+// starts at each chain's beginning. It returns a function that stops it
+// and waits for the pass under way.
+func startSampledReplays(ctx context.Context, st interface {
+	Tenants(context.Context) ([]string, error)
+}, rp *replay.Replayer, ann writ.Annotations, rate float64, every time.Duration, log *slog.Logger) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		after := map[string]int64{}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			tenants, err := st.Tenants(ctx)
+			if err != nil && ctx.Err() == nil {
+				log.Warn("sampled replays: list tenants", slog.Any("error", err))
+			}
+			for _, tenant := range tenants {
+				sum, last, err := rp.Sample(ctx, tenant, rate, after[tenant], func(res *replay.Result) error {
+					_, err := ann.RecordReplay(ctx, res)
+					if writ.ErrorCode(err) == writ.ECONFLICT {
+						return nil
+					}
+					return err
+				})
+				if err != nil {
+					if ctx.Err() == nil {
+						log.Warn("sampled replays", slog.String("tenant", tenant), slog.Any("error", err))
+					}
+					continue
+				}
+				after[tenant] = last
+				if sum.Records > 0 {
+					log.Info("sampled replays", slog.String("tenant", tenant), slog.Int64("records", sum.Records),
+						slog.Int64("replay_equal", sum.Equal), slog.Int64("diff", sum.Diff), slog.Int64("error", sum.Errors))
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,7 +82,21 @@ func testTrustMatrix(t *testing.T, data string, storeArgs []string) {
 		"acme":   []map[string]string{{"issuer": "https://idp.acme.example", "jwks_file": "acme.jwks.json", "audience": "writ"}},
 		"globex": []map[string]string{{"issuer": "https://idp.globex.example", "jwks_file": "globex.jwks.json"}},
 	}})
-	srv := startServerArgs(t, append([]string{"--pack", "../../examples/refund", "--delegation-issuers", issuers}, storeArgs...)...)
+	// The refund example, with a budget of 5 tool calls per actor per day
+	// beside its session budget (the session rows below).
+	refundPack := filepath.Join(data, "refund")
+	if err := os.CopyFS(refundPack, os.DirFS("../../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(refundPack, "specs", "refund-execute.yaml")
+	b, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(spec, bytes.Replace(b, []byte("  tool_calls: 20\n"), []byte("  tool_calls: 20\n  actor_tool_calls: 5\n  actor_window: 24h\n"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServerArgs(t, append([]string{"--pack", refundPack, "--delegation-issuers", issuers}, storeArgs...)...)
 	auditor := clientFor(srv.url, auditorTok)
 	records := func() int {
 		t.Helper()
@@ -220,6 +236,46 @@ func testTrustMatrix(t *testing.T, data string, storeArgs []string) {
 	rc, err = clientFor(srv.url, orch).Resume(ctx, &writ.ResumeRequest{TenantID: "acme", DecisionID: blocked.DecisionID, Request: refund("refund-high-value-human-review", writ.Actor{Type: writ.ActorAgent, ID: "agt_real"})})
 	if err != nil || rc.SafeToExecute {
 		t.Errorf("the orchestrator's resume = %+v, %v; want it decided, still blocked", rc, err)
+	}
+
+	// Session. The meter counts per session, a name the caller chooses:
+	// leaving it out, or naming a fresh one, must not let a check through.
+	budgetedAs := func(agent, customer, session string) *writ.CheckRequest {
+		req := refund("refund-allow", writ.Actor{Type: writ.ActorAgent, ID: agent})
+		req.SubjectIDs[0] = "customer:" + customer // one customer each: the velocity rule stays quiet
+		req.InputsRefs.Session = session
+		return req
+	}
+	budgeted := func(customer, session string) *writ.CheckRequest { return budgetedAs("agt_budget", customer, session) }
+	asBudget := clientFor(srv.url, orch) // acts for AGENT:agt_*
+	// With the claim (no session, no run): refused, budget_unmetered.
+	rc, err = asBudget.Check(ctx, budgeted("cus_b0", ""))
+	if err != nil || rc.SafeToExecute || len(rc.Reasons) != 1 || rc.Reasons[0].Code != "budget_unmetered" {
+		t.Errorf("check with the session omitted = %+v, %v; want blocked, budget_unmetered", rc, err)
+	}
+	// Without it: the same check naming its session is allowed, and so
+	// are four more in fresh sessions, up to the actor's budget of 5.
+	for i := 1; i <= 5; i++ {
+		rc, err = asBudget.Check(ctx, budgeted(fmt.Sprintf("cus_b%d", i), fmt.Sprintf("sess_b%d", i)))
+		if err != nil || !rc.SafeToExecute {
+			t.Fatalf("check %d of agt_budget in session sess_b%d = %+v, %v; want allowed", i, i, rc, err)
+		}
+	}
+	if m := record(rc).MeteredUsage; m == nil || m.ActorToolCalls != 5 || m.ToolCalls != 1 {
+		t.Errorf("fifth check's metered_usage = %+v, want 5 for the actor, 1 in its session", m)
+	}
+	// The sixth: in its session (without the claim) and in a fresh one
+	// (with it), blocked alike; leaving the session out again too.
+	for _, tc := range []struct{ name, session string }{{"in the last session", "sess_b5"}, {"in a fresh session", "sess_fresh"}, {"with the session omitted", ""}} {
+		rc, err := asBudget.Check(ctx, budgeted("cus_b6", tc.session))
+		if err != nil || rc.SafeToExecute {
+			t.Errorf("sixth check of agt_budget %s = %+v, %v; want blocked", tc.name, rc, err)
+		}
+	}
+	// Another agent has its own count.
+	rc, err = asBudget.Check(ctx, budgetedAs("agt_budget2", "cus_b7", "sess_fresh"))
+	if err != nil || !rc.SafeToExecute {
+		t.Errorf("another agent's check = %+v, %v; want allowed", rc, err)
 	}
 }
 

@@ -264,7 +264,95 @@ export interface paths {
          */
         get: operations["replayRecord"];
         put?: never;
+        /**
+         * Replay a record and record the result
+         * @description Replays the record as GET does, then seals the result as a record
+         *     of its own (decision key `replay:<decision key>`, status `DECIDED`,
+         *     the record's `decision_id`; `outputs` holds `record_id`, `outcome`
+         *     (the replay's status), `classes` (the typed diff classes) and
+         *     `result_digest`). The record's latest recorded replay is its
+         *     `replay.last_status` in links and in PostgreSQL's
+         *     `decision_records`. A replay result's own record is 409.
+         */
+        post: operations["recordReplay"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/records/{id}/links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What the ledger holds about a record
+         * @description The records about the record, read from the index both ways:
+         *     `superseded_by` (the records that name it in `supersedes`:
+         *     corrections, retractions, execution reports, re-checks), whether
+         *     it is `retracted` (and by which record), its `feedback` entries,
+         *     and its latest recorded `replay` (`last_status`). The record itself
+         *     never changes; GET /v1/records/{id} serves it as sealed.
+         */
+        get: operations["recordLinks"];
+        put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/records/{id}/retract": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Retract a record
+         * @description Seals a retraction of the record as a record of its own (decision
+         *     key `retraction:<decision key>`, status `CLOSED`, the record's
+         *     `decision_id`, `supersedes` the record, `outputs.reason` why, the
+         *     actor who), durable before the answer. The retracted record is not
+         *     changed: it stays verifiable and queryable, and its links and its
+         *     decision's story show it retracted. A record already retracted is
+         *     409, as is a retraction, feedback entry or replay result's record.
+         *     With API keys, `by` is the key's subject.
+         */
+        post: operations["retractRecord"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/records/{id}/feedback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give feedback on a record
+         * @description Seals a feedback entry on the record as a record of its own
+         *     (decision key `feedback:<decision key>`, status `DECIDED`, the
+         *     record's `decision_id`; `outputs` holds `record_id`, `outcome`
+         *     (the label), `score`, `comment` and `rule_change`, a link to the
+         *     rule change it led to), durable before the answer. It links back:
+         *     the record's links and its decision's story list it. With API keys,
+         *     `author` is the key's subject.
+         */
+        post: operations["recordFeedback"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1261,10 +1349,16 @@ export interface components {
             tool_calls?: number;
             cost_usd_cents?: number;
             wall_clock_ms?: number;
+            /**
+             * @description Set by writ, never by the caller (a request that sets it is refused, 403): issued when a key with the role meter sent the figures. Absent: claimed, the caller's word (see docs/trust.md).
+             * @enum {string}
+             */
+            provenance?: "issued";
         };
-        /** @description What writ itself counted of the session's usage for the spec's budgets (provenance observed): the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one. Present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage (see docs/pack-format.md, Budgets). */
+        /** @description What writ itself counted for the spec's budgets (provenance observed). tool_calls: the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one, present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage. actor_tool_calls: the checks it allowed the actor in the window of the spec's actor_tool_calls budget, with this one. See docs/pack-format.md, Budgets. */
         MeteredUsage: {
-            tool_calls: number;
+            tool_calls?: number;
+            actor_tool_calls?: number;
             /** @enum {string} */
             provenance: "observed";
         };
@@ -1608,6 +1702,64 @@ export interface components {
             /** @description How long to wait for an approval to be decided, a duration such as `30s`, at most `5m`. */
             wait?: string;
         };
+        RetractRequest: {
+            tenant_id?: string;
+            /** @description Leave it out; the path names the record. */
+            record_id?: string;
+            /** @description Who retracts it; with API keys the key's subject (required without). */
+            by?: string;
+            /** @description Why; required. */
+            reason: string;
+            trace_id?: components["schemas"]["TraceID"];
+        };
+        FeedbackRequest: {
+            tenant_id?: string;
+            /** @description Leave it out; the path names the record. */
+            record_id?: string;
+            score?: number;
+            /** @description Names the feedback: correct, wrong_outcome, ... */
+            label: string;
+            comment?: string;
+            /** @description Who gives it; with API keys the key's subject (required without). */
+            author?: string;
+            /** @description The rule change it led to (a pack version */
+            rule_change?: string;
+            trace_id?: components["schemas"]["TraceID"];
+        };
+        AnnotationAck: {
+            tenant_id: string;
+            /** @description The new record. */
+            record_id: string;
+            /** @description The record it is about. */
+            about: string;
+            decision_id: string;
+            /** @enum {string} */
+            kind: "retraction" | "feedback" | "replay_result";
+            status: components["schemas"]["RecordStatus"];
+            /** @description retracted, the feedback's label, or the replay's status. */
+            outcome: string;
+            trace_id: components["schemas"]["TraceID"];
+        };
+        LastReplay: {
+            /** @enum {string} */
+            last_status: "replay_equal" | "diff" | "error";
+            classes?: string[];
+            /** @description The replay result's record. */
+            record_id: string;
+            /** Format: date-time */
+            at: string;
+            /** @description How many replays of the record are recorded. */
+            replays: number;
+        };
+        RecordLinks: {
+            tenant_id: string;
+            record_id: string;
+            superseded_by: string[];
+            retracted: boolean;
+            retracted_by?: string;
+            feedback: string[];
+            replay?: components["schemas"]["LastReplay"];
+        };
         DecisionStory: {
             tenant_id: string;
             decision_id: string;
@@ -1621,10 +1773,12 @@ export interface components {
                 report_required?: boolean;
                 execution?: components["schemas"]["ExecutionStatus"];
                 in_flight: boolean;
+                retracted?: boolean;
+                corrected_by?: string[];
             };
             records: {
                 /** @enum {string} */
-                kind: "check" | "approval_decision" | "execution_report" | "step_verdict";
+                kind: "check" | "approval_decision" | "execution_report" | "step_verdict" | "retraction" | "feedback" | "replay_result";
                 record_id: string;
                 status: components["schemas"]["RecordStatus"];
                 /** Format: date-time */
@@ -1633,6 +1787,11 @@ export interface components {
                 record: components["schemas"]["Record"];
                 /** @description The receipt answered with a check, or the acknowledgement of a report. */
                 receipt?: Record<string, unknown>;
+                supersedes?: string;
+                superseded_by?: string[];
+                retracted?: boolean;
+                feedback?: string[];
+                last_replay?: components["schemas"]["LastReplay"];
             }[];
             approvals: components["schemas"]["ApprovalRequest"][];
         };
@@ -2255,7 +2414,7 @@ export interface components {
             tenant_id: string;
             /** @description Who holds the key; it is the approver named in approvals. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
@@ -2284,7 +2443,7 @@ export interface components {
             tenant_id?: string;
             /** @description Who holds the key (a person or a service); validated as a check's names are. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter")[];
             /**
              * Format: date-time
              * @description When the key stops opening anything (optional; in the future).
@@ -2363,7 +2522,7 @@ export interface components {
             /** @description Who holds the key. */
             subject?: string;
             /** @description The key's roles. */
-            roles?: ("agent" | "approver" | "auditor" | "admin")[];
+            roles?: ("agent" | "approver" | "auditor" | "admin" | "meter")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
@@ -2887,6 +3046,13 @@ export interface operations {
                  */
                 approver?: string;
                 /**
+                 * @description Only records about this record (a `record_id`): those that
+                 *     name it in `supersedes` (corrections, retractions, execution
+                 *     reports, re-checks), and its feedback entries and replay
+                 *     results (which name it in `outputs.record_id`).
+                 */
+                refers_to?: string;
+                /**
                  * @description `chain` (oldest first, by seq) or `newest` (newest first). A
                  *     cursor continues in the order of its query. Newest first, a
                  *     record appended while a client pages is not served by later
@@ -3211,6 +3377,183 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["ReplayNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    recordReplay: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path: {
+                /** @description The record id (`record_id`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The replay, and the record sealed for its result. */
+            201: {
+                headers: {
+                    traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        result: components["schemas"]["ReplayResult"];
+                        record: components["schemas"]["AnnotationAck"];
+                    };
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ReplayNotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    recordLinks: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path: {
+                /** @description The record id (`record_id`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What the ledger holds about the record. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordLinks"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    retractRecord: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record id (`record_id`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "tenant_id": "acme",
+                 *       "by": "auditor_1",
+                 *       "reason": "decided on a stale fraud score"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RetractRequest"];
+            };
+        };
+        responses: {
+            /** @description The retraction, sealed. */
+            201: {
+                headers: {
+                    traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnnotationAck"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    recordFeedback: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record id (`record_id`). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "tenant_id": "acme",
+                 *       "author": "lead_1",
+                 *       "label": "wrong_outcome",
+                 *       "score": 0.25,
+                 *       "comment": "should have escalated",
+                 *       "rule_change": "ctxpack.support@1.1.0"
+                 *     }
+                 */
+                "application/json": components["schemas"]["FeedbackRequest"];
+            };
+        };
+        responses: {
+            /** @description The feedback entry, sealed. */
+            201: {
+                headers: {
+                    traceparent: components["headers"]["traceparent"];
+                    tracestate: components["headers"]["tracestate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnnotationAck"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
