@@ -56,10 +56,14 @@ const (
 	// MCP gateway's key, an LLM proxy's). It grants nothing by itself: a
 	// meter that checks has the agent role as well.
 	RoleMeter Role = "meter"
+	// RoleIssuer submits and revokes evidence items (an identity
+	// verification service, a fraud engine, a CI system, the MCP
+	// gateway): what it submits is issued.
+	RoleIssuer Role = "issuer"
 )
 
 // Roles lists every role.
-var Roles = []Role{RoleAgent, RoleApprover, RoleAuditor, RoleAdmin, RoleMeter}
+var Roles = []Role{RoleAgent, RoleApprover, RoleAuditor, RoleAdmin, RoleMeter, RoleIssuer}
 
 // Valid reports whether r is a known role.
 func (r Role) Valid() bool { return slices.Contains(Roles, r) }

@@ -159,6 +159,23 @@ type Evidence struct {
 	TenantID   string         `json:"tenant_id,omitempty"`
 	ObservedAt *time.Time     `json:"observed_at,omitempty"`
 	Attributes map[string]any `json:"attributes,omitempty"`
+	// JWS, when set, carries an issuer-signed item (AddEvidenceRequest's
+	// JWS): writ verifies it with the tenant's registered issuer keys and
+	// decides on the signed item.
+	JWS string `json:"jws,omitempty"`
+
+	// Set by writ when it resolves the citation against the evidence
+	// store (a request that sets any of them is refused); the stored
+	// request envelope pins them, so replay decides on exactly what was
+	// resolved. A resolved citation's Kind, ID, Hash (the content
+	// address), TenantID, ObservedAt and Attributes are the stored
+	// item's. Envelopes sealed before writ resolved evidence have none
+	// of them, and are decided as they were.
+	Resolution string     `json:"resolution,omitempty"`
+	Provenance Provenance `json:"provenance,omitempty"`
+	Issuer     string     `json:"issuer,omitempty"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
 }
 
 // Ref renders the evidence reference as kind:id#version (or #hash).

@@ -97,6 +97,11 @@ type Config struct {
 	// writ.ledger.append spans (see engine/telemetry.go). Nil traces
 	// nothing.
 	TracerProvider trace.TracerProvider
+	// EvidenceIssuers verifies signed evidence items against the issuer
+	// keys each tenant registered (delegation.EvidenceIssuers): an item
+	// one of their keys signed is issued, whoever carries it in. Nil
+	// registers none, and every signed item is refused.
+	EvidenceIssuers EvidenceVerifier
 }
 
 // Engine is the in-process writ runtime.
@@ -122,6 +127,7 @@ type Engine struct {
 	stopSweep context.CancelFunc
 	sweepDone chan struct{}
 	shadow    *policy.Policy // nil without a shadow pack
+	issuers   EvidenceVerifier
 	log       *slog.Logger
 	tracer    trace.Tracer
 }
@@ -141,7 +147,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 	}
-	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger, announcer: cfg.Announce, onDecided: cfg.AnnounceDecided, shadow: cfg.Shadow}
+	e := &Engine{policy: cfg.Policy, store: cfg.Store, binder: binder, now: cfg.Now, random: cfg.Random, log: cfg.Logger, announcer: cfg.Announce, onDecided: cfg.AnnounceDecided, shadow: cfg.Shadow, issuers: cfg.EvidenceIssuers}
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -315,6 +321,17 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 			return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("supersedes names record %q, which this tenant does not have", req.Supersedes), Details: []writ.Detail{{Field: "supersedes", Message: "unknown record"}}}
 		} else if err != nil {
 			return e.failClosed(&rq, r, "the superseded record could not be read", err)
+		}
+	}
+	if len(rq.Evidence) > 0 {
+		// The citations are resolved against the evidence store with one
+		// read, before deciding; the envelope pins what was resolved, so
+		// decide stays a function of it and replay decides on the same.
+		if rq.Evidence, err = e.resolveEvidence(ctx, &rq); err != nil {
+			if writ.ErrorCode(err) == writ.ETOOLARGE {
+				return nil, err
+			}
+			return e.failClosed(&rq, r, "the cited evidence could not be resolved", err)
 		}
 	}
 	envelope, err := record.Envelope(&rq, e.redactor)

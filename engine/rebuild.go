@@ -140,3 +140,13 @@ func (b *Rebuilder) ParamsChange(envelope []byte, recordID, prev string, now tim
 	p := b.e.policy.Pack
 	return ParamsRecord(p, recordID, envelope, prev, now, redactionIDs(p))
 }
+
+// Evidence rebuilds an evidence record (decision key "evidence:<kind>")
+// or an evidence revocation record from its envelope.
+func (b *Rebuilder) Evidence(envelope []byte, decisionKey, recordID string, now time.Time) (*writ.Record, error) {
+	p := b.e.policy.Pack
+	if strings.HasPrefix(decisionKey, ledger.EvidenceRevocationKeyPrefix) {
+		return EvidenceRevocationRecord(p, recordID, envelope, now)
+	}
+	return EvidenceRecord(p, recordID, envelope, now)
+}

@@ -68,9 +68,18 @@ func validate(req *writ.CheckRequest) error {
 		if e.Kind == "" {
 			bad(fmt.Sprintf("evidence[%d].kind", i), "required")
 		}
-		if e.ID == "" {
-			bad(fmt.Sprintf("evidence[%d].id", i), "required")
+		if e.ID == "" && e.JWS == "" {
+			bad(fmt.Sprintf("evidence[%d].id", i), "required (an evidence id or content address; or a signed item as jws)")
 		}
+		if len(e.JWS) > 2*writ.MaxEvidenceItemBytes {
+			bad(fmt.Sprintf("evidence[%d].jws", i), "longer than %d bytes", 2*writ.MaxEvidenceItemBytes)
+		}
+		if e.Resolution != "" || e.Provenance != "" || e.Issuer != "" || e.ExpiresAt != nil || e.RevokedAt != nil {
+			bad(fmt.Sprintf("evidence[%d]", i), "resolution, provenance, issuer, expires_at and revoked_at are set by writ when it resolves the citation; a request must not set them")
+		}
+	}
+	if strings.HasPrefix(req.IdempotencyKey, "writ:") {
+		bad("idempotency_key", "must not begin with \"writ:\", which writ keeps for its own claims")
 	}
 	if req.TraceID != "" && !writ.ValidTraceID(req.TraceID) {
 		bad("trace_id", "must be a W3C trace id: 32 lowercase hex digits, not all zero")

@@ -888,6 +888,32 @@ func (f *fakeService) InFlight(ctx context.Context, q writ.InFlightQuery) (*writ
 	return &writ.InFlightPage{Decisions: []writ.InFlightDecision{}}, f.err
 }
 
+func (f *fakeService) AddEvidence(ctx context.Context, r *writ.AddEvidenceRequest) (*writ.StoredEvidence, error) {
+	f.mu.Lock()
+	f.saw(ctx, r.TenantID)
+	f.mu.Unlock()
+	return &writ.StoredEvidence{Item: writ.EvidenceItem{TenantID: r.TenantID, Kind: r.Kind, ID: "ev_1", SubjectIDs: []string{}, Attributes: map[string]any{}, Issuer: "idv"},
+		ContentAddress: "sha256:0000000000000000000000000000000000000000000000000000000000000000", Provenance: writ.ProvenanceIssued, RecordID: "dr_1", Seq: 1}, nil
+}
+
+func (f *fakeService) Evidence(ctx context.Context, tenantID, id string) (*writ.StoredEvidence, error) {
+	f.mu.Lock()
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	return &writ.StoredEvidence{Item: writ.EvidenceItem{TenantID: tenantID, Kind: "identity_verification", ID: id, SubjectIDs: []string{}, Attributes: map[string]any{}, Issuer: "idv"},
+		ContentAddress: "sha256:0000000000000000000000000000000000000000000000000000000000000000", Provenance: writ.ProvenanceIssued, RecordID: "dr_1", Seq: 1}, nil
+}
+
+func (f *fakeService) RevokeEvidence(ctx context.Context, r *writ.RevokeEvidenceRequest) (*writ.StoredEvidence, error) {
+	f.mu.Lock()
+	f.saw(ctx, r.TenantID)
+	f.mu.Unlock()
+	se := &writ.StoredEvidence{Item: writ.EvidenceItem{TenantID: r.TenantID, Kind: "identity_verification", ID: r.ID, SubjectIDs: []string{}, Attributes: map[string]any{}, Issuer: "idv"},
+		ContentAddress: "sha256:0000000000000000000000000000000000000000000000000000000000000000", Provenance: writ.ProvenanceIssued, RecordID: "dr_1", Seq: 1}
+	se.Revoked = &writ.EvidenceRevocation{Reason: r.Reason, RecordID: "dr_2"}
+	return se, nil
+}
+
 func (f *fakeService) annotation(ctx context.Context, kind, tenantID, about string) (*writ.AnnotationAck, error) {
 	f.mu.Lock()
 	f.saw(ctx, tenantID)

@@ -84,7 +84,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 		success := "200"
 		if r.method == http.MethodPost && (r.path == "/v1/runs" || r.path == "/v1/decisions/{id}/execution" || r.path == "/v1/keys" ||
-			strings.HasPrefix(r.path, "/v1/records/")) {
+			strings.HasPrefix(r.path, "/v1/records/") || r.path == "/v1/evidence") {
 			success = "201"
 		}
 		if _, ok := op["responses"].(map[string]any)[success]; !ok {
@@ -113,6 +113,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			From: testTime, To: testTime, Limit: 1, Cursor: "c",
 		}))),
 		"get /v1/records/{id}":          {paramTenantID},
+		"get /v1/evidence/{id}":         {paramTenantID},
 		"get /v1/records/{id}/envelope": {paramTenantID},
 		"get /v1/ledger/keys":           {paramTenantID},
 		"post /v1/ledger/checkpoint":    {paramTenantID},
@@ -374,6 +375,11 @@ var schemaTypes = map[string]reflect.Type{
 	"ParamsPin":                  reflect.TypeFor[writ.ParamsPin](),
 	"SetParamsRequest":           reflect.TypeFor[writ.SetParamsRequest](),
 	"ParamsState":                reflect.TypeFor[writ.ParamsState](),
+	"AddEvidenceRequest":         reflect.TypeFor[writ.AddEvidenceRequest](),
+	"RevokeEvidenceRequest":      reflect.TypeFor[writ.RevokeEvidenceRequest](),
+	"StoredEvidence":             reflect.TypeFor[writ.StoredEvidence](),
+	"EvidenceRevocation":         reflect.TypeFor[writ.EvidenceRevocation](),
+	"EvidenceItem":               reflect.TypeFor[writ.EvidenceItem](),
 	"ResumeBody":                 reflect.TypeFor[resumeBody](),
 	"DecisionStory":              reflect.TypeFor[writ.DecisionStory](),
 	"InFlightPage":               reflect.TypeFor[writ.InFlightPage](),

@@ -86,6 +86,10 @@ type Config struct {
 	// usually the engine that serves checks. Nil means those routes
 	// answer 404.
 	Annotations writ.Annotations
+	// Evidence serves the evidence routes (POST /v1/evidence, GET
+	// /v1/evidence/{id}, POST /v1/evidence/{id}/revoke). It is usually
+	// the engine that serves checks. Nil means those routes answer 404.
+	Evidence writ.EvidenceService
 	// MaxWaiting caps the resumes that wait on approvals at once (POST
 	// /v1/decisions/{id}/resume): they are counted here, not against
 	// MaxInFlight, so waiting agents never crowd out checks. A resume
@@ -206,14 +210,15 @@ const devModeWarning = "development mode: this server authenticates no one, so e
 // implements http.Handler; create one with NewServer.
 type Server struct {
 	svc         writ.Service
-	ledger      writ.Ledger        // nil when the server has no ledger
-	workflows   writ.Workflows     // nil when the server runs no workflows
-	approvals   writ.Approvals     // nil when the server has no approval queue
-	replays     writ.Replays       // nil when the server replays nothing
-	shadows     writ.ShadowReports // nil when the server reports no shadow decisions
-	lifecycle   writ.Lifecycle     // nil when the server carries no decision past its receipt
-	params      writ.TenantParams  // nil when the server serves no tenant parameters
-	annotations writ.Annotations   // nil when the server seals no records about records
+	ledger      writ.Ledger          // nil when the server has no ledger
+	workflows   writ.Workflows       // nil when the server runs no workflows
+	approvals   writ.Approvals       // nil when the server has no approval queue
+	replays     writ.Replays         // nil when the server replays nothing
+	shadows     writ.ShadowReports   // nil when the server reports no shadow decisions
+	lifecycle   writ.Lifecycle       // nil when the server carries no decision past its receipt
+	params      writ.TenantParams    // nil when the server serves no tenant parameters
+	annotations writ.Annotations     // nil when the server seals no records about records
+	evidence    writ.EvidenceService // nil when the server serves no evidence store
 	cfg         Config
 	log         *slog.Logger
 	rand        io.Reader
@@ -278,6 +283,11 @@ var routes = []route{
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
 	{http.MethodGet, "/v1/params", []writ.Role{writ.RoleAdmin, writ.RoleAuditor}, (*Server).handleParams},
 	{http.MethodPut, "/v1/params", []writ.Role{writ.RoleAdmin}, (*Server).handleSetParams},
+	// Any key of the tenant may carry in a signed item (jws); the engine
+	// refuses an unsigned one from a key without the issuer role.
+	{http.MethodPost, "/v1/evidence", writ.Roles, (*Server).handleAddEvidence},
+	{http.MethodGet, "/v1/evidence/{id}", []writ.Role{writ.RoleAgent, writ.RoleIssuer, writ.RoleApprover, writ.RoleAuditor}, (*Server).handleEvidence},
+	{http.MethodPost, "/v1/evidence/{id}/revoke", []writ.Role{writ.RoleIssuer}, (*Server).handleRevokeEvidence},
 	{http.MethodGet, "/v1/pack", []writ.Role{writ.RoleApprover, writ.RoleAuditor, writ.RoleAdmin}, (*Server).handlePack},
 	{http.MethodGet, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleKeys},
 	{http.MethodPost, "/v1/keys", []writ.Role{writ.RoleAdmin}, (*Server).handleCreateKey},
@@ -322,6 +332,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		lifecycle:   cfg.Lifecycle,
 		params:      cfg.Params,
 		annotations: cfg.Annotations,
+		evidence:    cfg.Evidence,
 		cfg:         cfg,
 		log:         cfg.Logger,
 		rand:        &lockedReader{r: cfg.Rand},

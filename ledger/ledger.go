@@ -401,6 +401,7 @@ type Store interface {
 	ApprovalStore
 	ShadowStore
 	HistoryStore
+	EvidenceReader
 	// ScanHashes returns up to limit of the tenant's stored tree hashes
 	// from storage index from on, in index order, stopping early at the
 	// first index not stored.

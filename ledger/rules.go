@@ -265,6 +265,10 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 		checkParamsChange(p, rec, bad)
 		return out
 	}
+	if strings.HasPrefix(rec.DecisionKey, EvidenceKeyPrefix) || strings.HasPrefix(rec.DecisionKey, EvidenceRevocationKeyPrefix) {
+		checkEvidenceRecord(rec, bad)
+		return out
+	}
 	if AboutRecord(rec.DecisionKey) {
 		checkAbout(rec, bad)
 		return out
@@ -517,6 +521,66 @@ func checkParamsPin(p *pack.Pack, pin *writ.ParamsPin, bad func(rule, format str
 	if d, err := record.CanonicalDigest(pin.Values); err != nil || d != pin.Digest {
 		bad("params", "params.digest is not the digest of params.values")
 	}
+}
+
+// checkEvidenceRecord checks an evidence record (decision key
+// "evidence:<kind>") or an evidence revocation record
+// ("evidence_revocation:<kind>"): the item it seals is of the record's
+// tenant and kind, its content address is the digest of the item's
+// canonical form, and its provenance is issued or observed; a
+// revocation is CLOSED, supersedes the evidence record and names the
+// item's id and content address.
+func checkEvidenceRecord(rec *writ.Record, bad func(rule, format string, args ...any)) {
+	if rec.Lineage.DecisionSpec != rec.DecisionKey {
+		bad("lineage", "decision_spec %s, want %s", rec.Lineage.DecisionSpec, rec.DecisionKey)
+	}
+	ca, _ := rec.Outputs["content_address"].(string)
+	if !validDigest(ca) {
+		bad("evidence", "outputs.content_address %q is not a digest", ca)
+	}
+	if kind, ok := strings.CutPrefix(rec.DecisionKey, EvidenceRevocationKeyPrefix); ok {
+		if rec.Status != writ.StatusClosed || rec.Supersedes == "" {
+			bad("evidence", "an evidence revocation is CLOSED and supersedes the evidence record it revokes")
+		}
+		if id, _ := rec.Outputs["revokes"].(string); id == "" || !slices.Contains(rec.EvidenceRefs, kind+":"+id+"#"+ca) {
+			bad("evidence", "an evidence revocation names the item it revokes (outputs.revokes) and cites it as %s:<id>#<content address>", kind)
+		}
+		return
+	}
+	kind := strings.TrimPrefix(rec.DecisionKey, EvidenceKeyPrefix)
+	if rec.Status != writ.StatusDecided {
+		bad("evidence", "an evidence record is DECIDED, not %s", rec.Status)
+	}
+	item, ok := rec.Outputs["item"].(map[string]any)
+	if !ok {
+		bad("evidence", "an evidence record holds its item in outputs.item")
+		return
+	}
+	if item["kind"] != kind || item["tenant_id"] != rec.TenantID {
+		bad("evidence", "the item is of kind %v and tenant %v, not the record's %s and %s", item["kind"], item["tenant_id"], kind, rec.TenantID)
+	}
+	if got, err := record.CanonicalDigest(item); err != nil || got != ca {
+		bad("evidence", "the item's content address is %s, not the %s the record states (the item was changed)", got, ca)
+	}
+	if pv, _ := rec.Outputs["provenance"].(string); pv != string(writ.ProvenanceIssued) && pv != string(writ.ProvenanceObserved) {
+		bad("evidence", "provenance %q: a stored item is issued or observed", pv)
+	}
+	if id, _ := item["id"].(string); !slices.Contains(rec.EvidenceRefs, kind+":"+id+"#"+ca) {
+		bad("evidence", "an evidence record cites its item as %s:<id>#<content address>", kind)
+	}
+}
+
+func validDigest(s string) bool {
+	h, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkAbout checks the record of a retraction, a feedback entry or a

@@ -163,6 +163,14 @@ type EvidenceRequirement struct {
 	Reason       *Reason `yaml:"reason"`
 	SafeNextStep *Reason `yaml:"safe_next_step"`
 	Routing      Routing `yaml:"routing"`
+	// Provenance lists the provenances an item must have to satisfy the
+	// requirement: issued (submitted or signed by an issuer the tenant
+	// trusts), observed (captured by writ itself, the MCP gateway) and
+	// claimed (the caller's word: a citation writ cannot resolve). Empty
+	// means the default: issued and observed for a spec of a mutating
+	// action class (MutatingActionClasses, or one the workflow policies
+	// add), all three otherwise. See AcceptedProvenance.
+	Provenance []string `yaml:"provenance"`
 
 	MaxAge  time.Duration `yaml:"-"`
 	Pos     Pos           `yaml:"-"`
@@ -849,6 +857,11 @@ func (l *loader) crossCheck(p *Pack) {
 		if strings.HasPrefix(s.DecisionKey, ParamsKeyPrefix) {
 			l.addf(s.Pos, "decision key %q: the prefix params: is reserved for tenant parameter changes", s.DecisionKey)
 		}
+		for _, pre := range []string{"evidence:", "evidence_revocation:", "writ:"} {
+			if strings.HasPrefix(s.DecisionKey, pre) {
+				l.addf(s.Pos, "decision key %q: the prefix %s is reserved for writ's evidence records and claims", s.DecisionKey, pre)
+			}
+		}
 	}
 	for _, t := range sortedTools(p) {
 		s, ok := p.Specs[t.DecisionKey]
@@ -929,4 +942,23 @@ func sortedBundles(p *Pack) []*Bundle {
 	}
 	slices.SortFunc(out, func(a, b *Bundle) int { return strings.Compare(a.BundleID, b.BundleID) })
 	return out
+}
+
+// MutatingEvidenceDefault turns on the default that evidence of a
+// mutating action class must be issued or observed. It is off until the
+// example packs and their tests carry resolvable evidence (issue 32);
+// a requirement's own provenance list applies either way.
+const MutatingEvidenceDefault = false
+
+// AcceptedProvenance returns the provenances evidence must have to
+// satisfy requirement r of spec s: r's own list, else the default (not
+// claimed for a mutating action class).
+func (p *Pack) AcceptedProvenance(s *Spec, r *EvidenceRequirement) []string {
+	if len(r.Provenance) > 0 {
+		return r.Provenance
+	}
+	if MutatingEvidenceDefault && p.WorkflowPolicies.Mutating(s.ActionClass) {
+		return []string{"issued", "observed"}
+	}
+	return []string{"issued", "observed", "claimed"}
 }

@@ -364,16 +364,35 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 	}
 	kind, maxAge := e.req.Kind, e.req.MaxAge
 	var best *writ.Evidence
-	var foreign, future *writ.Evidence
+	// What disqualified the items of the kind, the first of each sort.
+	var foreign, future, tampered, badSig, revoked, expired, wrongProv, unresolved *writ.Evidence
 	for i := range req.Evidence {
 		ev := &req.Evidence[i]
 		switch {
 		case ev.Kind != kind:
 		case ev.TenantID != "" && ev.TenantID != req.TenantID:
-			foreign = ev
+			foreign = first(foreign, ev)
 		case ev.ObservedAt != nil && ev.ObservedAt.After(now.Add(ClockSkew)):
-			future = ev
+			future = first(future, ev)
+		case ev.Resolution == writ.ResolutionHashMismatch:
+			tampered = first(tampered, ev)
+		case ev.Resolution == writ.ResolutionBadSignature:
+			badSig = first(badSig, ev)
+		case ev.RevokedAt != nil && !ev.RevokedAt.After(now):
+			revoked = first(revoked, ev)
+		case ev.ExpiresAt != nil && !now.Before(*ev.ExpiresAt):
+			expired = first(expired, ev)
+		case ev.Resolution != "" && !slices.Contains(e.accepts, ev.Provenance):
+			// A citation writ could not resolve is claimed; it counts
+			// only where the requirement accepts claimed evidence.
+			if ev.Resolution == writ.ResolutionUnresolvable {
+				unresolved = first(unresolved, ev)
+			} else {
+				wrongProv = first(wrongProv, ev)
+			}
 		case best == nil || observed(ev).After(observed(best)):
+			// Envelopes sealed before writ resolved evidence carry no
+			// resolution, and are decided as they were.
 			best = ev
 		}
 	}
@@ -381,6 +400,18 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 	switch {
 	case best == nil && foreign != nil:
 		reason = writ.Reason{Code: "evidence_wrong_tenant", Message: fmt.Sprintf("Evidence %s belongs to another tenant; required %s evidence of this tenant is missing.", foreign.Ref(), kind)}
+	case best == nil && tampered != nil:
+		reason = writ.Reason{Code: "evidence_hash_mismatch", Message: fmt.Sprintf("Evidence %s does not match the stored item of that id or content address (its hash differs); required %s evidence is missing.", tampered.Ref(), kind)}
+	case best == nil && badSig != nil:
+		reason = writ.Reason{Code: "evidence_bad_signature", Message: fmt.Sprintf("Evidence %s carries a signature that no issuer key of this tenant verifies; required %s evidence is missing.", badSig.Ref(), kind)}
+	case best == nil && revoked != nil:
+		reason = writ.Reason{Code: "evidence_revoked", Message: fmt.Sprintf("Evidence %s was revoked at %s; required %s evidence is missing.", revoked.Ref(), revoked.RevokedAt.UTC().Format(time.RFC3339), kind)}
+	case best == nil && expired != nil:
+		reason = writ.Reason{Code: "evidence_expired", Message: fmt.Sprintf("Evidence %s expired at %s; required %s evidence is missing.", expired.Ref(), expired.ExpiresAt.UTC().Format(time.RFC3339), kind)}
+	case best == nil && wrongProv != nil:
+		reason = writ.Reason{Code: "evidence_provenance", Message: fmt.Sprintf("Evidence %s is %s; %s evidence must be %s.", wrongProv.Ref(), wrongProv.Provenance, kind, provenanceList(e.accepts))}
+	case best == nil && unresolved != nil:
+		reason = writ.Reason{Code: "unresolvable", Message: fmt.Sprintf("Evidence %s is not in this tenant's evidence store, so it is only the caller's word; %s evidence must be %s.", unresolved.Ref(), kind, provenanceList(e.accepts))}
 	case best == nil && future != nil:
 		reason = writ.Reason{Code: "evidence_from_future", Message: fmt.Sprintf("Evidence %s was observed in the future (%s); required %s evidence is missing.", future.Ref(), future.ObservedAt.UTC().Format(time.RFC3339), kind)}
 	case best == nil:
@@ -402,6 +433,9 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 	}
 	a.Verdict, a.Firing = e.effect, f
 	step := writ.Reason{Code: "FETCH_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(kind)), Message: fmt.Sprintf("Fetch current %s evidence and retry the check.", kind)}
+	if reason.Code == "unresolvable" || strings.HasPrefix(reason.Code, "evidence_") && reason.Code != "evidence_from_future" && reason.Code != "evidence_wrong_tenant" {
+		step.Message = fmt.Sprintf("Have an issuer the tenant trusts submit current %s evidence to writ (POST /v1/evidence, or a signed item), cite it by its id or content address, and retry the check.", kind)
+	}
 	if e.step != nil {
 		step = writ.Reason{Code: e.step.code, Message: e.step.message.render(v)}
 	}
@@ -410,8 +444,33 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 	if maxAge > 0 {
 		text = fmt.Sprintf("Evidence of kind %s for this tenant, observed within %s.", kind, e.req.MaxAgeText)
 	}
+	if !slices.Contains(e.accepts, writ.ProvenanceClaimed) {
+		text = strings.TrimSuffix(text, ".") + ", " + provenanceList(e.accepts) + ", resolvable in this tenant's evidence store."
+	}
 	f.Changes = []writ.Condition{{Kind: writ.ConditionEvidence, Text: text, EvidenceKind: kind, MaxAge: e.req.MaxAgeText}}
 	return a
+}
+
+func first(have, ev *writ.Evidence) *writ.Evidence {
+	if have != nil {
+		return have
+	}
+	return ev
+}
+
+// provenanceList renders accepted provenances: "issued or observed".
+func provenanceList(ps []writ.Provenance) string {
+	var ss []string
+	for _, p := range ps {
+		ss = append(ss, string(p))
+	}
+	switch len(ss) {
+	case 0:
+		return "none"
+	case 1:
+		return ss[0]
+	}
+	return strings.Join(ss[:len(ss)-1], ", ") + " or " + ss[len(ss)-1]
 }
 
 func observed(e *writ.Evidence) time.Time {

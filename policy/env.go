@@ -31,7 +31,8 @@ import (
 //	                                   before writ set them), key_id, acted_by ("TYPE:ID" or "")
 //	workflow      map(string, string)  workflow_id, node_id, run_id, step_id
 //	evidence      map(string, dyn)     valid evidence by kind: id, version, hash, ref,
-//	                                   observed_at (timestamp), age_seconds (double), attributes (map)
+//	                                   observed_at (timestamp), age_seconds (double), attributes (map),
+//	                                   provenance and issuer (once writ resolved the citation)
 //	usage         map(string, double)  tokens, tool_calls, cost_usd_cents, wall_clock_ms
 //	scorecard     map(string, double)  evaluator scores
 //	now           timestamp            the decision clock
@@ -263,6 +264,10 @@ func validEvidence(req *writ.CheckRequest, now time.Time) map[string]any {
 		if e.TenantID != "" && e.TenantID != req.TenantID {
 			continue
 		}
+		if e.Resolution == writ.ResolutionHashMismatch || e.Resolution == writ.ResolutionBadSignature ||
+			e.RevokedAt != nil && !e.RevokedAt.After(now) || e.ExpiresAt != nil && !now.Before(*e.ExpiresAt) {
+			continue // never let a tampered, forged, revoked or expired item speak
+		}
 		var at time.Time
 		if e.ObservedAt != nil {
 			at = *e.ObservedAt
@@ -275,6 +280,11 @@ func validEvidence(req *writ.CheckRequest, now time.Time) map[string]any {
 		}
 		newest[e.Kind] = at
 		item := map[string]any{"id": e.ID, "version": e.Version, "hash": e.Hash, "ref": e.Ref()}
+		if e.Provenance != "" {
+			// Rules can read it: evidence.fraud_assessment.provenance == "issued".
+			item["provenance"] = string(e.Provenance)
+			item["issuer"] = e.Issuer
+		}
 		if e.ObservedAt != nil {
 			item["observed_at"] = at
 			item["age_seconds"] = now.Sub(at).Seconds()

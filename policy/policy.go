@@ -112,8 +112,9 @@ type evidenceCheck struct {
 	cid          *CheckID
 	req          *pack.EvidenceRequirement
 	effect       Effect
-	reason, step *reasonTemplate // the pack's own words, when it gives them
-	when         cel.Program     // nil: the requirement applies to every check
+	reason, step *reasonTemplate   // the pack's own words, when it gives them
+	when         cel.Program       // nil: the requirement applies to every check
+	accepts      []writ.Provenance // the provenances that satisfy it (pack.AcceptedProvenance)
 }
 
 // Compile compiles p. Every problem is reported with its file and line.
@@ -162,6 +163,9 @@ func Compile(p *pack.Pack) (*Policy, error) {
 			e, _ := ParseEffect(r.OnMissing)
 			cid := newCheckID("spec:"+s.ID(), "evidence."+r.Kind, "pd:"+s.ID()+":", e)
 			ec := &evidenceCheck{cid: cid, req: r, effect: e}
+			for _, pv := range p.AcceptedProvenance(s, r) {
+				ec.accepts = append(ec.accepts, writ.Provenance(pv))
+			}
 			what := "spec " + s.DecisionKey + " evidence " + r.Kind
 			if r.When != "" {
 				if strings.Contains(r.When, "history") {

@@ -333,3 +333,55 @@ func (s *Store) InFlight(ctx context.Context, tenantID string, after int64, limi
 	}
 	return page.Records, nil
 }
+
+// EvidenceRecords reads the tenant's evidence and evidence revocation
+// records of the items named by id or content address, in one statement
+// (ledger.EvidenceReader).
+func (s *Store) EvidenceRecords(ctx context.Context, tenantID string, ids, addresses []string) ([]writ.StoredRecord, error) {
+	if len(ids) == 0 && len(addresses) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, 0, 2*len(ids))
+	for _, id := range ids {
+		keys = append(keys, ledger.EvidenceClaim(id), ledger.EvidenceRevocationClaim(id))
+	}
+	if addresses == nil {
+		addresses = []string{}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT i.record_id, r.raw FROM idempotency i
+		JOIN record_ids x ON x.record_id = i.record_id`+byID("r.raw")+`
+		WHERE i.tenant_id = $1 AND i.key = ANY($2)
+		UNION ALL
+		SELECT k.record_id, r.raw FROM blocks k
+		JOIN record_ids x ON x.record_id = k.record_id`+byID("r.raw")+`
+		WHERE k.tenant_id = $1 AND k.decision_key IN ($3, $4) AND k.pack_hash = '' AND k.args_digest = ANY($5)`,
+		tenantID, keys, ledger.EvidenceBlockKey, ledger.EvidenceRevocationBlockKey, addresses)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read evidence: %w", err)
+	}
+	defer rows.Close()
+	var out []writ.StoredRecord
+	seen := map[string]bool{}
+	for rows.Next() {
+		var (
+			id  string
+			raw []byte
+		)
+		if err := rows.Scan(&id, &raw); err != nil {
+			return nil, fmt.Errorf("postgres: read evidence: %w", err)
+		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		sr, err := ledger.ParseStored(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *sr)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: read evidence: %w", err)
+	}
+	return out, nil
+}

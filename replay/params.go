@@ -75,3 +75,19 @@ func anyJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// evidence rebuilds an evidence record, or an evidence revocation
+// record, from its envelope.
+func (rp *replaying) evidence(pin *pinned, envelope []byte) (*writ.Record, error) {
+	rb, err := pin.rebuilder()
+	if err != nil {
+		rp.errorf("the pack's verification contracts do not compile: %v", err)
+		return nil, nil
+	}
+	rec, err := rb.Evidence(envelope, rp.head.DecisionKey, rp.head.RecordID, rp.head.Timestamp.UTC())
+	if err != nil {
+		rp.errorf("the evidence record cannot be rebuilt: %v", err)
+		return nil, nil
+	}
+	return rec, nil
+}

@@ -85,6 +85,8 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 		rebuilt, err = rp.executionReport(ctx, pin, envelope)
 	case KindParamsChange:
 		rebuilt, err = rp.paramsChange(pin, envelope)
+	case KindEvidence:
+		rebuilt, err = rp.evidence(pin, envelope)
 	case KindRetraction, KindFeedback, KindReplayResult:
 		rebuilt, err = rp.annotation(ctx, pin, envelope)
 	default:

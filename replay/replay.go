@@ -106,6 +106,7 @@ const (
 	KindRetraction       = writ.StoryRetraction   // "retraction:<decision key>"
 	KindFeedback         = writ.StoryFeedback     // "feedback:<decision key>"
 	KindReplayResult     = writ.StoryReplayResult // "replay:<decision key>"
+	KindEvidence         = "evidence"             // "evidence:<kind>" and "evidence_revocation:<kind>"
 )
 
 // KindOf returns the kind of a record with decision key key.
@@ -119,6 +120,8 @@ func KindOf(key string) string {
 		return KindExecutionReport
 	case strings.HasPrefix(key, pack.ParamsKeyPrefix):
 		return KindParamsChange
+	case strings.HasPrefix(key, ledger.EvidenceKeyPrefix), strings.HasPrefix(key, ledger.EvidenceRevocationKeyPrefix):
+		return KindEvidence
 	case strings.HasPrefix(key, writ.RetractionKeyPrefix):
 		return KindRetraction
 	case strings.HasPrefix(key, writ.FeedbackKeyPrefix):

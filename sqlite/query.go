@@ -527,3 +527,57 @@ func (s *Store) InFlight(ctx context.Context, tenantID string, after int64, limi
 	}
 	return page.Records, nil
 }
+
+// EvidenceRecords reads the tenant's evidence and evidence revocation
+// records of the items named by id or content address, in one statement
+// (ledger.EvidenceReader).
+func (s *Store) EvidenceRecords(ctx context.Context, tenantID string, ids, addresses []string) ([]writ.StoredRecord, error) {
+	if len(ids) == 0 && len(addresses) == 0 {
+		return nil, nil
+	}
+	var b strings.Builder
+	args := []any{tenantID}
+	b.WriteString(`SELECT r.raw FROM idempotency i JOIN records r ON r.record_id = i.record_id AND r.tenant_id = i.tenant_id
+		WHERE i.tenant_id = ? AND i.key IN (''`)
+	for _, id := range ids {
+		b.WriteString(", ?, ?")
+		args = append(args, ledger.EvidenceClaim(id), ledger.EvidenceRevocationClaim(id))
+	}
+	b.WriteString(`) UNION ALL SELECT r.raw FROM blocks k JOIN records r ON r.record_id = k.record_id AND r.tenant_id = k.tenant_id
+		WHERE k.tenant_id = ? AND k.decision_key IN (?, ?) AND k.pack_hash = '' AND k.args_digest IN (''`)
+	args = append(args, tenantID, ledger.EvidenceBlockKey, ledger.EvidenceRevocationBlockKey)
+	for _, a := range addresses {
+		b.WriteString(", ?")
+		args = append(args, a)
+	}
+	b.WriteString(")")
+	rows, err := s.read.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read evidence: %w", err)
+	}
+	defer rows.Close()
+	return scanEvidence(rows)
+}
+
+func scanEvidence(rows *sql.Rows) ([]writ.StoredRecord, error) {
+	var out []writ.StoredRecord
+	seen := map[string]bool{}
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("sqlite: read evidence: %w", err)
+		}
+		sr, err := ledger.ParseStored(raw)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[sr.Record.RecordID] {
+			seen[sr.Record.RecordID] = true
+			out = append(out, *sr)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: read evidence: %w", err)
+	}
+	return out, nil
+}

@@ -288,6 +288,7 @@ func (m *Main) serveAPI(g *openedGateway, addr, packID, packHash string) (func()
 		Replays:      replay.New(g.st, replay.Options{}),
 		Lifecycle:    g.eng,
 		Params:       g.eng,
+		Evidence:     g.eng,
 		Authenticate: g.authenticate,
 		Envelopes:    g.st.Envelope,
 		VerifierKeys: func(context.Context, string) ([]keyring.Key, error) { return g.ring.Keys(), nil },

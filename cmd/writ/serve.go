@@ -58,6 +58,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	logFormat := fs.String("log-format", "json", "log format: json (one object a line) or text")
 	metricsOn := fs.Bool("metrics", true, "export Prometheus metrics at GET /metrics (admin keys only; each sees its own tenant's series)")
 	metricsAddr := fs.String("metrics-addr", "", "also serve GET /metrics, every tenant's series, without a key, on this address of its own (for the operator's scraper; keep it off the tenants' network)")
+	evidenceIssuers := fs.String("evidence-issuers", "", "JSON file naming, per tenant, the issuers of signed evidence items writ trusts and their public keys: {\"tenants\": {\"acme\": [{\"issuer\": \"idv.acme.example\", \"jwks_file\": \"idv.jwks.json\"}]}}; an item one of those keys signed (a JWS over its canonical JSON) is issued, whoever carries it in (docs/trust.md). Default: none")
 	delegationIssuers := fs.String("delegation-issuers", "", "JSON file naming, per tenant, the issuers of delegation tokens (Writ-Delegation: <JWT>) writ trusts: their JWKS (file or URL), audience and tenant claim; a verified token's subject is the delegated user, authenticated (docs/trust.md). Default: no issuer, so a delegated user is claimed and the header is refused")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server's run to this file (for performance work)")
 	if err := parse(fs, args); err != nil {
@@ -119,6 +120,13 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	}
 	cfg := engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys, LedgerName: *ledgerName,
 		Checkpoints: ledger.CheckpointPolicy{Every: *cpEvery, Interval: *cpInterval}, CommitTimeout: *commitTimeout}
+	if *evidenceIssuers != "" {
+		is, err := delegation.LoadEvidenceIssuers(*evidenceIssuers)
+		if err != nil {
+			return err
+		}
+		cfg.EvidenceIssuers = is
+	}
 	if *storeURL != "" {
 		// Other servers may decide the approvals that resumes here wait on.
 		cfg.ResumeSweep = 2 * time.Second
@@ -222,6 +230,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Lifecycle:        lifecycle,
 		Params:           eng,
 		Annotations:      eng,
+		Evidence:         eng,
 		Authenticate:     authenticate,
 		RateLimit:        httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},
 		Envelopes:        st.Envelope,

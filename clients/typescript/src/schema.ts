@@ -960,6 +960,76 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/evidence": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Store an evidence item
+         * @description Stores an evidence item in the tenant's evidence store, sealed as
+         *     an evidence record (decision key `evidence:<kind>`) before the
+         *     answer. An unsigned item needs an API key with the `issuer` role
+         *     (its subject is the item's issuer); a signed item (`jws` alone)
+         *     may come from any key of the tenant. Refused, with nothing
+         *     written: a key without the issuer role (403), a JWS that does
+         *     not verify or names an unregistered key (403), an item of
+         *     another tenant (403), an item over 16 KiB in canonical form
+         *     (413), an id already stored (409), an `observed_at` in the
+         *     future (400).
+         */
+        post: operations["addEvidence"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evidence/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An evidence item, by id or content address */
+        get: operations["getEvidence"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/evidence/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an evidence item
+         * @description Revokes the item: an evidence revocation record (decision key
+         *     `evidence_revocation:<kind>`, superseding the item's record),
+         *     never an edit. Checks decided after it refuse the item
+         *     (`evidence_revoked`); replays of earlier decisions do not change.
+         *     An unknown item is 404, an item already revoked 409.
+         */
+        post: operations["revokeEvidence"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/params": {
         parameters: {
             query?: never;
@@ -1333,15 +1403,98 @@ export interface components {
         /** @description A typed reference to a fact, `kind:id#version`. `attributes` carry the few typed facts rules need, never raw payloads. */
         Evidence: {
             kind: string;
+            /** @description The item's id in the tenant's evidence store, or its content address (sha256:…). Required unless jws is given. */
             id: string;
             version?: string;
-            /** @description Content hash, such as sha256:<hex>. */
+            /** @description Content hash, such as sha256:<hex>. For a stored item, it must be the item's content address. */
             hash?: string;
             /** @description The tenant the fact belongs to; evidence of another tenant is rejected. */
             tenant_id?: string;
             /** Format: date-time */
             observed_at?: string;
             attributes?: Record<string, unknown>;
+            /** @description An issuer-signed item (a compact JWS over the item's canonical JSON, by a key the tenant registered), carried in. */
+            jws?: string;
+            /**
+             * @description Set by writ when it resolves the citation (a request that sets it is refused); the stored envelope pins it.
+             * @enum {string}
+             */
+            resolution?: "resolved" | "unresolvable" | "hash_mismatch" | "bad_signature";
+            /**
+             * @description Set by writ with resolution.
+             * @enum {string}
+             */
+            provenance?: "issued" | "observed" | "claimed";
+            /** @description Set by writ with resolution. */
+            issuer?: string;
+            /**
+             * Format: date-time
+             * @description Set by writ with resolution.
+             */
+            expires_at?: string;
+            /**
+             * Format: date-time
+             * @description Set by writ with resolution.
+             */
+            revoked_at?: string;
+        };
+        /** @description An evidence item as stored: its content address is sha256: over its RFC 8785 form (docs/ledger-format.md, Evidence records). */
+        EvidenceItem: {
+            tenant_id: string;
+            kind: string;
+            id: string;
+            subject_ids: string[];
+            attributes: Record<string, unknown>;
+            /** Format: date-time */
+            observed_at: string;
+            /** Format: date-time */
+            expires_at?: string;
+            issuer: string;
+        };
+        /** @description An evidence item to store: its fields, from an API key with the issuer role; or jws alone (a compact JWS whose payload is the item's canonical JSON, signed by a key the tenant registered), from any key of the tenant. */
+        AddEvidenceRequest: {
+            /** @description Taken from the API key when absent. */
+            tenant_id: string;
+            kind?: string;
+            /** @description The item's id within the tenant (1-128 letters, digits, _ . : -; never sha256:…). writ assigns ev_… when absent. */
+            id?: string;
+            subject_ids?: string[];
+            /** @description Redacted by the pack's rules before storage. */
+            attributes?: Record<string, unknown>;
+            /** Format: date-time */
+            observed_at?: string;
+            /** Format: date-time */
+            expires_at?: string;
+            /** @description Set by writ: the issuer key's subject; any other value is refused. */
+            issuer?: string;
+            jws?: string;
+            trace_id?: string;
+        };
+        RevokeEvidenceRequest: {
+            tenant_id: string;
+            id: string;
+            reason: string;
+            trace_id?: string;
+        };
+        EvidenceRevocation: {
+            /** Format: date-time */
+            at: string;
+            reason: string;
+            by?: string;
+            record_id: string;
+        };
+        StoredEvidence: {
+            item: components["schemas"]["EvidenceItem"];
+            content_address: string;
+            /** @enum {string} */
+            provenance: "issued" | "observed";
+            submitted_by?: string;
+            signed_by?: string;
+            record_id: string;
+            seq: number;
+            /** Format: date-time */
+            stored_at: string;
+            revoked?: components["schemas"]["EvidenceRevocation"];
         };
         /** @description Resource use of the run so far, checked against the decision spec's budgets. */
         Usage: {
@@ -2414,7 +2567,7 @@ export interface components {
             tenant_id: string;
             /** @description Who holds the key; it is the approver named in approvals. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin" | "meter")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
@@ -2443,7 +2596,7 @@ export interface components {
             tenant_id?: string;
             /** @description Who holds the key (a person or a service); validated as a check's names are. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin" | "meter")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer")[];
             /**
              * Format: date-time
              * @description When the key stops opening anything (optional; in the future).
@@ -2522,7 +2675,7 @@ export interface components {
             /** @description Who holds the key. */
             subject?: string;
             /** @description The key's roles. */
-            roles?: ("agent" | "approver" | "auditor" | "admin" | "meter")[];
+            roles?: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
@@ -4673,6 +4826,110 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    addEvidence: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddEvidenceRequest"];
+            };
+        };
+        responses: {
+            /** @description The stored item. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredEvidence"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getEvidence: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The item, with its revocation. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredEvidence"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    revokeEvidence: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RevokeEvidenceRequest"];
+            };
+        };
+        responses: {
+            /** @description The item, revoked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredEvidence"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

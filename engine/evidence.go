@@ -1,0 +1,595 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/record"
+)
+
+var (
+	_ writ.EvidenceService = (*Engine)(nil)
+
+	// evidenceKindPattern is what an evidence kind may be: a pack id.
+	evidenceKindPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,199}$`)
+	// evidenceIDPattern is what an item's id may be (never sha256:…,
+	// which names items by content address).
+	evidenceIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$`)
+)
+
+// evidenceEnvelope is the stored request envelope of an evidence record:
+// what EvidenceRecord builds the record from, so replay rebuilds it.
+type evidenceEnvelope struct {
+	Item           writ.EvidenceItem `json:"item"`
+	ContentAddress string            `json:"content_address"`
+	Provenance     writ.Provenance   `json:"provenance"`
+	SubmittedBy    string            `json:"submitted_by,omitempty"`
+	SignedBy       string            `json:"signed_by,omitempty"`
+	JWS            string            `json:"jws,omitempty"`
+	Actor          writ.Actor        `json:"actor"`
+	TraceID        string            `json:"trace_id"`
+}
+
+// revocationEnvelope is the stored request envelope of an evidence
+// revocation record.
+type revocationEnvelope struct {
+	TenantID       string     `json:"tenant_id"`
+	Kind           string     `json:"kind"`
+	ID             string     `json:"id"`
+	ContentAddress string     `json:"content_address"`
+	Revokes        string     `json:"revokes"` // the evidence record
+	DecisionID     string     `json:"decision_id"`
+	Reason         string     `json:"reason"`
+	Actor          writ.Actor `json:"actor"`
+	TraceID        string     `json:"trace_id"`
+}
+
+// ContentAddress is the content address of an evidence item: "sha256:"
+// over its RFC 8785 form.
+func ContentAddress(item *writ.EvidenceItem) (string, []byte, error) {
+	canon, err := record.Canonical(item)
+	if err != nil {
+		return "", nil, fmt.Errorf("evidence item: %w", err)
+	}
+	return record.Digest(canon), canon, nil
+}
+
+// issuerPrincipal returns the caller when it may submit or revoke
+// evidence for tenant: an API key of the tenant with the issuer role.
+func issuerPrincipal(ctx context.Context, tenantID string) (*writ.Principal, error) {
+	p := writ.PrincipalFrom(ctx)
+	switch {
+	case p == nil:
+		return nil, writ.Errorf(writ.EFORBIDDEN, "evidence is submitted by an API key with the issuer role, or signed by an issuer key the tenant registered (jws); this request has neither (in development mode there are no keys)")
+	case p.TenantID != tenantID:
+		return nil, writ.Errorf(writ.EFORBIDDEN, "the item belongs to tenant %q, but the API key is of tenant %q: an issuer submits evidence of its own tenant only", tenantID, p.TenantID)
+	case !p.Has(writ.RoleIssuer):
+		return nil, writ.Errorf(writ.EFORBIDDEN, "API key %s has no issuer role: only an issuer key submits or revokes evidence (or an item signed by a registered issuer key is carried in as jws)", p.KeyID)
+	}
+	return p, nil
+}
+
+// AddEvidence stores an evidence item: sealed as an evidence record in
+// the tenant's chain, with its id and content address claimed in the
+// same transaction. See writ.AddEvidenceRequest.
+func (e *Engine) AddEvidence(ctx context.Context, req *writ.AddEvidenceRequest) (*writ.StoredEvidence, error) {
+	if e.policy == nil {
+		return nil, writ.Errorf(writ.EUNAVAILABLE, "no pack is pinned: this engine serves the ledger only")
+	}
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty evidence item")
+	}
+	if err := needTenant(req.TenantID); err != nil {
+		return nil, err
+	}
+	if req.TraceID != "" && !writ.ValidTraceID(req.TraceID) {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "trace_id must be 32 lowercase hex digits, not all zero", Details: []writ.Detail{{Field: "trace_id", Message: "not a W3C trace id"}}}
+	}
+	now := e.now().UTC()
+	env := evidenceEnvelope{Provenance: writ.ProvenanceIssued}
+	var actor writ.Actor
+	if req.JWS != "" {
+		if req.Kind != "" || req.ID != "" || req.SubjectIDs != nil || req.Attributes != nil || req.ObservedAt != nil || req.ExpiresAt != nil || req.Issuer != "" {
+			return nil, &writ.Error{Code: writ.EINVALID, Message: "a signed item is given by its jws alone: the item is its payload", Details: []writ.Detail{{Field: "jws", Message: "given with item fields"}}}
+		}
+		if p := writ.PrincipalFrom(ctx); p != nil && p.TenantID != req.TenantID {
+			return nil, writ.Errorf(writ.EFORBIDDEN, "the item is for tenant %q, but the API key is of tenant %q", req.TenantID, p.TenantID)
+		}
+		item, kid, err := e.verifySigned(req.TenantID, req.JWS)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkItem(item, now); err != nil {
+			return nil, err
+		}
+		if red := e.redacted(item); !reflect.DeepEqual(red, item) {
+			return nil, writ.Errorf(writ.EINVALID, "the signed item carries what the pack's redaction rules remove (%s): writ stores items redacted, and a redacted item no longer matches its signature; have the issuer sign it without that", strings.Join(redactionIDs(e.policy.Pack), ", "))
+		}
+		env.Item, env.SignedBy, env.JWS = *item, kid, req.JWS
+		actor = writ.Actor{Type: writ.ActorService, ID: item.Issuer, Provenance: writ.ProvenanceClaimed}
+		if p := writ.PrincipalFrom(ctx); p != nil {
+			actor = writ.Actor{Type: p.Actor().Type, ID: p.Subject, Provenance: writ.ProvenanceAuthenticated, KeyID: p.KeyID}
+			env.SubmittedBy = p.KeyID
+		}
+	} else {
+		p, err := issuerPrincipal(ctx, req.TenantID)
+		if err != nil {
+			return nil, err
+		}
+		if req.Issuer != "" && req.Issuer != p.Subject {
+			return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("issuer %q is not the API key's subject %q: writ sets the issuer from the key", req.Issuer, p.Subject), Details: []writ.Detail{{Field: "issuer", Message: "not the key's subject"}}}
+		}
+		item := &writ.EvidenceItem{TenantID: req.TenantID, Kind: req.Kind, ID: req.ID, SubjectIDs: req.SubjectIDs, Attributes: req.Attributes, ExpiresAt: req.ExpiresAt, Issuer: p.Subject}
+		if req.ObservedAt != nil {
+			item.ObservedAt = req.ObservedAt.UTC()
+		}
+		if item.ExpiresAt != nil {
+			t := item.ExpiresAt.UTC()
+			item.ExpiresAt = &t
+		}
+		if item.ID == "" {
+			item.ID = e.newID("ev_", now)
+		}
+		if item.SubjectIDs == nil {
+			item.SubjectIDs = []string{}
+		}
+		if item.Attributes == nil {
+			item.Attributes = map[string]any{}
+		}
+		if err := checkItem(item, now); err != nil {
+			return nil, err
+		}
+		env.Item = *e.redacted(item)
+		env.SubmittedBy = p.KeyID
+		actor = writ.Actor{Type: p.Actor().Type, ID: p.Subject, Provenance: writ.ProvenanceAuthenticated, KeyID: p.KeyID}
+	}
+	ca, canon, err := ContentAddress(&env.Item)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	if len(canon) > writ.MaxEvidenceItemBytes {
+		return nil, writ.Errorf(writ.ETOOLARGE, "the evidence item is %d bytes in canonical form; the limit is %d", len(canon), writ.MaxEvidenceItemBytes)
+	}
+	env.ContentAddress, env.Actor = ca, actor
+	env.TraceID = req.TraceID
+	if env.TraceID == "" {
+		env.TraceID = e.newTraceID(now)
+	}
+	envelope, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	if hasNUL(envelope) {
+		return nil, errNUL
+	}
+	rec, err := EvidenceRecord(e.policy.Pack, e.newID("dr_", now), envelope, now)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	out := storedEvidence(&env, rec)
+	entry := &ledger.Entry{Record: rec, Envelope: envelope,
+		Idempotency: &ledger.IdempotencyClaim{Key: ledger.EvidenceClaim(env.Item.ID), ArgsDigest: ca},
+		Block:       &ledger.BlockKey{DecisionKey: ledger.EvidenceBlockKey, ArgsDigest: ca}}
+	if err := e.appendEvidence(ctx, entry, out, "the evidence item"); err != nil {
+		return nil, err
+	}
+	if entry.Prior != nil {
+		return nil, writ.Errorf(writ.ECONFLICT, "the tenant already has an evidence item %s (record %s): items are never replaced; submit it under another id, or revoke the old one and submit a new one", env.Item.ID, entry.Prior.RecordID)
+	}
+	return out, nil
+}
+
+// appendEvidence checks, binds and appends an evidence entry whose
+// receipt is out.
+func (e *Engine) appendEvidence(ctx context.Context, entry *ledger.Entry, out any, what string) error {
+	if broken := e.rules.CheckRecord(ctx, entry.Record); len(broken) > 0 {
+		return &writ.Error{Code: writ.EINTERNAL, Message: what + " record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
+	}
+	receipt, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	entry.Receipt = receipt
+	if err := ledger.Bind(entry, nil); err != nil {
+		return err
+	}
+	if entry.Presealed, err = record.Preseal(entry.Record); err != nil {
+		return fmt.Errorf("canonicalize %s record: %w", what, err)
+	}
+	if err := e.appendTraced(ctx, entry); err != nil {
+		return notRecorded(what, err)
+	}
+	return nil
+}
+
+// redacted returns item with the pack's redaction rules applied to its
+// id-like strings and attributes.
+func (e *Engine) redacted(item *writ.EvidenceItem) *writ.EvidenceItem {
+	out := *item
+	out.SubjectIDs = e.redactor.Strings(item.SubjectIDs)
+	if out.SubjectIDs == nil {
+		out.SubjectIDs = []string{}
+	}
+	if item.Attributes != nil {
+		out.Attributes = e.redactor.Map(item.Attributes)
+	}
+	return &out
+}
+
+// checkItem checks an item's shape: what no pack can make valid.
+func checkItem(item *writ.EvidenceItem, now time.Time) error {
+	var ds []writ.Detail
+	bad := func(field, format string, args ...any) {
+		ds = append(ds, writ.Detail{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if !evidenceKindPattern.MatchString(item.Kind) {
+		bad("kind", "required: 1-200 letters, digits, '_', '.', ':' or '-', starting with a letter or digit")
+	}
+	if !evidenceIDPattern.MatchString(item.ID) || strings.HasPrefix(item.ID, "sha256:") {
+		bad("id", "1-128 letters, digits, '_', '.', ':' or '-', starting with a letter or digit, and not sha256:… (which names items by content address)")
+	}
+	for i, s := range item.SubjectIDs {
+		if s == "" {
+			bad(fmt.Sprintf("subject_ids[%d]", i), "must not be empty")
+		}
+	}
+	switch {
+	case item.ObservedAt.IsZero():
+		bad("observed_at", "required: when the fact was observed")
+	case item.ObservedAt.After(now.Add(policy.ClockSkew)):
+		bad("observed_at", "is in the future (%s; writ's clock reads %s)", item.ObservedAt.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+	}
+	if x := item.ExpiresAt; x != nil && !x.After(item.ObservedAt) {
+		bad("expires_at", "must be after observed_at")
+	}
+	if item.Issuer == "" {
+		bad("issuer", "required")
+	}
+	if !writ.TenantIDPattern.MatchString(item.TenantID) {
+		bad("tenant_id", "a valid tenant_id is required")
+	}
+	if len(ds) > 0 {
+		return &writ.Error{Code: writ.EINVALID, Message: "invalid evidence item: " + ds[0].Field + " " + ds[0].Message, Details: ds}
+	}
+	return nil
+}
+
+// EvidenceRecord builds the record of an evidence item from its stored
+// request envelope (evidenceEnvelope's JSON): what the engine seals, and
+// what replay rebuilds. Its decision key is "evidence:<kind>"; outputs
+// hold the item, its content address and provenance.
+func EvidenceRecord(p *pack.Pack, recordID string, envelope []byte, now time.Time) (*writ.Record, error) {
+	var env evidenceEnvelope
+	if err := json.Unmarshal(envelope, &env); err != nil {
+		return nil, err
+	}
+	it := env.Item
+	var item map[string]any
+	if err := remarshal(it, &item); err != nil {
+		return nil, err
+	}
+	key := ledger.EvidenceKeyPrefix + it.Kind
+	envHash := record.Digest(envelope)
+	ctxHash, err := record.CanonicalDigest(map[string]any{"pack_hash": p.Hash, "evidence": key})
+	if err != nil {
+		return nil, err
+	}
+	rule := "issuer_role"
+	outputs := map[string]any{"item": item, "content_address": env.ContentAddress, "provenance": string(env.Provenance)}
+	if env.JWS != "" {
+		rule = "issuer_signature"
+		outputs["jws"], outputs["signed_by"] = env.JWS, env.SignedBy
+	}
+	subjects := slices.Clone(it.SubjectIDs)
+	if subjects == nil {
+		subjects = []string{}
+	}
+	return &writ.Record{
+		RecordID: recordID, DecisionID: recordID, TenantID: it.TenantID,
+		DecisionKey: key, DecisionVersion: p.Version, Timestamp: now, Status: writ.StatusDecided, ActionClass: "evidence",
+		Actor:           env.Actor,
+		SubjectIDs:      subjects,
+		InputsRefs:      writ.InputsRefs{Request: envHash},
+		Outputs:         outputs,
+		EvidenceRefs:    []string{it.Kind + ":" + it.ID + "#" + env.ContentAddress},
+		PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pd:" + key + ":stored", BundleID: "evidence_store", RuleIDs: []string{rule}, Verdict: "allow"}},
+		Approvals:       []writ.Approval{},
+		ControlsActive:  writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: redactionIDs(p)},
+		Lineage:         writ.Lineage{PackVersion: p.ID(), PackHash: p.Hash, PolicyVersions: []string{}, DecisionSpec: key},
+		TraceID:         env.TraceID,
+		Replay:          writ.Replay{ReplayPacketID: envHash, CompiledContextHash: ctxHash, EvidenceSnapshotHash: env.ContentAddress, ArgumentsDigest: env.ContentAddress},
+	}, nil
+}
+
+// EvidenceRevocationRecord builds the record of an evidence item's
+// revocation from its stored request envelope: decision key
+// "evidence_revocation:<kind>", status CLOSED, superseding the item's
+// evidence record, in the item's decision.
+func EvidenceRevocationRecord(p *pack.Pack, recordID string, envelope []byte, now time.Time) (*writ.Record, error) {
+	var env revocationEnvelope
+	if err := json.Unmarshal(envelope, &env); err != nil {
+		return nil, err
+	}
+	key := ledger.EvidenceRevocationKeyPrefix + env.Kind
+	envHash := record.Digest(envelope)
+	ctxHash, err := record.CanonicalDigest(map[string]any{"pack_hash": p.Hash, "evidence": key})
+	if err != nil {
+		return nil, err
+	}
+	return &writ.Record{
+		RecordID: recordID, DecisionID: env.DecisionID, TenantID: env.TenantID,
+		DecisionKey: key, DecisionVersion: p.Version, Timestamp: now, Status: writ.StatusClosed, ActionClass: "evidence", Supersedes: env.Revokes,
+		Actor:           env.Actor,
+		SubjectIDs:      []string{},
+		InputsRefs:      writ.InputsRefs{Request: envHash},
+		Outputs:         map[string]any{"revokes": env.ID, "content_address": env.ContentAddress, "reason": env.Reason},
+		EvidenceRefs:    []string{env.Kind + ":" + env.ID + "#" + env.ContentAddress, "record:" + env.Revokes},
+		PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pd:" + key + ":revoked", BundleID: "evidence_store", RuleIDs: []string{"issuer_role"}, Verdict: "allow"}},
+		Approvals:       []writ.Approval{},
+		ControlsActive:  writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: redactionIDs(p)},
+		Lineage:         writ.Lineage{PackVersion: p.ID(), PackHash: p.Hash, PolicyVersions: []string{}, DecisionSpec: key},
+		TraceID:         env.TraceID,
+		Replay:          writ.Replay{ReplayPacketID: envHash, CompiledContextHash: ctxHash, EvidenceSnapshotHash: env.ContentAddress, ArgumentsDigest: env.ContentAddress},
+	}, nil
+}
+
+func remarshal(v, into any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
+}
+
+func storedEvidence(env *evidenceEnvelope, rec *writ.Record) *writ.StoredEvidence {
+	return &writ.StoredEvidence{Item: env.Item, ContentAddress: env.ContentAddress, Provenance: env.Provenance, SubmittedBy: env.SubmittedBy,
+		SignedBy: env.SignedBy, RecordID: rec.RecordID, Seq: rec.Audit.Seq, StoredAt: rec.Timestamp}
+}
+
+// RevokeEvidence revokes an item: a revocation record, never an edit.
+func (e *Engine) RevokeEvidence(ctx context.Context, req *writ.RevokeEvidenceRequest) (*writ.StoredEvidence, error) {
+	if e.policy == nil {
+		return nil, writ.Errorf(writ.EUNAVAILABLE, "no pack is pinned: this engine serves the ledger only")
+	}
+	if req == nil {
+		return nil, writ.Errorf(writ.EINVALID, "empty revocation")
+	}
+	if err := needTenant(req.TenantID); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid revocation: reason required: say why, for the record", Details: []writ.Detail{{Field: "reason", Message: "required"}}}
+	}
+	if req.TraceID != "" && !writ.ValidTraceID(req.TraceID) {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "trace_id must be 32 lowercase hex digits, not all zero", Details: []writ.Detail{{Field: "trace_id", Message: "not a W3C trace id"}}}
+	}
+	p, err := issuerPrincipal(ctx, req.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := e.Evidence(ctx, req.TenantID, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Revoked != nil {
+		return nil, writ.Errorf(writ.ECONFLICT, "evidence item %s was already revoked (record %s)", cur.Item.ID, cur.Revoked.RecordID)
+	}
+	now := e.now().UTC()
+	env := revocationEnvelope{TenantID: req.TenantID, Kind: cur.Item.Kind, ID: cur.Item.ID, ContentAddress: cur.ContentAddress, Revokes: cur.RecordID,
+		DecisionID: cur.RecordID, Reason: e.redactor.String(req.Reason), TraceID: req.TraceID,
+		Actor: writ.Actor{Type: p.Actor().Type, ID: p.Subject, Provenance: writ.ProvenanceAuthenticated, KeyID: p.KeyID}}
+	if env.TraceID == "" {
+		env.TraceID = e.newTraceID(now)
+	}
+	envelope, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	if hasNUL(envelope) {
+		return nil, errNUL
+	}
+	rec, err := EvidenceRevocationRecord(e.policy.Pack, e.newID("dr_", now), envelope, now)
+	if err != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
+	}
+	out := *cur
+	out.Revoked = &writ.EvidenceRevocation{At: now, Reason: env.Reason, By: p.Subject, RecordID: rec.RecordID}
+	entry := &ledger.Entry{Record: rec, Envelope: envelope,
+		Idempotency: &ledger.IdempotencyClaim{Key: ledger.EvidenceRevocationClaim(cur.Item.ID), ArgsDigest: cur.ContentAddress},
+		Block:       &ledger.BlockKey{DecisionKey: ledger.EvidenceRevocationBlockKey, ArgsDigest: cur.ContentAddress}}
+	if err := e.appendEvidence(ctx, entry, &out, "the evidence revocation"); err != nil {
+		return nil, err
+	}
+	if entry.Prior != nil {
+		return nil, writ.Errorf(writ.ECONFLICT, "evidence item %s was already revoked (record %s)", cur.Item.ID, entry.Prior.RecordID)
+	}
+	return &out, nil
+}
+
+// Evidence returns a stored item of the tenant by its id or content
+// address, with its revocation, or ENOTFOUND.
+func (e *Engine) Evidence(ctx context.Context, tenantID, id string) (*writ.StoredEvidence, error) {
+	if err := needTenant(tenantID); err != nil {
+		return nil, err
+	}
+	if id == "" {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "an evidence id or content address is required", Details: []writ.Detail{{Field: "id", Message: "required"}}}
+	}
+	var ids, addrs []string
+	if strings.HasPrefix(id, "sha256:") {
+		addrs = []string{id}
+	} else {
+		ids = []string{id}
+	}
+	found, err := e.readEvidence(ctx, tenantID, ids, addrs)
+	if err != nil {
+		return nil, err
+	}
+	for _, se := range found.items {
+		if se.Item.ID == id || se.ContentAddress == id {
+			return se, nil
+		}
+	}
+	return nil, &writ.Error{Code: writ.ENOTFOUND, Message: fmt.Sprintf("tenant %s has no evidence item %q", tenantID, id)}
+}
+
+// evidenceFound are the evidence records one read found.
+type evidenceFound struct {
+	items []*writ.StoredEvidence
+	// broken are the content addresses of stored items that no longer
+	// hash to their address (the store was tampered with).
+	broken map[string]bool
+}
+
+// readEvidence reads, in one store query, the items named by ids or
+// addresses with their revocations.
+func (e *Engine) readEvidence(ctx context.Context, tenantID string, ids, addrs []string) (*evidenceFound, error) {
+	recs, err := e.store.EvidenceRecords(ctx, tenantID, ids, addrs)
+	if err != nil {
+		return nil, err
+	}
+	found := &evidenceFound{broken: map[string]bool{}}
+	revs := map[string]*writ.EvidenceRevocation{}
+	for i := range recs {
+		rec := &recs[i].Record
+		if rec.TenantID != tenantID {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(rec.DecisionKey, ledger.EvidenceKeyPrefix):
+			var env evidenceEnvelope
+			if err := remarshal(rec.Outputs["item"], &env.Item); err != nil {
+				return nil, fmt.Errorf("evidence record %s: %w", rec.RecordID, err)
+			}
+			env.ContentAddress, _ = rec.Outputs["content_address"].(string)
+			pv, _ := rec.Outputs["provenance"].(string)
+			env.Provenance = writ.Provenance(pv)
+			env.SignedBy, _ = rec.Outputs["signed_by"].(string)
+			env.SubmittedBy = rec.Actor.KeyID
+			if ca, _, err := ContentAddress(&env.Item); err != nil || ca != env.ContentAddress {
+				found.broken[env.ContentAddress] = true
+			}
+			se := storedEvidence(&env, rec)
+			se.Seq = rec.Audit.Seq
+			found.items = append(found.items, se)
+		case strings.HasPrefix(rec.DecisionKey, ledger.EvidenceRevocationKeyPrefix):
+			ca, _ := rec.Outputs["content_address"].(string)
+			reason, _ := rec.Outputs["reason"].(string)
+			revs[ca] = &writ.EvidenceRevocation{At: rec.Timestamp, Reason: reason, By: rec.Actor.ID, RecordID: rec.RecordID}
+		}
+	}
+	for _, se := range found.items {
+		se.Revoked = revs[se.ContentAddress]
+	}
+	return found, nil
+}
+
+// resolveEvidence resolves the citations of a check against the tenant's
+// evidence store with one read (readEvidence), and returns the
+// citations as resolved (writ.Evidence's Resolution and what follows
+// it). A citation of another tenant is left to decide, which refuses it.
+func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest) ([]writ.Evidence, error) {
+	out := slices.Clone(req.Evidence)
+	var ids, addrs []string
+	signed := make([]*writ.EvidenceItem, len(out))
+	kids := make([]string, len(out))
+	for i := range out {
+		c := &out[i]
+		if c.TenantID != "" && c.TenantID != req.TenantID {
+			continue
+		}
+		if c.JWS != "" {
+			item, kid, err := e.verifySigned(req.TenantID, c.JWS)
+			if err != nil || item.Kind != c.Kind || c.ID != "" && c.ID != item.ID && c.ID != mustAddress(item) {
+				c.Resolution, c.Provenance = writ.ResolutionBadSignature, writ.ProvenanceClaimed
+				continue
+			}
+			signed[i], kids[i] = item, kid
+			addrs = append(addrs, mustAddress(item))
+			continue
+		}
+		if strings.HasPrefix(c.ID, "sha256:") {
+			addrs = append(addrs, c.ID)
+		} else {
+			ids = append(ids, c.ID)
+		}
+	}
+	if len(ids)+len(addrs) == 0 {
+		return out, nil
+	}
+	found, err := e.readEvidence(ctx, req.TenantID, ids, addrs)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		c := &out[i]
+		if c.Resolution != "" || c.TenantID != "" && c.TenantID != req.TenantID {
+			continue
+		}
+		var se *writ.StoredEvidence
+		if item := signed[i]; item != nil {
+			ca := mustAddress(item)
+			se = &writ.StoredEvidence{Item: *item, ContentAddress: ca, Provenance: writ.ProvenanceIssued, SignedBy: kids[i]}
+			for _, s := range found.items {
+				if s.ContentAddress == ca {
+					se.Revoked = s.Revoked
+				}
+			}
+		} else {
+			for _, s := range found.items {
+				if s.Item.ID == c.ID || s.ContentAddress == c.ID {
+					se = s
+				}
+			}
+		}
+		switch {
+		case se == nil:
+			c.Resolution, c.Provenance = writ.ResolutionUnresolvable, writ.ProvenanceClaimed
+			continue
+		case found.broken[se.ContentAddress], se.Item.Kind != c.Kind, c.Hash != "" && c.Hash != se.ContentAddress:
+			c.Resolution, c.Provenance = writ.ResolutionHashMismatch, writ.ProvenanceClaimed
+			continue
+		}
+		it := se.Item
+		obs := it.ObservedAt
+		*c = writ.Evidence{Kind: it.Kind, ID: it.ID, Hash: se.ContentAddress, TenantID: it.TenantID, ObservedAt: &obs, Attributes: it.Attributes,
+			JWS: c.JWS, Resolution: writ.ResolutionResolved, Provenance: se.Provenance, Issuer: it.Issuer, ExpiresAt: it.ExpiresAt}
+		if r := se.Revoked; r != nil {
+			at := r.At
+			c.RevokedAt = &at
+		}
+	}
+	return out, nil
+}
+
+func mustAddress(item *writ.EvidenceItem) string {
+	ca, _, err := ContentAddress(item)
+	if err != nil {
+		return ""
+	}
+	return ca
+}
+
+// EvidenceVerifier verifies a compact JWS carrying an evidence item of a
+// tenant, signed by an issuer key the tenant registered, and returns the
+// item and the key id (delegation.EvidenceIssuers implements it).
+type EvidenceVerifier interface {
+	Verify(tenantID, token string) (*writ.EvidenceItem, string, error)
+}
+
+func (e *Engine) verifySigned(tenantID, token string) (*writ.EvidenceItem, string, error) {
+	if e.issuers == nil {
+		return nil, "", &writ.Error{Code: writ.EFORBIDDEN, Message: "signed evidence refused: tenant " + tenantID + " registered no evidence issuer keys", Details: []writ.Detail{{Field: "jws", Message: "not accepted"}}}
+	}
+	return e.issuers.Verify(tenantID, token)
+}
