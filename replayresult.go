@@ -31,6 +31,9 @@ type ReplayResult struct {
 	Classes     []string           `json:"classes,omitempty"`
 	Differences []ReplayDifference `json:"differences,omitempty"`
 	Error       string             `json:"error,omitempty"`
+	// Erased lists the references of the classified inputs that were
+	// erased, when Status is ReplayInputsErased.
+	Erased []string `json:"erased,omitempty"`
 }
 
 // ReplayDifference is one thing that differs between the record as

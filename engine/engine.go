@@ -174,6 +174,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 				return nil, fmt.Errorf("engine: store shadow pack %s: %w", sh.Pack.ID(), err)
 			}
 		}
+		if p.Pack.Classifies() {
+			if _, ok := cfg.Store.(ledger.ClassifiedStore); !ok {
+				return nil, fmt.Errorf("engine: pack %s classifies values, and the store (%T) keeps no classified values", p.Pack.ID(), cfg.Store)
+			}
+		}
 		contracts, err := acceptance.Compile(p.Pack)
 		if err != nil {
 			return nil, fmt.Errorf("engine: %w", err)
@@ -334,7 +339,10 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 			return e.failClosed(&rq, r, "the cited evidence could not be resolved", err)
 		}
 	}
-	envelope, err := record.Envelope(&rq, e.redactor)
+	// Values under classified fields leave the envelope as salted
+	// commitments; the raw values go to the classified store with the
+	// record (ledger.Entry.Classified).
+	envelope, sealed, err := record.ClassifiedEnvelope(&rq, e.redactor, e.random)
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
@@ -379,7 +387,7 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 	// another check or approver; the store refuses the loser's entry,
 	// which is then decided again with the approval as it now stands.
 	for attempt, histAttempts := 0, 0; ; attempt++ {
-		rc, refused, err := e.decide(ctx, req, &rq, r, envelope, argsDigest, block, cont)
+		rc, refused, err := e.decide(ctx, req, &rq, r, envelope, sealed, argsDigest, block, cont)
 		if refused == ledger.RefusedHistory {
 			// A history value changed under the decision: decide again
 			// with the current values (see maxHistoryAttempts).
@@ -402,7 +410,7 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 // appends its record, and answers its receipt. refused is set when the
 // store refused the entry because a presented approval changed
 // concurrently (see ledger.Entry.Refused); nothing was appended then.
-func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *policy.Resolved, envelope []byte, argsDigest string, block ledger.BlockKey, cont string) (_ *writ.Receipt, refused string, _ error) {
+func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *policy.Resolved, envelope []byte, sealed []record.Sealed, argsDigest string, block ledger.BlockKey, cont string) (_ *writ.Receipt, refused string, _ error) {
 	ctx, span := e.tracer.Start(ctx, "writ.decide")
 	defer span.End()
 	now := e.now().UTC()
@@ -476,6 +484,9 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		return rc, "", err
 	}
 	entry := &ledger.Entry{Record: rec, Receipt: rcJSON, Envelope: envelope, NewApprovals: newApprovals}
+	for _, sv := range sealed {
+		entry.Classified = append(entry.Classified, ledger.ClassifiedValue{TenantID: rq.TenantID, Sealed: sv, SubjectIDs: rec.SubjectIDs})
+	}
 	if req.IdempotencyKey != "" && (rc.SafeToExecute || !rc.ResumeContract.RetryThisNode) {
 		// Only an answer that settles the action claims the key: a
 		// receipt that asks to retry this node leaves the retry to be

@@ -91,6 +91,7 @@ var routeSamples = map[string]struct{ target, body string }{
 	"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?expired_by=now", ""},
 	"GET /v1/params":                           {"/v1/params", ""},
 	"PUT /v1/params":                           {"/v1/params", `{"values":{"limit":3},"reason":"r"}`},
+	"POST /v1/erasures":                        {"/v1/erasures", `{"subject_id":"customer:c1","reason":"r"}`},
 	"POST /v1/evidence":                        {"/v1/evidence", `{"kind":"identity_verification","observed_at":"2026-05-09T09:00:00Z"}`},
 	"GET /v1/evidence/{id}":                    {"/v1/evidence/idv_1", ""},
 	"POST /v1/evidence/{id}/revoke":            {"/v1/evidence/idv_1/revoke", `{"reason":"r"}`},
@@ -123,7 +124,7 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // newAuthServer returns a server of fake, as every interface, that
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
-	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Annotations: fake, Evidence: fake, Authenticate: testKeys.authenticate,
+	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Annotations: fake, Erasures: fake, Evidence: fake, Authenticate: testKeys.authenticate,
 		Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys, APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
 }
 
@@ -272,6 +273,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"GET /v1/decisions/in_flight":              {"/v1/decisions/in_flight?tenant_id=acme", ""},
 		"GET /v1/params":                           {"/v1/params?tenant_id=acme", ""},
 		"PUT /v1/params":                           {"/v1/params", `{"tenant_id":"acme","values":{},"by":"maria","reason":"r"}`},
+		"POST /v1/erasures":                        {"/v1/erasures", `{"tenant_id":"acme","subject_id":"customer:c1","by":"maria","reason":"r"}`},
 		"POST /v1/evidence":                        {"/v1/evidence", `{"tenant_id":"acme","kind":"identity_verification"}`},
 		"GET /v1/evidence/{id}":                    {"/v1/evidence/idv_1?tenant_id=acme", ""},
 		"POST /v1/evidence/{id}/revoke":            {"/v1/evidence/idv_1/revoke", `{"tenant_id":"acme","reason":"r"}`},
@@ -289,7 +291,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 			t.Fatalf("no development mode sample of %s %s; add one", rt.method, rt.path)
 		}
 		fake := fullService()
-		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Annotations: fake, Evidence: fake, Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys,
+		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Annotations: fake, Erasures: fake, Evidence: fake, Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys,
 			APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")

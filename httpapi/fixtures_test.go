@@ -881,6 +881,13 @@ func (f *fakeService) SetParams(ctx context.Context, r *writ.SetParamsRequest) (
 	return &writ.ParamsState{TenantID: r.TenantID, Pack: "p@1.0.0", Declared: []writ.ParamDecl{}, Values: r.Values, Effective: r.Values}, f.err
 }
 
+func (f *fakeService) Erase(ctx context.Context, r *writ.EraseRequest) (*writ.Erasure, error) {
+	f.mu.Lock()
+	f.saw(ctx, r.TenantID)
+	f.mu.Unlock()
+	return &writ.Erasure{TenantID: r.TenantID, SubjectID: r.SubjectID, RecordID: "dr_erasure", Refs: []string{}}, f.err
+}
+
 func (f *fakeService) InFlight(ctx context.Context, q writ.InFlightQuery) (*writ.InFlightPage, error) {
 	f.mu.Lock()
 	f.saw(ctx, q.TenantID)

@@ -14,7 +14,7 @@ import (
 var errNoReplays = writ.Errorf(writ.ENOTFOUND, "this server replays no records")
 
 // replayStatuses are the statuses a replay result may have on the wire.
-var replayStatuses = []string{writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError}
+var replayStatuses = []string{writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError, writ.ReplayInputsErased}
 
 // replayResults is the body of GET /v1/replay: the replay of every record
 // of a trace, in chain order.

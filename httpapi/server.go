@@ -86,6 +86,10 @@ type Config struct {
 	// usually the engine that serves checks. Nil means those routes
 	// answer 404.
 	Annotations writ.Annotations
+	// Erasures serves POST /v1/erasures (an admin erases a subject's
+	// classified values). It is usually the engine that serves checks.
+	// Nil answers 404.
+	Erasures writ.Erasures
 	// Evidence serves the evidence routes (POST /v1/evidence, GET
 	// /v1/evidence/{id}, POST /v1/evidence/{id}/revoke). It is usually
 	// the engine that serves checks. Nil means those routes answer 404.
@@ -218,6 +222,7 @@ type Server struct {
 	lifecycle   writ.Lifecycle       // nil when the server carries no decision past its receipt
 	params      writ.TenantParams    // nil when the server serves no tenant parameters
 	annotations writ.Annotations     // nil when the server seals no records about records
+	erasures    writ.Erasures        // nil when the server erases nothing
 	evidence    writ.EvidenceService // nil when the server serves no evidence store
 	cfg         Config
 	log         *slog.Logger
@@ -283,6 +288,7 @@ var routes = []route{
 	{http.MethodGet, pathAuthZENMetadata, nil, (*Server).handleAuthZENMetadata},
 	{http.MethodGet, "/v1/params", []writ.Role{writ.RoleAdmin, writ.RoleAuditor}, (*Server).handleParams},
 	{http.MethodPut, "/v1/params", []writ.Role{writ.RoleAdmin}, (*Server).handleSetParams},
+	{http.MethodPost, "/v1/erasures", []writ.Role{writ.RoleAdmin}, (*Server).handleErase},
 	// Any key of the tenant may carry in a signed item (jws); the engine
 	// refuses an unsigned one from a key without the issuer role.
 	{http.MethodPost, "/v1/evidence", writ.Roles, (*Server).handleAddEvidence},
@@ -332,6 +338,7 @@ func NewServer(svc writ.Service, cfg Config) *Server {
 		lifecycle:   cfg.Lifecycle,
 		params:      cfg.Params,
 		annotations: cfg.Annotations,
+		erasures:    cfg.Erasures,
 		evidence:    cfg.Evidence,
 		cfg:         cfg,
 		log:         cfg.Logger,

@@ -306,6 +306,12 @@ type Entry struct {
 	// pending sum of a usage dimension adds it instead of the usage the
 	// check declared (see Executed).
 	ExecutedUsage *writ.Usage
+	// Classified are the raw values behind the classified references of
+	// Envelope, written to the classified store with the record.
+	Classified []ClassifiedValue
+	// Erasure, when set, deletes classified values in the same
+	// transaction (an erasure's record).
+	Erasure *Erasure
 
 	// Set by Store.Append:
 	// Raw is the sealed bytes (when the entry was appended).

@@ -273,6 +273,10 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 		checkAbout(rec, bad)
 		return out
 	}
+	if strings.HasPrefix(rec.DecisionKey, pack.ErasureKeyPrefix) {
+		checkErasure(p, rec, bad)
+		return out
+	}
 	checkParamsPin(p, rec.Params, bad)
 	spec, ok := p.Specs[rec.DecisionKey]
 	if !ok || spec.ID() != l.DecisionSpec || spec.Version != rec.DecisionVersion {
@@ -499,6 +503,28 @@ func checkParamsChange(p *pack.Pack, rec *writ.Record, bad func(rule, format str
 	}
 	if d, err := record.CanonicalDigest(values); err != nil || d != rec.Outputs["digest"] {
 		bad("params", "outputs.digest is not the digest of outputs.values")
+	}
+}
+
+// checkErasure checks the record of an erasure of classified values: its
+// decision key and spec are the pinned pack's erasure key, and its
+// outputs list the references it erased, with their count.
+func checkErasure(p *pack.Pack, rec *writ.Record, bad func(rule, format string, args ...any)) {
+	if rec.DecisionKey != p.ErasureKey() || rec.Lineage.DecisionSpec != rec.DecisionKey {
+		bad("lineage", "an erasure's decision key and spec are %s", p.ErasureKey())
+	}
+	refs, ok := rec.Outputs["refs"].([]any)
+	if !ok {
+		bad("schema", "an erasure lists the references it erased in outputs.refs")
+		return
+	}
+	for _, r := range refs {
+		if s, ok := r.(string); !ok || !strings.HasPrefix(s, "sha256:") {
+			bad("schema", "outputs.refs holds %v, which is not a classified reference", r)
+		}
+	}
+	if n, ok := rec.Outputs["erased"]; !ok || fmt.Sprint(n) != fmt.Sprint(len(refs)) {
+		bad("schema", "outputs.erased is not the number of outputs.refs")
 	}
 }
 

@@ -135,6 +135,9 @@ func ValidateBatch(entries []*Entry) error {
 		if err := ValidateEntry(i, e); err != nil {
 			return err
 		}
+		if err := CheckClassified(e); err != nil {
+			return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("ledger entry %d: %v", i, err)}
+		}
 		if records[e.Record.RecordID] {
 			return &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("ledger entry %d: record %s appears twice in the batch", i, e.Record.RecordID)}
 		}

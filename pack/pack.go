@@ -355,6 +355,13 @@ type RedactionRule struct {
 	// NamedPatterns are ids of the controls' Patterns, used as if their
 	// regexes were written in PatternTexts (after them, in order).
 	NamedPatterns []string `yaml:"named_patterns"`
+	// Classification, when set, keeps the values under Fields instead of
+	// discarding them: the stored request envelope carries a reference
+	// and a salted commitment ("[classified:<id>:sha256:…]"), and the raw
+	// value goes to the classified store under this label, linked to the
+	// check's subjects, until an erasure deletes it. A classified rule
+	// lists fields only (see docs/pack-format.md, Classification).
+	Classification string `yaml:"classification"`
 
 	// Patterns are PatternTexts then NamedPatterns, compiled.
 	Patterns []*regexp.Regexp `yaml:"-"`
@@ -795,6 +802,9 @@ func (l *loader) loadControls(p *Pack, rel string) {
 		ptr := fmt.Sprintf("/redaction/%d", i)
 		r.Pos = l.pos(doc, ptr)
 		claim(r.ID, r.Pos)
+		if r.Classification != "" && (len(r.PatternTexts) > 0 || len(r.NamedPatterns) > 0 || len(r.Fields) == 0) {
+			l.addf(r.Pos, "redaction %s is classified (%s): a classified rule lists fields only, not patterns", r.ID, r.Classification)
+		}
 		for j, pat := range r.PatternTexts {
 			re, err := regexp.Compile(pat)
 			if err != nil {
@@ -856,6 +866,9 @@ func (l *loader) crossCheck(p *Pack) {
 		}
 		if strings.HasPrefix(s.DecisionKey, ParamsKeyPrefix) {
 			l.addf(s.Pos, "decision key %q: the prefix params: is reserved for tenant parameter changes", s.DecisionKey)
+		}
+		if strings.HasPrefix(s.DecisionKey, ErasureKeyPrefix) {
+			l.addf(s.Pos, "decision key %q: the prefix erasure: is reserved for erasures of classified values", s.DecisionKey)
 		}
 		for _, pre := range []string{"evidence:", "evidence_revocation:", "writ:"} {
 			if strings.HasPrefix(s.DecisionKey, pre) {

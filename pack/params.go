@@ -186,3 +186,20 @@ const ParamsKeyPrefix = "params:"
 // ParamsKey is the decision key of the parameter change records of the
 // pack's tenants.
 func (p *Pack) ParamsKey() string { return ParamsKeyPrefix + p.Name }
+
+// ErasureKeyPrefix begins the decision key of an erasure of classified
+// values: "erasure:<pack name>".
+const ErasureKeyPrefix = "erasure:"
+
+// ErasureKey is the decision key of erasure records under this pack.
+func (p *Pack) ErasureKey() string { return ErasureKeyPrefix + p.Name }
+
+// Classifies reports whether any redaction rule of the pack is classified.
+func (p *Pack) Classifies() bool {
+	for _, r := range p.Controls.Redaction {
+		if r.Classification != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -338,6 +338,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		if err := w.addShadow(e); err != nil {
 			return nil, err
 		}
+		w.addClassified(e)
 		hist.add(e)
 		if b := e.Block; b != nil {
 			k := blockKey{rec.TenantID, *b}
@@ -585,8 +586,36 @@ type rows struct {
 	shAt                                                                           []int64
 	shDetail                                                                       [][]byte
 
+	cvTenant, cvRef, cvRule, cvClass, cvRecord []string
+	cvSalt, cvValue                            [][]byte
+	csTenant, csSubject, csRef                 []string
+	erTenant, erRef                            []string
+
 	headTenant, headHash []string
 	headSeq              []int64
+}
+
+// addClassified adds e's classified values, their subjects, and the
+// references its erasure deletes.
+func (w *rows) addClassified(e *ledger.Entry) {
+	t := e.Record.TenantID
+	for i := range e.Classified {
+		v := &e.Classified[i]
+		v.RecordID = e.Record.RecordID
+		w.cvTenant, w.cvRef, w.cvRule, w.cvClass, w.cvRecord = append(w.cvTenant, t), append(w.cvRef, v.Ref), append(w.cvRule, v.Rule), append(w.cvClass, v.Classification), append(w.cvRecord, v.RecordID)
+		w.cvSalt, w.cvValue = append(w.cvSalt, v.Salt), append(w.cvValue, v.Value)
+		for j, sub := range v.SubjectIDs {
+			if slices.Contains(v.SubjectIDs[:j], sub) {
+				continue
+			}
+			w.csTenant, w.csSubject, w.csRef = append(w.csTenant, t), append(w.csSubject, sub), append(w.csRef, v.Ref)
+		}
+	}
+	if x := e.Erasure; x != nil {
+		for _, ref := range x.Refs {
+			w.erTenant, w.erRef = append(w.erTenant, t), append(w.erRef, ref)
+		}
+	}
 }
 
 // microTime is t truncated (floored) to the microsecond, the precision of
@@ -813,6 +842,21 @@ func (w *rows) batch() *pgx.Batch {
 				$10::bytea[]) WITH ORDINALITY AS u (t, r, k, p, h, a, eo, o, st, d, n)
 			ORDER BY n`,
 			w.shTenant, w.shRecord, w.shKey, w.shPack, w.shPackHash, w.shAt, w.shEnforced, w.shOutcome, w.shStatus, w.shDetail)
+	}
+	if len(w.cvRef) > 0 {
+		b.Queue(`INSERT INTO classified_values (tenant_id, ref, rule_id, classification, salt, value, record_id)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::bytea[], $7::text[])`,
+			w.cvTenant, w.cvRef, w.cvRule, w.cvClass, w.cvSalt, w.cvValue, w.cvRecord)
+	}
+	if len(w.csRef) > 0 {
+		b.Queue(`INSERT INTO classified_subjects (tenant_id, subject_id, ref)
+			SELECT t, s, r FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u (t, s, r, n) ORDER BY n`,
+			w.csTenant, w.csSubject, w.csRef)
+	}
+	if len(w.erRef) > 0 {
+		// After the inserts: an erasure deletes what was stored before it.
+		b.Queue(`DELETE FROM classified_values c USING unnest($1::text[], $2::text[]) AS u (tenant_id, ref)
+			WHERE c.tenant_id = u.tenant_id AND c.ref = u.ref`, w.erTenant, w.erRef)
 	}
 	b.Queue(`UPDATE heads h SET seq = u.seq, hash = u.hash
 		FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u (tenant_id, seq, hash)

@@ -15,14 +15,21 @@ import (
 // keeps no hash of the value: the values redaction exists for (card
 // numbers, national ids) are too guessable for a hash to hide them.
 type Redactor struct {
-	rules  []*pack.RedactionRule
-	fields map[string]string // lower-case field name → rule id
+	rules   []*pack.RedactionRule
+	fields  map[string]string // lower-case field name → rule id
+	classes map[string]string // classified rule id → its classification
 }
 
 // NewRedactor returns the redactor of rules; with no rules it changes nothing.
 func NewRedactor(rules []*pack.RedactionRule) *Redactor {
 	r := &Redactor{rules: rules, fields: map[string]string{}}
 	for _, rule := range rules {
+		if rule.Classification != "" {
+			if r.classes == nil {
+				r.classes = map[string]string{}
+			}
+			r.classes[rule.ID] = rule.Classification
+		}
 		for _, f := range rule.Fields {
 			if _, ok := r.fields[strings.ToLower(f)]; !ok {
 				r.fields[strings.ToLower(f)] = rule.ID
@@ -70,17 +77,26 @@ func (r *Redactor) Strings(ss []string) []string {
 
 // Value returns a redacted deep copy of a JSON value (the data model of
 // encoding/json: maps, slices, strings, numbers, booleans, nil).
+//
+// A classified rule's fields are redacted like any other here: only the
+// stored request envelope keeps a reference to them (ClassifiedEnvelope).
 func (r *Redactor) Value(v any) any {
 	if !r.Active() {
 		return v
 	}
+	return r.value(v, nil)
+}
+
+// value is Value; with seal, the value under a field of a classified
+// rule becomes what seal returns for it.
+func (r *Redactor) value(v any, seal func(rule string, v any) any) any {
 	switch x := v.(type) {
 	case map[string]any:
-		return r.Map(x)
+		return r.mapOf(x, seal)
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = r.Value(e)
+			out[i] = r.value(e, seal)
 		}
 		return out
 	case string:
@@ -94,13 +110,24 @@ func (r *Redactor) Map(m map[string]any) map[string]any {
 	if !r.Active() || m == nil {
 		return m
 	}
+	return r.mapOf(m, nil)
+}
+
+func (r *Redactor) mapOf(m map[string]any, seal func(rule string, v any) any) map[string]any {
+	if m == nil {
+		return nil
+	}
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		if id, ok := r.fields[strings.ToLower(k)]; ok {
+			if _, classified := r.classes[id]; classified && seal != nil {
+				out[k] = seal(id, v)
+				continue
+			}
 			out[k] = marker(id)
 			continue
 		}
-		out[k] = r.Value(v)
+		out[k] = r.value(v, seal)
 	}
 	return out
 }

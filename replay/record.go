@@ -85,6 +85,8 @@ func (rp *replaying) run(ctx context.Context, tenantID string, raw []byte) error
 		rebuilt, err = rp.executionReport(ctx, pin, envelope)
 	case KindParamsChange:
 		rebuilt, err = rp.paramsChange(pin, envelope)
+	case KindErasure:
+		rebuilt, err = rp.erasure(pin, envelope)
 	case KindEvidence:
 		rebuilt, err = rp.evidence(pin, envelope)
 	case KindRetraction, KindFeedback, KindReplayResult:
@@ -148,8 +150,12 @@ func (rp *replaying) envelope(ctx context.Context) ([]byte, bool, error) {
 // check decides a boundary check again from its envelope, as
 // engine.Engine.Check decided it.
 func (rp *replaying) check(ctx context.Context, pin *pinned, envelope []byte) (*writ.Record, error) {
+	decided, ok, err := rp.unseal(ctx, envelope)
+	if err != nil || !ok {
+		return nil, err
+	}
 	var req writ.CheckRequest
-	if err := decodeEnvelope(envelope, &req); err != nil {
+	if err := decodeEnvelope(decided, &req); err != nil {
 		rp.errorf("the stored request envelope does not decode as a check request: %v", err)
 		return nil, nil
 	}
@@ -171,6 +177,61 @@ func (rp *replaying) check(ctx context.Context, pin *pinned, envelope []byte) (*
 	}
 	if err := rp.checkParams(ctx); err != nil {
 		return nil, err
+	}
+	return rec, nil
+}
+
+// unseal returns the envelope with its classified values put back from
+// the classified store, each checked against its commitment: the request
+// the engine decided. A value the store no longer has was erased, and the
+// result is inputs_erased; one that does not hash to its commitment is
+// tampering. An envelope without classified values is returned as is.
+func (rp *replaying) unseal(ctx context.Context, envelope []byte) ([]byte, bool, error) {
+	refs, err := record.ClassifiedRefs(envelope)
+	if err != nil || len(refs) == 0 {
+		return envelope, true, nil // a bad envelope is reported by its decoding
+	}
+	cs, ok := rp.r.store.(ledger.ClassifiedStore)
+	if !ok {
+		rp.errorf("the request envelope holds classified values, and the store replayed from keeps none")
+		return nil, false, nil
+	}
+	vals, err := cs.ClassifiedValues(ctx, rp.head.TenantID, refs)
+	if err != nil {
+		return nil, false, fmt.Errorf("read classified values of record %s: %w", rp.head.RecordID, err)
+	}
+	out, erased, mismatched, err := record.Unseal(envelope, func(ref string) ([]byte, []byte, bool) {
+		v, ok := vals[ref]
+		return v.Salt, v.Value, ok
+	})
+	if err != nil {
+		rp.errorf("the stored request envelope cannot be read: %v", err)
+		return nil, false, nil
+	}
+	for _, ref := range mismatched {
+		rp.tamper("replay.replay_packet_id", "classified "+ref, "the classified value stored for %s does not hash to its commitment: it changed after it was stored", ref)
+	}
+	if len(mismatched) > 0 {
+		return nil, false, nil
+	}
+	if len(erased) > 0 {
+		rp.res.Erased = erased
+		return nil, false, nil
+	}
+	return out, true, nil
+}
+
+// erasure rebuilds an erasure's record from its envelope.
+func (rp *replaying) erasure(pin *pinned, envelope []byte) (*writ.Record, error) {
+	rb, err := pin.rebuilder()
+	if err != nil {
+		rp.errorf("the pack's verification contracts do not compile: %v", err)
+		return nil, nil
+	}
+	rec, err := rb.Erasure(envelope, rp.head.RecordID, rp.head.Timestamp.UTC())
+	if err != nil {
+		rp.errorf("the erasure cannot be rebuilt: %v", err)
+		return nil, nil
 	}
 	return rec, nil
 }

@@ -81,6 +81,10 @@ const (
 	StatusEqual = writ.ReplayEqual
 	StatusDiff  = writ.ReplayDiff
 	StatusError = writ.ReplayError
+	// StatusInputsErased: the record and its envelope verify, but
+	// classified values the decision read were erased, so it cannot be
+	// decided again (Result.Erased lists them).
+	StatusInputsErased = writ.ReplayInputsErased
 )
 
 // Difference classes.
@@ -106,6 +110,7 @@ const (
 	KindRetraction       = writ.StoryRetraction   // "retraction:<decision key>"
 	KindFeedback         = writ.StoryFeedback     // "feedback:<decision key>"
 	KindReplayResult     = writ.StoryReplayResult // "replay:<decision key>"
+	KindErasure          = "erasure"              // "erasure:<pack name>"
 	KindEvidence         = "evidence"             // "evidence:<kind>" and "evidence_revocation:<kind>"
 )
 
@@ -120,6 +125,8 @@ func KindOf(key string) string {
 		return KindExecutionReport
 	case strings.HasPrefix(key, pack.ParamsKeyPrefix):
 		return KindParamsChange
+	case strings.HasPrefix(key, pack.ErasureKeyPrefix):
+		return KindErasure
 	case strings.HasPrefix(key, ledger.EvidenceKeyPrefix), strings.HasPrefix(key, ledger.EvidenceRevocationKeyPrefix):
 		return KindEvidence
 	case strings.HasPrefix(key, writ.RetractionKeyPrefix):
@@ -233,7 +240,10 @@ type Summary struct {
 	Records  int64  `json:"records"`
 	Equal    int64  `json:"replay_equal"`
 	Diff     int64  `json:"diff"`
-	Errors   int64  `json:"errors"`
+	// InputsErased counts the records whose classified inputs were
+	// erased (writ.ReplayInputsErased).
+	InputsErased int64 `json:"inputs_erased"`
+	Errors       int64 `json:"errors"`
 	// Classes counts the records with a difference of each class.
 	Classes map[string]int64 `json:"classes"`
 	// Kinds counts the records of each kind.
@@ -257,6 +267,8 @@ func (s *Summary) Add(res *Result) {
 		s.Equal++
 	case StatusDiff:
 		s.Diff++
+	case StatusInputsErased:
+		s.InputsErased++
 	default:
 		s.Errors++
 	}
@@ -483,6 +495,8 @@ func (rp *replaying) finish() *Result {
 	switch {
 	case len(res.Differences) > 0:
 		res.Status = StatusDiff
+	case len(res.Erased) > 0:
+		res.Status = StatusInputsErased
 	case res.Error != "":
 		res.Status = StatusError
 	default:

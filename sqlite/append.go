@@ -22,6 +22,7 @@ type writeStmts struct {
 	envelope, term                                                      *sql.Stmt
 	approval, approvalEvent, shadow                                     *sql.Stmt
 	reportClaim, report                                                 *sql.Stmt
+	classified, classifiedSubject, erase                                *sql.Stmt
 }
 
 func (w *writeStmts) prepare(db *sql.DB) error {
@@ -61,6 +62,9 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.approval, `INSERT INTO approval_requests (tenant_id, approval_id, gate_id, decision_key, binding_digest, allowance, record_id, created_ns, expires_ns, request)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&w.approvalEvent, `INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.classified, `INSERT INTO classified_values (tenant_id, ref, rule_id, classification, salt, value, record_id) VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&w.classifiedSubject, `INSERT INTO classified_subjects (tenant_id, subject_id, ref) VALUES (?, ?, ?)`},
+		{&w.erase, `DELETE FROM classified_values WHERE tenant_id = ? AND ref = ?`},
 		{&w.shadow, `INSERT INTO shadow_decisions (tenant_id, record_id, decision_key, pack, pack_hash, at_ns, enforced_outcome, outcome, status, detail)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 	} {
@@ -76,7 +80,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 
 func (w *writeStmts) close() {
 	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.term, w.idempotency, w.block, w.blob, w.envelope, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
-		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report} {
+		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report, w.classified, w.classifiedSubject, w.erase} {
 		if st != nil {
 			st.Close()
 		}
@@ -360,6 +364,28 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 			return fmt.Errorf("sqlite: insert shadow decision of record %s: %w", rec.RecordID, err)
 		}
 	}
+	for i := range e.Classified {
+		v := &e.Classified[i]
+		v.RecordID = rec.RecordID
+		if _, err := w.classified.ExecContext(ctx, tenant, v.Ref, v.Rule, v.Classification, v.Salt, v.Value, rec.RecordID); err != nil {
+			return fmt.Errorf("sqlite: insert classified value of record %s: %w", rec.RecordID, err)
+		}
+		for j, sub := range v.SubjectIDs {
+			if slices.Contains(v.SubjectIDs[:j], sub) {
+				continue
+			}
+			if _, err := w.classifiedSubject.ExecContext(ctx, tenant, sub, v.Ref); err != nil {
+				return fmt.Errorf("sqlite: insert subject of classified value of record %s: %w", rec.RecordID, err)
+			}
+		}
+	}
+	if x := e.Erasure; x != nil {
+		for _, ref := range x.Refs {
+			if _, err := w.erase.ExecContext(ctx, tenant, ref); err != nil {
+				return fmt.Errorf("sqlite: erase classified value with record %s: %w", rec.RecordID, err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -504,6 +530,10 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		shadow:        tx.StmtContext(ctx, w.shadow),
 		reportClaim:   tx.StmtContext(ctx, w.reportClaim),
 		report:        tx.StmtContext(ctx, w.report),
+
+		classified:        tx.StmtContext(ctx, w.classified),
+		classifiedSubject: tx.StmtContext(ctx, w.classifiedSubject),
+		erase:             tx.StmtContext(ctx, w.erase),
 	}
 }
 

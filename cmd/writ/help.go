@@ -43,6 +43,7 @@ var groups = map[string][]subcommand{
 	"records": {
 		{"list", "list a tenant's records"},
 		{"get", "print one record exactly as sealed"},
+		{"erase", "erase a subject's classified values on a server (a sealed erasure record; admin)"},
 	},
 	"ledger": {
 		{"verify", "verify chains, signatures, trees and checkpoints"},

@@ -12,7 +12,7 @@ import (
 
 func (m *Main) records(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("usage: writ records list|get|links|retract|feedback [flags]")
+		return usagef("usage: writ records list|get|links|retract|feedback|erase [flags]")
 	}
 	switch args[0] {
 	case "list":
@@ -25,8 +25,36 @@ func (m *Main) records(ctx context.Context, args []string) error {
 		return m.recordsRetract(ctx, args[1:])
 	case "feedback":
 		return m.recordsFeedback(ctx, args[1:])
+	case "erase":
+		return m.recordsErase(ctx, args[1:])
 	}
-	return usagef("unknown records command %q (want list, get, links, retract or feedback)", args[0])
+	return usagef("unknown records command %q (want list, get, links, retract, feedback or erase)", args[0])
+}
+
+// recordsErase erases a subject's classified values on a server, as an
+// admin's API key (WRIT_API_KEY): the erasure is a sealed record made by
+// the one engine, and every record stays verifiable.
+func (m *Main) recordsErase(ctx context.Context, args []string) error {
+	fs := m.flags("records erase", "--subject ID --reason TEXT [--server URL] [--tenant T]")
+	sf := m.addServerFlags(fs)
+	subject := fs.String("subject", "", "the subject whose classified values to erase, as records name it (customer:cus_77) (required)")
+	reason := fs.String("reason", "", "why, for the record (required)")
+	by := fs.String("by", "", "who erases (only on a development server without keys; otherwise the API key's subject)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("records erase takes no arguments, got %q", fs.Args())
+	}
+	if *subject == "" || *reason == "" {
+		return usagef("records erase needs --subject and --reason")
+	}
+	x, err := m.client(sf).Erase(ctx, &writ.EraseRequest{TenantID: *sf.tenant, SubjectID: *subject, By: *by, Reason: *reason})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "erased %d classified values of %s (record %s)\n", x.Erased, x.SubjectID, x.RecordID)
+	return nil
 }
 
 func (m *Main) recordsList(ctx context.Context, args []string) error {

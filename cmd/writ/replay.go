@@ -105,7 +105,9 @@ func (m *Main) replay(ctx context.Context, args []string) error {
 	}
 	var bad int
 	for _, res := range results {
-		if res.Status != replay.StatusEqual {
+		// An erased input is not a finding: the record verifies, and the
+		// erasure that removed its input is itself a record.
+		if res.Status != replay.StatusEqual && res.Status != replay.StatusInputsErased {
 			bad++
 		}
 	}
@@ -168,8 +170,12 @@ func (m *Main) replayTenant(ctx context.Context, rp *replay.Replayer, tenant str
 		}
 		fmt.Fprintf(m.Stdout, "\n],\"summary\":%s}\n", b)
 	} else {
-		fmt.Fprintf(m.Stdout, "replayed %s of tenant %s in %s (%.0f records/s): %d replay_equal, %d diff, %d error\n",
-			count(sum.Records, "record"), tenant, took.Round(time.Millisecond), rate, sum.Equal, sum.Diff, sum.Errors)
+		erased := ""
+		if sum.InputsErased > 0 {
+			erased = fmt.Sprintf(", %d inputs_erased", sum.InputsErased)
+		}
+		fmt.Fprintf(m.Stdout, "replayed %s of tenant %s in %s (%.0f records/s): %d replay_equal, %d diff, %d error%s\n",
+			count(sum.Records, "record"), tenant, took.Round(time.Millisecond), rate, sum.Equal, sum.Diff, sum.Errors, erased)
 		if len(sum.Classes) > 0 {
 			fmt.Fprintf(m.Stdout, "records by class of difference: %s\n", classCounts(sum.Classes))
 		}
@@ -217,6 +223,9 @@ func printResult(w io.Writer, res *replay.Result) {
 			}
 		}
 		fmt.Fprintf(w, "  %-24s %s: %s\n", d.Class, where, text)
+	}
+	for _, ref := range res.Erased {
+		fmt.Fprintf(w, "  erased input %s\n", ref)
 	}
 	if res.Error != "" {
 		fmt.Fprintf(w, "  error: %s\n", res.Error)

@@ -230,6 +230,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Lifecycle:        lifecycle,
 		Params:           eng,
 		Annotations:      eng,
+		Erasures:         eng,
 		Evidence:         eng,
 		Authenticate:     authenticate,
 		RateLimit:        httpapi.RateLimit{PerSecond: *rateLimit, Burst: *rateBurst},

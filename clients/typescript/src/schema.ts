@@ -1070,6 +1070,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/erasures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Erase a subject's classified values
+         * @description Deletes every classified value of the tenant linked to
+         *     `subject_id` (the raw values under fields of a pack's classified
+         *     redaction rules, which stored request envelopes hold only as salted
+         *     commitments; docs/pack-format.md, "Classification"), with their
+         *     salts, and appends an erasure record in the same transaction:
+         *     decision key `erasure:<pack name>`, who erased (the API key's
+         *     subject, or `by` in development mode) as a `HUMAN` actor, the
+         *     subject, `outputs.refs` (the references erased), `outputs.erased`
+         *     (their number) and `outputs.reason`. The record is durable before
+         *     the answer. Records, envelopes, proofs and checkpoints are
+         *     untouched and still verify; a replay of a record whose values were
+         *     erased answers `inputs_erased`. A subject with no stored values is
+         *     erased too (0 erased, recorded).
+         */
+        post: operations["erase"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/whoami": {
         parameters: {
             query?: never;
@@ -1536,6 +1568,27 @@ export interface components {
             /** @description The change the caller read (ParamsState.set), or none: refused with 409 if another change was made since. */
             replaces?: string;
             trace_id?: string;
+        };
+        EraseRequest: {
+            /** @description Required in development mode; with an API key, the key's tenant (or left out). */
+            tenant_id?: string;
+            /** @description The subject as records name it (subject_ids), such as customer:cus_77. */
+            subject_id: string;
+            /** @description Who erases, required in development mode; with an API key, the key's subject (or left out). */
+            by?: string;
+            /** @description Why */
+            reason: string;
+            trace_id?: string;
+        };
+        Erasure: {
+            tenant_id: string;
+            subject_id: string;
+            /** @description The erasure's record. */
+            record_id: string;
+            /** @description How many classified values were deleted. */
+            erased: number;
+            /** @description Their references (salted commitments, sha256:<hex>), as the stored envelopes name them. */
+            refs: string[];
         };
         ParamsState: {
             tenant_id: string;
@@ -2159,20 +2212,25 @@ export interface components {
              * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`) or an execution report (`execution:…`).
              * @enum {string}
              */
-            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change";
+            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change" | "erasure";
             /**
              * @description `replay_equal`: the rebuilt record has exactly the sealed
              *     canonical bytes. `diff`: something differs, and `differences`
              *     says what and where. `error`: the inputs are authentic but this
              *     writ cannot decide them again; `error` says why.
+             *     `inputs_erased`: the record and its envelope are authentic, but
+             *     classified values the decision read were erased (`erased` lists
+             *     their references), so it cannot be decided again.
              * @enum {string}
              */
-            status: "replay_equal" | "diff" | "error";
+            status: "replay_equal" | "diff" | "error" | "inputs_erased";
             /** @description The distinct classes of `differences`, sorted. */
             classes?: components["schemas"]["ReplayClass"][];
             differences?: components["schemas"]["ReplayDifference"][];
             /** @description Why the record could not be replayed (status `error`). */
             error?: string;
+            /** @description The references of the erased classified inputs (status `inputs_erased`). */
+            erased?: string[];
         };
         /** @description One thing that differs between the record as sealed and as replayed. */
         ReplayDifference: {
@@ -4997,6 +5055,39 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    erase: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EraseRequest"];
+            };
+        };
+        responses: {
+            /** @description What the erasure did. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Erasure"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["RateLimited"];
