@@ -304,11 +304,20 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 	// Every receipt from here on, a fail-closed one included, carries
 	// the trace id.
 	rq := *req
+	span := spanTraceID(ctx)
 	if rq.TraceID == "" {
-		rq.TraceID = spanTraceID(ctx)
+		rq.TraceID = span
 	}
 	if rq.TraceID == "" {
 		rq.TraceID = e.newTraceID(e.now())
+	}
+	if span != "" && rq.TraceID != span && cont == "" {
+		// The seed's trace rule: with tracing on, a check's record
+		// carries the trace of the runtime span it was decided in, so the
+		// record and its spans join. A resume joins the decision's trace
+		// by a link instead (linkDecisionTrace).
+		msg := fmt.Sprintf("trace rule: trace_id %s is not the trace %s of the span this check runs in; send the trace as a W3C traceparent header, or leave trace_id out", rq.TraceID, span)
+		return nil, &writ.Error{Code: writ.EINVALID, Message: msg, Details: []writ.Detail{{Field: "trace_id", Message: "does not match the runtime trace"}}}
 	}
 	if req.Supersedes != "" {
 		// A correction names a record of the same tenant; another tenant's

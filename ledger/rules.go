@@ -50,18 +50,32 @@ type BlobSource interface {
 type Rules struct {
 	blobs BlobSource
 	mu    sync.Mutex
-	packs map[string]*pack.Pack // loaded and compiled; a failed load is not kept
+	packs map[string]*pinnedPack // loaded and compiled; a failed load is not kept
 	loads singleflight.Group
 }
 
 // NewRules returns the rule checker reading pinned packs from blobs.
 func NewRules(blobs BlobSource) *Rules {
-	return &Rules{blobs: blobs, packs: map[string]*pack.Pack{}}
+	return &Rules{blobs: blobs, packs: map[string]*pinnedPack{}}
+}
+
+// pinnedPack is a pinned pack and its compiled policy.
+type pinnedPack struct {
+	pack *pack.Pack
+	pol  *policy.Policy
 }
 
 // LoadPinnedPack rebuilds a pack from its stored manifest and files and
 // checks that it hashes to hash.
 func LoadPinnedPack(ctx context.Context, blobs BlobSource, hash string) (*pack.Pack, error) {
+	pp, err := loadPinned(ctx, blobs, hash)
+	if err != nil {
+		return nil, err
+	}
+	return pp.pack, nil
+}
+
+func loadPinned(ctx context.Context, blobs BlobSource, hash string) (*pinnedPack, error) {
 	manifest, err := blobs.Blob(ctx, hash)
 	if err != nil {
 		return nil, fmt.Errorf("pack %s is not stored: %w", hash, err)
@@ -86,10 +100,11 @@ func LoadPinnedPack(ctx context.Context, blobs BlobSource, hash string) (*pack.P
 	if p.Hash != hash {
 		return nil, fmt.Errorf("pack rebuilt from its stored files hashes to %s, not %s", p.Hash, hash)
 	}
-	if _, err := policy.Compile(p); err != nil {
+	pol, err := policy.Compile(p)
+	if err != nil {
 		return nil, err
 	}
-	return p, nil
+	return &pinnedPack{pack: p, pol: pol}, nil
 }
 
 // pinned returns the pack a record pins, loading it once however many
@@ -98,7 +113,7 @@ func LoadPinnedPack(ctx context.Context, blobs BlobSource, hash string) (*pack.P
 // the records that asked during it, and the next record loads again. The
 // lock guards the map, never a read, so records of other packs are
 // checked while one pack loads.
-func (r *Rules) pinned(ctx context.Context, hash string) (*pack.Pack, error) {
+func (r *Rules) pinned(ctx context.Context, hash string) (*pinnedPack, error) {
 	r.mu.Lock()
 	p, ok := r.packs[hash]
 	r.mu.Unlock()
@@ -109,7 +124,7 @@ func (r *Rules) pinned(ctx context.Context, hash string) (*pack.Pack, error) {
 		// Every record waiting for the pack shares this load, so it is not
 		// ended by the first caller's cancellation; each caller stops
 		// waiting when its own context ends.
-		p, err := LoadPinnedPack(context.WithoutCancel(ctx), r.blobs, hash)
+		p, err := loadPinned(context.WithoutCancel(ctx), r.blobs, hash)
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +138,7 @@ func (r *Rules) pinned(ctx context.Context, hash string) (*pack.Pack, error) {
 		if res.Err != nil {
 			return nil, res.Err
 		}
-		return res.Val.(*pack.Pack), nil
+		return res.Val.(*pinnedPack), nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -225,11 +240,12 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 	if len(rec.PolicyDecisions) == 0 {
 		bad("policy", "the record lists no policy decision")
 	}
-	p, err := r.pinned(ctx, l.PackHash)
+	pp, err := r.pinned(ctx, l.PackHash)
 	if err != nil {
 		bad("lineage", "pinned pack %s: %v", l.PackHash, err)
 		return out
 	}
+	p := pp.pack
 	if p.ID() != l.PackVersion {
 		bad("lineage", "pack_version %s, but the pinned pack is %s", l.PackVersion, p.ID())
 	}
@@ -304,9 +320,59 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 		if fired && len(rec.Approvals) == 0 {
 			bad("approval", "a require_approval rule fired and the decision was allowed without an approval")
 		}
+		for _, pin := range spec.RequiredPins {
+			if lineagePin(l, pin) == "" {
+				bad("lineage", "spec %s requires lineage.%s, and the decision was allowed without it", spec.ID(), pin)
+			}
+		}
+		for _, g := range p.RequiredGates(rec.ApprovalModeEffective) {
+			if !slices.ContainsFunc(rec.Approvals, func(a writ.Approval) bool { return a.GateID == g.ID }) {
+				bad("approval", "approval_mode_effective %s requires an approval at gate %s, and the decision was allowed with none attached", rec.ApprovalModeEffective, g.ID)
+			}
+		}
 	}
-	r.checkControls(p, spec, rec.ControlsActive, bad)
+	if compiled, ok := pp.pol.CompiledControls(rec.DecisionKey, rec.Replay.CompiledContextHash); ok {
+		checkCompiledControls(p, compiled, rec.ControlsActive, bad)
+	} else {
+		r.checkControls(p, spec, rec.ControlsActive, bad)
+	}
 	return out
+}
+
+// lineagePin returns the record's lineage pin named pin.
+func lineagePin(l writ.Lineage, pin string) string {
+	switch pin {
+	case pack.PinKGSnapshot:
+		return l.KGSnapshot
+	case pack.PinModelProfile:
+		return l.ModelProfile
+	case pack.PinEvaluatorSuite:
+		return l.EvaluatorSuite
+	}
+	return ""
+}
+
+// checkCompiledControls is the seed's controls rule for a check record
+// whose compiled_context_hash names what resolution compiled: every
+// redaction, refusal, escalation and approval control active at compile
+// time is in controls_active, and nothing else.
+func checkCompiledControls(p *pack.Pack, compiled, active writ.ControlsActive, bad func(rule, format string, args ...any)) {
+	check := func(what string, want, listed []string) {
+		for _, id := range want {
+			if !slices.Contains(listed, id) {
+				bad("controls", "%s control %s was active at compile time but is missing from the record", what, id)
+			}
+		}
+		for _, id := range listed {
+			if !slices.Contains(want, id) {
+				bad("controls", "%s control %s is listed but was not active at compile time under the pinned pack %s", what, id, p.ID())
+			}
+		}
+	}
+	check("must_refuse", compiled.MustRefuse, active.MustRefuse)
+	check("must_escalate", compiled.MustEscalate, active.MustEscalate)
+	check("approval gate", compiled.ApprovalGatesActive, active.ApprovalGatesActive)
+	check("redaction", compiled.RedactionRulesActive, active.RedactionRulesActive)
 }
 
 func (r *Rules) checkControls(p *pack.Pack, spec *pack.Spec, active writ.ControlsActive, bad func(rule, format string, args ...any)) {

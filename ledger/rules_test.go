@@ -74,10 +74,19 @@ func TestRules(t *testing.T) {
 		{"allowed past an approval", "refund-high-value-human-review", func(m map[string]any) { m["status"] = "DECIDED" }, "approval: a require_approval rule fired"},
 		{"control missing", "refund-allow", func(m map[string]any) {
 			m["controls_active"].(map[string]any)["must_refuse"] = []any{}
-		}, "controls: must_refuse control account_frozen was in force but is not listed"},
+		}, "controls: must_refuse control account_frozen was active at compile time but is missing from the record"},
 		{"control unknown", "refund-allow", func(m map[string]any) {
 			m["controls_active"].(map[string]any)["must_escalate"] = []any{"fraud_signal_high", "made_up"}
-		}, "controls: must_escalate control made_up is not defined"},
+		}, "controls: must_escalate control made_up is listed but was not active at compile time"},
+		{"approval gate missing", "refund-high-value-human-review", func(m map[string]any) {
+			m["controls_active"].(map[string]any)["approval_gates_active"] = []any{}
+		}, "controls: approval gate control GATE_FINANCE_APPROVAL was active at compile time but is missing from the record"},
+		// A record whose compiled context hash names no compilation of
+		// its spec is held to what the pack defines.
+		{"control missing, hash edited", "refund-allow", func(m map[string]any) {
+			m["controls_active"].(map[string]any)["must_refuse"] = []any{}
+			m["replay"].(map[string]any)["compiled_context_hash"] = "sha256:" + strings.Repeat("0", 64)
+		}, "controls: must_refuse control account_frozen was in force but is not listed"},
 		{"unpinned pack", "refund-allow", func(m map[string]any) { m["lineage"].(map[string]any)["pack_hash"] = "sha256:00" }, "lineage: pinned pack sha256:00"},
 		{"wrong spec version", "refund-allow", func(m map[string]any) { m["decision_version"] = "2.0.0" }, "lineage: decision spec"},
 		{"bad trace", "refund-allow", func(m map[string]any) { m["trace_id"] = "nope" }, "trace: "},

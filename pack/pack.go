@@ -76,6 +76,19 @@ type Webhook struct {
 // ID is the pack's pinned version, name@version.
 func (p *Pack) ID() string { return p.Name + "@" + p.Version }
 
+// RequiredGates returns the gates, in controls.yaml order, that a check
+// whose approval_mode_effective is mode needs an approval at: the
+// required gates whose approval mode mode reaches (see Gate.Required).
+func (p *Pack) RequiredGates(mode writ.ApprovalMode) []*Gate {
+	var out []*Gate
+	for _, g := range p.Controls.ApprovalGates {
+		if g.Required && g.ApprovalMode != "" && mode.Rank() >= writ.ApprovalMode(g.ApprovalMode).Rank() {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // File is one file of a pack, content-addressed.
 type File struct {
 	Path string // slash-separated, relative to the pack root
@@ -113,6 +126,11 @@ type Spec struct {
 	RequiredEvidence []*EvidenceRequirement `yaml:"required_evidence"`
 	Budgets          *Budgets               `yaml:"budgets"`
 	Execution        *Execution             `yaml:"execution"`
+	// RequiredPins are the lineage pins (PinKGSnapshot, PinModelProfile,
+	// PinEvaluatorSuite) every check of the spec must carry in its
+	// request's lineage: a check without one is not allowed (the seed's
+	// lineage rule), and a record allowed without one breaks it.
+	RequiredPins []string `yaml:"required_pins"`
 
 	// OutputsSchema is the compiled outputs schema, or nil.
 	OutputsSchema *jsonschema.Schema `yaml:"-"`
@@ -121,6 +139,17 @@ type Spec struct {
 
 // ID is decision_key@version.
 func (s *Spec) ID() string { return s.DecisionKey + "@" + s.Version }
+
+// The lineage pins a spec may require (Spec.RequiredPins), named as the
+// record's lineage members.
+const (
+	PinKGSnapshot     = "kg_snapshot"
+	PinModelProfile   = "model_profile"
+	PinEvaluatorSuite = "evaluator_suite"
+)
+
+// LineagePins are the pins a spec may require, in record order.
+var LineagePins = []string{PinKGSnapshot, PinModelProfile, PinEvaluatorSuite}
 
 // EvidenceRequirement is evidence a spec requires before it allows.
 type EvidenceRequirement struct {
@@ -307,6 +336,11 @@ type Gate struct {
 	// Elicit lets the MCP gateway ask the person at the agent's client to
 	// decide the gate's approvals (MCP elicitation; docs/mcp.md).
 	Elicit bool `yaml:"elicit"`
+	// Required makes the gate's approval mode one that requires it: every
+	// check whose approval_mode_effective is at or above ApprovalMode
+	// needs an approval at this gate before it is allowed, whatever the
+	// rules say (the seed's approval rule). Required needs ApprovalMode.
+	Required bool `yaml:"required"`
 
 	TTL time.Duration `yaml:"-"`
 	Pos Pos           `yaml:"-"`
@@ -746,6 +780,9 @@ func (l *loader) loadControls(p *Pack, rel string) {
 		ptr := fmt.Sprintf("/approval_gates/%d", i)
 		g.Pos = l.pos(doc, ptr)
 		g.TTL = l.duration(doc, ptr+"/ttl", g.TTLText)
+		if g.Required && g.ApprovalMode == "" {
+			l.addf(g.Pos, "approval gate %s is required but names no approval_mode: a required gate is required from its approval mode up", g.ID)
+		}
 		claim(g.ID, g.Pos)
 		p.Gates[g.ID] = g
 	}

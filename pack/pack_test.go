@@ -112,6 +112,8 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"path escape", map[string]string{"pack.yaml": strings.Replace(okManifest, "tools.yaml", "../tools.yaml", 1)}, "not a path inside the pack"},
 		{"empty file", map[string]string{"pack.yaml": "# nothing\n"}, "demo/pack.yaml: the file is empty"},
 		{"condition without a machine part", map[string]string{"policies/p.yaml": okPolicy + "    what_would_change_this: [{text: Something else.}]\n"}, "demo/policies/p.yaml:9: what_would_change_this needs a condition a machine can check"},
+		{"required gate without a mode", map[string]string{"controls.yaml": "approval_gates:\n  - id: G1\n    required: true\n"}, "demo/controls.yaml:2: approval gate G1 is required but names no approval_mode"},
+		{"unknown lineage pin", map[string]string{"specs/s.yaml": okSpec + "required_pins: [kg_snapshot, gpu_model]\n"}, "demo/specs/s.yaml:5: required_pins.1"},
 		{"bad outputs schema", map[string]string{"specs/s.yaml": okSpec + "outputs_schema: {type: nonsense}\n"}, "demo/specs/s.yaml:5: outputs_schema"},
 	}
 	for _, tt := range tests {

@@ -220,11 +220,13 @@ func (p *Policy) DecideInputs(r *Resolved, req *writ.CheckRequest, now time.Time
 		d.add(e.apply(v, req, now))
 	}
 	d.budgets(r.index, req.Usage, in.History)
+	d.lineagePins(r.index, req)
 	for _, ch := range r.cands.checks {
 		if ch.bundleID != "controls" {
 			d.add(ch.apply(v))
 		}
 	}
+	d.requiredGates(r.index.gates, r.ApprovalMode)
 	d.settle()
 	return d
 }

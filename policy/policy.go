@@ -55,6 +55,10 @@ type specIndex struct {
 	actorWindow time.Duration
 	ceilings    map[string]*CheckID // by tool
 	pins        map[string]*CheckID // by pinned tool
+	// lineagePins and gates are the seed's lineage and approval rules
+	// (emission.go): the spec's required pins, the pack's required gates.
+	lineagePins []*pinCheck
+	gates       []*gateCheck
 	// byTool lists the candidate checks for each tool of the manifest
 	// that maps to this spec; noTool is used when the check names only
 	// the decision key.
@@ -134,6 +138,7 @@ func Compile(p *pack.Pack) (*Policy, error) {
 
 	refuse := c.controls(p.Controls.MustRefuse, Deny)
 	escalate := c.controls(p.Controls.MustEscalate, Escalate)
+	gates := compileRequiredGates(p)
 	rules := map[string][]*check{}
 	for id, b := range p.Bundles {
 		for _, r := range b.Rules {
@@ -141,7 +146,8 @@ func Compile(p *pack.Pack) (*Policy, error) {
 		}
 	}
 	for key, s := range p.Specs {
-		idx := &specIndex{spec: s, byTool: map[string]*candidates{}, ceilings: map[string]*CheckID{}, pins: map[string]*CheckID{}}
+		idx := &specIndex{spec: s, byTool: map[string]*candidates{}, ceilings: map[string]*CheckID{}, pins: map[string]*CheckID{},
+			lineagePins: compilePins(s), gates: gates}
 		var specChecks []*check
 		specChecks = append(specChecks, refuse...)
 		specChecks = append(specChecks, escalate...)
@@ -385,6 +391,12 @@ func (c *compiler) checkOutcomes(s *pack.Spec, checks []*check) {
 			c.addf(r.Pos, "spec %s allows outcomes %v, but missing %s evidence decides %s", s.DecisionKey, s.AllowedOutcomes, r.Kind, e.Outcome())
 		}
 	}
+	if len(s.RequiredPins) > 0 && !allowed(ReplanLocal) {
+		c.addf(s.Pos, "spec %s allows outcomes %v, but a missing lineage pin decides %s", s.DecisionKey, s.AllowedOutcomes, ReplanLocal.Outcome())
+	}
+	if len(c.pack.RequiredGates(writ.ApprovalMode(s.ApprovalMode))) > 0 && !allowed(RequireApproval) {
+		c.addf(s.Pos, "spec %s allows outcomes %v, but a required approval gate decides %s", s.DecisionKey, s.AllowedOutcomes, RequireApproval.Outcome())
+	}
 	if b := s.Budgets; b != nil {
 		if e, _ := ParseEffect(b.OnExceed); !allowed(e) {
 			c.addf(b.Pos, "spec %s allows outcomes %v, but an exceeded budget decides %s", s.DecisionKey, s.AllowedOutcomes, e.Outcome())
@@ -427,7 +439,8 @@ func (c *compiler) candidates(s *pack.Spec, tool string, all []*check) *candidat
 		}
 	}
 	for _, g := range c.pack.Controls.ApprovalGates {
-		if gates[g.ID] {
+		// A required gate is in force for every check (emission.go).
+		if gates[g.ID] || g.Required && g.ApprovalMode != "" {
 			cs.controls.ApprovalGatesActive = append(cs.controls.ApprovalGatesActive, g.ID)
 		}
 	}
@@ -465,10 +478,16 @@ func compiledContextHash(p *pack.Pack, idx *specIndex, tool *pack.Tool, cs *cand
 	for _, b := range idx.budgets {
 		add(b.cid)
 	}
+	for _, pc := range idx.lineagePins {
+		add(pc.cid)
+	}
 	for _, ch := range cs.checks {
 		if ch.bundleID != "controls" {
 			add(ch.cid)
 		}
+	}
+	for _, gc := range idx.gates {
+		add(gc.cid)
 	}
 	ctx["checks"] = checks
 	b, err := json.Marshal(ctx)
