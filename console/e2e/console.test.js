@@ -87,7 +87,9 @@ function request(over = {}) {
   const r = JSON.parse(readFileSync(path.join(repo, 'examples/refund/requests/refund-high-value-human-review.json'), 'utf8'));
   for (const e of r.evidence) e.observed_at = fresh;
   delete r.tenant_id; // the key's
-  return { ...r, ...over, arguments: { ...r.arguments, ...(over.arguments || {}) } };
+  // inputs_refs merge too: the refund spec's tool_calls budget needs the
+  // session the example names.
+  return { ...r, ...over, arguments: { ...r.arguments, ...(over.arguments || {}) }, inputs_refs: { ...r.inputs_refs, ...(over.inputs_refs || {}) } };
 }
 
 async function call(method, p, key, body, base = server.url) {
