@@ -32,15 +32,18 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
 JSON = Dict[str, Any]
 
 
-def facts(example: str, customer: str) -> JSON:
-    """What the agent knows when it asks: the refund example's actor, subjects, evidence and context, fresh."""
+def facts(example: str, customer: str, session: str) -> JSON:
+    """What the agent knows when it asks: the refund example's actor, subjects, evidence and context, fresh,
+    in this run's session (writ counts the session's tool calls against the refund's budget)."""
     with open(os.path.join(EXAMPLES, example + ".json")) as f:
         r: JSON = json.load(f)
     now = (datetime.now(timezone.utc) - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
     for e in r["evidence"]:
         e["observed_at"] = now  # the examples were written on 2026-05-09
     subjects = [customer if s.startswith("customer:") else s for s in r["subject_ids"]]
-    return {"actor": r["actor"], "subject_ids": subjects, "evidence": r["evidence"], "context": r["context"]}
+    inputs_refs: JSON = {**r.get("inputs_refs", {}), "session": session}
+    return {"actor": r["actor"], "subject_ids": subjects, "evidence": r["evidence"], "context": r["context"],
+            "inputs_refs": inputs_refs}
 
 
 def main() -> int:
@@ -51,6 +54,7 @@ def main() -> int:
     opts = ap.parse_args()
     client = writ.Client(opts.url, opts.api_key)
     customer = "customer:cus_" + uuid.uuid4().hex[:8]
+    session = "sess_" + uuid.uuid4().hex[:8]
     situation: JSON = {}
 
     def request(order_id: str, amount_inr: int, currency: str = "INR") -> JSON:
@@ -69,7 +73,7 @@ def main() -> int:
               ("refund-high-value-human-review", 15000)]
     for example, amount in script:
         situation.clear()
-        situation.update(facts(example, customer))
+        situation.update(facts(example, customer, session))
         print(f"propose: refund {amount} INR on ord_881 ({example})")
         try:
             result = issue_refund("ord_881", amount)
