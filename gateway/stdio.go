@@ -61,7 +61,9 @@ func (t *StdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	pr, pw := io.Pipe()
 	out := &stdioWriter{w: t.Writer}
-	go screenStream(t.Reader, pw, out, limit)
+	// drainTime is read here, not by the stream's goroutine, which may
+	// outlive the session it served.
+	go screenStream(t.Reader, pw, out, limit, drainTime)
 	return (&mcp.IOTransport{Reader: pr, Writer: out, MaxLineLength: -1}).Connect(ctx)
 }
 
@@ -262,7 +264,7 @@ func (s *stdioWriter) answer(e *rpcError) error {
 
 // screenStream reads r line by line until it ends, passing each
 // well-formed message on to pw and answering the rest on out.
-func screenStream(r io.Reader, pw *io.PipeWriter, out *stdioWriter, limit int) {
+func screenStream(r io.Reader, pw *io.PipeWriter, out *stdioWriter, limit int, drain time.Duration) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, tooLong, err := readLine(br, limit)
@@ -306,10 +308,10 @@ func screenStream(r io.Reader, pw *io.PipeWriter, out *stdioWriter, limit int) {
 		if err != nil {
 			// The client closed its end: the requests under way are
 			// answered first (the SDK cancels them all when its input
-			// ends), for at most drainTime, then the SDK reads io.EOF.
+			// ends), for at most drain, then the SDK reads io.EOF.
 			select {
 			case <-out.drained():
-			case <-time.After(drainTime):
+			case <-time.After(drain):
 			}
 			pw.Close()
 			return
