@@ -579,7 +579,7 @@ test('an auditor reads the shadow pack\'s outcome transitions', async () => {
   const dir = path.join(tmp, 'shadow');
   const agent = createKey('support-bot', 'agent', dir);
   const auditor = createKey('olga', 'auditor', dir);
-  const proc = spawn(bin, ['serve', '--pack', 'examples/refund', '--shadow-pack', cand, '--data', dir, '--addr', '127.0.0.1:0', '--log-level', 'warn'],
+  const proc = spawn(bin, ['serve', '--pack', 'examples/refund', '--shadow-pack', cand, '--data', dir, '--addr', '127.0.0.1:0', '--checkpoint-interval', '200ms', '--log-level', 'warn'],
     { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
   const url = await new Promise((resolve, reject) => {
     let out = '';
