@@ -28,13 +28,13 @@ after(async () => { await srv?.close(); });
 // by writ. `example` names the refund pack's request the check is built
 // from (its evidence, context and subjects); the model picks the arguments.
 function refundAgent(script, example, wait, facts, client = agentKey, onReportFailed) {
-  const { actor, subject_ids, evidence, context } = facts ?? refundRequest(example);
+  const { actor, subject_ids, evidence, context, inputs_refs } = facts ?? refundRequest(example);
   const issued = [];
-  const issueRefund = refundTool(client, { actor, subject_ids, evidence, context },
+  const issueRefund = refundTool(client, { actor, subject_ids, evidence, context, inputs_refs },
     async (input) => { issued.push(input); return { refund_id: `rf_${issued.length}`, ...input }; }, { wait, onReportFailed });
   const model = scriptedModel(script);
   const agent = new Agent({ name: 'support', instructions: 'Resolve refund requests.', model, tools: [issueRefund] });
-  return { agent, model, issueRefund, issued, facts: { actor, subject_ids, evidence, context } };
+  return { agent, model, issueRefund, issued, facts: { actor, subject_ids, evidence, context, inputs_refs } };
 }
 
 const refund = (id, amount) => ({ call: 'issue_refund', id, args: { order_id: 'ord_881', amount_inr: amount, currency: 'INR' } });
