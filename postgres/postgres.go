@@ -143,10 +143,13 @@ func (s *Store) partitionLoop() {
 // appends behind a long query.
 func (s *Store) EnsurePartitions(ctx context.Context, now time.Time) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		// The advisory lock is waited for without a limit (another server
+		// may be creating the same partitions); the limit is for the locks
+		// on records that creating a partition takes.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `SELECT writ_ensure_partitions($1, $2)`, now.UTC(), MonthsAhead)
