@@ -26,8 +26,9 @@
 //
 // Schema migrations are embedded and applied by Open, in one transaction
 // under a database-wide advisory lock, so servers starting together apply
-// them once. Records are partitioned by month of their timestamp; Open
-// creates the current month's partition and the next ones, and the store
+// them once. Records are partitioned by tenant (16 hash partitions),
+// then by month of their timestamp; Open creates the current month's
+// partition of each tenant partition and the next ones, and the store
 // does so again every day while it is open (EnsurePartitions).
 //
 // Analysts query the decision_records view, which exposes the record's
@@ -135,8 +136,9 @@ func (s *Store) partitionLoop() {
 	}
 }
 
-// EnsurePartitions creates the monthly partitions of records (UTC months)
-// from now's month through MonthsAhead months after it, unless they exist.
+// EnsurePartitions creates the monthly partitions of each tenant
+// partition of records (UTC months) from now's month through MonthsAhead
+// months after it, unless they exist.
 // Open calls it, and an open Store calls it daily; several servers may
 // call it at once. It waits at most a few seconds for the lock that
 // creating a partition takes on records, and fails rather than hold up
