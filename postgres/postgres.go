@@ -26,7 +26,7 @@
 //
 // Schema migrations are embedded and applied by Open, in one transaction
 // under a database-wide advisory lock, so servers starting together apply
-// them once. Records are partitioned by tenant (16 hash partitions),
+// them once. Records are partitioned by tenant (8 hash partitions),
 // then by month of their timestamp; Open creates the current month's
 // partition of each tenant partition and the next ones, and the store
 // does so again every day while it is open (EnsurePartitions).
