@@ -385,6 +385,7 @@ var schemaTypes = map[string]reflect.Type{
 	"RevokeEvidenceRequest":      reflect.TypeFor[writ.RevokeEvidenceRequest](),
 	"StoredEvidence":             reflect.TypeFor[writ.StoredEvidence](),
 	"EvidenceRevocation":         reflect.TypeFor[writ.EvidenceRevocation](),
+	"EvidenceObservation":        reflect.TypeFor[writ.EvidenceObservation](),
 	"EvidenceItem":               reflect.TypeFor[writ.EvidenceItem](),
 	"ResumeBody":                 reflect.TypeFor[resumeBody](),
 	"DecisionStory":              reflect.TypeFor[writ.DecisionStory](),
