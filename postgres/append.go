@@ -429,6 +429,22 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	return out, nil
 }
 
+// raiseApprovalFloorQuery writes a tenant's new approval floor (migration
+// 0022), when it rose: just before its first request after the last floor
+// that is undecided and unexpired at a time, or, with none, its last
+// request. The arguments are the tenant and the time (Unix nanoseconds),
+// that of the tenant's first decision in the append (the engine's clock,
+// as the requests' expiries are). It runs under the tenant's head lock,
+// so a tenant's floors are written one append at a time.
+const raiseApprovalFloorQuery = `INSERT INTO approval_floors (tenant_id, pos, at_ns)
+	SELECT $1, n.next, $2 FROM (
+		SELECT f.last, coalesce(
+			(SELECT a.pos - 1 FROM approval_requests a WHERE a.tenant_id = $1 AND a.pos > f.last AND a.expires_ns > $2 AND ` + undecided + `
+				ORDER BY a.pos LIMIT 1),
+			(SELECT max(pos) FROM approval_requests WHERE tenant_id = $1), 0) AS next
+		FROM (SELECT coalesce(max(pos), 0) AS last FROM approval_floors WHERE tenant_id = $1) f) n
+	WHERE n.next > n.last`
+
 // queueApprovalTallies queues the statements that lock the approval
 // requests keys name, in key order (so two batches lock them in the same
 // order), and then count their events into tallies; a key whose request
@@ -605,6 +621,11 @@ type rows struct {
 
 	evTenant, evApproval, evKind, evActor, evReason, evRecord []string
 	evSeq, evAt                                               []int64
+	// floorTenant and floorAt: the tenants whose requests the batch
+	// decides, each with the time of its first decision among them
+	// (raiseApprovalFloors).
+	floorTenant []string
+	floorAt     []int64
 
 	shTenant, shRecord, shKey, shPack, shPackHash, shEnforced, shOutcome, shStatus []string
 	shAt                                                                           []int64
@@ -737,6 +758,10 @@ func (w *rows) addApprovals(e *ledger.Entry) error {
 		w.evReason = append(w.evReason, a.Event.Reason)
 		w.evRecord = append(w.evRecord, a.Event.RecordID)
 		w.evAt = append(w.evAt, a.Event.At.UnixNano())
+		if a.Event.Kind != writ.ApprovalEventRedeemed && !slices.Contains(w.floorTenant, a.TenantID) {
+			w.floorTenant = append(w.floorTenant, a.TenantID)
+			w.floorAt = append(w.floorAt, a.Event.At.UnixNano())
+		}
 	}
 	return nil
 }
@@ -862,6 +887,10 @@ func (w *rows) batch() *pgx.Batch {
 		b.Queue(`INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])`,
 			w.evTenant, w.evApproval, w.evSeq, w.evKind, w.evActor, w.evReason, w.evRecord, w.evAt)
+	}
+	for i, t := range w.floorTenant {
+		// After the batch's requests and events, in its transaction.
+		b.Queue(raiseApprovalFloorQuery, t, w.floorAt[i])
 	}
 	if len(w.shRecord) > 0 {
 		// In batch order, so positions follow it.

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
 )
 
@@ -77,6 +79,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{name: "Approvals(state=approved)", uses: "approval_events_pkey"},
 		{name: "Approvals(gate_id)", uses: "approval_requests_list"},
 		{name: "timeFloor", query: timeFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "Index Only Scan Backward using record_time_marks_pkey"},
+		{name: "approvalFloor", query: approvalFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "Index Scan Backward using approval_floors_pkey"},
+		{name: "raiseApprovalFloor", query: raiseApprovalFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "approval_requests_list"},
 		{name: "InFlight", query: inFlightQuery, args: []any{"acme", 0, 101}, uses: "_status_tenant_id_seq_idx"},
 	}
 	approvalQueries := map[string]writ.ApprovalQuery{
@@ -172,5 +176,57 @@ func TestQueriesAtScale(t *testing.T) {
 		rows.Close()
 		t.Logf("Records(%s): p50 %.1f ms, p99 %.1f ms\n%s", ledgertest.DescribeQuery(q),
 			float64(times[len(times)/2])/1e6, float64(times[len(times)*99/100])/1e6, strings.Join(plan, "\n"))
+	}
+}
+
+// TestApprovalFloorsRise: deciding requests in an order not theirs writes
+// a floor only when the first undecided request moves on, just before it,
+// and Approvals(state=pending) starts there.
+func TestApprovalFloorsRise(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	st := openStore(t, dsn)
+	defer st.Close()
+	ctx := t.Context()
+	t0 := time.Date(2026, time.June, 1, 9, 0, 0, 0, time.UTC)
+	n := 0
+	record := func() *writ.Record {
+		n++
+		r := ledgertest.NewRecord("acme", n)
+		r.Timestamp = t0.Add(time.Duration(n) * time.Second)
+		return r
+	}
+	for i := 1; i <= 4; i++ {
+		r := record()
+		e := ledgertest.NewEntry(r)
+		e.NewApprovals = []ledger.NewApproval{ledgertest.NewApproval(r, fmt.Sprintf("apr_%d", i), "GATE", ledgertest.NewBinding("payments.refund", i), t0, 1)}
+		if err := st.Append(ctx, []*ledger.Entry{e}, ledger.Seal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var base int64 // positions are global: the first request's, less one
+	if err := st.pool.QueryRow(ctx, `SELECT min(pos) - 1 FROM approval_requests WHERE tenant_id = 'acme'`).Scan(&base); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []struct {
+		id   string
+		want []int64 // the floors after the decision, past base
+	}{
+		{"apr_2", nil},        // apr_1 is still pending
+		{"apr_1", []int64{2}}, // up to apr_2
+		{"apr_4", []int64{2}}, // apr_3 is still pending
+		{"apr_3", []int64{2, 4}},
+	} {
+		ev := writ.ApprovalEvent{Kind: writ.ApprovalEventApproved, Actor: "user:ops-lead", Reason: "ok", At: t0.Add(time.Minute)}
+		if err := st.Append(ctx, []*ledger.Entry{ledgertest.NewApprovalEntry(record(), d.id, ev)}, ledger.Seal); err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		if err := st.pool.QueryRow(ctx, `SELECT coalesce(array_agg(pos - $1 ORDER BY pos), '{}') FROM approval_floors WHERE tenant_id = 'acme'`, base).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, d.want) {
+			t.Errorf("after deciding %s, approval floors = %v, want %v", d.id, got, d.want)
+		}
 	}
 }
