@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -65,7 +66,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		if !tt.q.From.IsZero() {
 			floor = 7 // a time mark before the range
 		}
-		query, args := recordsQuery(tt.q, 0, 101, floor)
+		query, args := recordsQuery(tt.q, 0, 101, floor, -1)
 		checkPlan(t, conn, "Records("+ledgertest.DescribeQuery(tt.q)+")", query, args, tt.uses)
 	}
 	others := []struct {
@@ -81,7 +82,22 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{name: "timeFloor", query: timeFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "Index Only Scan Backward using record_time_marks_pkey"},
 		{name: "approvalFloor", query: approvalFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "Index Scan Backward using approval_floors_pkey"},
 		{name: "raiseApprovalFloor", query: raiseApprovalFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "approval_requests_list"},
+		{name: "timeCeiling", query: `SELECT x.seq FROM record_time_lows x WHERE x.tenant_id = $1 AND x.level = $2 AND x.seq > $3 AND x.seq <= $4
+			AND x.min_ts_ns < $5 ORDER BY x.seq DESC LIMIT 1`, args: []any{"acme", 1, 256, 496, now.UnixNano()}, uses: "record_time_lows_pkey"},
 		{name: "InFlight", query: inFlightQuery, args: []any{"acme", 0, 101}, uses: "_status_tenant_id_seq_idx"},
+	}
+	// Newest first with an end walks back from its time ceiling
+	// (record_time_lows), by the chain's index.
+	for _, q := range []writ.RecordQuery{
+		{TenantID: "acme", To: now, Newest: true},
+		{TenantID: "acme", From: now, To: now.Add(24 * time.Hour), Newest: true},
+	} {
+		floor := int64(0)
+		if !q.From.IsZero() {
+			floor = 7
+		}
+		query, args := recordsQuery(q, 0, 101, floor, 4000)
+		checkPlan(t, conn, "Records("+ledgertest.DescribeQuery(q)+") with a ceiling", query, args, "_tenant_id_seq_idx")
 	}
 	approvalQueries := map[string]writ.ApprovalQuery{
 		"Approvals(state=pending)":  {TenantID: "acme", State: writ.ApprovalPending},
@@ -160,7 +176,13 @@ func TestQueriesAtScale(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		query, args := recordsQuery(q, 0, 51, floor)
+		ceiling := int64(-1)
+		if q.Newest && !q.To.IsZero() {
+			if ceiling, err = st.timeCeiling(ctx, q, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		query, args := recordsQuery(q, 0, 51, floor, ceiling)
 		rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+query, args...)
 		if err != nil {
 			t.Fatal(err)
@@ -227,6 +249,52 @@ func TestApprovalFloorsRise(t *testing.T) {
 		}
 		if !slices.Equal(got, d.want) {
 			t.Errorf("after deciding %s, approval floors = %v, want %v", d.id, got, d.want)
+		}
+	}
+}
+
+// TestTimeCeilingDeep holds writ_time_ceiling (migration 0023) to a walk
+// back over 5,000 records with times out of chain order: whole blocks of
+// three levels of time lows, which the conformance suite's 700 records do
+// not reach.
+func TestTimeCeilingDeep(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	st := openStore(t, dsn)
+	defer st.Close()
+	ctx := t.Context()
+	rng := rand.New(rand.NewPCG(38, 2))
+	base := time.Date(2026, time.March, 1, 0, 0, 0, 0, time.UTC)
+	const n = 5000
+	for from := 1; from <= n; {
+		k := min(1+rng.IntN(700), n-from+1)
+		var es []*ledger.Entry
+		for i := from; i < from+k; i++ {
+			r := ledgertest.NewRecord("deep", i)
+			r.Timestamp = base.Add(time.Duration(i)*time.Second + time.Duration(rng.IntN(2000)-1500)*time.Second)
+			es = append(es, ledgertest.NewEntry(r))
+		}
+		if err := st.Append(ctx, es, ledger.Seal); err != nil {
+			t.Fatal(err)
+		}
+		from += k
+	}
+	var levels int
+	if err := st.pool.QueryRow(ctx, `SELECT max(level) FROM record_time_lows WHERE tenant_id = 'deep'`).Scan(&levels); err != nil || levels != 3 {
+		t.Fatalf("time lows of up to level %d (%v), want 3", levels, err)
+	}
+	for range 300 {
+		hi := 1 + rng.Int64N(n)
+		before := base.Add(time.Duration(rng.Int64N(n+1000)-500) * time.Second).UnixNano()
+		var got, want int64
+		if err := st.pool.QueryRow(ctx, timeCeilingQuery, "deep", hi, before).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM records WHERE tenant_id = 'deep' AND seq <= $1 AND ts_ns < $2`, hi, before).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("writ_time_ceiling(deep, %d, %d) = %d, want %d", hi, before, got, want)
 		}
 	}
 }
