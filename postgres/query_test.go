@@ -199,6 +199,62 @@ func TestQueriesAtScale(t *testing.T) {
 		t.Logf("Records(%s): p50 %.1f ms, p99 %.1f ms\n%s", ledgertest.DescribeQuery(q),
 			float64(times[len(times)/2])/1e6, float64(times[len(times)*99/100])/1e6, strings.Join(plan, "\n"))
 	}
+	// The console's other lists, on 9,950 decided approval requests and
+	// 50 pending (ledgertest.ScaleApprovals).
+	now := time.Now()
+	ledgertest.ScaleApprovals(t, st, "tenant-1", now)
+	var floor int64
+	if err := st.pool.QueryRow(ctx, approvalFloorQuery, "tenant-1", now.UnixNano()).Scan(&floor); err != nil {
+		t.Fatal(err)
+	}
+	pending := writ.ApprovalQuery{TenantID: "tenant-1", State: writ.ApprovalPending, Limit: 50}
+	query, args := approvalsQuery(pending, floor, 50, now)
+	lists := []struct {
+		name  string
+		query string
+		args  []any
+		call  func() (int, error)
+	}{
+		{"Approvals(state=pending)", query, args, func() (int, error) {
+			page, err := st.Approvals(ctx, pending, now)
+			if err != nil {
+				return 0, err
+			}
+			return len(page.Approvals), nil
+		}},
+		{"InFlight", inFlightQuery, []any{"tenant-1", 0, 51}, func() (int, error) {
+			recs, err := st.InFlight(ctx, "tenant-1", 0, 50)
+			return len(recs), err
+		}},
+	}
+	for _, l := range lists {
+		var times []time.Duration
+		n := 0
+		for range 40 {
+			t0 := time.Now()
+			var err error
+			if n, err = l.call(); err != nil {
+				t.Fatalf("%s = %v", l.name, err)
+			}
+			times = append(times, time.Since(t0))
+		}
+		slices.Sort(times)
+		rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+l.query, l.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		rows.Close()
+		t.Logf("%s: %d rows, p50 %.1f ms, p99 %.1f ms\n%s", l.name, n,
+			float64(times[len(times)/2])/1e6, float64(times[len(times)*99/100])/1e6, strings.Join(plan, "\n"))
+	}
 }
 
 // TestApprovalFloorsRise: deciding requests in an order not theirs writes
