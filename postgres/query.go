@@ -62,7 +62,7 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 		return nil, err
 	}
 	ceiling := int64(-1)
-	if q.Newest && !q.To.IsZero() {
+	if !q.To.IsZero() {
 		if ceiling, err = s.timeCeiling(ctx, q, after); err != nil {
 			return nil, err
 		}
@@ -110,13 +110,14 @@ func (s *Store) timeFloor(ctx context.Context, q writ.RecordQuery) (int64, error
 // through the time lows (migration 0023, ledger.TimeCeiling).
 const timeCeilingQuery = `SELECT writ_time_ceiling($1, $2, $3)`
 
-// timeCeiling returns the highest seq of the tenant before the cursor
-// after (0: the head) of a record before q.To, or 0 when there is none:
+// timeCeiling returns the highest seq of the tenant (newest first: before
+// the cursor after) of a record before q.To, or 0 when there is none:
 // every record after it is at or after the end, so a walk back of the
-// range starts there instead of at the chain's end.
+// range starts there, and a walk forward ends there, instead of at the
+// chain's end.
 func (s *Store) timeCeiling(ctx context.Context, q writ.RecordQuery, after int64) (int64, error) {
 	var hi *int64
-	if after > 0 {
+	if after > 0 && q.Newest {
 		h := after - 1
 		hi = &h
 	}
@@ -130,8 +131,9 @@ func (s *Store) timeCeiling(ctx context.Context, q writ.RecordQuery, after int64
 // recordsQuery builds the SQL of a record query: q's filters, records after
 // seq after, at most limit rows in chain order; every record up to seq
 // floor is before the time range (timeFloor), so the walk starts after it;
-// newest first with an end, every record after seq ceiling is at or after
-// the end (timeCeiling), so the walk back starts there (-1: no ceiling).
+// with an end, every record after seq ceiling is at or after the end
+// (timeCeiling), so the walk back starts there, or the walk forward ends
+// there (-1: no ceiling).
 func recordsQuery(q writ.RecordQuery, after int64, limit int, floor, ceiling int64) (string, []any) {
 	args := []any{}
 	arg := func(v any) string {
@@ -144,7 +146,13 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, floor, ceiling int
 		var b string
 		switch {
 		case !q.Newest:
-			return ` AND ` + t + `.seq > ` + arg(max(after, floor))
+			b = ` AND ` + t + `.seq > ` + arg(max(after, floor))
+			if ceiling >= 0 {
+				// The walk ends at the range's last record, not at the
+				// chain's end.
+				b += ` AND ` + t + `.seq <= ` + arg(ceiling)
+			}
+			return b
 		case after > 0:
 			b = ` AND ` + t + `.seq < ` + arg(after)
 		}

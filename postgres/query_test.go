@@ -86,11 +86,12 @@ func TestQueriesUseIndexes(t *testing.T) {
 			AND x.min_ts_ns < $5 ORDER BY x.seq DESC LIMIT 1`, args: []any{"acme", 1, 256, 496, now.UnixNano()}, uses: "record_time_lows_pkey"},
 		{name: "InFlight", query: inFlightQuery, args: []any{"acme", 0, 101}, uses: "_status_tenant_id_seq_idx"},
 	}
-	// Newest first with an end walks back from its time ceiling
-	// (record_time_lows), by the chain's index.
+	// A range with an end walks back from its time ceiling
+	// (record_time_lows), or forward up to it, by the chain's index.
 	for _, q := range []writ.RecordQuery{
 		{TenantID: "acme", To: now, Newest: true},
 		{TenantID: "acme", From: now, To: now.Add(24 * time.Hour), Newest: true},
+		{TenantID: "acme", From: now, To: now.Add(24 * time.Hour)},
 	} {
 		floor := int64(0)
 		if !q.From.IsZero() {
@@ -177,7 +178,7 @@ func TestQueriesAtScale(t *testing.T) {
 			t.Fatal(err)
 		}
 		ceiling := int64(-1)
-		if q.Newest && !q.To.IsZero() {
+		if !q.To.IsZero() {
 			if ceiling, err = st.timeCeiling(ctx, q, 0); err != nil {
 				t.Fatal(err)
 			}

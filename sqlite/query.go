@@ -68,7 +68,7 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 		return nil, err
 	}
 	ceiling := int64(-1)
-	if q.Newest && !q.To.IsZero() && !byTime {
+	if !q.To.IsZero() && !byTime {
 		if ceiling, err = s.timeCeiling(ctx, q, after); err != nil {
 			return nil, err
 		}
@@ -154,13 +154,14 @@ const (
 	ceilingLowQuery    = `SELECT seq FROM record_time_lows WHERE tenant_id = ? AND level = ? AND seq > ? AND seq <= ? AND min_ts < ? ORDER BY seq DESC LIMIT 1`
 )
 
-// timeCeiling returns the highest seq of the tenant before the cursor
-// after (0: the head) of a record before q.To, from the time lows, or 0
+// timeCeiling returns the highest seq of the tenant (newest first: before
+// the cursor after) of a record before q.To, from the time lows, or 0
 // when there is none: every record after it is at or after the end, so
-// a walk back of the range starts there instead of at the chain's end.
+// a walk back of the range starts there, and a walk forward ends there,
+// instead of at the chain's end.
 func (s *Store) timeCeiling(ctx context.Context, q writ.RecordQuery, after int64) (int64, error) {
 	hi := after - 1
-	if after <= 0 {
+	if after <= 0 || !q.Newest {
 		h, err := s.Head(ctx, q.TenantID)
 		if err != nil {
 			return 0, err
@@ -251,9 +252,10 @@ func exactFilter(q writ.RecordQuery) bool {
 // seq after, at most limit rows in chain order. byTime reads the records
 // through the time index (narrowTimeRange); prefix says how a prefix
 // search is read (prefixRange); every record up to seq floor is before the
-// time range (timeFloor), so the walk starts after it; newest first with
-// an end, every record after seq ceiling is at or after the end
-// (timeCeiling), so the walk back starts there (-1: no ceiling).
+// time range (timeFloor), so the walk starts after it; with an end, every
+// record after seq ceiling is at or after the end (timeCeiling), so the
+// walk back starts there, or the walk forward ends there (-1: no
+// ceiling).
 func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefix prefixRoute, floor, ceiling int64) (string, []any) {
 	var sb strings.Builder
 	args := []any{}
@@ -283,6 +285,12 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefi
 	case !q.Newest:
 		sb.WriteString(` AND ` + order + ` > ?`)
 		args = append(args, max(after, floor))
+		if ceiling >= 0 {
+			// The walk ends at the range's last record, not at the
+			// chain's end.
+			sb.WriteString(` AND ` + order + ` <= ?`)
+			args = append(args, ceiling)
+		}
 	case after > 0:
 		// Newest first, the cursor names the last seq served.
 		sb.WriteString(` AND ` + order + ` < ?`)

@@ -51,7 +51,7 @@ func TestQueriesAtScale(t *testing.T) {
 			t.Fatal(err)
 		}
 		ceiling := int64(-1)
-		if q.Newest && !q.To.IsZero() && !byTime {
+		if !q.To.IsZero() && !byTime {
 			if ceiling, err = s.timeCeiling(ctx, q, 0); err != nil {
 				t.Fatal(err)
 			}

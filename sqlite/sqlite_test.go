@@ -687,9 +687,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 		t.Logf("Records(%+v): %q", q, plan)
 	}
 
-	// Newest first with an end, a wide range walks back from its time
-	// ceiling (record_time_lows), never from the chain's end, and reads no
-	// time index.
+	// A wide range with an end walks back from its time ceiling
+	// (record_time_lows), or forward up to it, never from or to the
+	// chain's end, and reads no time index.
 	for _, tt := range []struct {
 		q     writ.RecordQuery
 		index string
@@ -698,6 +698,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(24 * time.Hour), Newest: true}, "SEARCH r USING INDEX sqlite_autoindex_records_2 (tenant_id=? AND seq>? AND seq<?)"},
 		{writ.RecordQuery{TenantID: "acme", To: now, Newest: true, Status: writ.StatusDecided}, "SEARCH r USING INDEX records_status (tenant_id=? AND status=? AND seq<?)"},
 		{writ.RecordQuery{TenantID: "acme", To: now, Newest: true, SubjectID: "customer:c-001"}, "SEARCH s USING PRIMARY KEY (tenant_id=? AND subject_id=? AND seq<?)"},
+		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(24 * time.Hour)}, "SEARCH r USING INDEX sqlite_autoindex_records_2 (tenant_id=? AND seq>? AND seq<?)"},
 	} {
 		floor := int64(0)
 		if !tt.q.From.IsZero() {

@@ -16,8 +16,9 @@ func RecordsEnds(t *testing.T, st ledger.Store) { testRecordsEnds(t, st) }
 // testRecordsEnds appends 700 records of a tenant in batches of uneven
 // sizes, with times out of chain order (a clock stepped back for 50
 // records, every ninth record ahead, one far behind near the end), and
-// reads every range with an end newest first, paged, against the records'
-// times: a store that starts the walk back at the last record before the
+// reads every range with an end newest first (and, with a start, in
+// chain order), paged, against the records' times: a store that starts
+// the walk back, or ends the walk forward, at the last record before the
 // end (the time lows, ledger.TimeCeiling) must never miss one after it,
 // nor serve one twice. 700 records hold whole blocks of two levels of
 // lows, and parts of the third.
@@ -66,6 +67,14 @@ func testRecordsEnds(t *testing.T, st ledger.Store) {
 				q := writ.RecordQuery{TenantID: tenant, From: from, To: to, Newest: true, Limit: 60}
 				if got := allPages(t, st, q); !slices.Equal(got, want) {
 					t.Errorf("Records(%s) pages = %v, want %v", fmtQuery(q), got, want)
+				}
+				if !from.IsZero() {
+					// In chain order, the walk ends at the same record.
+					slices.Reverse(want)
+					q.Newest = false
+					if got := allPages(t, st, q); !slices.Equal(got, want) {
+						t.Errorf("Records(%s) pages = %v, want %v", fmtQuery(q), got, want)
+					}
 				}
 			}
 		}
