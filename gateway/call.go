@@ -20,6 +20,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
 	"github.com/writhq/writ/telemetry"
 )
@@ -465,13 +466,23 @@ func errorMessage(err error) string {
 // background at once; beyond it, a call waits for its own report.
 const maxPendingReports = 256
 
+// reportCommitWait is how long an execution report may wait to be
+// committed with the next check (ledger.CommitLater) before it is
+// committed alone.
+const reportCommitWait = 10 * time.Millisecond
+
 // report records an execution report. The effect has happened and the
 // report permits nothing, so the agent does not wait for it: the report
 // is recorded in the background (Flush and Close wait for it), and the
-// call's result goes back at once. A report that cannot be recorded is
-// logged; its permit stays in flight (writ decisions in-flight lists it)
-// rather than the result being withheld.
+// call's result goes back at once. Committed alone, it would hold up the
+// agent's next check behind its own commit and sync, so an in-process
+// engine commits it with the next record that is waited for (the next
+// call's check), or alone after reportCommitWait; the report is
+// acknowledged, as always, only once it is committed. A report that
+// cannot be recorded is logged; its permit stays in flight (writ
+// decisions in-flight lists it) rather than the result being withheld.
 func (g *Gateway) report(ctx context.Context, rep *writ.ExecutionReport, tool string) {
+	ctx = ledger.CommitLater(ctx, reportCommitWait)
 	record := func() {
 		if _, err := g.opts.Writ.ReportExecution(ctx, rep); err != nil {
 			g.log.Error("gateway: the execution report could not be recorded; the decision stays in flight", "decision_id", rep.DecisionID, "tool", tool, "error", err)

@@ -245,6 +245,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/ledger/witnesses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's latest checkpoint and its witnesses' lag
+         * @description Where the tenant's ledger stands with the witnesses this server
+         *     submits checkpoints to (`writ serve --witnesses`): the latest
+         *     signed checkpoint (`null` until the first, which follows the
+         *     tenant's first record within the server's checkpoint interval),
+         *     and for each witness, in the order of the witnesses file, its key
+         *     name and ID, the largest checkpoint of the tenant it cosigned
+         *     (from the cosignatures writ stored), and how far that is behind
+         *     the latest checkpoint in records and in time. `witnesses` is empty
+         *     when the server has none configured. Only the caller's tenant is
+         *     answered, never another's. Unlike `GET /v1/ledger/checkpoint`, a
+         *     tenant with no checkpoint yet is a 200, so a client can ask before
+         *     its first checkpoint without an error.
+         */
+        get: operations["getLedgerWitnesses"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/records/{id}/replay": {
         parameters: {
             query?: never;
@@ -2304,6 +2335,52 @@ export interface components {
          * @enum {string}
          */
         ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_params" | "changed_record" | "tamper_detected";
+        /** @description Where a tenant's ledger stands with its witnesses. */
+        LedgerWitnesses: {
+            tenant_id: string;
+            /** @description The tenant's latest checkpoint; null until the first. */
+            checkpoint: components["schemas"]["CheckpointHead"] | null;
+            /** @description The configured witnesses, in the order of the server's witnesses file; empty when none is configured. */
+            witnesses: components["schemas"]["WitnessLag"][];
+        };
+        /** @description A checkpoint named by its tree size and the time writ signed it. */
+        CheckpointHead: {
+            /** Format: int64 */
+            tree_size: number;
+            /** Format: date-time */
+            issued_at: string;
+        };
+        /** @description One witness's view of a tenant's ledger. */
+        WitnessLag: {
+            /** @description The witness key's name: the first field of its cosignature lines. */
+            name: string;
+            /** @description The witness key's ID (key hash) as eight hex digits. */
+            key_id: string;
+            /**
+             * Format: int64
+             * @description The tree size of the largest checkpoint of the tenant the witness cosigned; 0 if none.
+             */
+            cosigned_size: number;
+            /**
+             * Format: date-time
+             * @description The time that cosignature states (the witness's clock); absent if none.
+             */
+            cosigned_at?: string;
+            /**
+             * Format: date-time
+             * @description When writ stored that cosignature (writ's clock); absent if none.
+             */
+            received_at?: string;
+            /**
+             * Format: int64
+             * @description How many records the latest checkpoint holds beyond the cosigned one (the latest checkpoint's size if the witness cosigned none).
+             */
+            lag_records: number;
+            /** @description 0 when the witness cosigned the latest checkpoint, else the time from the receipt of its latest cosignature to the signing of the latest checkpoint; absent when it cosigned none. */
+            lag_seconds?: number;
+            /** @description Set when the witness refused a checkpoint of the tenant as another history of the log (a witness conflict). */
+            conflict?: boolean;
+        };
         /** @description What one server measured of a tenant's checks and ledger appends in recent windows. */
         LatencyStats: {
             tenant_id: string;
@@ -3626,6 +3703,50 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["LedgerNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getLedgerWitnesses: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's latest checkpoint and each witness's lag. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LedgerWitnesses"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description A server that reports no witnesses (it serves no ledger; code `not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
