@@ -327,6 +327,13 @@ func TestAppendOnly(t *testing.T) {
 		t.Errorf("records sit in partitions %v, want %v", parts, want)
 	}
 
+	// A floor and a time low, so that the row triggers have something to refuse.
+	if _, err := st.pool.Exec(ctx, `INSERT INTO approval_floors (tenant_id, pos, at_ns) VALUES ('acme', 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.pool.Exec(ctx, `INSERT INTO record_time_lows (tenant_id, level, seq, min_ts_ns) VALUES ('acme', 1, 2, 0)`); err != nil {
+		t.Fatal(err)
+	}
 	mustRefuse(t, st, []string{
 		`UPDATE records SET status = 'DECIDED'`,
 		`UPDATE records SET raw = raw || ' '::bytea WHERE seq = 2`,
@@ -348,6 +355,12 @@ func TestAppendOnly(t *testing.T) {
 		`UPDATE record_time_marks SET max_ts_ns = 0`,
 		`DELETE FROM record_time_marks`,
 		`TRUNCATE record_time_marks`,
+		`UPDATE approval_floors SET pos = 0`,
+		`DELETE FROM approval_floors`,
+		`TRUNCATE approval_floors`,
+		`UPDATE record_time_lows SET min_ts_ns = 0`,
+		`DELETE FROM record_time_lows`,
+		`TRUNCATE record_time_lows`,
 		`UPDATE idempotency SET args_digest = 'x'`,
 		`DELETE FROM idempotency`,
 		`UPDATE blocks SET record_id = record_id`,

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Envelopes", testEnvelopes},
 		{"RecordsQuery", testRecordsQuery},
 		{"RecordsLimits", testRecordsLimits},
+		{"RecordsEnds", testRecordsEnds},
 		{"RecordsInvalidCursor", testRecordsInvalidCursor},
 		{"TenantIsolation", testTenantIsolation},
 		{"SealFailureLeavesNothing", testSealFailureLeavesNothing},
