@@ -111,9 +111,9 @@ func TestTenantPartitionPlan(t *testing.T) {
 
 	feb := writ.RecordQuery{TenantID: "acme",
 		From: time.Date(2026, time.February, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, time.February, 20, 0, 0, 0, 0, time.UTC)}
-	list, listArgs := recordsQuery(writ.RecordQuery{TenantID: "acme"}, 0, 50, 0)
-	win, winArgs := recordsQuery(feb, 0, 50, 0)
-	subj, subjArgs := recordsQuery(writ.RecordQuery{TenantID: "acme", SubjectID: "customer:c-002"}, 0, 50, 0)
+	list, listArgs := recordsQuery(writ.RecordQuery{TenantID: "acme"}, 0, 50, 0, -1)
+	win, winArgs := recordsQuery(feb, 0, 50, 0, -1)
+	subj, subjArgs := recordsQuery(writ.RecordQuery{TenantID: "acme", SubjectID: "customer:c-002"}, 0, 50, 0, -1)
 	var months []string // all of acme's tenant partition
 	if err := st.pool.QueryRow(ctx, `SELECT array_agg(relid::regclass::text) FROM pg_partition_tree($1::regclass) WHERE isleaf`, acme).Scan(&months); err != nil || len(months) < 5 {
 		t.Fatalf("the partitions of %s: %v, %v", acme, months, err)
@@ -169,7 +169,7 @@ func TestTenantPartitionPlan(t *testing.T) {
 	}
 }
 
-// TestMigrationToTenantPartitions: a database at schema version 21, its
+// TestMigrationToTenantPartitions: a database at schema version 23, its
 // records partitioned by month only, holding records of several tenants
 // in several months (one in the default partition), migrates to tenant
 // partitions keeping every record byte for byte, each in its tenant's
@@ -183,8 +183,8 @@ func TestMigrationToTenantPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const before = 21
-	if len(ms) <= before || ms[before].Name != "0022_tenant_partitions.sql" {
+	const before = 23
+	if len(ms) <= before || ms[before].Name != "0024_tenant_partitions.sql" {
 		t.Fatalf("migration %d is %+v", before+1, ms[before])
 	}
 	c, err := pgx.Connect(ctx, dsn)
@@ -204,7 +204,7 @@ func TestMigrationToTenantPartitions(t *testing.T) {
 	}
 	c.Close(ctx)
 
-	// The store at version 21 appends (its SQL names no partition), with
+	// The store at version 23 appends (its SQL names no partition), with
 	// that version's monthly partitions from January to April 2026, and
 	// a record of 2032 in the default partition.
 	cfg, err := pgxpool.ParseConfig(dsn)

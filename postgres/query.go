@@ -227,7 +227,7 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, floor, ceiling int
 		// looks up one record, in the one partition its ts names (the
 		// LIMIT keeps the lookup a parameterized subquery). The lookup
 		// names the tenant itself, not s.tenant_id, so the planner keeps
-		// only the tenant's partition of records (migration 0022).
+		// only the tenant's partition of records (migration 0024).
 		tenant := arg(q.TenantID)
 		return `SELECT s.seq, r.raw FROM record_subjects s
 			CROSS JOIN LATERAL (SELECT r.raw FROM records r
