@@ -61,8 +61,17 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	if err != nil {
 		return nil, err
 	}
+	ceiling := int64(-1)
+	if !q.To.IsZero() {
+		if ceiling, err = s.timeCeiling(ctx, q, after); err != nil {
+			return nil, err
+		}
+		if ceiling == 0 { // no record is before the end
+			return &writ.RecordPage{}, nil
+		}
+	}
 	// One row more than the page tells whether another page follows.
-	query, args := recordsQuery(q, after, limit+1, floor)
+	query, args := recordsQuery(q, after, limit+1, floor, ceiling)
 	// Planned for these arguments each time, never a cached generic
 	// plan: which index serves a time range depends on how many records
 	// it holds (issue 38: a generic plan walked the chain for an hour's
@@ -96,10 +105,36 @@ func (s *Store) timeFloor(ctx context.Context, q writ.RecordQuery) (int64, error
 	return seq, nil
 }
 
+// timeCeilingQuery selects the highest seq of a tenant at or below a seq
+// (NULL: the head) of a record before a time (Unix nanoseconds), or 0,
+// through the time lows (migration 0023, ledger.TimeCeiling).
+const timeCeilingQuery = `SELECT writ_time_ceiling($1, $2, $3)`
+
+// timeCeiling returns the highest seq of the tenant (newest first: before
+// the cursor after) of a record before q.To, or 0 when there is none:
+// every record after it is at or after the end, so a walk back of the
+// range starts there, and a walk forward ends there, instead of at the
+// chain's end.
+func (s *Store) timeCeiling(ctx context.Context, q writ.RecordQuery, after int64) (int64, error) {
+	var hi *int64
+	if after > 0 && q.Newest {
+		h := after - 1
+		hi = &h
+	}
+	var seq int64
+	if err := s.pool.QueryRow(ctx, timeCeilingQuery, q.TenantID, hi, ledger.UnixNanos(q.To)).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("postgres: query records: %w", err)
+	}
+	return seq, nil
+}
+
 // recordsQuery builds the SQL of a record query: q's filters, records after
 // seq after, at most limit rows in chain order; every record up to seq
-// floor is before the time range (timeFloor), so the walk starts after it.
-func recordsQuery(q writ.RecordQuery, after int64, limit int, floor int64) (string, []any) {
+// floor is before the time range (timeFloor), so the walk starts after it;
+// with an end, every record after seq ceiling is at or after the end
+// (timeCeiling), so the walk back starts there, or the walk forward ends
+// there (-1: no ceiling).
+func recordsQuery(q writ.RecordQuery, after int64, limit int, floor, ceiling int64) (string, []any) {
 	args := []any{}
 	arg := func(v any) string {
 		args = append(args, v)
@@ -111,9 +146,18 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, floor int64) (stri
 		var b string
 		switch {
 		case !q.Newest:
-			return ` AND ` + t + `.seq > ` + arg(max(after, floor))
+			b = ` AND ` + t + `.seq > ` + arg(max(after, floor))
+			if ceiling >= 0 {
+				// The walk ends at the range's last record, not at the
+				// chain's end.
+				b += ` AND ` + t + `.seq <= ` + arg(ceiling)
+			}
+			return b
 		case after > 0:
 			b = ` AND ` + t + `.seq < ` + arg(after)
+		}
+		if ceiling >= 0 {
+			b += ` AND ` + t + `.seq <= ` + arg(ceiling)
 		}
 		if floor > 0 {
 			b += ` AND ` + t + `.seq > ` + arg(floor)
@@ -181,11 +225,14 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, floor int64) (stri
 		// record_subjects' key (subject_id, tenant_id, seq) serves the
 		// subject and the chain order at once; each of its rows then
 		// looks up one record, in the one partition its ts names (the
-		// LIMIT keeps the lookup a parameterized subquery).
+		// LIMIT keeps the lookup a parameterized subquery). The lookup
+		// names the tenant itself, not s.tenant_id, so the planner keeps
+		// only the tenant's partition of records (migration 0024).
+		tenant := arg(q.TenantID)
 		return `SELECT s.seq, r.raw FROM record_subjects s
 			CROSS JOIN LATERAL (SELECT r.raw FROM records r
-				WHERE r.tenant_id = s.tenant_id AND r.seq = s.seq AND r.ts = s.ts` + filters.String() + ` LIMIT 1) r
-			WHERE s.subject_id = ` + arg(q.SubjectID) + ` AND s.tenant_id = ` + arg(q.TenantID) + page("s") +
+				WHERE r.tenant_id = ` + tenant + ` AND r.seq = s.seq AND r.ts = s.ts` + filters.String() + ` LIMIT 1) r
+			WHERE s.subject_id = ` + arg(q.SubjectID) + ` AND s.tenant_id = ` + tenant + page("s") +
 			strings.ReplaceAll(bounds.String(), "{t}", "s") + order("s"), args
 	}
 	return `SELECT r.seq, r.raw FROM records r WHERE r.tenant_id = ` + arg(q.TenantID) + page("r") +
