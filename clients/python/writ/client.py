@@ -279,6 +279,7 @@ class Client:
                 subject_id: Optional[str] = None, trace_id: Optional[str] = None,
                 approval_mode_effective: Optional[str] = None,
                 policy_decision_id: Optional[str] = None, approver: Optional[str] = None,
+                refers_to: Optional[str] = None, scorecard: Optional[str] = None,
                 decision_key_prefix: Optional[str] = None, subject_prefix: Optional[str] = None,
                 outcome: Optional[str] = None, order: Optional[str] = None,
                 from_: Optional[str] = None, to: Optional[str] = None,
@@ -286,11 +287,14 @@ class Client:
         """``GET /v1/records``: a page of the tenant's records, oldest first (``order="newest"``: newest first).
 
         Every seed query key is a filter: ``decision_key``, ``subject_id``, ``status``,
-        ``approval_mode_effective``, ``policy_decision_id``, ``trace_id`` and ``approver``.
+        ``approval_mode_effective``, ``policy_decision_id``, ``trace_id`` and ``approver``;
+        ``refers_to`` lists the records about a record, and ``scorecard="failed"`` the records
+        whose scorecard failed their spec's pass mark.
         """
         q = self._tenant_query(decision_key=decision_key, status=status, subject_id=subject_id,
                                trace_id=trace_id, approval_mode_effective=approval_mode_effective,
                                policy_decision_id=policy_decision_id, approver=approver,
+                               refers_to=refers_to, scorecard=scorecard,
                                decision_key_prefix=decision_key_prefix, subject_prefix=subject_prefix,
                                outcome=outcome, order=order, to=to, limit=limit, cursor=cursor)
         if from_:

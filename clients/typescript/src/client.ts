@@ -278,10 +278,12 @@ export class Client {
   /**
    * `GET /v1/records`: a page of the tenant's records, oldest first (`order: 'newest'`: newest first).
    * Every seed query key is a filter: decision_key, subject_id, status, approval_mode_effective,
-   * policy_decision_id, trace_id and approver.
+   * policy_decision_id, trace_id and approver; refers_to lists the records about a record, and
+   * scorecard: 'failed' the records whose scorecard failed their spec's pass mark.
    */
   async records(q: { decision_key?: string; status?: string; subject_id?: string; trace_id?: string;
     approval_mode_effective?: string; policy_decision_id?: string; approver?: string;
+    refers_to?: string; scorecard?: 'failed';
     decision_key_prefix?: string; subject_prefix?: string; outcome?: string; order?: 'chain' | 'newest';
     from?: string; to?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<RecordPage> {
     return (await this.call('GET', '/v1/records', { query: this.query(q), ...o })).data as RecordPage;

@@ -1901,6 +1901,13 @@ export interface components {
             scorecard?: {
                 [key: string]: number;
             };
+            /**
+             * @description The scorecard dimensions below the decision spec's pass mark
+             *     (`scorecard_pass`), or left out of the scorecard, in byte
+             *     order. Absent when the spec has no pass mark, the record has
+             *     no scorecard, or every dimension passed.
+             */
+            scorecard_failed?: string[];
             /** @description The caller's usage as it sent it: provenance claimed. */
             budget_usage?: components["schemas"]["Usage"];
             metered_usage?: components["schemas"]["MeteredUsage"];
@@ -3416,6 +3423,12 @@ export interface operations {
                  *     results (which name it in `outputs.record_id`).
                  */
                 refers_to?: string;
+                /**
+                 * @description `failed`: only records whose `scorecard` failed their
+                 *     decision spec's pass mark (`scorecard_pass`), those that list
+                 *     `scorecard_failed`.
+                 */
+                scorecard?: "failed";
                 /**
                  * @description `chain` (oldest first, by seq) or `newest` (newest first). A
                  *     cursor continues in the order of its query. Newest first, a
