@@ -1528,7 +1528,7 @@ export interface components {
             observed_at?: string;
             /** Format: date-time */
             expires_at?: string;
-            /** @description Set by writ: the issuer key's subject; any other value is refused. */
+            /** @description Set by writ: the issuer key's subject; any other value is refused. In development mode (no API keys) it is required: the issuer's name, recorded as claimed. */
             issuer?: string;
             jws?: string;
             trace_id?: string;
