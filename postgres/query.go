@@ -223,11 +223,14 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, floor, ceiling int
 		// record_subjects' key (subject_id, tenant_id, seq) serves the
 		// subject and the chain order at once; each of its rows then
 		// looks up one record, in the one partition its ts names (the
-		// LIMIT keeps the lookup a parameterized subquery).
+		// LIMIT keeps the lookup a parameterized subquery). The lookup
+		// names the tenant itself, not s.tenant_id, so the planner keeps
+		// only the tenant's partition of records (migration 0024).
+		tenant := arg(q.TenantID)
 		return `SELECT s.seq, r.raw FROM record_subjects s
 			CROSS JOIN LATERAL (SELECT r.raw FROM records r
-				WHERE r.tenant_id = s.tenant_id AND r.seq = s.seq AND r.ts = s.ts` + filters.String() + ` LIMIT 1) r
-			WHERE s.subject_id = ` + arg(q.SubjectID) + ` AND s.tenant_id = ` + arg(q.TenantID) + page("s") +
+				WHERE r.tenant_id = ` + tenant + ` AND r.seq = s.seq AND r.ts = s.ts` + filters.String() + ` LIMIT 1) r
+			WHERE s.subject_id = ` + arg(q.SubjectID) + ` AND s.tenant_id = ` + tenant + page("s") +
 			strings.ReplaceAll(bounds.String(), "{t}", "s") + order("s"), args
 	}
 	return `SELECT r.seq, r.raw FROM records r WHERE r.tenant_id = ` + arg(q.TenantID) + page("r") +
