@@ -2287,10 +2287,10 @@ export interface components {
             seq?: number;
             decision_key?: string;
             /**
-             * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`) or an execution report (`execution:…`).
+             * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`), an execution report (`execution:…`), a parameter change (`params:…`), an erasure (`erasure:…`), an evidence fact or its revocation (`evidence:…`, `evidence_revocation:…`), a retraction (`retraction:…`), a feedback entry (`feedback:…`) or a replay result (`replay:…`).
              * @enum {string}
              */
-            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change" | "erasure";
+            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change" | "erasure" | "evidence" | "retraction" | "feedback" | "replay_result";
             /**
              * @description `replay_equal`: the rebuilt record has exactly the sealed
              *     canonical bytes. `diff`: something differs, and `differences`
