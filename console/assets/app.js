@@ -483,7 +483,10 @@ async function recordsPage(params) {
       link(`#/records/${encodeURIComponent(r.record_id)}`, r.decision_key),
       labelled('status', r.status),
       r.outputs?.outcome !== undefined ? link(`#/records/${encodeURIComponent(r.record_id)}`, labelled('outputs.outcome', r.outputs.outcome)) : '',
-      `${r.actor?.type ?? ''} ${r.actor?.id ?? ''}`.trim(), (r.subject_ids || []).join(', ')]])) : h('p', { class: 'muted' }, 'No records match.'),
+      // Ids never break mid-word (at a hyphen, say): the cell wraps
+      // between them.
+      [r.actor?.type ?? '', ' ', h('span', { class: 'id' }, r.actor?.id ?? '')],
+      (r.subject_ids || []).flatMap((x, i) => [i ? ', ' : '', h('span', { class: 'id' }, x)])]])) : h('p', { class: 'muted' }, 'No records match.'),
     h('p', { class: 'pager' }, f.cursor ? link('#/records?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), newest ? 'Newest page' : 'First page') : null,
       page.next_cursor ? [' ', link(`#/records?${next}`, newest ? 'Older →' : 'Next page →')] : null,
       h('span', { class: 'muted small', id: 'records-timing', 'data-ms': String(Math.round(performance.now() - t0)) }, `${rows.length} records, ${newest ? 'newest' : 'oldest'} first`))]));
