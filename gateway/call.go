@@ -57,11 +57,15 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 	if err != nil {
 		return refusal(name, err.Error()), nil
 	}
+	session := g.sessionOf(req)
 	if creq.Workflow == nil || creq.Workflow.RunID == "" {
 		// The MCP session is the calls' session, as the gateway observed
 		// it: a budget's tool calls are counted across it (issue 31).
-		creq.InputsRefs = &writ.InputsRefs{Session: g.sessionOf(req)}
+		creq.InputsRefs = &writ.InputsRefs{Session: session}
 	}
+	// The evidence this session's calls captured, about the call's
+	// subjects, is cited: writ resolves it in its store (evidence.go).
+	creq.Evidence = g.captured.cite(captureKey(creq.TenantID, session), creq.SubjectIDs)
 
 	ctx = telemetry.ContextFromMeta(ctx, req.Params.Meta)
 	ctx, span := telemetry.StartToolCall(ctx, name, callID)
@@ -115,7 +119,7 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 		span.SetStatus(codes.Error, "blocked")
 		return blocked(name, rc), nil
 	}
-	return g.forward(ctx, r, req, raw, rc, callID), nil
+	return g.forward(ctx, r, req, raw, rc, creq, session), nil
 }
 
 // checkRequest turns a tools/call of r, made by caller, into the check
@@ -152,6 +156,9 @@ func checkRequest(r *route, caller Caller, p *mcp.CallToolParamsRaw, callID stri
 		ToolDefinitionDigest: r.digest,
 		Actor:                caller.Actor,
 		Workflow:             workflowOf(meta),
+	}
+	if creq.SubjectIDs, err = r.listed.Subjects(args); err != nil {
+		return nil, nil, fmt.Errorf("%v; the call was not checked or forwarded", err)
 	}
 	if v, ok := meta[MetaApprovalID]; ok {
 		id, _ := v.(string)
@@ -229,7 +236,8 @@ func waitKey(req *writ.CheckRequest) (string, error) {
 
 // forward sends an allowed call upstream, returns its result unchanged
 // and reports the execution under the decision.
-func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolRequest, raw json.RawMessage, rc *writ.Receipt, callID string) *mcp.CallToolResult {
+func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolRequest, raw json.RawMessage, rc *writ.Receipt, creq *writ.CheckRequest, session string) *mcp.CallToolResult {
+	callID := creq.ToolCallID
 	started := g.now().UTC()
 	res, err := g.send(ctx, r, req, raw)
 	ended := g.now().UTC()
@@ -277,6 +285,11 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 		res = &mcp.CallToolResult{Meta: meta, Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}
 		if d, derr := record.CanonicalDigest(res); derr == nil {
 			rep.ResultDigest = d
+		}
+		if err == nil && !res.IsError && r.listed.Captures != nil && rep.ResultDigest != "" {
+			// Before the result goes back: the agent's next call may
+			// need the evidence.
+			g.capture(ctx, r, creq, session, res, rc, rep.ResultDigest, ended)
 		}
 	}
 	g.report(context.WithoutCancel(ctx), rep, r.name)

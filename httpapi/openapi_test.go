@@ -389,6 +389,7 @@ var schemaTypes = map[string]reflect.Type{
 	"RevokeEvidenceRequest":      reflect.TypeFor[writ.RevokeEvidenceRequest](),
 	"StoredEvidence":             reflect.TypeFor[writ.StoredEvidence](),
 	"EvidenceRevocation":         reflect.TypeFor[writ.EvidenceRevocation](),
+	"EvidenceObservation":        reflect.TypeFor[writ.EvidenceObservation](),
 	"EvidenceItem":               reflect.TypeFor[writ.EvidenceItem](),
 	"ResumeBody":                 reflect.TypeFor[resumeBody](),
 	"DecisionStory":              reflect.TypeFor[writ.DecisionStory](),
@@ -510,7 +511,8 @@ func TestOpenAPIEnumsMatchGo(t *testing.T) {
 		{[]string{"Health", "properties", "auth"}, strs(AuthAPIKeys, AuthDisabled)},
 		{[]string{"ReplayResult", "properties", "status"}, strs(writ.ReplayEqual, writ.ReplayDiff, writ.ReplayError, writ.ReplayInputsErased)},
 		{[]string{"ReplayResult", "properties", "status"}, replayStatuses},
-		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport, replay.KindParamsChange, replay.KindErasure)},
+		{[]string{"ReplayResult", "properties", "kind"}, strs(replay.KindCheck, replay.KindStepVerdict, replay.KindApprovalDecision, replay.KindExecutionReport, replay.KindParamsChange, replay.KindErasure,
+			replay.KindEvidence, replay.KindRetraction, replay.KindFeedback, replay.KindReplayResult)},
 		{[]string{"ReplayClass"}, strs(replay.ClassEvidence, replay.ClassPolicy, replay.ClassToolTranscript, replay.ClassCompiledContext,
 			replay.ClassScorecard, replay.ClassHistory, replay.ClassParams, replay.ClassRecord, replay.ClassTamper)},
 	}

@@ -54,6 +54,7 @@ const (
 	RuleTemplate             = "template"              // {{context.*}} and {{steps.<id>.<field>}} resolve
 	RuleTests                = "tests"                 // tests/*.yaml: schema and references (writ test runs them)
 	RuleProvenance           = "provenance"            // a condition compares a provenance only with a provenance writ knows
+	RuleSessionBudget        = "session-budget"        // a tool_calls budget, which a fresh session resets, has an actor_tool_calls budget beside it
 )
 
 // Finding is one problem (or, with severity info, one fact worth listing).
@@ -192,6 +193,7 @@ func lintPack(fsys fs.FS, dir string, p *pack.Pack, loadErr error) *Report {
 		l.details(err, RuleCEL)
 	}
 	l.provenances()
+	l.sessionBudgets()
 	l.workflowPolicies()
 	for _, w := range sortedWorkflows(p) {
 		g := newGraph(w)

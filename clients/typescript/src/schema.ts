@@ -1042,7 +1042,10 @@ export interface paths {
          *     not verify or names an unregistered key (403), an item of
          *     another tenant (403), an item over 16 KiB in canonical form
          *     (413), an id already stored (409), an `observed_at` in the
-         *     future (400).
+         *     future (400). An item with an `observation` is what the MCP
+         *     gateway saw a tool return (docs/mcp.md, "Evidence from tool
+         *     results"): only a key with the `gateway` role submits it (403
+         *     otherwise), and it is stored `observed`.
          */
         post: operations["addEvidence"];
         delete?: never;
@@ -1562,7 +1565,19 @@ export interface components {
             /** @description Set by writ: the issuer key's subject; any other value is refused. */
             issuer?: string;
             jws?: string;
+            observation?: components["schemas"]["EvidenceObservation"];
             trace_id?: string;
+        };
+        /** @description The tool call whose result the MCP gateway captured as the item (tools.yaml captures): only a key with the gateway role sends it, and the item is observed. */
+        EvidenceObservation: {
+            /** @description The tool as the agent called it. */
+            tool: string;
+            /** @description The gateway's id of the call (its check's tool_call_id). */
+            tool_call_id: string;
+            /** @description The decision that allowed the call. */
+            decision_id: string;
+            /** @description sha256: over the canonical JSON of the result the agent was given (the execution report's result_digest). */
+            result_digest: string;
         };
         RevokeEvidenceRequest: {
             tenant_id: string;
@@ -1582,6 +1597,7 @@ export interface components {
             content_address: string;
             /** @enum {string} */
             provenance: "issued" | "observed";
+            observation?: components["schemas"]["EvidenceObservation"];
             submitted_by?: string;
             signed_by?: string;
             record_id: string;
@@ -2271,10 +2287,10 @@ export interface components {
             seq?: number;
             decision_key?: string;
             /**
-             * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`) or an execution report (`execution:…`).
+             * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`), an execution report (`execution:…`), a parameter change (`params:…`), an erasure (`erasure:…`), an evidence fact or its revocation (`evidence:…`, `evidence_revocation:…`), a retraction (`retraction:…`), a feedback entry (`feedback:…`) or a replay result (`replay:…`).
              * @enum {string}
              */
-            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change" | "erasure";
+            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change" | "erasure" | "evidence" | "retraction" | "feedback" | "replay_result";
             /**
              * @description `replay_equal`: the rebuilt record has exactly the sealed
              *     canonical bytes. `diff`: something differs, and `differences`
@@ -2762,7 +2778,7 @@ export interface components {
             tenant_id: string;
             /** @description Who holds the key; it is the approver named in approvals. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer" | "gateway")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
@@ -2791,7 +2807,7 @@ export interface components {
             tenant_id?: string;
             /** @description Who holds the key (a person or a service); validated as a check's names are. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer" | "gateway")[];
             /**
              * Format: date-time
              * @description When the key stops opening anything (optional; in the future).
@@ -2870,7 +2886,7 @@ export interface components {
             /** @description Who holds the key. */
             subject?: string;
             /** @description The key's roles. */
-            roles?: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer")[];
+            roles?: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer" | "gateway")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
