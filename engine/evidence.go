@@ -595,7 +595,7 @@ func (e *Engine) readEvidence(ctx context.Context, tenantID string, ids, addrs [
 // evidence store with one read (readEvidence), and returns the
 // citations as resolved (writ.Evidence's Resolution and what follows
 // it). A citation of another tenant is left to decide, which refuses it.
-func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest) ([]writ.Evidence, error) {
+func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest, withSubjects bool) ([]writ.Evidence, error) {
 	out := slices.Clone(req.Evidence)
 	var ids, addrs []string
 	signed := make([]*writ.EvidenceItem, len(out))
@@ -661,6 +661,9 @@ func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest) ([
 		obs := it.ObservedAt
 		*c = writ.Evidence{Kind: it.Kind, ID: it.ID, Hash: se.ContentAddress, TenantID: it.TenantID, ObservedAt: &obs, Attributes: it.Attributes,
 			JWS: c.JWS, Resolution: writ.ResolutionResolved, Provenance: se.Provenance, Issuer: it.Issuer, ExpiresAt: it.ExpiresAt}
+		if withSubjects {
+			c.SubjectIDs = slices.Clone(it.SubjectIDs)
+		}
 		if r := se.Revoked; r != nil {
 			at := r.At
 			c.RevokedAt = &at
