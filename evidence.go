@@ -49,9 +49,29 @@ type AddEvidenceRequest struct {
 	// Issuer is set by writ from the credential (the issuer key's
 	// subject) or the signature (the issuer's name); a request that sets
 	// it to anything else is refused.
-	Issuer  string `json:"issuer,omitempty"`
-	JWS     string `json:"jws,omitempty"`
-	TraceID string `json:"trace_id,omitempty"`
+	Issuer string `json:"issuer,omitempty"`
+	JWS    string `json:"jws,omitempty"`
+	// Observation, when set, says the item is what the MCP gateway saw a
+	// tool return: only the gateway submits it (its own key has the
+	// gateway role, or it runs in process), and the item is observed.
+	Observation *EvidenceObservation `json:"observation,omitempty"`
+	TraceID     string               `json:"trace_id,omitempty"`
+}
+
+// EvidenceObservation names the tool call whose result the MCP gateway
+// captured as an evidence item (tools.yaml, captures): the call's check
+// decided it, and it succeeded.
+type EvidenceObservation struct {
+	// Tool is the tool as the agent called it; ToolCallID the gateway's
+	// id of the call (the check's tool_call_id).
+	Tool       string `json:"tool"`
+	ToolCallID string `json:"tool_call_id"`
+	// DecisionID is the decision that allowed the call.
+	DecisionID string `json:"decision_id"`
+	// ResultDigest is "sha256:" over the canonical JSON of the result the
+	// gateway returned to the agent (its execution report's
+	// result_digest).
+	ResultDigest string `json:"result_digest"`
 }
 
 // RevokeEvidenceRequest revokes an item (POST /v1/evidence/{id}/revoke):
@@ -68,9 +88,11 @@ type StoredEvidence struct {
 	Item EvidenceItem `json:"item"`
 	// ContentAddress is "sha256:" over the item's canonical JSON.
 	ContentAddress string `json:"content_address"`
-	// Provenance is issued: submitted by an issuer key, or signed by a
-	// registered issuer key.
-	Provenance Provenance `json:"provenance"`
+	// Provenance is issued (submitted by an issuer key, or signed by a
+	// registered issuer key) or observed (captured by the MCP gateway
+	// from a tool's result: Observation names the call).
+	Provenance  Provenance           `json:"provenance"`
+	Observation *EvidenceObservation `json:"observation,omitempty"`
 	// SubmittedBy is the API key that submitted it ("" in development
 	// mode); SignedBy the issuer key id (the JWS kid) that signed it.
 	SubmittedBy string `json:"submitted_by,omitempty"`

@@ -60,10 +60,15 @@ const (
 	// verification service, a fraud engine, a CI system, the MCP
 	// gateway): what it submits is issued.
 	RoleIssuer Role = "issuer"
+	// RoleGateway marks the MCP gateway's own key (writ gateway
+	// --server): the evidence it captures from a tool's result, with the
+	// observation that names the call, is observed. It grants nothing
+	// else: the gateway checks with the agent role.
+	RoleGateway Role = "gateway"
 )
 
 // Roles lists every role.
-var Roles = []Role{RoleAgent, RoleApprover, RoleAuditor, RoleAdmin, RoleMeter, RoleIssuer}
+var Roles = []Role{RoleAgent, RoleApprover, RoleAuditor, RoleAdmin, RoleMeter, RoleIssuer, RoleGateway}
 
 // Valid reports whether r is a known role.
 func (r Role) Valid() bool { return slices.Contains(Roles, r) }

@@ -36,8 +36,11 @@ type evidenceEnvelope struct {
 	SubmittedBy    string            `json:"submitted_by,omitempty"`
 	SignedBy       string            `json:"signed_by,omitempty"`
 	JWS            string            `json:"jws,omitempty"`
-	Actor          writ.Actor        `json:"actor"`
-	TraceID        string            `json:"trace_id"`
+	// Observation names the tool call the MCP gateway captured the item
+	// from (provenance observed).
+	Observation *writ.EvidenceObservation `json:"observation,omitempty"`
+	Actor       writ.Actor                `json:"actor"`
+	TraceID     string                    `json:"trace_id"`
 }
 
 // revocationEnvelope is the stored request envelope of an evidence
@@ -82,10 +85,46 @@ func issuerPrincipal(ctx context.Context, tenantID string) (*writ.Principal, err
 	return p, nil
 }
 
+// gatewaySubject is the issuer and actor of the evidence an in-process
+// MCP gateway captures (CaptureEvidence): writ itself saw the call.
+const gatewaySubject = "writ-gateway"
+
+// gatewayPrincipal returns the caller when it may submit evidence the
+// MCP gateway observed for tenant: an API key of the tenant with the
+// gateway role (writ gateway --server's own key).
+func gatewayPrincipal(ctx context.Context, tenantID string) (*writ.Principal, error) {
+	p := writ.PrincipalFrom(ctx)
+	switch {
+	case p == nil:
+		return nil, writ.Errorf(writ.EFORBIDDEN, "observed evidence (observation) is submitted by the MCP gateway only: an API key with the gateway role; this request has none (in development mode there are no keys)")
+	case p.TenantID != tenantID:
+		return nil, writ.Errorf(writ.EFORBIDDEN, "the item belongs to tenant %q, but the API key is of tenant %q: the gateway submits evidence of its own key's tenant only", tenantID, p.TenantID)
+	case !p.Has(writ.RoleGateway):
+		return nil, writ.Errorf(writ.EFORBIDDEN, "API key %s has no gateway role: only the MCP gateway's key submits observed evidence (observation); an issuer submits without it", p.KeyID)
+	}
+	return p, nil
+}
+
 // AddEvidence stores an evidence item: sealed as an evidence record in
 // the tenant's chain, with its id and content address claimed in the
 // same transaction. See writ.AddEvidenceRequest.
 func (e *Engine) AddEvidence(ctx context.Context, req *writ.AddEvidenceRequest) (*writ.StoredEvidence, error) {
+	return e.addEvidence(ctx, req, false)
+}
+
+// CaptureEvidence stores an item an MCP gateway running in this process
+// captured from a tool's result (req.Observation set): observed, with
+// writ's gateway as its issuer and actor, whoever the call's caller was.
+// It is for the in-process gateway only (gateway.Capturer), never served
+// over HTTP, where the gateway's key must have the gateway role.
+func (e *Engine) CaptureEvidence(ctx context.Context, req *writ.AddEvidenceRequest) (*writ.StoredEvidence, error) {
+	if req == nil || req.Observation == nil {
+		return nil, writ.Errorf(writ.EINVALID, "a captured item names the call it was observed in (observation)")
+	}
+	return e.addEvidence(ctx, req, true)
+}
+
+func (e *Engine) addEvidence(ctx context.Context, req *writ.AddEvidenceRequest, inProcessGateway bool) (*writ.StoredEvidence, error) {
 	if e.policy == nil {
 		return nil, writ.Errorf(writ.EUNAVAILABLE, "no pack is pinned: this engine serves the ledger only")
 	}
@@ -101,6 +140,9 @@ func (e *Engine) AddEvidence(ctx context.Context, req *writ.AddEvidenceRequest) 
 	now := e.now().UTC()
 	env := evidenceEnvelope{Provenance: writ.ProvenanceIssued}
 	var actor writ.Actor
+	if req.JWS != "" && req.Observation != nil {
+		return nil, &writ.Error{Code: writ.EINVALID, Message: "an observed item is not signed: give observation or jws, not both", Details: []writ.Detail{{Field: "observation", Message: "given with jws"}}}
+	}
 	if req.JWS != "" {
 		if req.Kind != "" || req.ID != "" || req.SubjectIDs != nil || req.Attributes != nil || req.ObservedAt != nil || req.ExpiresAt != nil || req.Issuer != "" {
 			return nil, &writ.Error{Code: writ.EINVALID, Message: "a signed item is given by its jws alone: the item is its payload", Details: []writ.Detail{{Field: "jws", Message: "given with item fields"}}}
@@ -125,7 +167,16 @@ func (e *Engine) AddEvidence(ctx context.Context, req *writ.AddEvidenceRequest) 
 			env.SubmittedBy = p.KeyID
 		}
 	} else {
-		p, err := issuerPrincipal(ctx, req.TenantID)
+		var p *writ.Principal
+		var err error
+		switch {
+		case inProcessGateway:
+			p = &writ.Principal{TenantID: req.TenantID, Subject: gatewaySubject, ActorType: writ.ActorService, Roles: []writ.Role{writ.RoleGateway}}
+		case req.Observation != nil:
+			p, err = gatewayPrincipal(ctx, req.TenantID)
+		default:
+			p, err = issuerPrincipal(ctx, req.TenantID)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -141,6 +192,18 @@ func (e *Engine) AddEvidence(ctx context.Context, req *writ.AddEvidenceRequest) 
 			issuer = p.Subject
 			env.SubmittedBy = p.KeyID
 			actor = writ.Actor{Type: p.Actor().Type, ID: p.Subject, Provenance: writ.ProvenanceAuthenticated, KeyID: p.KeyID}
+		}
+		if o := req.Observation; o != nil {
+			if err := checkObservation(o); err != nil {
+				return nil, err
+			}
+			obs := *o
+			env.Observation, env.Provenance = &obs, writ.ProvenanceObserved
+		}
+		if inProcessGateway {
+			// No key: writ's own gateway, in this process, saw the call.
+			env.SubmittedBy = ""
+			actor = writ.Actor{Type: writ.ActorService, ID: gatewaySubject, Provenance: writ.ProvenanceObserved}
 		}
 		item := &writ.EvidenceItem{TenantID: req.TenantID, Kind: req.Kind, ID: req.ID, SubjectIDs: req.SubjectIDs, Attributes: req.Attributes, ExpiresAt: req.ExpiresAt, Issuer: issuer}
 		if req.ObservedAt != nil {
@@ -237,6 +300,27 @@ func (e *Engine) redacted(item *writ.EvidenceItem) *writ.EvidenceItem {
 	return &out
 }
 
+// checkObservation checks the call an observed item names.
+func checkObservation(o *writ.EvidenceObservation) error {
+	var ds []writ.Detail
+	if o.Tool == "" {
+		ds = append(ds, writ.Detail{Field: "observation.tool", Message: "required"})
+	}
+	if o.ToolCallID == "" {
+		ds = append(ds, writ.Detail{Field: "observation.tool_call_id", Message: "required"})
+	}
+	if o.DecisionID == "" {
+		ds = append(ds, writ.Detail{Field: "observation.decision_id", Message: "required: the decision that allowed the call"})
+	}
+	if !digestPattern.MatchString(o.ResultDigest) {
+		ds = append(ds, writ.Detail{Field: "observation.result_digest", Message: "required: sha256: and 64 hex digits"})
+	}
+	if len(ds) > 0 {
+		return &writ.Error{Code: writ.EINVALID, Message: "invalid observation: " + ds[0].Field + " " + ds[0].Message, Details: ds}
+	}
+	return nil
+}
+
 // checkItem checks an item's shape: what no pack can make valid.
 func checkItem(item *writ.EvidenceItem, now time.Time) error {
 	var ds []writ.Detail
@@ -297,9 +381,17 @@ func EvidenceRecord(p *pack.Pack, recordID string, envelope []byte, now time.Tim
 	}
 	rule := "issuer_role"
 	outputs := map[string]any{"item": item, "content_address": env.ContentAddress, "provenance": string(env.Provenance)}
-	if env.JWS != "" {
+	switch {
+	case env.JWS != "":
 		rule = "issuer_signature"
 		outputs["jws"], outputs["signed_by"] = env.JWS, env.SignedBy
+	case env.Observation != nil:
+		rule = "gateway_observation"
+		var obs map[string]any
+		if err := remarshal(env.Observation, &obs); err != nil {
+			return nil, err
+		}
+		outputs["observation"] = obs
 	}
 	subjects := slices.Clone(it.SubjectIDs)
 	if subjects == nil {
@@ -363,7 +455,7 @@ func remarshal(v, into any) error {
 }
 
 func storedEvidence(env *evidenceEnvelope, rec *writ.Record) *writ.StoredEvidence {
-	return &writ.StoredEvidence{Item: env.Item, ContentAddress: env.ContentAddress, Provenance: env.Provenance, SubmittedBy: env.SubmittedBy,
+	return &writ.StoredEvidence{Item: env.Item, ContentAddress: env.ContentAddress, Provenance: env.Provenance, Observation: env.Observation, SubmittedBy: env.SubmittedBy,
 		SignedBy: env.SignedBy, RecordID: rec.RecordID, Seq: rec.Audit.Seq, StoredAt: rec.Timestamp}
 }
 
@@ -489,6 +581,12 @@ func (e *Engine) readEvidence(ctx context.Context, tenantID string, ids, addrs [
 			pv, _ := rec.Outputs["provenance"].(string)
 			env.Provenance = writ.Provenance(pv)
 			env.SignedBy, _ = rec.Outputs["signed_by"].(string)
+			if o, ok := rec.Outputs["observation"]; ok {
+				env.Observation = &writ.EvidenceObservation{}
+				if err := remarshal(o, env.Observation); err != nil {
+					return nil, fmt.Errorf("evidence record %s: observation: %w", rec.RecordID, err)
+				}
+			}
 			env.SubmittedBy = rec.Actor.KeyID
 			if ca, _, err := ContentAddress(&env.Item); err != nil || ca != env.ContentAddress {
 				found.broken[env.ContentAddress] = true
@@ -512,7 +610,7 @@ func (e *Engine) readEvidence(ctx context.Context, tenantID string, ids, addrs [
 // evidence store with one read (readEvidence), and returns the
 // citations as resolved (writ.Evidence's Resolution and what follows
 // it). A citation of another tenant is left to decide, which refuses it.
-func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest) ([]writ.Evidence, error) {
+func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest, withSubjects bool) ([]writ.Evidence, error) {
 	out := slices.Clone(req.Evidence)
 	var ids, addrs []string
 	signed := make([]*writ.EvidenceItem, len(out))
@@ -578,6 +676,9 @@ func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest) ([
 		obs := it.ObservedAt
 		*c = writ.Evidence{Kind: it.Kind, ID: it.ID, Hash: se.ContentAddress, TenantID: it.TenantID, ObservedAt: &obs, Attributes: it.Attributes,
 			JWS: c.JWS, Resolution: writ.ResolutionResolved, Provenance: se.Provenance, Issuer: it.Issuer, ExpiresAt: it.ExpiresAt}
+		if withSubjects {
+			c.SubjectIDs = slices.Clone(it.SubjectIDs)
+		}
 		if r := se.Revoked; r != nil {
 			at := r.At
 			c.RevokedAt = &at

@@ -30,7 +30,7 @@ import (
 
 // evidenceStores opens each store the evidence tests run on: SQLite, and
 // PostgreSQL (in a schema of its own) when WRIT_TEST_POSTGRES is set.
-func evidenceStores(t *testing.T, name string) ledger.Store {
+func evidenceStores(t testing.TB, name string) ledger.Store {
 	t.Helper()
 	if name == "sqlite" {
 		st, err := sqlite.Open(t.TempDir())

@@ -56,18 +56,31 @@ func (e *Engine) readHistory(ctx context.Context, r *policy.Resolved, rq *writ.C
 	return h, nil
 }
 
+// redactGroups redacts the plan's group keys. An aggregate's group is
+// usually both read and added to (a session's meter, a customer's
+// velocity), so each distinct key is redacted once: redaction runs every
+// pattern of the pack over the key.
 func (e *Engine) redactGroups(p *policy.HistoryPlan) {
 	if !e.redactor.Active() {
 		return
 	}
+	done := make(map[string]string, len(p.Reads))
+	redact := func(g *string) {
+		r, ok := done[*g]
+		if !ok {
+			r = e.redactor.String(*g)
+			done[*g] = r
+		}
+		*g = r
+	}
 	for i := range p.Reads {
-		p.Reads[i].Group = e.redactor.String(p.Reads[i].Group)
+		redact(&p.Reads[i].Group)
 	}
 	for i := range p.Allowed {
-		p.Allowed[i].Group = e.redactor.String(p.Allowed[i].Group)
+		redact(&p.Allowed[i].Group)
 	}
 	for i := range p.Executed {
-		p.Executed[i].Group = e.redactor.String(p.Executed[i].Group)
+		redact(&p.Executed[i].Group)
 	}
 }
 

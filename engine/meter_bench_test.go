@@ -3,6 +3,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -16,9 +19,38 @@ import (
 // a customer each, so that neither the budget nor the velocity rule
 // fires. It reports the process's CPU time per check, with 32 callers.
 //
-//	go test ./engine -run '^$' -bench CheckMetered -benchtime 2000x
+// BenchmarkCheckUnmetered runs the same checks on the same pack with the
+// tool_calls budget taken out, so that nothing is metered: the
+// difference between the two, in one test binary, is what metering costs
+// a check.
+//
+//	go test ./engine -run '^$' -bench 'Check(Un)?Metered' -benchtime 2000x
 func BenchmarkCheckMetered(b *testing.B) {
-	h := newHarness(b, example("refund"))
+	benchmarkRefunds(b, example("refund"))
+}
+
+func BenchmarkCheckUnmetered(b *testing.B) {
+	dir := b.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(example("refund"))); err != nil {
+		b.Fatal(err)
+	}
+	spec := filepath.Join(dir, "specs", "refund-execute.yaml")
+	y, err := os.ReadFile(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := strings.Replace(string(y), "  tool_calls: 20\n", "", 1)
+	if out == string(y) {
+		b.Fatal("the refund spec has no tool_calls budget to take out")
+	}
+	if err := os.WriteFile(spec, []byte(out), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	benchmarkRefunds(b, dir)
+}
+
+func benchmarkRefunds(b *testing.B, packDir string) {
+	h := newHarness(b, packDir)
 	base := refund(b, "acme", "cus", 0, exampleClock)
 	var seq, callers atomic.Int64
 	b.SetParallelism(16)

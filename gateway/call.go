@@ -20,6 +20,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
 	"github.com/writhq/writ/telemetry"
 )
@@ -56,11 +57,15 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 	if err != nil {
 		return refusal(name, err.Error()), nil
 	}
+	session := g.sessionOf(req)
 	if creq.Workflow == nil || creq.Workflow.RunID == "" {
 		// The MCP session is the calls' session, as the gateway observed
 		// it: a budget's tool calls are counted across it (issue 31).
-		creq.InputsRefs = &writ.InputsRefs{Session: g.sessionOf(req)}
+		creq.InputsRefs = &writ.InputsRefs{Session: session}
 	}
+	// The evidence this session's calls captured, about the call's
+	// subjects, is cited: writ resolves it in its store (evidence.go).
+	creq.Evidence = g.captured.cite(captureKey(creq.TenantID, session), creq.SubjectIDs)
 
 	ctx = telemetry.ContextFromMeta(ctx, req.Params.Meta)
 	ctx, span := telemetry.StartToolCall(ctx, name, callID)
@@ -114,7 +119,7 @@ func (g *Gateway) call(ctx context.Context, name string, req *mcp.CallToolReques
 		span.SetStatus(codes.Error, "blocked")
 		return blocked(name, rc), nil
 	}
-	return g.forward(ctx, r, req, raw, rc, callID), nil
+	return g.forward(ctx, r, req, raw, rc, creq, session), nil
 }
 
 // checkRequest turns a tools/call of r, made by caller, into the check
@@ -151,6 +156,9 @@ func checkRequest(r *route, caller Caller, p *mcp.CallToolParamsRaw, callID stri
 		ToolDefinitionDigest: r.digest,
 		Actor:                caller.Actor,
 		Workflow:             workflowOf(meta),
+	}
+	if creq.SubjectIDs, err = r.listed.Subjects(args); err != nil {
+		return nil, nil, fmt.Errorf("%v; the call was not checked or forwarded", err)
 	}
 	if v, ok := meta[MetaApprovalID]; ok {
 		id, _ := v.(string)
@@ -228,7 +236,8 @@ func waitKey(req *writ.CheckRequest) (string, error) {
 
 // forward sends an allowed call upstream, returns its result unchanged
 // and reports the execution under the decision.
-func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolRequest, raw json.RawMessage, rc *writ.Receipt, callID string) *mcp.CallToolResult {
+func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolRequest, raw json.RawMessage, rc *writ.Receipt, creq *writ.CheckRequest, session string) *mcp.CallToolResult {
+	callID := creq.ToolCallID
 	started := g.now().UTC()
 	res, err := g.send(ctx, r, req, raw)
 	ended := g.now().UTC()
@@ -276,6 +285,11 @@ func (g *Gateway) forward(ctx context.Context, r *route, req *mcp.CallToolReques
 		res = &mcp.CallToolResult{Meta: meta, Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}
 		if d, derr := record.CanonicalDigest(res); derr == nil {
 			rep.ResultDigest = d
+		}
+		if err == nil && !res.IsError && r.listed.Captures != nil && rep.ResultDigest != "" {
+			// Before the result goes back: the agent's next call may
+			// need the evidence.
+			g.capture(ctx, r, creq, session, res, rc, rep.ResultDigest, ended)
 		}
 	}
 	g.report(context.WithoutCancel(ctx), rep, r.name)
@@ -452,13 +466,23 @@ func errorMessage(err error) string {
 // background at once; beyond it, a call waits for its own report.
 const maxPendingReports = 256
 
+// reportCommitWait is how long an execution report may wait to be
+// committed with the next check (ledger.CommitLater) before it is
+// committed alone.
+const reportCommitWait = 10 * time.Millisecond
+
 // report records an execution report. The effect has happened and the
 // report permits nothing, so the agent does not wait for it: the report
 // is recorded in the background (Flush and Close wait for it), and the
-// call's result goes back at once. A report that cannot be recorded is
-// logged; its permit stays in flight (writ decisions in-flight lists it)
-// rather than the result being withheld.
+// call's result goes back at once. Committed alone, it would hold up the
+// agent's next check behind its own commit and sync, so an in-process
+// engine commits it with the next record that is waited for (the next
+// call's check), or alone after reportCommitWait; the report is
+// acknowledged, as always, only once it is committed. A report that
+// cannot be recorded is logged; its permit stays in flight (writ
+// decisions in-flight lists it) rather than the result being withheld.
 func (g *Gateway) report(ctx context.Context, rep *writ.ExecutionReport, tool string) {
+	ctx = ledger.CommitLater(ctx, reportCommitWait)
 	record := func() {
 		if _, err := g.opts.Writ.ReportExecution(ctx, rep); err != nil {
 			g.log.Error("gateway: the execution report could not be recorded; the decision stays in flight", "decision_id", rep.DecisionID, "tool", tool, "error", err)

@@ -71,6 +71,9 @@ type Options struct {
 	// approval question shows are redacted by them, as in records.
 	Redaction []*pack.RedactionRule
 	Logger    *slog.Logger
+	// Capture stores the evidence tools' results are (tools.yaml,
+	// captures); when nil, Writ is used if it is a Capturer.
+	Capture Capturer
 	// Now reads the clock for execution reports (default time.Now).
 	Now func() time.Time
 	// Transport, when set, reaches an upstream instead of its
@@ -119,6 +122,11 @@ type Gateway struct {
 	spent    map[string]int64
 
 	redactor *record.Redactor
+
+	// capturer stores captured evidence; captured remembers it per
+	// session, to cite on the session's later calls (evidence.go).
+	capturer Capturer
+	captured captures
 }
 
 // route is one tool the agent sees, and where it goes.
@@ -151,6 +159,17 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 		g.now = time.Now
 	}
 	g.redactor = record.NewRedactor(o.Redaction)
+	g.capturer = o.Capture
+	if g.capturer == nil {
+		g.capturer, _ = o.Writ.(Capturer)
+	}
+	if g.capturer == nil {
+		for _, t := range o.Tools {
+			if t.Captures != nil {
+				g.log.Warn("gateway: the pack marks a tool's result as evidence (captures), but this gateway cannot store evidence: nothing will be captured", "tool", t.Name, "kind", t.Captures.Kind)
+			}
+		}
+	}
 	if a := o.Config.Actor; o.Config.User != "" && a != nil && (o.Config.User == a.ID || o.Config.User == a.DelegatedUserID) {
 		// writ refuses an approval by the one who asked for it, so every
 		// answer of the user would be refused.

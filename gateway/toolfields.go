@@ -34,9 +34,10 @@ func (f toolFields) equal(o toolFields) bool {
 // fieldsTransport reads the tools/list answers of a stdio upstream (or an
 // in-memory one) as they arrive, before the SDK decodes them, and keeps
 // each tool's other fields (see toolFields) in seen. A Streamable HTTP
-// upstream is not wrapped: its connection takes the session's state
-// through a method of the SDK's own (an unexported parameter type), which
-// a wrapper cannot pass on.
+// upstream's connection cannot be wrapped (it takes the session's state
+// through a method of the SDK's own, with an unexported parameter type);
+// its HTTP client's transport reads the same answers instead
+// (fieldsRoundTripper).
 type fieldsTransport struct {
 	mcp.Transport
 	seen *seenFields
@@ -47,7 +48,7 @@ func (t *fieldsTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fieldsConn{Connection: c, seen: t.seen, lists: map[any]bool{}}, nil
+	return &fieldsConn{Connection: c, lists: listAnswers{seen: t.seen, ids: map[any]bool{}}}, nil
 }
 
 // seenFields are the other fields of an upstream's tools, by the tool's
@@ -66,50 +67,71 @@ func (s *seenFields) of(name string) toolFields {
 	return s.fields[name]
 }
 
-type fieldsConn struct {
-	mcp.Connection
+// listAnswers follows one session's messages: the ids of the tools/list
+// requests the gateway sent, and the answers to them, whose tools' other
+// fields it keeps in seen.
+type listAnswers struct {
 	seen *seenFields
 
-	mu    sync.Mutex
-	lists map[any]bool // ids of tools/list requests not answered yet
+	mu  sync.Mutex
+	ids map[any]bool // ids of tools/list requests not answered yet
+}
+
+// sent notes a message the gateway sent the upstream.
+func (l *listAnswers) sent(m jsonrpc.Message) {
+	if r, ok := m.(*jsonrpc.Request); ok && r.Method == "tools/list" && r.ID.IsValid() {
+		l.mu.Lock()
+		l.ids[r.ID.Raw()] = true
+		l.mu.Unlock()
+	}
+}
+
+// received notes a message from the upstream, before the SDK reads it.
+func (l *listAnswers) received(m jsonrpc.Message) {
+	r, ok := m.(*jsonrpc.Response)
+	if !ok || !r.ID.IsValid() {
+		return
+	}
+	l.mu.Lock()
+	list := l.ids[r.ID.Raw()]
+	delete(l.ids, r.ID.Raw())
+	l.mu.Unlock()
+	if list && r.Error == nil {
+		l.keep(r.Result)
+	}
+}
+
+type fieldsConn struct {
+	mcp.Connection
+	lists listAnswers
 }
 
 func (c *fieldsConn) Write(ctx context.Context, m jsonrpc.Message) error {
-	if r, ok := m.(*jsonrpc.Request); ok && r.Method == "tools/list" && r.ID.IsValid() {
-		c.mu.Lock()
-		c.lists[r.ID.Raw()] = true
-		c.mu.Unlock()
-	}
+	c.lists.sent(m)
 	return c.Connection.Write(ctx, m)
 }
 
 func (c *fieldsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	m, err := c.Connection.Read(ctx)
-	if r, ok := m.(*jsonrpc.Response); ok && err == nil && r.ID.IsValid() {
-		c.mu.Lock()
-		list := c.lists[r.ID.Raw()]
-		delete(c.lists, r.ID.Raw())
-		c.mu.Unlock()
-		if list && r.Error == nil {
-			c.keep(r.Result)
-		}
+	if err == nil {
+		c.lists.received(m)
 	}
 	return m, err
 }
 
 // keep records the other fields of each tool of one tools/list page. A
 // page it cannot read is left to the SDK, which answers it.
-func (c *fieldsConn) keep(result json.RawMessage) {
+func (l *listAnswers) keep(result json.RawMessage) {
 	var page struct {
 		Tools []map[string]jsontext.Value `json:"tools"`
 	}
 	if jsonv2.Unmarshal(result, &page) != nil {
 		return
 	}
-	c.seen.mu.Lock()
-	defer c.seen.mu.Unlock()
-	if c.seen.fields == nil {
-		c.seen.fields = map[string]toolFields{}
+	l.seen.mu.Lock()
+	defer l.seen.mu.Unlock()
+	if l.seen.fields == nil {
+		l.seen.fields = map[string]toolFields{}
 	}
 	for _, t := range page.Tools {
 		var name string
@@ -125,7 +147,7 @@ func (c *fieldsConn) keep(result json.RawMessage) {
 				f[k] = bytes.Clone(v)
 			}
 		}
-		c.seen.fields[name] = f
+		l.seen.fields[name] = f
 	}
 }
 

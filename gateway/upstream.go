@@ -81,7 +81,9 @@ func (u *upstream) session(ctx context.Context) (cs *mcp.ClientSession, fresh bo
 		})
 		defer stop()
 	}
-	if _, http := t.(*mcp.StreamableClientTransport); !http {
+	if st, ok := t.(*mcp.StreamableClientTransport); ok {
+		t = withFieldsClient(st, &u.fields)
+	} else {
 		t = &fieldsTransport{Transport: t, seen: &u.fields}
 	}
 	cs, err = c.Connect(hctx, t, nil)

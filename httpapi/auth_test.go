@@ -64,6 +64,7 @@ var routeSamples = map[string]struct{ target, body string }{
 	"GET /v1/ledger/checkpoint":                {"/v1/ledger/checkpoint?size=7", ""},
 	"POST /v1/ledger/checkpoint":               {"/v1/ledger/checkpoint", ""},
 	"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?from=3&to=7", ""},
+	"GET /v1/ledger/witnesses":                 {"/v1/ledger/witnesses", ""},
 	"GET /v1/records/{id}/replay":              {"/v1/records/r1/replay", ""},
 	"GET /v1/replay":                           {"/v1/replay?trace_id=" + testTraceID, ""},
 	"POST /v1/records/{id}/replay":             {"/v1/records/r1/replay", ""},
@@ -126,7 +127,7 @@ func sample(t *testing.T, rt route, key string) *http.Request {
 // authenticates callers with testKeys.
 func newAuthServer(fake *fakeService) (*Server, *testLog) {
 	return newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Annotations: fake, Erasures: fake, Evidence: fake, Authenticate: testKeys.authenticate,
-		Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys, APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
+		Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys, Witnesses: fake.Witnesses, APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
 }
 
 // TestRolesPerRoute proves the route table on every route: a key holding
@@ -247,6 +248,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		"GET /v1/ledger/checkpoint":                {"/v1/ledger/checkpoint?tenant_id=acme&size=7", ""},
 		"POST /v1/ledger/checkpoint":               {"/v1/ledger/checkpoint?tenant_id=acme", ""},
 		"GET /v1/ledger/consistency":               {"/v1/ledger/consistency?tenant_id=acme&from=3&to=7", ""},
+		"GET /v1/ledger/witnesses":                 {"/v1/ledger/witnesses?tenant_id=acme", ""},
 		"GET /v1/records/{id}/replay":              {"/v1/records/r1/replay?tenant_id=acme", ""},
 		"GET /v1/replay":                           {"/v1/replay?tenant_id=acme&trace_id=" + testTraceID, ""},
 		"POST /v1/records/{id}/replay":             {"/v1/records/r1/replay?tenant_id=acme", ""},
@@ -294,7 +296,7 @@ func TestDevelopmentModeNeedsNoKey(t *testing.T) {
 		}
 		fake := fullService()
 		s, _ := newTestServer(fake, Config{Ledger: fake, Workflows: fake, Approvals: fake, Replays: fake, Shadows: fake, Lifecycle: fake, Params: fake, Annotations: fake, Erasures: fake, Evidence: fake, Envelopes: fake.Envelope, VerifierKeys: fake.VerifierKeys,
-			APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
+			Witnesses: fake.Witnesses, APIKeys: newFakeKeys(fake).keyAdmin(), Pack: refundPack})
 		req := newRequest(rt.method, sm.target, sm.body)
 		req.Header.Set("Authorization", "Bearer all-key")
 		rec := serve(s, req)
@@ -415,6 +417,10 @@ func TestTenantScoping(t *testing.T) {
 		{"GET", "/v1/stats/latency?tenant_id=globex", "", "auditor-key", 403, ""},
 		{"GET", "/v1/stats/latency", "", "globex-key", 200, "globex"},
 		{"GET", "/v1/stats/latency?tenant_id=acme", "", "auditor-key", 200, "acme"},
+		// So are its witnesses' cosignatures and lags.
+		{"GET", "/v1/ledger/witnesses?tenant_id=globex", "", "auditor-key", 403, ""},
+		{"GET", "/v1/ledger/witnesses", "", "globex-key", 200, "globex"},
+		{"GET", "/v1/ledger/witnesses?tenant_id=acme", "", "auditor-key", 200, "acme"},
 		// What stays a 400 with a key: a repeated tenant, a query on a body route.
 		{"GET", "/v1/records?tenant_id=acme&tenant_id=acme", "", "auditor-key", 400, ""},
 		{"POST", "/v1/check?tenant_id=acme", `{}`, "agent-key", 400, ""},

@@ -104,7 +104,7 @@ func (c *Client) AddEvidence(ctx context.Context, r *writ.AddEvidenceRequest) (*
 		return nil, writ.Errorf(writ.EINVALID, "empty evidence item")
 	}
 	var se writ.StoredEvidence
-	if err := c.postEvidence(ctx, "/v1/evidence", http.StatusCreated, r, r.TraceID, &se); err != nil {
+	if err := c.postEvidence(ctx, "/v1/evidence", r, r.TraceID, &se); err != nil {
 		return nil, err
 	}
 	return &se, nil
@@ -125,15 +125,13 @@ func (c *Client) RevokeEvidence(ctx context.Context, r *writ.RevokeEvidenceReque
 		return nil, writ.Errorf(writ.EINVALID, "empty revocation")
 	}
 	var se writ.StoredEvidence
-	if err := c.postEvidence(ctx, "/v1/evidence/"+url.PathEscape(r.ID)+"/revoke", http.StatusOK, r, r.TraceID, &se); err != nil {
+	if err := c.postEvidence(ctx, "/v1/evidence/"+url.PathEscape(r.ID)+"/revoke", r, r.TraceID, &se); err != nil {
 		return nil, err
 	}
 	return &se, nil
 }
 
-// postEvidence posts body to path and decodes the answer into out when
-// its status is want (201 for a stored item, 200 for a revocation).
-func (c *Client) postEvidence(ctx context.Context, path string, want int, body any, traceID string, out any) error {
+func (c *Client) postEvidence(ctx context.Context, path string, body any, traceID string, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("httpapi: encode evidence request: %w", err)
@@ -148,7 +146,8 @@ func (c *Client) postEvidence(ctx context.Context, path string, want int, body a
 	if err != nil {
 		return err
 	}
-	if resp.status != want {
+	// An item is stored 201, a revocation answered 200.
+	if resp.status != http.StatusOK && resp.status != http.StatusCreated {
 		return resp.error()
 	}
 	if err := json.Unmarshal(resp.body, out); err != nil {

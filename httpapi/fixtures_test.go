@@ -160,6 +160,29 @@ func (f *fakeService) Latency(ctx context.Context, tenantID string) (*writ.Laten
 	return fullLatency(tenantID), nil
 }
 
+// Witnesses serves Config.Witnesses.
+func (f *fakeService) Witnesses(ctx context.Context, tenantID string) (*writ.LedgerWitnesses, error) {
+	f.mu.Lock()
+	f.saw(ctx, tenantID)
+	f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return fullWitnesses(tenantID), nil
+}
+
+// fullWitnesses is a tenant's witness report with every field set: one
+// witness caught up, one behind, one that never cosigned.
+func fullWitnesses(tenantID string) *writ.LedgerWitnesses {
+	at, got := testTime.Add(-time.Minute), testTime.Add(-time.Minute+time.Second)
+	zero, behind := 0.0, 59.0
+	return &writ.LedgerWitnesses{TenantID: tenantID, Checkpoint: &writ.CheckpointHead{TreeSize: 12, IssuedAt: testTime}, Witnesses: []writ.WitnessLag{
+		{Name: "w1.example/witness", KeyID: "0a1b2c3d", CosignedSize: 12, CosignedAt: &at, ReceivedAt: &got, LagRecords: 0, LagSeconds: &zero},
+		{Name: "w2.example/witness", KeyID: "4e5f6a7b", CosignedSize: 5, CosignedAt: &at, ReceivedAt: &got, LagRecords: 7, LagSeconds: &behind, Conflict: true},
+		{Name: "w3.example/witness", KeyID: "8c9d0e1f", LagRecords: 12},
+	}}
+}
+
 // fullLatency is a tenant's latency stats with every field set.
 func fullLatency(tenantID string) *writ.LatencyStats {
 	return &writ.LatencyStats{TenantID: tenantID, WindowSeconds: 60, Since: testTime, Windows: []writ.LatencyWindow{

@@ -144,6 +144,12 @@ type Config struct {
 	// measured for a tenant in recent windows (telemetry.Metrics.Latency).
 	// It serves GET /v1/stats/latency. Nil means that route answers 404.
 	Latency func(ctx context.Context, tenantID string) (*writ.LatencyStats, error)
+	// Witnesses returns where the tenant's ledger stands with the
+	// witnesses the server submits checkpoints to: its latest checkpoint
+	// (nil before the first) and each witness's lag behind it
+	// (witness.Report). It serves GET /v1/ledger/witnesses. Nil means that
+	// route answers 404.
+	Witnesses func(ctx context.Context, tenantID string) (*writ.LedgerWitnesses, error)
 	// Ready reports readiness for GET /readyz: 200 when every check
 	// passes, 503 otherwise. Nil means always ready.
 	Ready func(ctx context.Context) ReadyReport
@@ -267,6 +273,7 @@ var routes = []route{
 	{http.MethodGet, "/v1/ledger/keys", []writ.Role{writ.RoleApprover, writ.RoleAuditor}, (*Server).handleVerifierKeys},
 	{http.MethodPost, "/v1/ledger/checkpoint", []writ.Role{writ.RoleAdmin}, (*Server).handleIssueCheckpoint},
 	{http.MethodGet, "/v1/ledger/consistency", []writ.Role{writ.RoleAuditor}, (*Server).handleConsistencyProof},
+	{http.MethodGet, "/v1/ledger/witnesses", []writ.Role{writ.RoleAuditor}, (*Server).handleWitnesses},
 	{http.MethodGet, "/v1/records/{id}/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplay},
 	{http.MethodGet, "/v1/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleReplayTrace},
 	{http.MethodPost, "/v1/records/{id}/replay", []writ.Role{writ.RoleAuditor}, (*Server).handleRecordReplay},

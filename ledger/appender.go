@@ -194,21 +194,70 @@ func (a *Appender) Close() error {
 	return nil
 }
 
+// commitLaterKey marks the context of an Append that may wait for a
+// commit other entries start (CommitLater).
+type commitLaterKey struct{}
+
+// CommitLater returns ctx marked so that an Append made with it need not
+// start a commit of its own: the entry waits, up to within, for the next
+// entry whose caller does not wait so (a check, say) and is committed in
+// the same transaction, saving a commit and its sync; when none comes
+// within that time, it is committed alone. The Append still returns only
+// once the entry is committed (or has failed), exactly as without the
+// mark. It suits an entry whose caller does not wait for it (the
+// gateway's execution reports): committed alone, it would hold up the
+// next entry that is waited for behind its own sync.
+func CommitLater(ctx context.Context, within time.Duration) context.Context {
+	return context.WithValue(ctx, commitLaterKey{}, within)
+}
+
+func commitLater(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(commitLaterKey{}).(time.Duration)
+	return d
+}
+
 func (a *Appender) loop() {
 	defer close(a.done)
 	batch := make([]*pending, 0, a.cfg.MaxBatch)
 	entries := make([]*Entry, 0, a.cfg.MaxBatch)
+	// held are entries marked CommitLater, waiting for a commit to join
+	// until the first one's wait is over (due). A batch never holds more
+	// than MaxBatch entries.
+	var held []*pending
+	var due *time.Timer
+	var dueC <-chan time.Time
 	for {
-		p, ok := <-a.queue
-		if !ok {
-			return
+		var p *pending
+		ok := true
+		select {
+		case p, ok = <-a.queue:
+		case <-dueC:
 		}
-		batch = append(batch[:0], p)
+		if ok && p != nil && len(held) < a.cfg.MaxBatch-1 {
+			if d := commitLater(p.ctx); d > 0 {
+				if len(held) == 0 {
+					due = time.NewTimer(d)
+					dueC = due.C
+				}
+				held = append(held, p)
+				continue
+			}
+		}
+		if due != nil {
+			due.Stop()
+			due, dueC = nil, nil
+		}
+		batch = append(batch[:0], held...)
+		held = held[:0]
+		if ok && p != nil {
+			batch = append(batch, p)
+		}
 	drain:
-		for len(batch) < a.cfg.MaxBatch {
+		for ok && len(batch) < a.cfg.MaxBatch {
 			select {
-			case p, ok := <-a.queue:
-				if !ok {
+			case p, open := <-a.queue:
+				if !open {
+					ok = false
 					break drain
 				}
 				batch = append(batch, p)
@@ -216,58 +265,67 @@ func (a *Appender) loop() {
 				break drain
 			}
 		}
-		// Drop the entries whose callers have given up (they were
-		// answered with their context's error): committing them would
-		// make records their callers were told did not happen. From here
-		// on the batch is committed whatever its callers do.
-		kept := batch[:0]
-		for _, p := range batch {
-			if err := p.ctx.Err(); err != nil {
-				p.err <- err
-				continue
-			}
-			kept = append(kept, p)
+		a.commit(batch, entries)
+		if !ok {
+			return
 		}
-		if dropped := len(batch) - len(kept); dropped > 0 {
-			a.cfg.Logger.Warn("ledger entries dropped before their commit: their callers had given up", "entries", dropped)
-		}
-		batch = kept
-		if len(batch) == 0 {
+	}
+}
+
+// commit commits one batch and answers its callers; entries is scratch
+// space for the batch's entries.
+func (a *Appender) commit(batch []*pending, entries []*Entry) {
+	// Drop the entries whose callers have given up (they were
+	// answered with their context's error): committing them would
+	// make records their callers were told did not happen. From here
+	// on the batch is committed whatever its callers do.
+	kept := batch[:0]
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.err <- err
 			continue
 		}
-		entries = entries[:0]
-		for _, p := range batch {
-			entries = append(entries, p.entry)
+		kept = append(kept, p)
+	}
+	if dropped := len(batch) - len(kept); dropped > 0 {
+		a.cfg.Logger.Warn("ledger entries dropped before their commit: their callers had given up", "entries", dropped)
+	}
+	batch = kept
+	if len(batch) == 0 {
+		return
+	}
+	entries = entries[:0]
+	for _, p := range batch {
+		entries = append(entries, p.entry)
+	}
+	// The commit is not tied to any one caller's context: a caller
+	// that gives up must not abort the others' transaction.
+	start := time.Now()
+	a.committing.Store(start.UnixNano())
+	err := a.store.Append(context.Background(), entries, a.cfg.Seal)
+	a.committing.Store(0)
+	var end time.Time
+	if a.cfg.Observe != nil {
+		end = time.Now()
+	}
+	if err != nil {
+		a.failedAt.Store(time.Now().UnixNano())
+	} else {
+		a.failedAt.Store(0)
+	}
+	if err != nil {
+		a.cfg.Logger.Error("ledger commit failed", "entries", len(entries), "err", err)
+		if !errors.As(err, new(*writ.Error)) {
+			err = &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision record could not be committed"}
 		}
-		// The commit is not tied to any one caller's context: a caller
-		// that gives up must not abort the others' transaction.
-		start := time.Now()
-		a.committing.Store(start.UnixNano())
-		err := a.store.Append(context.Background(), entries, a.cfg.Seal)
-		a.committing.Store(0)
-		var end time.Time
-		if a.cfg.Observe != nil {
-			end = time.Now()
-		}
-		if err != nil {
-			a.failedAt.Store(time.Now().UnixNano())
-		} else {
-			a.failedAt.Store(0)
-		}
-		if err != nil {
-			a.cfg.Logger.Error("ledger commit failed", "entries", len(entries), "err", err)
-			if !errors.As(err, new(*writ.Error)) {
-				err = &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision record could not be committed"}
-			}
-		}
-		for _, p := range batch {
-			p.err <- err
-		}
-		if a.cfg.Observe != nil {
-			a.observe(batch, start, end, err)
-		}
-		if err == nil && a.cfg.OnCommit != nil {
-			a.cfg.OnCommit(entries)
-		}
+	}
+	for _, p := range batch {
+		p.err <- err
+	}
+	if a.cfg.Observe != nil {
+		a.observe(batch, start, end, err)
+	}
+	if err == nil && a.cfg.OnCommit != nil {
+		a.cfg.OnCommit(entries)
 	}
 }

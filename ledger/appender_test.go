@@ -206,3 +206,70 @@ func TestAppenderDropsAbandonedEntries(t *testing.T) {
 		t.Errorf("batches = %v, want [1 1 1]", g.batches)
 	}
 }
+
+// TestAppenderCommitLater: an entry appended with CommitLater waits for
+// the next entry that is waited for and is committed in its transaction,
+// or alone once its wait is over or the appender closes; either way its
+// Append returns only after the commit.
+func TestAppenderCommitLater(t *testing.T) {
+	id := func(n int) string { return entry(n).Record.RecordID }
+	cases := []struct {
+		name string
+		wait time.Duration
+		// then follows the later entry (2), once the commit loop has
+		// taken it: 0 for none, 3 for an entry that is waited for, -1
+		// to close the appender.
+		then int
+		want [][]string
+	}{
+		{"joins the next commit", time.Hour, 3, [][]string{{id(1)}, {id(2), id(3)}}},
+		{"alone once its wait is over", time.Millisecond, 0, [][]string{{id(1)}, {id(2)}}},
+		{"alone when the appender closes", time.Hour, -1, [][]string{{id(1)}, {id(2)}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := &gateStore{release: make(chan struct{}), started: make(chan []string, 4)}
+			a := ledger.NewAppender(g, ledger.AppenderConfig{MaxBatch: 64})
+			defer a.Close()
+			// Entry 1 holds the committer while entry 2 is queued; once 1
+			// is committed, the loop takes 2 (the queue empties).
+			res := make(chan error, 3)
+			go func() { res <- a.Append(context.Background(), entry(1)) }()
+			got := [][]string{<-g.started}
+			go func() { res <- a.Append(ledger.CommitLater(context.Background(), c.wait), entry(2)) }()
+			for a.QueueDepth() != 1 {
+				runtime.Gosched()
+			}
+			g.release <- struct{}{}
+			if err := <-res; err != nil {
+				t.Fatalf("Append(1) = %v", err)
+			}
+			for a.QueueDepth() != 0 {
+				runtime.Gosched()
+			}
+			appends := 1
+			switch c.then {
+			case 3:
+				appends++
+				go func() { res <- a.Append(context.Background(), entry(3)) }()
+			case -1:
+				go a.Close()
+			}
+			for appends > 0 {
+				select {
+				case b := <-g.started:
+					got = append(got, b)
+					g.release <- struct{}{}
+				case err := <-res:
+					if err != nil {
+						t.Errorf("Append = %v", err)
+					}
+					appends--
+				}
+			}
+			if !slices.EqualFunc(got, c.want, slices.Equal) {
+				t.Errorf("batches = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

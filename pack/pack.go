@@ -10,6 +10,7 @@
 package pack
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,6 +133,9 @@ type Spec struct {
 	// request's lineage: a check without one is not allowed (the seed's
 	// lineage rule), and a record allowed without one breaks it.
 	RequiredPins []string `yaml:"required_pins"`
+	// ContextFromEvidence are the context fields writ fills from the
+	// evidence the check cites, ignoring the caller's value (issue 32).
+	ContextFromEvidence []*ContextSource `yaml:"context_from_evidence"`
 
 	// OutputsSchema is the compiled outputs schema, or nil.
 	OutputsSchema *jsonschema.Schema `yaml:"-"`
@@ -175,6 +180,34 @@ type EvidenceRequirement struct {
 	MaxAge  time.Duration `yaml:"-"`
 	Pos     Pos           `yaml:"-"`
 	WhenPos Pos           `yaml:"-"`
+}
+
+// ContextSource says that a context field comes from evidence: writ
+// sets context.<Field> to attribute Attribute of the cited item of Kind
+// that resolved with an accepted provenance, names one of the check's
+// subjects (with Subject's prefix, when set) and was observed last; the
+// caller's value of the field is never read. With no such item the field
+// is absent, and a condition that reads it fails closed.
+type ContextSource struct {
+	Field     string `yaml:"field"`
+	Kind      string `yaml:"kind"`
+	Attribute string `yaml:"attribute"`
+	// Subject, when set, is the type of subject id the item must name:
+	// "customer" for customer:… ids.
+	Subject string `yaml:"subject"`
+	// Provenance lists the provenances the item may have: issued,
+	// observed (the default is both; claimed is never accepted, since a
+	// claimed item is the caller's word).
+	Provenance []string `yaml:"provenance"`
+	Pos        Pos      `yaml:"-"`
+}
+
+// Accepts reports whether an item of provenance p may fill the field.
+func (c *ContextSource) Accepts(p string) bool {
+	if len(c.Provenance) == 0 {
+		return p == "issued" || p == "observed"
+	}
+	return slices.Contains(c.Provenance, p)
 }
 
 // Execution says what follows an allow of the spec: how long the allow
@@ -384,7 +417,73 @@ type Tool struct {
 	// default: the pinned definition, its calls refused) or ChangeHide
 	// (nothing: the tool is not listed). Only with DefinitionDigest.
 	OnDefinitionChange string `yaml:"on_definition_change"`
-	Pos                Pos    `yaml:"-"`
+	// SubjectIDs are the subject ids of the tool's calls through the MCP
+	// gateway (the check's subject_ids): templates in which {name}
+	// stands for the call's argument name, a string or an integer (see
+	// Subjects). The gateway refuses a call whose arguments lack one.
+	SubjectIDs []string `yaml:"subject_ids"`
+	// Captures marks the tool's result as evidence: the MCP gateway
+	// stores it, observed, when a call succeeds.
+	Captures *Capture `yaml:"captures"`
+	Pos      Pos      `yaml:"-"`
+}
+
+// Capture says what evidence a tool's result is (Tool.Captures): an item
+// of Kind for the call's subject ids, with the named attributes of its
+// result.
+type Capture struct {
+	Kind string `yaml:"kind"`
+	// Attributes name the members of the result's structured content
+	// (or of the JSON object its first text content holds) kept as the
+	// item's attributes; a member the result lacks is left out.
+	Attributes []string `yaml:"attributes"`
+	// ValidForText, when set, makes the item expire that long after it
+	// was observed.
+	ValidForText string        `yaml:"valid_for"`
+	ValidFor     time.Duration `yaml:"-"`
+}
+
+// subjectPlaceholder is one {name} of a subject id template.
+var subjectPlaceholder = regexp.MustCompile(`\{([^{}]*)\}`)
+
+// argumentName is what a subject id template's placeholder may name.
+var argumentName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$`)
+
+// Subjects returns the subject ids of a call of t with args: each
+// template of SubjectIDs with every {name} replaced by the argument
+// name, which must be a non-empty string or an integer. It returns nil
+// when t names none.
+func (t *Tool) Subjects(args map[string]any) ([]string, error) {
+	var out []string
+	for _, tmpl := range t.SubjectIDs {
+		var err error
+		id := subjectPlaceholder.ReplaceAllStringFunc(tmpl, func(m string) string {
+			name := m[1 : len(m)-1]
+			switch v := args[name].(type) {
+			case string:
+				if v != "" {
+					return v
+				}
+			case float64:
+				if v == float64(int64(v)) {
+					return strconv.FormatInt(int64(v), 10)
+				}
+			case json.Number:
+				if _, perr := v.Int64(); perr == nil {
+					return v.String()
+				}
+			}
+			if err == nil {
+				err = fmt.Errorf("the tool manifest names the call's subject %q, but argument %s is not a non-empty string or an integer", tmpl, name)
+			}
+			return ""
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }
 
 // What the gateway shows of a pinned tool whose definition changed
@@ -651,6 +750,14 @@ func (l *loader) loadSpec(p *Pack, rel string) {
 			r.OnMissing = "replan_local"
 		}
 	}
+	fields := map[string]bool{}
+	for i, c := range s.ContextFromEvidence {
+		c.Pos = l.pos(doc, fmt.Sprintf("/context_from_evidence/%d", i))
+		if fields[c.Field] {
+			l.addf(c.Pos, "context field %q comes from evidence twice: one source a field", c.Field)
+		}
+		fields[c.Field] = true
+	}
 	if x := s.Execution; x != nil {
 		x.Pos = l.pos(doc, "/execution")
 		x.ValidFor = l.duration(doc, "/execution/valid_for", x.ValidForText)
@@ -845,6 +952,24 @@ func (l *loader) loadTools(p *Pack, rel string) {
 			continue
 		}
 		p.Tools[t.Name] = t
+		ptr := fmt.Sprintf("/tools/%d", i)
+		for j, tmpl := range t.SubjectIDs {
+			ms := subjectPlaceholder.FindAllStringSubmatch(tmpl, -1)
+			if len(ms) == 0 {
+				l.addf(l.pos(doc, fmt.Sprintf("%s/subject_ids/%d", ptr, j)), "tool %q: subject id %q names no argument ({name}); every call would have the same subject", t.Name, tmpl)
+			}
+			for _, m := range ms {
+				if !argumentName.MatchString(m[1]) {
+					l.addf(l.pos(doc, fmt.Sprintf("%s/subject_ids/%d", ptr, j)), "tool %q: subject id %q: {%s} is not an argument name", t.Name, tmpl, m[1])
+				}
+			}
+		}
+		if c := t.Captures; c != nil {
+			c.ValidFor = l.duration(doc, ptr+"/captures/valid_for", c.ValidForText)
+			if len(t.SubjectIDs) == 0 {
+				l.addf(l.pos(doc, ptr+"/captures"), "tool %q captures %s evidence but names no subject_ids: the item would be about no one, and the gateway cites captured items by the subjects a call shares with them", t.Name, c.Kind)
+			}
+		}
 	}
 }
 

@@ -114,7 +114,16 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"condition without a machine part", map[string]string{"policies/p.yaml": okPolicy + "    what_would_change_this: [{text: Something else.}]\n"}, "demo/policies/p.yaml:9: what_would_change_this needs a condition a machine can check"},
 		{"required gate without a mode", map[string]string{"controls.yaml": "approval_gates:\n  - id: G1\n    required: true\n"}, "demo/controls.yaml:2: approval gate G1 is required but names no approval_mode"},
 		{"unknown lineage pin", map[string]string{"specs/s.yaml": okSpec + "required_pins: [kg_snapshot, gpu_model]\n"}, "demo/specs/s.yaml:5: required_pins.1"},
+		{"subject id naming no argument", map[string]string{"tools.yaml": okTools + "    subject_ids: [customer]\n"}, "demo/tools.yaml:5: tool \"act\": subject id \"customer\" names no argument"},
+		{"subject id naming a bad argument", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"customer:{a b}\"]\n"}, "{a b} is not an argument name"},
+		{"capture without subjects", map[string]string{"tools.yaml": okTools + "    captures: {kind: identity_verification}\n"}, "demo/tools.yaml:5: tool \"act\" captures identity_verification evidence but names no subject_ids"},
+		{"capture without a kind", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"c:{id}\"]\n    captures: {attributes: [x]}\n"}, "tools.0.captures: missing property 'kind'"},
+		{"capture's bad validity", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"c:{id}\"]\n    captures: {kind: idv, valid_for: a day}\n"}, "demo/tools.yaml:6: \"a day\" is not a positive duration"},
 		{"bad outputs schema", map[string]string{"specs/s.yaml": okSpec + "outputs_schema: {type: nonsense}\n"}, "demo/specs/s.yaml:5: outputs_schema"},
+		{"context from evidence without an attribute", map[string]string{"specs/s.yaml": okSpec + "context_from_evidence:\n  - {field: fraud_score, kind: fraud_assessment}\n"}, "context_from_evidence.0: missing property 'attribute'"},
+		{"context from evidence, bad field", map[string]string{"specs/s.yaml": okSpec + "context_from_evidence:\n  - {field: fraud.score, kind: fa, attribute: score}\n"}, "context_from_evidence.0.field"},
+		{"context from evidence, claimed", map[string]string{"specs/s.yaml": okSpec + "context_from_evidence:\n  - {field: s, kind: fa, attribute: score, provenance: [claimed]}\n"}, "context_from_evidence.0.provenance.0"},
+		{"context field from evidence twice", map[string]string{"specs/s.yaml": okSpec + "context_from_evidence:\n  - {field: s, kind: fa, attribute: score}\n  - {field: s, kind: fb, attribute: score}\n"}, "demo/specs/s.yaml:7: context field \"s\" comes from evidence twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,5 +171,37 @@ func TestNamedPatternReference(t *testing.T) {
 		if !slices.ContainsFunc(got, func(g string) bool { return strings.Contains(g, w) }) {
 			t.Errorf("LoadFS problems %q, want one containing %q", got, w)
 		}
+	}
+}
+
+// TestToolSubjects: a tool's subject ids are its templates filled from a
+// call's arguments; an argument that is absent, empty or not an integer
+// is an error.
+func TestToolSubjects(t *testing.T) {
+	tool := &pack.Tool{Name: "pay", SubjectIDs: []string{"customer:{customer_id}", "order:{order_id}/{line}"}}
+	for _, tc := range []struct {
+		args map[string]any
+		want []string
+		err  string
+	}{
+		{map[string]any{"customer_id": "cus_77", "order_id": "ord_1", "line": float64(3)}, []string{"customer:cus_77", "order:ord_1/3"}, ""},
+		{map[string]any{"customer_id": "cus_77", "order_id": "ord_1"}, nil, "argument line is not"},
+		{map[string]any{"customer_id": "", "order_id": "ord_1", "line": float64(3)}, nil, "argument customer_id is not"},
+		{map[string]any{"customer_id": "cus_77", "order_id": "ord_1", "line": 2.5}, nil, "argument line is not"},
+		{map[string]any{"customer_id": true, "order_id": "ord_1", "line": float64(3)}, nil, "argument customer_id is not"},
+	} {
+		got, err := tool.Subjects(tc.args)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Subjects(%v) = %v, %v; want an error saying %q", tc.args, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("Subjects(%v) = %v, %v; want %v", tc.args, got, err, tc.want)
+		}
+	}
+	if got, err := (&pack.Tool{}).Subjects(map[string]any{"a": "b"}); got != nil || err != nil {
+		t.Errorf("Subjects of a tool with no subject_ids = %v, %v; want none", got, err)
 	}
 }

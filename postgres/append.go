@@ -327,6 +327,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	}
 	var w rows
 	marker := ledger.NewTimeMarker(priorMarks)
+	lows := newLowRuns()
 	blocksSeen := map[blockKey]bool{}
 	blobsSeen := map[string]bool{}
 	for _, i := range todo {
@@ -350,6 +351,9 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 			return nil, err
 		}
 		marker.Add(rec.TenantID, a.Seq, rec.Timestamp.UnixNano())
+		if err := lows.add(rec.TenantID, a.Seq, rec.Timestamp.UnixNano()); err != nil {
+			return nil, err
+		}
 		if err := w.addApprovals(e); err != nil {
 			return nil, err
 		}
@@ -401,6 +405,9 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	for _, m := range marker.Marks() {
 		w.markTenant, w.markSeq, w.markMax = append(w.markTenant, m.TenantID), append(w.markSeq, m.Seq), append(w.markMax, m.MaxNanos)
 	}
+	if err := lows.compute(ctx, tx, &w); err != nil {
+		return nil, err
+	}
 	wb := w.batch()
 	hist.queueInsert(wb)
 	if err := tx.SendBatch(ctx, wb).Close(); err != nil {
@@ -428,6 +435,84 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	done = true
 	return out, nil
 }
+
+// lowRuns gathers each tenant's appended record times for its time lows
+// (ledger.TimeLows).
+type lowRuns struct {
+	tenants []string
+	runs    map[string]*lowRun
+}
+
+type lowRun struct {
+	prior int64
+	times []int64
+}
+
+func newLowRuns() *lowRuns { return &lowRuns{runs: map[string]*lowRun{}} }
+
+// add adds a record of tenant at seq with time ns; a tenant's records come
+// in seq order, one after the other.
+func (l *lowRuns) add(tenant string, seq, ns int64) error {
+	r := l.runs[tenant]
+	if r == nil {
+		r = &lowRun{prior: seq - 1}
+		l.runs[tenant] = r
+		l.tenants = append(l.tenants, tenant)
+	}
+	if seq != r.prior+int64(len(r.times))+1 {
+		return fmt.Errorf("postgres: time lows of tenant %s: seq %d follows %d", tenant, seq, r.prior+int64(len(r.times)))
+	}
+	r.times = append(r.times, ns)
+	return nil
+}
+
+// compute adds to w the lows of the blocks the append completes, reading
+// in tx (under the tenants' head locks) the earlier part of a block that
+// began before the append.
+func (l *lowRuns) compute(ctx context.Context, tx pgx.Tx, w *rows) error {
+	for _, t := range l.tenants {
+		r := l.runs[t]
+		lows, err := ledger.TimeLows(t, r.prior, r.times, func(level int, lo, hi int64) (int64, bool, error) {
+			var m *int64
+			var err error
+			if level == 0 {
+				err = tx.QueryRow(ctx, `SELECT min(ts_ns) FROM records WHERE tenant_id = $1 AND seq > $2 AND seq <= $3`, t, lo, hi).Scan(&m)
+			} else {
+				err = tx.QueryRow(ctx, `SELECT min(min_ts_ns) FROM record_time_lows WHERE tenant_id = $1 AND level = $2 AND seq > $3 AND seq <= $4`, t, level, lo, hi).Scan(&m)
+			}
+			if err != nil || m == nil {
+				return 0, false, err
+			}
+			return *m, true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("postgres: time lows of tenant %s: %w", t, err)
+		}
+		for _, low := range lows {
+			w.lowTenant = append(w.lowTenant, low.TenantID)
+			w.lowLevel = append(w.lowLevel, int32(low.Level))
+			w.lowSeq = append(w.lowSeq, low.Seq)
+			w.lowMin = append(w.lowMin, low.MinNanos)
+		}
+	}
+	return nil
+}
+
+// raiseApprovalFloorQuery writes a tenant's new approval floor (migration
+// 0022), when it rose: just before its first request after the last floor
+// that is undecided and unexpired at a time, or, with none, its last
+// request. The arguments are the tenant and the time (Unix nanoseconds),
+// that of the tenant's first decision in the append (the engine's clock,
+// as the requests' expiries are). It runs under the tenant's head lock,
+// so a tenant's floors are written one append at a time.
+const raiseApprovalFloorQuery = `INSERT INTO approval_floors (tenant_id, pos, at_ns)
+	SELECT $1, n.next, $2 FROM (
+		SELECT f.last, coalesce(
+			(SELECT a.pos - 1 FROM approval_requests a WHERE a.tenant_id = $1 AND a.pos > f.last AND a.expires_ns > $2 AND ` + undecided + `
+				ORDER BY a.pos LIMIT 1),
+			(SELECT max(pos) FROM approval_requests WHERE tenant_id = $1), 0) AS next
+		FROM (SELECT coalesce(max(pos), 0) AS last FROM approval_floors WHERE tenant_id = $1) f) n
+	WHERE n.next > n.last`
 
 // queueApprovalTallies queues the statements that lock the approval
 // requests keys name, in key order (so two batches lock them in the same
@@ -572,6 +657,9 @@ type rows struct {
 	subTs            []time.Time
 
 	markTenant       []string
+	lowTenant        []string
+	lowLevel         []int32
+	lowSeq, lowMin   []int64
 	markSeq, markMax []int64
 
 	termTerm, termValue, termTenant []string
@@ -605,6 +693,11 @@ type rows struct {
 
 	evTenant, evApproval, evKind, evActor, evReason, evRecord []string
 	evSeq, evAt                                               []int64
+	// floorTenant and floorAt: the tenants whose requests the batch
+	// decides, each with the time of its first decision among them
+	// (raiseApprovalFloors).
+	floorTenant []string
+	floorAt     []int64
 
 	shTenant, shRecord, shKey, shPack, shPackHash, shEnforced, shOutcome, shStatus []string
 	shAt                                                                           []int64
@@ -737,6 +830,10 @@ func (w *rows) addApprovals(e *ledger.Entry) error {
 		w.evReason = append(w.evReason, a.Event.Reason)
 		w.evRecord = append(w.evRecord, a.Event.RecordID)
 		w.evAt = append(w.evAt, a.Event.At.UnixNano())
+		if a.Event.Kind != writ.ApprovalEventRedeemed && !slices.Contains(w.floorTenant, a.TenantID) {
+			w.floorTenant = append(w.floorTenant, a.TenantID)
+			w.floorAt = append(w.floorAt, a.Event.At.UnixNano())
+		}
 	}
 	return nil
 }
@@ -810,6 +907,11 @@ func (w *rows) batch() *pgx.Batch {
 			SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])`,
 			w.markTenant, w.markSeq, w.markMax)
 	}
+	if len(w.lowSeq) > 0 {
+		b.Queue(`INSERT INTO record_time_lows (tenant_id, level, seq, min_ts_ns)
+			SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::bigint[])`,
+			w.lowTenant, w.lowLevel, w.lowSeq, w.lowMin)
+	}
 	b.Queue(`INSERT INTO tree_hashes (tenant_id, idx, hash)
 		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])`,
 		w.hashTenant, w.hashIdx, w.hashVal)
@@ -862,6 +964,10 @@ func (w *rows) batch() *pgx.Batch {
 		b.Queue(`INSERT INTO approval_events (tenant_id, approval_id, seq, kind, actor, reason, record_id, at_ns)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])`,
 			w.evTenant, w.evApproval, w.evSeq, w.evKind, w.evActor, w.evReason, w.evRecord, w.evAt)
+	}
+	for i, t := range w.floorTenant {
+		// After the batch's requests and events, in its transaction.
+		b.Queue(raiseApprovalFloorQuery, t, w.floorAt[i])
 	}
 	if len(w.shRecord) > 0 {
 		// In batch order, so positions follow it.

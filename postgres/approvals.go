@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -54,9 +55,23 @@ func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Ti
 	if err != nil {
 		return nil, err
 	}
-	query, args := approvalsQuery(q, after, limit, now)
+	floor := int64(0)
+	if q.State == writ.ApprovalPending {
+		// Every request up to the floor is decided or expired.
+		err := s.pool.QueryRow(ctx, approvalFloorQuery, q.TenantID, ledger.UnixNanos(now)).Scan(&floor)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("postgres: query approvals: %w", err)
+		}
+	}
+	query, args := approvalsQuery(q, max(after, floor), limit, now)
 	return s.approvals(ctx, limit, now, query, args...)
 }
+
+// approvalFloorQuery selects the tenant's highest approval floor set at or
+// before a time (migration 0022): every request up to it is decided or
+// expired then, and so at the time. The arguments are the tenant and the
+// time (Unix nanoseconds).
+const approvalFloorQuery = `SELECT pos FROM approval_floors WHERE tenant_id = $1 AND at_ns <= $2 ORDER BY pos DESC LIMIT 1`
 
 // approvalsQuery builds the SQL of Approvals: q's filters, requests after
 // position after, one more than limit, with their events.

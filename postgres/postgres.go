@@ -26,8 +26,9 @@
 //
 // Schema migrations are embedded and applied by Open, in one transaction
 // under a database-wide advisory lock, so servers starting together apply
-// them once. Records are partitioned by month of their timestamp; Open
-// creates the current month's partition and the next ones, and the store
+// them once. Records are partitioned by tenant (8 hash partitions),
+// then by month of their timestamp; Open creates the current month's
+// partition of each tenant partition and the next ones, and the store
 // does so again every day while it is open (EnsurePartitions).
 //
 // Analysts query the decision_records view, which exposes the record's
@@ -135,18 +136,22 @@ func (s *Store) partitionLoop() {
 	}
 }
 
-// EnsurePartitions creates the monthly partitions of records (UTC months)
-// from now's month through MonthsAhead months after it, unless they exist.
+// EnsurePartitions creates the monthly partitions of each tenant
+// partition of records (UTC months) from now's month through MonthsAhead
+// months after it, unless they exist.
 // Open calls it, and an open Store calls it daily; several servers may
 // call it at once. It waits at most a few seconds for the lock that
 // creating a partition takes on records, and fails rather than hold up
 // appends behind a long query.
 func (s *Store) EnsurePartitions(ctx context.Context, now time.Time) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		// The advisory lock is waited for without a limit (another server
+		// may be creating the same partitions); the limit is for the locks
+		// on records that creating a partition takes.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `SELECT writ_ensure_partitions($1, $2)`, now.UTC(), MonthsAhead)

@@ -322,19 +322,29 @@ func TestAppendOnly(t *testing.T) {
 	if err := st.pool.QueryRow(ctx, `SELECT array_agg(DISTINCT tableoid::regclass::text ORDER BY tableoid::regclass::text) FROM records`).Scan(&parts); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"records_default", "records_p" + now.Format("200601")}; !slices.Equal(parts, want) {
+	acme := partitionOf(t, st, "acme")
+	if want := []string{acme + "_default", acme + "_p" + now.Format("200601")}; !slices.Equal(parts, want) {
 		t.Errorf("records sit in partitions %v, want %v", parts, want)
 	}
 
+	// A floor and a time low, so that the row triggers have something to refuse.
+	if _, err := st.pool.Exec(ctx, `INSERT INTO approval_floors (tenant_id, pos, at_ns) VALUES ('acme', 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.pool.Exec(ctx, `INSERT INTO record_time_lows (tenant_id, level, seq, min_ts_ns) VALUES ('acme', 1, 2, 0)`); err != nil {
+		t.Fatal(err)
+	}
 	mustRefuse(t, st, []string{
 		`UPDATE records SET status = 'DECIDED'`,
 		`UPDATE records SET raw = raw || ' '::bytea WHERE seq = 2`,
 		`DELETE FROM records`,
-		`DELETE FROM records_default`,
-		`DELETE FROM records_p` + now.Format("200601"),
+		`DELETE FROM ` + acme,
+		`DELETE FROM ` + acme + `_default`,
+		`DELETE FROM ` + acme + `_p` + now.Format("200601"),
 		`TRUNCATE records`,
-		`TRUNCATE records_default`,
-		`TRUNCATE records_p` + now.Format("200601"),
+		`TRUNCATE ` + acme,
+		`TRUNCATE ` + acme + `_default`,
+		`TRUNCATE ` + acme + `_p` + now.Format("200601"),
 		`UPDATE record_ids SET seq = seq + 10`,
 		`DELETE FROM record_ids`,
 		`UPDATE record_subjects SET subject_id = 'x'`,
@@ -345,6 +355,12 @@ func TestAppendOnly(t *testing.T) {
 		`UPDATE record_time_marks SET max_ts_ns = 0`,
 		`DELETE FROM record_time_marks`,
 		`TRUNCATE record_time_marks`,
+		`UPDATE approval_floors SET pos = 0`,
+		`DELETE FROM approval_floors`,
+		`TRUNCATE approval_floors`,
+		`UPDATE record_time_lows SET min_ts_ns = 0`,
+		`DELETE FROM record_time_lows`,
+		`TRUNCATE record_time_lows`,
 		`UPDATE idempotency SET args_digest = 'x'`,
 		`DELETE FROM idempotency`,
 		`UPDATE blocks SET record_id = record_id`,
@@ -402,13 +418,25 @@ func TestEnsurePartitions(t *testing.T) {
 			t.Fatalf("EnsurePartitions = %v", err)
 		}
 	}
-	var parts []string
-	if err := st.pool.QueryRow(ctx, `SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_inherits i
-		JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'records'::regclass AND c.relname >= 'records_p2031'`).Scan(&parts); err != nil {
-		t.Fatal(err)
+	// acme's tenant partition leaves January 2032 in its default; the
+	// other tenant partitions, which hold no record of it, get it.
+	acme := partitionOf(t, st, "acme")
+	other := "records_h00"
+	if acme == other {
+		other = "records_h01"
 	}
-	if want := []string{"records_p203112", "records_p203202", "records_p203203"}; !slices.Equal(parts, want) {
-		t.Errorf("partitions from 2031-12 = %v, want %v (2032-01 has records in the default partition)", parts, want)
+	for part, want := range map[string][]string{
+		acme:  {acme + "_p203112", acme + "_p203202", acme + "_p203203"},
+		other: {other + "_p203112", other + "_p203201", other + "_p203202", other + "_p203203"},
+	} {
+		var parts []string
+		if err := st.pool.QueryRow(ctx, `SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_inherits i
+			JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass AND c.relname >= $1 || '_p2031'`, part).Scan(&parts); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(parts, want) {
+			t.Errorf("partitions of %s from 2031-12 = %v, want %v (2032-01 has acme's record in %s's default partition)", part, parts, want, acme)
+		}
 	}
 	if got, err := st.Record(ctx, "acme", rec.RecordID); err != nil || got.Record.RecordID != rec.RecordID {
 		t.Errorf("Record() = %v, %v", got, err)
@@ -418,7 +446,7 @@ func TestEnsurePartitions(t *testing.T) {
 	var notLZ4 []string
 	if err := st.pool.QueryRow(ctx, `SELECT coalesce(array_agg(c.relname || '.' || a.attname ORDER BY c.relname, a.attname), '{}')
 		FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
-		WHERE (c.oid = 'records'::regclass OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'records'::regclass))
+		WHERE c.oid IN (SELECT relid FROM pg_partition_tree('records'))
 		  AND a.attname IN ('raw', 'doc', 'receipt') AND a.attcompression <> 'l'`).Scan(&notLZ4); err != nil {
 		t.Fatal(err)
 	}

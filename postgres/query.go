@@ -57,12 +57,15 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	if err != nil {
 		return nil, err
 	}
-	floor, err := s.timeFloor(ctx, q)
+	floor, ceiling, err := s.timeBounds(ctx, q, after)
 	if err != nil {
 		return nil, err
 	}
+	if ceiling == 0 { // no record is before the end
+		return &writ.RecordPage{}, nil
+	}
 	// One row more than the page tells whether another page follows.
-	query, args := recordsQuery(q, after, limit+1, floor)
+	query, args := recordsQuery(q, after, limit+1, floor, ceiling)
 	// Planned for these arguments each time, never a cached generic
 	// plan: which index serves a time range depends on how many records
 	// it holds (issue 38: a generic plan walked the chain for an hour's
@@ -80,26 +83,56 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 // The arguments are the tenant and the time (Unix nanoseconds).
 const timeFloorQuery = `SELECT seq FROM record_time_marks WHERE tenant_id = $1 AND max_ts_ns < $2 ORDER BY max_ts_ns DESC, seq DESC LIMIT 1`
 
-// timeFloor returns the seq up to which every record of the tenant is
-// before q.From, from the time marks (ledger.TimeMarker); 0 without a
-// From, or when no mark is before it. The walk of a time range starts
-// after it, not at the chain's beginning.
-func (s *Store) timeFloor(ctx context.Context, q writ.RecordQuery) (int64, error) {
-	if q.From.IsZero() {
-		return 0, nil
+// timeCeilingQuery selects the highest seq of a tenant at or below a seq
+// (NULL: the head) of a record before a time (Unix nanoseconds), or 0,
+// through the time lows (migration 0023, ledger.TimeCeiling).
+const timeCeilingQuery = `SELECT writ_time_ceiling($1, $2, $3)`
+
+// timeBoundsQuery selects, in one round trip, a range's time floor (0
+// without a start, $2 NULL) and time ceiling (-1 without an end, $4
+// NULL). The arguments are the tenant, the start, the seq the ceiling is
+// at or below (NULL: the head) and the end.
+const timeBoundsQuery = `SELECT coalesce((` + timeFloorQuery + `), 0),
+	CASE WHEN $4::bigint IS NULL THEN -1 ELSE writ_time_ceiling($1, $3, $4) END`
+
+// timeBounds returns the seq up to which every record of the tenant is
+// before q.From (timeFloorQuery, ledger.TimeMarker; 0 without a From, or
+// when no mark is before it), where the walk of a time range starts; and
+// the highest seq (newest first: before the cursor after) of a record
+// before q.To (writ_time_ceiling), or 0 when there is none, -1 without a
+// To: every record after it is at or after the end, so a walk back of the
+// range starts there, and a walk forward ends there, instead of at the
+// chain's end.
+func (s *Store) timeBounds(ctx context.Context, q writ.RecordQuery, after int64) (floor, ceiling int64, err error) {
+	if q.From.IsZero() && q.To.IsZero() {
+		return 0, -1, nil
 	}
-	var seq int64
-	err := s.pool.QueryRow(ctx, timeFloorQuery, q.TenantID, ledger.UnixNanos(q.From)).Scan(&seq)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("postgres: query records: %w", err)
+	var from, hi, to *int64
+	if !q.From.IsZero() {
+		ns := ledger.UnixNanos(q.From)
+		from = &ns
 	}
-	return seq, nil
+	if !q.To.IsZero() {
+		ns := ledger.UnixNanos(q.To)
+		to = &ns
+	}
+	if after > 0 && q.Newest {
+		h := after - 1
+		hi = &h
+	}
+	if err := s.pool.QueryRow(ctx, timeBoundsQuery, q.TenantID, from, hi, to).Scan(&floor, &ceiling); err != nil {
+		return 0, 0, fmt.Errorf("postgres: query records: %w", err)
+	}
+	return floor, ceiling, nil
 }
 
 // recordsQuery builds the SQL of a record query: q's filters, records after
 // seq after, at most limit rows in chain order; every record up to seq
-// floor is before the time range (timeFloor), so the walk starts after it.
-func recordsQuery(q writ.RecordQuery, after int64, limit int, floor int64) (string, []any) {
+// floor is before the time range (timeFloor), so the walk starts after it;
+// with an end, every record after seq ceiling is at or after the end
+// (timeCeiling), so the walk back starts there, or the walk forward ends
+// there (-1: no ceiling).
+func recordsQuery(q writ.RecordQuery, after int64, limit int, floor, ceiling int64) (string, []any) {
 	args := []any{}
 	arg := func(v any) string {
 		args = append(args, v)
@@ -111,9 +144,18 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, floor int64) (stri
 		var b string
 		switch {
 		case !q.Newest:
-			return ` AND ` + t + `.seq > ` + arg(max(after, floor))
+			b = ` AND ` + t + `.seq > ` + arg(max(after, floor))
+			if ceiling >= 0 {
+				// The walk ends at the range's last record, not at the
+				// chain's end.
+				b += ` AND ` + t + `.seq <= ` + arg(ceiling)
+			}
+			return b
 		case after > 0:
 			b = ` AND ` + t + `.seq < ` + arg(after)
+		}
+		if ceiling >= 0 {
+			b += ` AND ` + t + `.seq <= ` + arg(ceiling)
 		}
 		if floor > 0 {
 			b += ` AND ` + t + `.seq > ` + arg(floor)
@@ -181,11 +223,14 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, floor int64) (stri
 		// record_subjects' key (subject_id, tenant_id, seq) serves the
 		// subject and the chain order at once; each of its rows then
 		// looks up one record, in the one partition its ts names (the
-		// LIMIT keeps the lookup a parameterized subquery).
+		// LIMIT keeps the lookup a parameterized subquery). The lookup
+		// names the tenant itself, not s.tenant_id, so the planner keeps
+		// only the tenant's partition of records (migration 0024).
+		tenant := arg(q.TenantID)
 		return `SELECT s.seq, r.raw FROM record_subjects s
 			CROSS JOIN LATERAL (SELECT r.raw FROM records r
-				WHERE r.tenant_id = s.tenant_id AND r.seq = s.seq AND r.ts = s.ts` + filters.String() + ` LIMIT 1) r
-			WHERE s.subject_id = ` + arg(q.SubjectID) + ` AND s.tenant_id = ` + arg(q.TenantID) + page("s") +
+				WHERE r.tenant_id = ` + tenant + ` AND r.seq = s.seq AND r.ts = s.ts` + filters.String() + ` LIMIT 1) r
+			WHERE s.subject_id = ` + arg(q.SubjectID) + ` AND s.tenant_id = ` + tenant + page("s") +
 			strings.ReplaceAll(bounds.String(), "{t}", "s") + order("s"), args
 	}
 	return `SELECT r.seq, r.raw FROM records r WHERE r.tenant_id = ` + arg(q.TenantID) + page("r") +

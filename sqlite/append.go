@@ -24,6 +24,7 @@ type writeStmts struct {
 	approval, approvalEvent, shadow                                     *sql.Stmt
 	reportClaim, report                                                 *sql.Stmt
 	lastTimeMark, timeMark                                              *sql.Stmt
+	recordsMinTime, lowsMinTime, timeLow                                *sql.Stmt
 	approvalFloor, nextApprovalFloor, addApprovalFloor                  *sql.Stmt
 	classified, classifiedSubject, erase                                *sql.Stmt
 }
@@ -46,6 +47,9 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 		{&w.addApprovalFloor, `INSERT INTO approval_floors (tenant_id, pos, at_ns) VALUES (?, ?, ?)`},
 		{&w.lastTimeMark, `SELECT max_ts FROM record_time_marks WHERE tenant_id = ? ORDER BY max_ts DESC LIMIT 1`},
 		{&w.timeMark, `INSERT INTO record_time_marks (tenant_id, max_ts, seq) VALUES (?, ?, ?)`},
+		{&w.recordsMinTime, `SELECT min(ts) FROM records WHERE tenant_id = ? AND seq > ? AND seq <= ?`},
+		{&w.lowsMinTime, `SELECT min(min_ts) FROM record_time_lows WHERE tenant_id = ? AND level = ? AND seq > ? AND seq <= ?`},
+		{&w.timeLow, `INSERT INTO record_time_lows (tenant_id, level, seq, min_ts) VALUES (?, ?, ?, ?)`},
 		{&w.subject, `INSERT INTO record_subjects (tenant_id, subject_id, seq) VALUES (?, ?, ?)`},
 		{&w.term, `INSERT INTO record_terms (tenant_id, term, value, seq) VALUES (?, ?, ?, ?)`},
 		{&w.idempotency, `INSERT INTO idempotency (tenant_id, key, args_digest, record_id) VALUES (?, ?, ?, ?)`},
@@ -89,7 +93,7 @@ func (w *writeStmts) prepare(db *sql.DB) error {
 func (w *writeStmts) close() {
 	for _, st := range []*sql.Stmt{w.claim, w.head, w.record, w.subject, w.term, w.idempotency, w.block, w.blob, w.envelope, w.move, w.treeRead, w.treeHash, w.runSeq, w.runEvent,
 		w.approvalTally, w.approval, w.approvalEvent, w.shadow, w.reportClaim, w.report, w.lastTimeMark, w.timeMark,
-		w.approvalFloor, w.nextApprovalFloor, w.addApprovalFloor, w.classified, w.classifiedSubject, w.erase} {
+		w.recordsMinTime, w.lowsMinTime, w.timeLow, w.approvalFloor, w.nextApprovalFloor, w.addApprovalFloor, w.classified, w.classifiedSubject, w.erase} {
 		if st != nil {
 			st.Close()
 		}
@@ -262,6 +266,9 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 	if err := st.addTimeMarks(ctx, heads, entries, todo); err != nil {
 		return err
 	}
+	if err := st.addTimeLows(ctx, entries, todo); err != nil {
+		return err
+	}
 	if err := st.raiseApprovalFloors(ctx, entries, todo); err != nil {
 		return err
 	}
@@ -426,6 +433,52 @@ func (w *writeStmts) addTimeMarks(ctx context.Context, heads map[string]ledger.H
 	for _, m := range marker.Marks() {
 		if _, err := w.timeMark.ExecContext(ctx, m.TenantID, m.MaxNanos, m.Seq); err != nil {
 			return fmt.Errorf("sqlite: time mark of tenant %s at %d: %w", m.TenantID, m.Seq, err)
+		}
+	}
+	return nil
+}
+
+// addTimeLows writes the time lows (ledger.TimeLows) of the blocks the
+// appended entries todo complete, after their records.
+func (w *writeStmts) addTimeLows(ctx context.Context, entries []*ledger.Entry, todo []int) error {
+	type run struct {
+		prior int64
+		times []int64
+	}
+	runs := map[string]*run{}
+	var tenants []string
+	for _, i := range todo {
+		rec := entries[i].Record
+		r := runs[rec.TenantID]
+		if r == nil {
+			r = &run{prior: rec.Audit.Seq - 1}
+			runs[rec.TenantID] = r
+			tenants = append(tenants, rec.TenantID)
+		}
+		if rec.Audit.Seq != r.prior+int64(len(r.times))+1 {
+			return fmt.Errorf("sqlite: time lows of tenant %s: seq %d follows %d", rec.TenantID, rec.Audit.Seq, r.prior+int64(len(r.times)))
+		}
+		r.times = append(r.times, rec.Timestamp.UnixNano())
+	}
+	for _, t := range tenants {
+		r := runs[t]
+		lows, err := ledger.TimeLows(t, r.prior, r.times, func(level int, lo, hi int64) (int64, bool, error) {
+			var m sql.NullInt64
+			var err error
+			if level == 0 {
+				err = w.recordsMinTime.QueryRowContext(ctx, t, lo, hi).Scan(&m)
+			} else {
+				err = w.lowsMinTime.QueryRowContext(ctx, t, level, lo, hi).Scan(&m)
+			}
+			return m.Int64, m.Valid, err
+		})
+		if err != nil {
+			return fmt.Errorf("sqlite: time lows of tenant %s: %w", t, err)
+		}
+		for _, l := range lows {
+			if _, err := w.timeLow.ExecContext(ctx, l.TenantID, l.Level, l.Seq, l.MinNanos); err != nil {
+				return fmt.Errorf("sqlite: time low of tenant %s at %d: %w", l.TenantID, l.Seq, err)
+			}
 		}
 	}
 	return nil
@@ -616,6 +669,9 @@ func (w *writeStmts) bind(ctx context.Context, tx *sql.Tx) *writeStmts {
 		nextApprovalFloor: tx.StmtContext(ctx, w.nextApprovalFloor),
 		addApprovalFloor:  tx.StmtContext(ctx, w.addApprovalFloor),
 		timeMark:          tx.StmtContext(ctx, w.timeMark),
+		recordsMinTime:    tx.StmtContext(ctx, w.recordsMinTime),
+		lowsMinTime:       tx.StmtContext(ctx, w.lowsMinTime),
+		timeLow:           tx.StmtContext(ctx, w.timeLow),
 
 		classified:        tx.StmtContext(ctx, w.classified),
 		classifiedSubject: tx.StmtContext(ctx, w.classifiedSubject),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/writhq/writ/ledger"
@@ -28,10 +29,34 @@ const (
 		ORDER BY rowid`
 )
 
+// maxSumsAtOnce is the most history reads one statement sums (see
+// sumsSQL); a check with more reads runs more statements.
+const maxSumsAtOnce = 4
+
+// sumsSQL is one statement that sums n reads, each a scalar subquery of
+// histSumSQL's (its parameters ?1 to ?4 the first read's, ?5 to ?8 the
+// second's...): a check's reads (a pack's aggregates and writ's
+// tool-call meter) cost one statement, not one each.
+func sumsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p := 4 * i
+		fmt.Fprintf(&b, `(SELECT coalesce(sum(amount), 0) FROM history_contributions
+		WHERE tenant_id = ?%d AND aggregate = ?%d AND group_key = ?%d AND at_ns > ?%d)`, p+1, p+2, p+3, p+4)
+	}
+	return b.String()
+}
+
 // histStmts are the history statements: sumW and add on the write
-// connection (inside Append), sumR and asOf on the read pool.
+// connection (inside Append), sumR and asOf on the read pool. sumsW and
+// sumsR sum 2 to maxSumsAtOnce reads at once (sumsW[n-2] sums n).
 type histStmts struct {
 	sumW, add, pendAdd, pendRead, sumR, asOf *sql.Stmt
+	sumsW, sumsR                             [maxSumsAtOnce - 1]*sql.Stmt
 }
 
 func (h *histStmts) prepare(write, read *sql.DB) error {
@@ -48,11 +73,23 @@ func (h *histStmts) prepare(write, read *sql.DB) error {
 		}
 		*p.stmt = st
 	}
+	for i := range h.sumsW {
+		q := sumsSQL(i + 2)
+		var err error
+		if h.sumsW[i], err = write.Prepare(q); err == nil {
+			h.sumsR[i], err = read.Prepare(q)
+		}
+		if err != nil {
+			h.close()
+			return fmt.Errorf("sqlite: prepare: %w", err)
+		}
+	}
 	return nil
 }
 
 func (h *histStmts) close() {
-	for _, st := range []*sql.Stmt{h.sumW, h.add, h.pendAdd, h.pendRead, h.sumR, h.asOf} {
+	sts := append([]*sql.Stmt{h.sumW, h.add, h.pendAdd, h.pendRead, h.sumR, h.asOf}, h.sumsW[:]...)
+	for _, st := range append(sts, h.sumsR[:]...) {
 		if st != nil {
 			st.Close()
 		}
@@ -62,7 +99,7 @@ func (h *histStmts) close() {
 // HistoryValues returns the current value of each read (see
 // ledger.HistoryStore).
 func (s *Store) HistoryValues(ctx context.Context, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
-	return historySums(ctx, s.hist.sumR, tenantID, reads)
+	return historySums(ctx, s.hist.sumR, s.hist.sumsR[:], tenantID, reads)
 }
 
 // HistoryAsOf returns a read's value counting only records before seq.
@@ -74,12 +111,27 @@ func (s *Store) HistoryAsOf(ctx context.Context, tenantID string, r ledger.Histo
 	return v, nil
 }
 
-func historySums(ctx context.Context, st *sql.Stmt, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
+// historySums sums reads with one statement for each maxSumsAtOnce of
+// them: one (the single sum) when there is one read, sums[n-2] when
+// there are n.
+func historySums(ctx context.Context, one *sql.Stmt, sums []*sql.Stmt, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
 	out := make([]float64, len(reads))
-	for i, r := range reads {
-		if err := st.QueryRowContext(ctx, tenantID, r.Aggregate, r.Group, r.Since.UnixNano()).Scan(&out[i]); err != nil {
-			return nil, fmt.Errorf("sqlite: read history %s: %w", r.Aggregate, err)
+	for len(reads) > 0 {
+		n := min(len(reads), maxSumsAtOnce)
+		st := one
+		if n > 1 {
+			st = sums[n-2]
 		}
+		args := make([]any, 0, 4*n)
+		dest := make([]any, n)
+		for i, r := range reads[:n] {
+			args = append(args, tenantID, r.Aggregate, r.Group, r.Since.UnixNano())
+			dest[i] = &out[len(out)-len(reads)+i]
+		}
+		if err := st.QueryRowContext(ctx, args...).Scan(dest...); err != nil {
+			return nil, fmt.Errorf("sqlite: read history %s: %w", reads[0].Aggregate, err)
+		}
+		reads = reads[n:]
 	}
 	return out, nil
 }
@@ -87,7 +139,11 @@ func historySums(ctx context.Context, st *sql.Stmt, tenantID string, reads []led
 // histTx is the history work of one append transaction.
 type histTx struct {
 	sum, add, pendAdd, pendRead *sql.Stmt
-	batch                       ledger.HistoryBatch
+	// sums are the statements summing several reads (histStmts.sumsW),
+	// bound to the transaction when an entry first needs one.
+	sums, sumsW []*sql.Stmt
+	tx          *sql.Tx
+	batch       ledger.HistoryBatch
 	// executed are the pending contributions each admitted entry's
 	// Executes adds.
 	executed map[*ledger.Entry][]ledger.Contribution
@@ -96,12 +152,15 @@ type histTx struct {
 func (s *Store) histTx(ctx context.Context, tx *sql.Tx) *histTx {
 	return &histTx{sum: tx.StmtContext(ctx, s.hist.sumW), add: tx.StmtContext(ctx, s.hist.add),
 		pendAdd: tx.StmtContext(ctx, s.hist.pendAdd), pendRead: tx.StmtContext(ctx, s.hist.pendRead),
+		sums: make([]*sql.Stmt, len(s.hist.sumsW)), sumsW: s.hist.sumsW[:], tx: tx,
 		executed: map[*ledger.Entry][]ledger.Contribution{}}
 }
 
 func (h *histTx) close() {
-	for _, st := range []*sql.Stmt{h.sum, h.add, h.pendAdd, h.pendRead} {
-		st.Close()
+	for _, st := range append([]*sql.Stmt{h.sum, h.add, h.pendAdd, h.pendRead}, h.sums...) {
+		if st != nil {
+			st.Close()
+		}
 	}
 }
 
@@ -111,7 +170,12 @@ func (h *histTx) fresh(ctx context.Context, e *ledger.Entry) (bool, error) {
 	if len(e.HistoryReads) == 0 {
 		return true, nil
 	}
-	db, err := historySums(ctx, h.sum, e.Record.TenantID, e.HistoryReads)
+	for rest := len(e.HistoryReads); rest > 0; rest -= maxSumsAtOnce {
+		if n := min(rest, maxSumsAtOnce); n > 1 && h.sums[n-2] == nil {
+			h.sums[n-2] = h.tx.StmtContext(ctx, h.sumsW[n-2])
+		}
+	}
+	db, err := historySums(ctx, h.sum, h.sums, e.Record.TenantID, e.HistoryReads)
 	if err != nil {
 		return false, err
 	}

@@ -67,8 +67,17 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	if err != nil {
 		return nil, err
 	}
+	ceiling := int64(-1)
+	if !q.To.IsZero() && !byTime {
+		if ceiling, err = s.timeCeiling(ctx, q, after); err != nil {
+			return nil, err
+		}
+		if ceiling == 0 { // no record is before the end
+			return &writ.RecordPage{}, nil
+		}
+	}
 	// One row more than the page tells whether another page follows.
-	query, args := recordsQuery(q, after, limit+1, byTime, prefix, floor)
+	query, args := recordsQuery(q, after, limit+1, byTime, prefix, floor, ceiling)
 	rows, err := s.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: query records: %w", err)
@@ -130,6 +139,50 @@ func (s *Store) timeFloor(ctx context.Context, q writ.RecordQuery) (int64, error
 	var seq int64
 	err := s.read.QueryRowContext(ctx, timeFloorQuery, q.TenantID, ledger.UnixNanos(q.From)).Scan(&seq)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("sqlite: query records: %w", err)
+	}
+	return seq, nil
+}
+
+// Time ceiling queries (ledger.TimeCeiling): the highest seq in a range
+// (lo, hi] of the tenant's records whose time is before a time, or of its
+// time lows of a level whose minimum is. The arguments are the tenant,
+// (the level,) lo, hi and the time (Unix nanoseconds). Unary + keeps
+// records_ts out: the range is at most 16 records of the chain.
+const (
+	ceilingRecordQuery = `SELECT seq FROM records WHERE tenant_id = ? AND seq > ? AND seq <= ? AND +ts < ? ORDER BY seq DESC LIMIT 1`
+	ceilingLowQuery    = `SELECT seq FROM record_time_lows WHERE tenant_id = ? AND level = ? AND seq > ? AND seq <= ? AND min_ts < ? ORDER BY seq DESC LIMIT 1`
+)
+
+// timeCeiling returns the highest seq of the tenant (newest first: before
+// the cursor after) of a record before q.To, from the time lows, or 0
+// when there is none: every record after it is at or after the end, so
+// a walk back of the range starts there, and a walk forward ends there,
+// instead of at the chain's end.
+func (s *Store) timeCeiling(ctx context.Context, q writ.RecordQuery, after int64) (int64, error) {
+	hi := after - 1
+	if after <= 0 || !q.Newest {
+		h, err := s.Head(ctx, q.TenantID)
+		if err != nil {
+			return 0, err
+		}
+		hi = h.Seq
+	}
+	to := ledger.UnixNanos(q.To)
+	seq, err := ledger.TimeCeiling(hi, func(level int, lo, hi int64) (int64, error) {
+		var seq int64
+		var err error
+		if level == 0 {
+			err = s.read.QueryRowContext(ctx, ceilingRecordQuery, q.TenantID, lo, hi, to).Scan(&seq)
+		} else {
+			err = s.read.QueryRowContext(ctx, ceilingLowQuery, q.TenantID, level, lo, hi, to).Scan(&seq)
+		}
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
+		return seq, err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("sqlite: query records: %w", err)
 	}
 	return seq, nil
@@ -199,8 +252,11 @@ func exactFilter(q writ.RecordQuery) bool {
 // seq after, at most limit rows in chain order. byTime reads the records
 // through the time index (narrowTimeRange); prefix says how a prefix
 // search is read (prefixRange); every record up to seq floor is before the
-// time range (timeFloor), so the walk starts after it.
-func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefix prefixRoute, floor int64) (string, []any) {
+// time range (timeFloor), so the walk starts after it; with an end, every
+// record after seq ceiling is at or after the end (timeCeiling), so the
+// walk back starts there, or the walk forward ends there (-1: no
+// ceiling).
+func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefix prefixRoute, floor, ceiling int64) (string, []any) {
 	var sb strings.Builder
 	args := []any{}
 	order := "r.seq"
@@ -229,17 +285,28 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefi
 	case !q.Newest:
 		sb.WriteString(` AND ` + order + ` > ?`)
 		args = append(args, max(after, floor))
+		if ceiling >= 0 {
+			// The walk ends at the range's last record, not at the
+			// chain's end.
+			sb.WriteString(` AND ` + order + ` <= ?`)
+			args = append(args, ceiling)
+		}
 	case after > 0:
 		// Newest first, the cursor names the last seq served.
 		sb.WriteString(` AND ` + order + ` < ?`)
 		args = append(args, after)
 		fallthrough
 	default:
-		// Newest first with an end (to), the planner's choice stays its
+		// Newest first with an end (to) and no ceiling (a narrow range,
+		// read through the time index), the planner's choice stays its
 		// own: a seq bound here turned it from the time index and a
-		// sort (a day in the middle of 1,000,000 records: 1.1 s) to a
-		// walk back from the chain's end (4.8 s).
-		if floor > 0 && q.To.IsZero() {
+		// sort to a walk back from the chain's end (a day in the middle
+		// of 1,000,000 records: 4.8 s).
+		if ceiling >= 0 {
+			sb.WriteString(` AND ` + order + ` <= ?`)
+			args = append(args, ceiling)
+		}
+		if floor > 0 && (q.To.IsZero() || ceiling >= 0) {
 			sb.WriteString(` AND ` + order + ` > ?`)
 			args = append(args, floor)
 		}
@@ -296,12 +363,18 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefi
 		sb.WriteString(` AND r.seq IN (SELECT t.seq FROM record_terms t WHERE t.tenant_id = ? AND t.term = ? AND t.value = ?)`)
 		args = append(args, q.TenantID, t.Term, t.Value)
 	}
+	// With a ceiling, the time is a filter of the walk back from it, not
+	// a range of records_ts.
+	ts := "r.ts"
+	if ceiling >= 0 {
+		ts = "+r.ts"
+	}
 	if !q.From.IsZero() {
-		sb.WriteString(` AND r.ts >= ?`)
+		sb.WriteString(` AND ` + ts + ` >= ?`)
 		args = append(args, ledger.UnixNanos(q.From))
 	}
 	if !q.To.IsZero() {
-		sb.WriteString(` AND r.ts < ?`)
+		sb.WriteString(` AND ` + ts + ` < ?`)
 		args = append(args, ledger.UnixNanos(q.To))
 	}
 	if q.Newest {
@@ -467,6 +540,9 @@ type readStmts struct {
 	idempotent, blocked, record, receipt, treeHash *sql.Stmt
 	// apiKey runs on every authenticated request.
 	apiKey *sql.Stmt
+	// report and decisionRecords run on every execution report (the MCP
+	// gateway sends one after each allowed call).
+	report, decisionRecords *sql.Stmt
 }
 
 func (r *readStmts) prepare(db *sql.DB) error {
@@ -484,6 +560,8 @@ func (r *readStmts) prepare(db *sql.DB) error {
 		{&r.receipt, `SELECT receipt FROM records WHERE record_id = ? AND tenant_id = ?`},
 		{&r.treeHash, `SELECT hash FROM tree_hashes WHERE tenant_id = ? AND idx = ?`},
 		{&r.apiKey, keyColumns + ` WHERE k.key_id = ?`},
+		{&r.report, reportQuery},
+		{&r.decisionRecords, `SELECT seq, raw FROM records WHERE tenant_id = ? AND decision_id = ? ORDER BY seq LIMIT ?`},
 	} {
 		st, err := db.Prepare(p.sql)
 		if err != nil {
@@ -496,7 +574,7 @@ func (r *readStmts) prepare(db *sql.DB) error {
 }
 
 func (r *readStmts) close() {
-	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt, r.treeHash, r.apiKey} {
+	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt, r.treeHash, r.apiKey, r.report, r.decisionRecords} {
 		if st != nil {
 			st.Close()
 		}
@@ -523,7 +601,7 @@ func scanPrior(row *sql.Row) (*ledger.Prior, error) {
 
 // Report returns the answer of a decision's execution report, or nil.
 func (s *Store) Report(ctx context.Context, tenantID, decisionID string) (*ledger.Prior, error) {
-	p, err := scanPrior(s.read.QueryRowContext(ctx, reportQuery, tenantID, decisionID))
+	p, err := scanPrior(s.reads.report.QueryRowContext(ctx, tenantID, decisionID))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read execution report: %w", err)
 	}
@@ -533,7 +611,7 @@ func (s *Store) Report(ctx context.Context, tenantID, decisionID string) (*ledge
 // DecisionRecords returns the tenant's records of one decision in chain
 // order.
 func (s *Store) DecisionRecords(ctx context.Context, tenantID, decisionID string) ([]writ.StoredRecord, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT seq, raw FROM records WHERE tenant_id = ? AND decision_id = ? ORDER BY seq LIMIT ?`, tenantID, decisionID, ledger.MaxStoryRecords)
+	rows, err := s.reads.decisionRecords.QueryContext(ctx, tenantID, decisionID, ledger.MaxStoryRecords)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: query records of decision: %w", err)
 	}

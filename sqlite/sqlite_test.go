@@ -34,6 +34,7 @@ func TestRecordsQueryWideRanges(t *testing.T) {
 	defer func(n int) { narrowRange = n }(narrowRange)
 	narrowRange = 2
 	ledgertest.RecordsQuery(t, openTemp(t))
+	ledgertest.RecordsEnds(t, openTemp(t))
 }
 
 // mustOpen opens the store in dir; the caller closes it.
@@ -263,6 +264,10 @@ func TestAppendOnlyTriggers(t *testing.T) {
 	ctx := t.Context()
 	e, block, blob := appendOneOfEach(t, s)
 	id := e.Record.RecordID
+	// A time low, so that the triggers have a row to refuse to change.
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO record_time_lows (tenant_id, level, seq, min_ts) VALUES ('acme', 1, 2, 0)`); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		stmt string
@@ -277,6 +282,8 @@ func TestAppendOnlyTriggers(t *testing.T) {
 		{`INSERT OR REPLACE INTO record_subjects SELECT * FROM record_subjects`, "append-only"},
 		{`UPDATE record_time_marks SET max_ts = 0`, "append-only"},
 		{`DELETE FROM record_time_marks`, "append-only"},
+		{`UPDATE record_time_lows SET min_ts = 0`, "append-only"},
+		{`DELETE FROM record_time_lows`, "append-only"},
 		{`UPDATE record_terms SET value = 'pd_x'`, "append-only"},
 		{`DELETE FROM record_terms`, "append-only"},
 		{`INSERT OR REPLACE INTO record_terms SELECT * FROM record_terms`, "append-only"},
@@ -664,7 +671,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		if !q.From.IsZero() {
 			floor = 7 // a mark before the range
 		}
-		query, args := recordsQuery(q, 0, 101, tt.byTime, tt.prefix, floor)
+		query, args := recordsQuery(q, 0, 101, tt.byTime, tt.prefix, floor, -1)
 		plan := explainQueryPlan(t, s, query, args)
 		for _, step := range plan {
 			if strings.HasPrefix(step, "SCAN") {
@@ -678,6 +685,30 @@ func TestQueriesUseIndexes(t *testing.T) {
 			t.Errorf("Records(%+v) plan %q does not use %s", q, plan, tt.index)
 		}
 		t.Logf("Records(%+v): %q", q, plan)
+	}
+
+	// A wide range with an end walks back from its time ceiling
+	// (record_time_lows), or forward up to it, never from or to the
+	// chain's end, and reads no time index.
+	for _, tt := range []struct {
+		q     writ.RecordQuery
+		index string
+	}{
+		{writ.RecordQuery{TenantID: "acme", To: now, Newest: true}, "SEARCH r USING INDEX sqlite_autoindex_records_2 (tenant_id=? AND seq<?)"},
+		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(24 * time.Hour), Newest: true}, "SEARCH r USING INDEX sqlite_autoindex_records_2 (tenant_id=? AND seq>? AND seq<?)"},
+		{writ.RecordQuery{TenantID: "acme", To: now, Newest: true, Status: writ.StatusDecided}, "SEARCH r USING INDEX records_status (tenant_id=? AND status=? AND seq<?)"},
+		{writ.RecordQuery{TenantID: "acme", To: now, Newest: true, SubjectID: "customer:c-001"}, "SEARCH s USING PRIMARY KEY (tenant_id=? AND subject_id=? AND seq<?)"},
+		{writ.RecordQuery{TenantID: "acme", From: now, To: now.Add(24 * time.Hour)}, "SEARCH r USING INDEX sqlite_autoindex_records_2 (tenant_id=? AND seq>? AND seq<?)"},
+	} {
+		floor := int64(0)
+		if !tt.q.From.IsZero() {
+			floor = 7
+		}
+		query, args := recordsQuery(tt.q, 0, 101, false, prefixNone, floor, 4000)
+		plan := explainQueryPlan(t, s, query, args)
+		if got := strings.Join(plan, "; "); !strings.Contains(got, tt.index) || strings.Contains(got, "records_ts") || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("Records(%+v) with a ceiling: plan %q, want %s and no time index, no sort", tt.q, plan, tt.index)
+		}
 	}
 
 	// The other lists a console polls: each row a query and the index
@@ -694,6 +725,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{name: "Approvals(gate_id)", uses: []string{"SEARCH a USING INDEX approval_requests_list", "SEARCH e USING PRIMARY KEY"}},
 		{name: "approvalFloor", query: approvalFloorQuery, args: []any{"acme", now.UnixNano()}, uses: []string{"SEARCH approval_floors USING PRIMARY KEY (tenant_id=?)"}},
 		{name: "nextApprovalFloor", query: nextApprovalFloorQuery, args: []any{"acme", 0, now.UnixNano()}, uses: []string{"SEARCH a USING INDEX approval_requests_list (tenant_id=? AND pos>?)", "SEARCH d USING INDEX approval_events_one_decision"}},
+		{name: "ceilingRecord", query: ceilingRecordQuery, args: []any{"acme", 16, 31, now.UnixNano()}, uses: []string{"SEARCH records USING INDEX sqlite_autoindex_records_2 (tenant_id=? AND seq>? AND seq<?)"}},
+		{name: "ceilingLow", query: ceilingLowQuery, args: []any{"acme", 1, 256, 496, now.UnixNano()}, uses: []string{"SEARCH record_time_lows USING PRIMARY KEY (tenant_id=? AND level=? AND seq>? AND seq<?)"}},
 		{name: "timeFloor", query: timeFloorQuery, args: []any{"acme", now.UnixNano()}, uses: []string{"SEARCH record_time_marks USING PRIMARY KEY (tenant_id=? AND max_ts<?)"}},
 		{name: "InFlight", query: inFlightQuery, args: []any{"acme", 0, 101}, uses: []string{"SEARCH r USING INDEX records_status (tenant_id=? AND status=? AND seq>?)", "SEARCH x USING PRIMARY KEY (tenant_id=? AND decision_id=?)"}},
 	}
@@ -1116,5 +1149,78 @@ func TestMigrationMarksTimes(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) || len(got) != 4 {
 		t.Errorf("time marks after migrating = %q, want %q", got, want)
+	}
+}
+
+// TestMigrationTimeLows: migration 21 writes the time lows of the records
+// appended before it, as ledger.TimeLows would have at append.
+func TestMigrationTimeLows(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "writ.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) < 21 || ms[20].Name != "0021_time_lows.sql" {
+		t.Fatalf("migration 21 is %+v", ms[20])
+	}
+	stmts := []string{`CREATE TABLE migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`}
+	for _, m := range ms[:20] {
+		stmts = append(stmts, m.SQL, fmt.Sprintf(`INSERT INTO migrations VALUES (%d, '%s', 0)`, m.Version, m.Name))
+	}
+	// acme: 600 records whose times are out of chain order; globex: 20.
+	ts := map[string][]int64{}
+	for i := range 600 {
+		ts["acme"] = append(ts["acme"], int64((i*7)%600))
+	}
+	for i := range 20 {
+		ts["globex"] = append(ts["globex"], int64(100-i))
+	}
+	var want []string
+	for _, tenant := range []string{"acme", "globex"} {
+		lows, err := ledger.TimeLows(tenant, 0, ts[tenant], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lows {
+			want = append(want, fmt.Sprintf("%s %d %d %d", l.TenantID, l.Level, l.Seq, l.MinNanos))
+		}
+		for i, ns := range ts[tenant] {
+			seq := int64(i + 1)
+			stmts = append(stmts, fmt.Sprintf(`INSERT INTO records (tenant_id, seq, record_id, decision_id, decision_key, status, trace_id, ts, approval_mode, raw, receipt)
+				VALUES ('%s', %d, 'rec_%s_%d', 'dec', 'k', 'DECIDED', 't', %d, 'none', x'7b7d', x'')`, tenant, seq, tenant, seq, ns))
+		}
+	}
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s := mustOpen(t, dir)
+	defer s.Close()
+	slices.Sort(want)
+	rows, err := s.read.Query(`SELECT tenant_id, level, seq, min_ts FROM record_time_lows`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var tenant string
+		var level, seq, ns int64
+		if err := rows.Scan(&tenant, &level, &seq, &ns); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %d %d %d", tenant, level, seq, ns))
+	}
+	slices.Sort(got)
+	// acme: 37 of level 1 and 2 of level 2; globex: 1 of level 1.
+	if !slices.Equal(got, want) || len(got) != 40 {
+		t.Errorf("time lows after migrating = %q, want %q", got, want)
 	}
 }

@@ -100,7 +100,7 @@ func (m *Main) keysCreate(ctx context.Context, args []string) error {
 	keysDir := fs.String("keys", "", "signing key ring directory that signs the key (default DATA/keys); WRIT_SIGNING_KEY overrides it")
 	tenant := fs.String("tenant", "", "the tenant the key belongs to (required)")
 	subject := fs.String("subject", "", "who holds the key: a person or a service; it is the approver named in approvals (required)")
-	roles := fs.String("role", "", "comma-separated roles: agent, approver, auditor, admin, meter (a key whose usage figures are issued; with agent to check) (required)")
+	roles := fs.String("role", "", "comma-separated roles: agent, approver, auditor, admin, meter (a key whose usage figures are issued; with agent to check), issuer (submits and revokes evidence items), gateway (the MCP gateway's own key for writ gateway --server: the evidence it captures from tool results is observed) (required)")
 	expires := fs.String("expires", "", "when the key stops opening anything: a duration from now (2160h) or an RFC 3339 time (2027-03-01T00:00:00Z); its signature covers it (default: the key does not expire)")
 	actorType := fs.String("actor-type", "AGENT", "the actor type the key acts as: AGENT, HUMAN or SERVICE; with --subject it is the actor of every check the key makes (docs/trust.md)")
 	actsFor := fs.String("acts-for", "", "comma-separated principals the key may also act for, as TYPE:ID patterns ('*' matches any run of characters, TYPE may be *): an orchestrator's SERVICE key acting for its agents, say AGENT:agt_* (default: none)")

@@ -37,7 +37,10 @@ const classifiedRule = `  - id: customer_financials
 //     replay_equal;
 //   - `writ ledger verify` finds the ledger intact, and an export of it
 //     passes `writ ledger verify-bundle --trusted-keys`;
-//   - erasing again erases nothing more, and is recorded too.
+//   - erasing again erases nothing more, and is recorded too;
+//   - with the server stopped, `writ records erase --pack` erases the
+//     other customer in the local ledger: its record then replays
+//     inputs_erased too, and the ledger still verifies.
 func TestErasureOverHTTP(t *testing.T) {
 	packDir := filepath.Join(t.TempDir(), "refund")
 	copyDir(t, "../../examples/refund", packDir)
@@ -67,12 +70,16 @@ func TestErasureOverHTTP(t *testing.T) {
 				args = append(args, "--store", url, "--keys", keys)
 				storeArgs = []string{"--store", url, "--keys", keys}
 			}
-			testErasure(t, startServerArgs(t, args...), storeArgs, keys)
+			local := append([]string{"--pack", packDir, "--data", data}, storeArgs...)
+			if store == "sqlite" {
+				local = local[:4]
+			}
+			testErasure(t, startServerArgs(t, args...), storeArgs, keys, local)
 		})
 	}
 }
 
-func testErasure(t *testing.T, srv *server, storeArgs []string, keys string) {
+func testErasure(t *testing.T, srv *server, storeArgs []string, keys string, local []string) {
 	ctx := context.Background()
 	c := httpapi.NewClient(srv.url)
 	refund := func(customer string, fraud float64) *writ.Receipt {
@@ -196,6 +203,27 @@ func testErasure(t *testing.T, srv *server, storeArgs []string, keys string) {
 	}
 	if strings.Contains(string(out), "0.0731") {
 		t.Errorf("the bundle's verification shows an erased value")
+	}
+
+	// The local ledger, without a server: refused without --by, or with
+	// --server too; then the other customer is erased.
+	base := append([]string{"records", "erase", "--tenant", "acme", "--subject", "customer:cus_88", "--reason", "the customer's erasure request"}, local...)
+	for _, bad := range [][]string{base, append(append([]string{}, base...), "--by", "human:dpo", "--server", srv.url)} {
+		if out, err := exec.Command(writBinary, bad...).CombinedOutput(); err == nil || !strings.Contains(string(out), "records erase") {
+			t.Errorf("writ %s = %v, want a usage error\n%s", strings.Join(bad, " "), err, out)
+		}
+	}
+	out, err = exec.Command(writBinary, append(base, "--by", "human:dpo")...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "erased 3 classified values of customer:cus_88") {
+		t.Fatalf("writ records erase --pack: %v\n%s", err, out)
+	}
+	out, err = exec.Command(writBinary, append([]string{"replay", "--tenant", "acme", "--all"}, replayArgs...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "2 inputs_erased") || !strings.Contains(string(out), kept.Metadata.RecordID+" (check support.refund.execute, seq 2): inputs_erased") {
+		t.Errorf("writ replay --all after the local erasure: %v\n%s", err, out)
+	}
+	out, err = exec.Command(writBinary, append([]string{"ledger", "verify", "--json"}, storeArgs...)...).CombinedOutput()
+	if err != nil || json.Unmarshal(out, &rep) != nil || !rep.Intact {
+		t.Errorf("writ ledger verify after the local erasure: %v\n%s", err, out)
 	}
 }
 

@@ -148,9 +148,10 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 		}
 	}
 	var w gateway.Writ
+	var capture gateway.Capturer
 	if *f.server != "" {
 		rw := remote.New(*f.server, m.client(serverFlags{server: f.server, tenant: f.tenant}))
-		w = rw
+		w, capture = rw, rw
 		if cfg.Actor == nil && *f.listen == "" {
 			// A stdio session checks with the gateway's own key
 			// ($WRIT_API_KEY), whose principal the server makes the
@@ -229,9 +230,9 @@ func (m *Main) openGateway(ctx context.Context, f gatewayFlags) (*openedGateway,
 		}
 		closers = append(closers, func() { eng.Close() })
 		og.eng, og.st, og.ring, og.keys = eng, st, ring, keys
-		w = gatewayWrit(eng, tracing)
+		w, capture = gatewayWrit(eng, tracing), eng
 	}
-	gw, err := gateway.New(ctx, gateway.Options{Config: cfg, Writ: w, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Redaction: pol.Pack.Controls.Redaction, Logger: log})
+	gw, err := gateway.New(ctx, gateway.Options{Config: cfg, Writ: w, Capture: capture, Tools: pol.Pack.Tools, Gates: pol.Pack.Gates, Redaction: pol.Pack.Controls.Redaction, Logger: log})
 	if err != nil {
 		cleanup()
 		return nil, nil, err

@@ -53,7 +53,13 @@ func BenchmarkStdioHop(b *testing.B) {
 		// A CPU profile of the gateway process, written when it exits.
 		gwArgs = append(gwArgs, "--cpuprofile", p)
 	}
-	gw := connect(exec.Command(writBinary, gwArgs...))
+	bin := writBinary
+	if p := os.Getenv("WRIT_BENCH_GATEWAY_BINARY"); p != "" {
+		// Another build of writ as the gateway: to compare two builds
+		// with one test binary, run after run.
+		bin = p
+	}
+	gw := connect(exec.Command(bin, gwArgs...))
 	args := map[string]any{"path": "/allowed/bench.txt", "content": "x"}
 	call := func(cs *mcp.ClientSession, name string) time.Duration {
 		start := time.Now()

@@ -48,7 +48,7 @@ var groups = map[string][]subcommand{
 	"records": {
 		{"list", "list a tenant's records"},
 		{"get", "print one record exactly as sealed"},
-		{"erase", "erase a subject's classified values on a server (a sealed erasure record; admin)"},
+		{"erase", "erase a subject's classified values, on a server (admin) or with --pack in a local ledger (a sealed erasure record)"},
 	},
 	"ledger": {
 		{"verify", "verify chains, signatures, trees and checkpoints"},

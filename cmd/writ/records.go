@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -31,15 +32,21 @@ func (m *Main) records(ctx context.Context, args []string) error {
 	return usagef("unknown records command %q (want list, get, links, retract, feedback or erase)", args[0])
 }
 
-// recordsErase erases a subject's classified values on a server, as an
-// admin's API key (WRIT_API_KEY): the erasure is a sealed record made by
-// the one engine, and every record stays verifiable.
+// recordsErase erases a subject's classified values: on a server, as an
+// admin's API key (WRIT_API_KEY), or, with --pack, in a local ledger (a
+// data directory, or a PostgreSQL store with --store) that no server is
+// writing to. Either way the erasure is a sealed record made by an
+// engine with the pack pinned, and every record stays verifiable.
 func (m *Main) recordsErase(ctx context.Context, args []string) error {
-	fs := m.flags("records erase", "--subject ID --reason TEXT [--server URL] [--tenant T]")
+	fs := m.flags("records erase", "--subject ID --reason TEXT [--server URL] [--tenant T] | --pack DIR [--data DIR] [--store URL] [--keys DIR] --tenant T --by WHO")
 	sf := m.addServerFlags(fs)
 	subject := fs.String("subject", "", "the subject whose classified values to erase, as records name it (customer:cus_77) (required)")
 	reason := fs.String("reason", "", "why, for the record (required)")
-	by := fs.String("by", "", "who erases (only on a development server without keys; otherwise the API key's subject)")
+	by := fs.String("by", "", "who erases (required with --pack; on a server only without keys, otherwise the API key's subject)")
+	packDir := fs.String("pack", "", "erase in a local ledger instead of on a server, with this pack pinned (the pack the ledger's server pins)")
+	data := fs.String("data", defaultDataDir, "with --pack: data directory (its signing keys and binding key; the ledger unless --store)")
+	storeURL := fs.String("store", "", "with --pack: "+storeUsage)
+	keysDir := fs.String("keys", "", "with --pack: signing key ring directory (default DATA/keys)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -49,12 +56,64 @@ func (m *Main) recordsErase(ctx context.Context, args []string) error {
 	if *subject == "" || *reason == "" {
 		return usagef("records erase needs --subject and --reason")
 	}
-	x, err := m.client(sf).Erase(ctx, &writ.EraseRequest{TenantID: *sf.tenant, SubjectID: *subject, By: *by, Reason: *reason})
-	if err != nil {
-		return err
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	req := &writ.EraseRequest{TenantID: *sf.tenant, SubjectID: *subject, By: *by, Reason: *reason}
+	var x *writ.Erasure
+	if *packDir == "" {
+		for _, local := range []string{"data", "store", "keys"} {
+			if set[local] {
+				return usagef("records erase --%s erases in a local ledger, which needs --pack DIR", local)
+			}
+		}
+		var err error
+		if x, err = m.client(sf).Erase(ctx, req); err != nil {
+			return err
+		}
+	} else {
+		if set["server"] {
+			return usagef("records erase takes --server or --pack, not both")
+		}
+		if *sf.tenant == "" || *by == "" {
+			return usagef("records erase --pack needs --tenant and --by")
+		}
+		var err error
+		if x, err = m.eraseLocal(ctx, req, *packDir, *data, *storeURL, *keysDir); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(m.Stdout, "erased %d classified values of %s (record %s)\n", x.Erased, x.SubjectID, x.RecordID)
 	return nil
+}
+
+// eraseLocal erases in a local ledger, as `writ check --data` decides in
+// one: the data directory's writer lock is taken (a running server's
+// ledger is refused), and the erasure record is signed with the keys of
+// keysDir and bound with the data directory's binding key.
+func (m *Main) eraseLocal(ctx context.Context, req *writ.EraseRequest, packDir, data, storeURL, keysDir string) (*writ.Erasure, error) {
+	pol, err := loadPolicy(packDir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openExistingWriter(data, storeURL)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	if keysDir == "" {
+		keysDir = defaultKeysDir(data)
+	}
+	log, _ := m.logger("error")
+	keys, _, err := m.openSigningKeys(keysDir, time.Now(), log)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Logger: log, Keys: keys}, data, "")
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close()
+	return eng.Erase(ctx, req)
 }
 
 func (m *Main) recordsList(ctx context.Context, args []string) error {

@@ -23,6 +23,7 @@ import (
 	"github.com/writhq/writ/replay"
 	"github.com/writhq/writ/telemetry"
 	"github.com/writhq/writ/webhook"
+	"github.com/writhq/writ/witness"
 )
 
 // serveGCPercent is the garbage collector's target for writ serve when
@@ -166,6 +167,15 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		cfg.TracerProvider = telemetry.TracerProvider()
 	}
 	var readyExtra []func() httpapi.ReadyCheck
+	// GET /v1/ledger/witnesses: without witnesses configured, it still
+	// answers the tenant's latest checkpoint, and an empty list.
+	witnesses := func(ctx context.Context, tenantID string) (*writ.LedgerWitnesses, error) {
+		rs, ok := st.(witness.ReportStore)
+		if !ok {
+			return nil, fmt.Errorf("the store (%T) keeps no cosignatures", st)
+		}
+		return witness.Report(ctx, rs, tenantID, nil)
+	}
 	if *witnessesFile != "" {
 		// Started before the engine, so that the checkpointer can tell it
 		// of each checkpoint; stopped after the engine's Close (defers run
@@ -177,6 +187,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		defer stopWitnesses()
 		cfg.Checkpoints.Issued = func(*ledger.Checkpoint) { wc.Notify() }
 		readyExtra = append(readyExtra, func() httpapi.ReadyCheck { return witnessReadiness(wc) })
+		witnesses = wc.Report
 	}
 	eng, err = openEngine(ctx, cfg, *data, *keyFile)
 	if err != nil {
@@ -247,9 +258,10 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 		Health: func(context.Context) httpapi.HealthReport {
 			return httpapi.HealthReport{Status: "ok", Version: version, Pack: p.ID(), PackHash: p.Hash, Store: storeKind}
 		},
-		Ready:   readiness(st, newCommitHealth(eng, st, log), keys, pol, log, readyExtra...),
-		Metrics: metricsHandler,
-		Latency: latency,
+		Ready:     readiness(st, newCommitHealth(eng, st, log), keys, pol, log, readyExtra...),
+		Metrics:   metricsHandler,
+		Latency:   latency,
+		Witnesses: witnesses,
 	})
 	var apiHandler http.Handler = api
 	if obs.tracing {

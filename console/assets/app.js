@@ -483,7 +483,10 @@ async function recordsPage(params) {
       link(`#/records/${encodeURIComponent(r.record_id)}`, r.decision_key),
       labelled('status', r.status),
       r.outputs?.outcome !== undefined ? link(`#/records/${encodeURIComponent(r.record_id)}`, labelled('outputs.outcome', r.outputs.outcome)) : '',
-      `${r.actor?.type ?? ''} ${r.actor?.id ?? ''}`.trim(), (r.subject_ids || []).join(', ')]])) : h('p', { class: 'muted' }, 'No records match.'),
+      // Ids never break mid-word (at a hyphen, say): the cell wraps
+      // between them.
+      [r.actor?.type ?? '', ' ', h('span', { class: 'id' }, r.actor?.id ?? '')],
+      (r.subject_ids || []).flatMap((x, i) => [i ? ', ' : '', h('span', { class: 'id' }, x)])]])) : h('p', { class: 'muted' }, 'No records match.'),
     h('p', { class: 'pager' }, f.cursor ? link('#/records?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), newest ? 'Newest page' : 'First page') : null,
       page.next_cursor ? [' ', link(`#/records?${next}`, newest ? 'Older →' : 'Next page →')] : null,
       h('span', { class: 'muted small', id: 'records-timing', 'data-ms': String(Math.round(performance.now() - t0)) }, `${rows.length} records, ${newest ? 'newest' : 'oldest'} first`))]));
@@ -533,8 +536,33 @@ async function recordPage(id) {
         h('section', { class: 'card' }, h('h2', {}, 'Related'),
           h('ul', { class: 'related' }, related(rec).map(([href, text]) => h('li', {}, link(href, text))))))));
   verify(id, bytes, verdict);
+  // A check (it has an outcome) pins its request, with the evidence as
+  // resolved; other records only repeat the check's refs.
+  if (rec.outputs?.outcome !== undefined && (rec.evidence_refs || []).length) loadEvidence(id, document.getElementById('evidence'));
   loadLinks(id, linksBox);
   loadStory(rec.decision_id, id, storyBox, receiptBox);
+}
+
+// loadEvidence shows each evidence item a check cited, as its stored
+// request envelope pins it (GET /v1/records/{id}/envelope): the issuer,
+// the provenance, when it was observed and whether writ resolved it.
+async function loadEvidence(id, box) {
+  let env;
+  try { env = await api('GET', `/v1/records/${encodeURIComponent(id)}/envelope`); } catch (e) {
+    box.append(h('p', { class: 'bad', id: 'evidence-error' }, '✗ The request envelope that pins how each item resolved cannot be read: ', e.message));
+    return;
+  }
+  const resolved = (e) => {
+    if (!e.resolution) return h('span', { class: 'muted', title: 'resolution' }, 'not resolved (sealed before writ resolved evidence)');
+    if (e.resolution !== 'resolved') return h('span', { class: 'bad', title: `resolution: ${e.resolution}` }, `✗ not resolved: ${human(e.resolution)}`);
+    if (e.revoked_at) return h('span', { class: 'bad', title: 'revoked_at' }, '✓ resolved, revoked ', timeEl(e.revoked_at));
+    return h('span', { class: 'ok', title: 'resolution: resolved' }, '✓ resolved');
+  };
+  box.replaceChildren(h('ul', { class: 'evidence' }, (env.evidence || []).map((e) => h('li', {},
+    code(`${e.kind}:${e.id}`), ' · ', resolved(e), ' · ',
+    h('span', { title: 'provenance' }, e.provenance || 'no provenance'), ' · ',
+    h('span', { title: 'issuer' }, e.issuer ? ['issued by ', code(e.issuer)] : 'no issuer'), ' · ',
+    e.observed_at ? h('span', { title: 'observed_at' }, 'observed ', timeEl(e.observed_at)) : h('span', { class: 'muted' }, 'no observation time')))));
 }
 
 // loadLinks shows what the ledger holds about a record besides the
@@ -571,7 +599,7 @@ function recordSummary(rec) {
       row('Who', 'actor', [h('span', { title: 'actor.type' }, String(actor.type || '').toLowerCase()), ' ', code(actor.id || ''),
         actor.delegated_user_id ? [' for ', code(actor.delegated_user_id)] : '']),
       row('About', 'subject_ids', (rec.subject_ids || []).length ? h('ul', { class: 'inline' }, rec.subject_ids.map((x) => h('li', {}, code(x)))) : 'no subject'),
-      row('Evidence', 'evidence_refs', (rec.evidence_refs || []).length ? h('ul', { class: 'inline' }, rec.evidence_refs.map((x) => h('li', {}, code(x)))) : 'none'),
+      row('Evidence', 'evidence_refs', (rec.evidence_refs || []).length ? h('div', { id: 'evidence' }, h('ul', { class: 'inline' }, rec.evidence_refs.map((x) => h('li', {}, code(x))))) : 'none'),
       row('Approvals', 'approvals', (rec.approvals || []).length
         ? h('ul', {}, rec.approvals.map((a) => h('li', {}, a.approver ? filter('approver', a.approver, a.approver) : 'someone', ` at gate ${a.gate_id}`, a.decided_at ? [', ', timeEl(a.decided_at)] : '')))
         : rec.approval_mode_effective ? ['none yet (mode ', filter('approval_mode_effective', rec.approval_mode_effective, rec.approval_mode_effective), ')'] : 'none needed'),
@@ -668,16 +696,23 @@ async function verify(id, bytes, box) {
   // checkpoint interval, so the page looks a few times.
   let seq = 0;
   try { seq = JSON.parse(new TextDecoder().decode(bytes)).audit?.seq || 0; } catch { /* verifyRecord names it */ }
+  let cp = null;
   for (let attempt = 0; seq > 0 && attempt < 6; attempt++) {
     if (attempt) await new Promise((r) => setTimeout(r, 1000));
-    let cp = null;
-    try { cp = await api('GET', '/v1/ledger/checkpoint'); } catch (e) { if (!(e instanceof ApiError && e.status === 404)) break; }
+    try { cp = (await ledgerState()).checkpoint; } catch { break; }
     if (cp && cp.tree_size >= seq) {
       try { proof = await api('GET', `/v1/records/${encodeURIComponent(id)}/proof`, { query: { size: cp.tree_size } }); } catch { proof = null; }
       break;
     }
   }
   const steps = await verifyRecord({ bytes, proof, keys, tenantID: session.tenant_id });
+  // A record before the tenant's first checkpoint waits for it: a normal
+  // state, said in words.
+  const waiting = steps.find((s) => s.name === 'inclusion' && s.ok === null);
+  if (waiting && !proof) {
+    waiting.detail = cp ? `the latest checkpoint covers ${cp.tree_size} records, this record is seq ${seq}: the next checkpoint will cover it`
+      : `this record waits for the tenant's first checkpoint, signed within the server's checkpoint interval; open the page again to verify its inclusion`;
+  }
   const failed = steps.filter((s) => s.ok === false);
   const pending = steps.some((s) => s.ok === null);
   const summary = failed.length
@@ -829,8 +864,11 @@ async function ledgerPage() {
     parts.push(h('section', { class: 'card' }, h('h2', {}, 'Records'), h('p', {}, page.next_cursor ? 'more than 1000 records' : `${page.records.length} records`)));
   } catch (e) { parts.push(errorBox(e)); }
   try {
-    // A tenant without records has no checkpoint: not asked for.
+    // A tenant without records has no checkpoint, nor has one whose first
+    // record is younger than the checkpoint interval: the checkpoint is
+    // asked for only once GET /v1/ledger/witnesses names one.
     if (records === 0) throw new Error('No checkpoint: the tenant has no records yet.');
+    if (!(await ledgerState()).checkpoint) throw new Error('No checkpoint yet: the tenant\'s first checkpoint is signed within the server\'s checkpoint interval after its first record.');
     const cp = await api('GET', '/v1/ledger/checkpoint');
     const age = Math.max(0, Math.round((Date.now() - Date.parse(cp.issued_at)) / 1000));
     parts.unshift(h('section', { class: 'card' }, h('h2', {}, 'Latest checkpoint'),
@@ -873,9 +911,7 @@ function ledgerVerifier() {
       } while (cursor);
       const { keys } = await api('GET', '/v1/ledger/keys');
       let note = null;
-      if (records.length) {
-        try { note = (await api('GET', '/v1/ledger/checkpoint')).note; } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
-      }
+      if (records.length && (await ledgerState()).checkpoint) note = (await api('GET', '/v1/ledger/checkpoint')).note;
       const r = await verifyLedger({ records, keys, tenantID: session.tenant_id, checkpointNote: note });
       const ok = r.failures.length === 0;
       localStorage.setItem(store, JSON.stringify({ at: new Date().toISOString(), records: r.records, ok, failures: r.failures.length, size: r.checkpoint?.size }));
@@ -932,6 +968,42 @@ function bucketsOf(records) {
   return { step, data: [xs, ...ys] };
 }
 
+// ledgerState is where the tenant's ledger stands (GET
+// /v1/ledger/witnesses): its latest checkpoint, null before the first,
+// and each witness's lag. It answers 200 before the first checkpoint
+// too, so pages ask it first and the checkpoint itself only once one
+// exists: normal use sends no request that fails.
+const ledgerState = () => api('GET', '/v1/ledger/witnesses');
+
+// witnessesCard says how far each witness's cosignatures of the tenant's
+// checkpoints lag behind the latest checkpoint.
+function witnessesCard(ledger) {
+  const ws = ledger.witnesses;
+  const lagText = (w) => {
+    if (w.conflict) return h('span', { class: 'bad' }, '✗ conflict: it saw another history of this log');
+    if (!w.cosigned_size) return h('span', { class: ledger.checkpoint ? 'warn' : 'muted' }, ledger.checkpoint ? `nothing cosigned yet (${w.lag_records} records behind)` : 'no checkpoint to cosign yet');
+    if (!w.lag_records) return h('span', { class: 'ok' }, '✓ up to date');
+    return h('span', { class: 'warn' }, `${w.lag_records} ${w.lag_records === 1 ? 'record' : 'records'}, ${fmtSeconds(w.lag_seconds)} behind`);
+  };
+  return h('section', { class: 'card', id: 'witnesses' }, h('h2', {}, 'Witnesses'),
+    ws.length
+      ? [h('p', { class: 'muted small' }, `Each witness cosigns the checkpoints of ${session.tenant_id} it verified as extending the ones it saw before.`),
+        table(['Witness', 'Cosigned', 'Lag'], ws.map((w) => [{}, [
+          h('span', { title: `name, key ID ${w.key_id}` }, w.name),
+          h('span', { title: 'cosigned_size, received_at' }, w.cosigned_size ? [`${w.cosigned_size} records, `, timeEl(w.received_at)] : 'none'),
+          h('span', { title: 'lag_records, lag_seconds' }, lagText(w))]]))]
+      : h('p', { class: 'muted', id: 'no-witnesses' }, 'No witnesses configured: this server submits the checkpoints to none (writ serve --witnesses).'));
+}
+
+// fmtSeconds says a duration in seconds in the largest unit that keeps it
+// readable.
+function fmtSeconds(s) {
+  if (s < 1) return 'under a second';
+  if (s < 120) return `${Math.round(s)} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  return `${Math.round(s / 3600)} h`;
+}
+
 // overviewPage pictures the tenant's recent decisions: how many of each
 // outcome over time, the rules that block most, the approvals waiting and
 // their age, the check latency and append lag this server measured for
@@ -940,17 +1012,15 @@ function bucketsOf(records) {
 async function overviewPage() {
   const out = h('div', { class: 'overview' });
   show(h('h1', {}, 'Overview'), out);
-  let page, pending, latency, cp = null;
+  let page, pending, latency, ledger;
   try {
-    [page, pending, latency] = await Promise.all([api('GET', '/v1/records', { query: { order: 'newest', limit: 1000 } }),
-      api('GET', '/v1/approvals', { query: { state: 'pending', limit: 200 } }), api('GET', '/v1/stats/latency')]);
-    // A tenant without records has no checkpoint: not asked for (a
-    // checkpoint follows a tenant's first record within the server's
-    // checkpoint interval, a second by default).
-    if (page.records.length) {
-      try { cp = await api('GET', '/v1/ledger/checkpoint'); } catch (e) { if (!(e instanceof ApiError && e.status === 404)) throw e; }
-    }
+    [page, pending, latency, ledger] = await Promise.all([api('GET', '/v1/records', { query: { order: 'newest', limit: 1000 } }),
+      api('GET', '/v1/approvals', { query: { state: 'pending', limit: 200 } }), api('GET', '/v1/stats/latency'), ledgerState()]);
   } catch (e) { out.replaceChildren(errorBox(e)); return; }
+  // The latest checkpoint: none for a tenant without records, nor before
+  // the first checkpoint, signed within the server's checkpoint interval
+  // (a second by default) after the tenant's first record.
+  const cp = ledger.checkpoint;
   const recs = page.records;
   const chart = h('div', { id: 'decisions-chart', role: 'img', 'aria-label': 'Decisions over time by outcome' });
   const latencyChart = h('div', { id: 'latency-chart', role: 'img', 'aria-label': 'Check latency and append lag, p50 and p99, per minute' });
@@ -1001,7 +1071,8 @@ async function overviewPage() {
         dl([['Latest checkpoint', cp ? h('span', {}, `${cp.tree_size} records, issued `, timeEl(cp.issued_at)) : 'none yet'],
           ['Verified in this browser', last ? h('span', {}, h('span', { class: last.ok ? 'ok' : 'bad' }, last.ok ? '✓ intact' : `✗ ${last.failures} finding(s)`), `, ${last.records} records, `, timeEl(last.at)) : 'not yet'],
         ]),
-        h('p', {}, link('#/ledger', 'Verify the whole ledger →')))));
+        h('p', {}, link('#/ledger', 'Verify the whole ledger →'))),
+      witnessesCard(ledger)));
   if (!recs.length && !lw.length) return;
   const uPlot = await uPlotLib();
   if (lw.length) {

@@ -7,7 +7,7 @@
 //	cd console/e2e && npm ci && npm test
 //
 // WRIT_CHROMIUM overrides /usr/bin/chromium. WRIT_E2E_BIN_DIR names a
-// directory holding writ and tamper already built from this tree (the
+// directory holding writ, tamper and witnesses already built from this tree (the
 // tests then build nothing). WRIT_E2E_SCREENSHOTS
 // overrides where screenshots go (docs/console). WRIT_E2E_METRICS, when
 // set, names a file the page-weight and time-to-interactive figures are
@@ -30,6 +30,7 @@ const data = path.join(tmp, 'data');
 const binDir = process.env.WRIT_E2E_BIN_DIR || tmp;
 const bin = path.join(binDir, 'writ');
 const tamperBin = path.join(binDir, 'tamper');
+const witnessesBin = path.join(binDir, 'witnesses');
 const metrics = {};
 const consoleErrors = []; // every console error of every page closed
 
@@ -51,8 +52,9 @@ function createKey(subject, roles, dir = data) {
 }
 
 // startServer starts writ serve on 127.0.0.1:0 and waits for its address.
-async function startServer(pack = 'examples/refund', dir = data) {
-  const proc = spawn(bin, ['serve', '--pack', pack, '--data', dir, '--addr', '127.0.0.1:0', '--checkpoint-interval', '200ms', '--log-level', 'warn'],
+// Flags in extra come last, so they override the ones given here.
+async function startServer(pack = 'examples/refund', dir = data, extra = []) {
+  const proc = spawn(bin, ['serve', '--pack', pack, '--data', dir, '--addr', '127.0.0.1:0', '--checkpoint-interval', '200ms', '--log-level', 'warn', ...extra],
     { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });
@@ -210,6 +212,7 @@ before(async () => {
   if (!process.env.WRIT_E2E_BIN_DIR) {
     execFileSync('go', ['build', '-o', bin, './cmd/writ'], { cwd: repo, stdio: 'inherit' });
     execFileSync('go', ['build', '-o', tamperBin, './console/e2e/tamper'], { cwd: repo, stdio: 'inherit' });
+    execFileSync('go', ['build', '-o', witnessesBin, './console/e2e/witnesses'], { cwd: repo, stdio: 'inherit' });
   }
   keys.maria = createKey('maria', 'approver');
   keys.olga = createKey('olga', 'auditor');
@@ -695,7 +698,147 @@ test('the overview pictures decisions by outcome, the rules that block most, app
   for (const l of ['check p50', 'check p99', 'append p50', 'append p99']) assert.ok(latLegend.includes(l), latLegend);
   // Another tenant's figures are not an auditor's to read.
   assert.equal((await call('GET', '/v1/stats/latency?tenant_id=globex', keys.olga)).status, 403);
+  // This server submits its checkpoints to no witness, and says so.
+  assert.match(await page.locator('#witnesses').textContent(), /^WitnessesNo witnesses configured/);
+  const wit = await call('GET', '/v1/ledger/witnesses', keys.olga);
+  assert.equal(wit.status, 200, JSON.stringify(wit.body));
+  assert.deepEqual(wit.body.witnesses, []);
+  assert.ok(wit.body.checkpoint.tree_size > 0, JSON.stringify(wit.body));
+  assert.equal((await call('GET', '/v1/ledger/witnesses?tenant_id=globex', keys.olga)).status, 403);
   await shot(page, 'overview');
+  await close(page);
+});
+
+test('the overview shows each witness of the tenant\'s ledger and its lag, with a real witness', async () => {
+  const dir = path.join(tmp, 'witnessed');
+  const file = path.join(tmp, 'witnesses.json');
+  mkdirSync(dir, { recursive: true });
+  // The witnesses tool makes the data directory's signing key, builds
+  // and starts one transparency-dev witness that knows acme's log, and
+  // writes the --witnesses file.
+  const wproc = spawn(witnessesBin, ['-data', dir, '-tenant', 'acme', '-out', file], { cwd: repo, stdio: ['pipe', 'pipe', 'pipe'] });
+  let werr = '';
+  wproc.stderr.on('data', (d) => { werr += d; });
+  const wexited = new Promise((resolve) => wproc.on('exit', resolve));
+  try {
+    await new Promise((resolve, reject) => {
+      let out = '';
+      const timeout = setTimeout(() => reject(new Error(`the witness did not start:\n${werr}`)), 900_000);
+      wproc.stdout.on('data', (d) => { out += d; if (out.includes('ready')) { clearTimeout(timeout); resolve(); } });
+      wproc.on('exit', (code) => { clearTimeout(timeout); reject(new Error(`witnesses exited ${code}:\n${werr}`)); });
+    });
+    const auditor = createKey('olga', 'auditor', dir);
+    const agent = createKey('support-bot', 'agent', dir);
+    const srv = await startServer('examples/refund', dir, ['--witnesses', file, '--witness-poll', '200ms']);
+    try {
+      for (let i = 0; i < 3; i++) {
+        const r = await call('POST', '/v1/check', agent, request({ idempotency_key: `ik_witnessed_${i}` }), srv.url);
+        assert.equal(r.status, 200, JSON.stringify(r.body));
+      }
+      // The witness cosigns the newest checkpoint within a poll or two.
+      let wit;
+      for (let i = 0; i < 100; i++) {
+        wit = await call('GET', '/v1/ledger/witnesses', auditor, undefined, srv.url);
+        assert.equal(wit.status, 200, JSON.stringify(wit.body));
+        const [w] = wit.body.witnesses;
+        if (wit.body.checkpoint?.tree_size >= 3 && w?.cosigned_size === wit.body.checkpoint.tree_size) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const [w] = wit.body.witnesses;
+      assert.equal(wit.body.witnesses.length, 1, JSON.stringify(wit.body));
+      assert.equal(w.name, 'w1.example/witness');
+      assert.match(w.key_id, /^[0-9a-f]{8}$/);
+      assert.equal(w.cosigned_size, wit.body.checkpoint.tree_size, JSON.stringify(wit.body));
+      assert.equal(w.lag_records, 0);
+      assert.equal(w.lag_seconds, 0);
+      const page = await newPage(1440, 900);
+      await signIn(page, auditor, srv.url);
+      await page.goto(srv.url + '/console/#/overview');
+      await page.locator('#witnesses table').waitFor();
+      const row = await page.locator('#witnesses tbody tr').first().textContent();
+      assert.match(row, new RegExp(`^w1\\.example/witness${w.cosigned_size} records, .*✓ up to date$`));
+      await close(page);
+      // Stopped, the witness falls behind: the next checkpoints are not
+      // cosigned, and the page says by how many records and how long.
+      wproc.stdin.end();
+      await wexited;
+      const more = await call('POST', '/v1/check', agent, request({ idempotency_key: 'ik_witnessed_late' }), srv.url);
+      assert.equal(more.status, 200, JSON.stringify(more.body));
+      for (let i = 0; i < 100; i++) {
+        wit = await call('GET', '/v1/ledger/witnesses', auditor, undefined, srv.url);
+        if (wit.body.witnesses[0].lag_records > 0) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const behind = wit.body.witnesses[0];
+      assert.ok(behind.lag_records > 0 && behind.lag_seconds >= 0, JSON.stringify(wit.body));
+      const page2 = await newPage(1440, 900);
+      await signIn(page2, auditor, srv.url);
+      await page2.goto(srv.url + '/console/#/overview');
+      await page2.locator('#witnesses table').waitFor();
+      assert.match(await page2.locator('#witnesses tbody tr').first().textContent(), /\d+ records?, (under a second|\d+ s) behind$/);
+      await close(page2);
+    } finally {
+      await stopServer(srv);
+    }
+  } finally {
+    wproc.stdin.end();
+    wproc.kill('SIGTERM');
+    await wexited;
+  }
+});
+
+test('a record before the tenant\'s first checkpoint waits for it, with no failed request', async () => {
+  const dir = path.join(tmp, 'first-checkpoint');
+  mkdirSync(dir, { recursive: true });
+  const auditor = createKey('olga', 'auditor', dir);
+  const agent = createKey('support-bot', 'agent', dir);
+  // A checkpoint interval of an hour: the tenant's first record stays
+  // without a checkpoint for the whole test.
+  const srv = await startServer('examples/refund', dir, ['--checkpoint-interval', '1h']);
+  try {
+    const r = await call('POST', '/v1/check', agent, request({ idempotency_key: 'ik_first_record' }), srv.url);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const wit = await call('GET', '/v1/ledger/witnesses', auditor, undefined, srv.url);
+    assert.equal(wit.status, 200, JSON.stringify(wit.body));
+    assert.equal(wit.body.checkpoint, null);
+    const page = await newPage(1440, 900);
+    await signIn(page, auditor, srv.url);
+    await page.goto(`${srv.url}/console/#/records/${encodeURIComponent(r.body.metadata.record_id)}`);
+    await page.locator('#verify-result').waitFor({ timeout: 30_000 });
+    assert.match(await page.locator('#verify-result').textContent(), /^… Signed, not yet covered by a checkpoint: this record waits for the tenant's first checkpoint/);
+    await page.goto(srv.url + '/console/#/overview');
+    await page.locator('#verification').waitFor();
+    assert.match(await page.locator('#verification').textContent(), /Latest checkpointnone yet/);
+    await page.goto(srv.url + '/console/#/ledger');
+    await page.getByText('No checkpoint yet: the tenant\'s first checkpoint').waitFor();
+    await page.getByRole('button', { name: 'Verify the whole ledger in your browser' }).click();
+    assert.match(await page.locator('#ledger-result').textContent(), /^✓ 1 records verified in your browser: .*no checkpoint yet/);
+    await close(page);
+  } finally {
+    await stopServer(srv);
+  }
+});
+
+test('a record shows each cited evidence item: issuer, provenance, observed at, and whether it resolved', async () => {
+  // An identity check stored by an issuer key, and a refund that cites
+  // it beside the example's order, which no store holds.
+  const issuer = createKey('idv-service', 'issuer');
+  const observed = new Date(Date.now() - 30_000).toISOString();
+  const added = await call('POST', '/v1/evidence', issuer, { kind: 'identity_verification', id: 'idv_e2e_issued', subject_ids: ['customer:cus_77'], attributes: { method: 'otp' }, observed_at: observed });
+  assert.equal(added.status, 201, JSON.stringify(added.body));
+  const cited = await check(keys.bot, request({ idempotency_key: 'ik_e2e_evidence_issued', evidence: [
+    { kind: 'identity_verification', id: 'idv_e2e_issued', observed_at: observed },
+    { kind: 'order', id: 'ord_881', version: 'snapshot_kg_2026_05_09_T0930', tenant_id: 'acme', observed_at: fresh }] }));
+  assert.equal(cited.status, 200, JSON.stringify(cited.body));
+  const page = await newPage();
+  await signIn(page, keys.olga);
+  await page.goto(`${server.url}/console/#/records/${encodeURIComponent(cited.body.metadata.record_id)}`);
+  const items = page.locator('#evidence ul.evidence > li');
+  await items.nth(1).waitFor();
+  const [idv, order] = await items.allTextContents();
+  assert.match(idv, /^identity_verification:idv_e2e_issued · ✓ resolved · issued · issued by idv-service · observed (just now|\d+ s ago)$/);
+  assert.match(order, /^order:ord_881 · ✗ not resolved: unresolvable · claimed · no issuer · observed /);
+  assert.equal(await items.nth(0).locator('[title="provenance"]').textContent(), 'issued', 'the field name on hover');
   await close(page);
 });
 

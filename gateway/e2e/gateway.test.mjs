@@ -5,8 +5,9 @@
 // the tests build one.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -91,6 +92,66 @@ test('a tool is listed with every field its server lists, execution included', a
   assert.deepEqual(got.execution, want.execution);
   assert.equal(got.title, want.title);
   assert.deepEqual(got.annotations, want.annotations);
+});
+
+// freePort is a loopback TCP port nothing listens on.
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+test('a Streamable HTTP upstream\'s tools are listed with every field, execution included', async () => {
+  // The everything server over Streamable HTTP (it answers tools/list as
+  // a text/event-stream), in front of a second gateway.
+  const port = await freePort();
+  const server = spawn('node', [path.join(here, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js'), 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let gw;
+  try {
+    await new Promise((resolve, reject) => {
+      let err = '';
+      server.stderr.on('data', (b) => {
+        err += b;
+        if (err.includes('listening on port')) resolve();
+      });
+      server.on('exit', (code) => reject(new Error(`the everything server exited (${code}): ${err}`)));
+    });
+    const dir = fs.mkdtempSync(path.join(tmp, 'http-'));
+    const cfg = path.join(dir, 'gateway.yaml');
+    fs.writeFileSync(cfg, [
+      'tenant: acme',
+      'actor: {id: e2e-agent}',
+      'upstreams:',
+      '  - name: everything',
+      '    prefix: ev.',
+      '    http:',
+      `      url: http://127.0.0.1:${port}/mcp`,
+      '',
+    ].join('\n'));
+    gw = new Client({ name: 'writ-e2e-http', version: '1.0.0' });
+    await gw.connect(new StdioClientTransport({
+      command: writ,
+      args: ['gateway', '--config', cfg, '--pack', path.join(here, 'pack'), '--data', path.join(dir, 'data')],
+      stderr: 'ignore',
+    }));
+    const got = (await gw.listTools()).tools.find((t) => t.name === 'ev.simulate-research-query');
+    assert.ok(got, 'the gateway lists ev.simulate-research-query');
+    assert.deepEqual(got.execution, { taskSupport: 'required' });
+    const echo = await gw.callTool({ name: 'ev.echo', arguments: { message: 'over http' } });
+    assert.notEqual(echo.isError, true, text(echo));
+    assert.match(text(echo), /over http/);
+  } finally {
+    if (gw) await gw.close();
+    server.kill();
+  }
 });
 
 test('a read is allowed and returned unchanged', async () => {

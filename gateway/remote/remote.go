@@ -120,6 +120,14 @@ func (r *Writ) Resume(ctx context.Context, req *writ.ResumeRequest) (*writ.Recei
 	return r.client(ctx).Resume(ctx, req)
 }
 
+// CaptureEvidence stores the evidence the gateway captured from a
+// tool's result, with the gateway's own key ($WRIT_API_KEY), whatever
+// key the call was checked with: an agent's key may not submit observed
+// evidence, and the gateway's needs the gateway role.
+func (r *Writ) CaptureEvidence(ctx context.Context, req *writ.AddEvidenceRequest) (*writ.StoredEvidence, error) {
+	return r.own.AddEvidence(ctx, req)
+}
+
 // DecideApproval records the answer of the user the gateway asked
 // (stdio sessions only): with the gateway's own key.
 func (r *Writ) DecideApproval(ctx context.Context, req *writ.DecideApprovalRequest) (*writ.ApprovalRequest, error) {

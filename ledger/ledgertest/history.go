@@ -106,13 +106,35 @@ func testHistory(t *testing.T, st ledger.Store) {
 	}
 	wantHistory(t, st, "acme", []ledger.HistoryRead{r}, 9)
 
+	// An entry pinning many values (more than a store may sum in one
+	// statement) is refused when any one of them, the last included, is
+	// stale, and appended when all are current.
+	many := func(last float64) []ledger.HistoryRead {
+		reads := make([]ledger.HistoryRead, 7)
+		for i := range reads {
+			reads[i] = r
+			reads[i].Value = 9
+		}
+		reads[6] = read("customer:b", t0.Add(-time.Hour))
+		reads[6].Value = last
+		return reads
+	}
+	stale7 := historyEntry(next("acme"), many(11), c("customer:a", t0.Add(3*time.Hour), 1))
+	mustAppend(t, st, stale7)
+	fresh7 := historyEntry(next("acme"), many(10), c("customer:a", t0.Add(3*time.Hour), 1))
+	mustAppend(t, st, fresh7)
+	if stale7.Refused != ledger.RefusedHistory || fresh7.Refused != "" {
+		t.Errorf("entries pinning seven values, the last stale then current: Refused %q, %q; want %q, \"\"", stale7.Refused, fresh7.Refused, ledger.RefusedHistory)
+	}
+	wantHistory(t, st, "acme", []ledger.HistoryRead{r}, 10)
+
 	// A contribution a store could not keep is refused with the batch.
 	for _, bad := range []ledger.Contribution{c("", t0, 1), c("customer:a", t0, math.NaN()), c("customer:a", t0, math.Inf(1))} {
 		e := historyEntry(NewRecord("acme", 90000), nil, bad)
 		wantCode(t, fmt.Sprintf("Append(contribution %+v)", bad), st.Append(ctx, []*ledger.Entry{e}, ledger.Seal), writ.EINVALID)
 	}
-	wantHistory(t, st, "acme", []ledger.HistoryRead{r, read("", t0.Add(-time.Hour))}, 9, 0)
-	wantNoFindings(t, st, int64(n)-2) // every tenant; two were refused
+	wantHistory(t, st, "acme", []ledger.HistoryRead{r, read("", t0.Add(-time.Hour))}, 10, 0)
+	wantNoFindings(t, st, int64(n)-3) // every tenant; three were refused
 }
 
 // HistoryRace has writers (spread over stores, which may be several

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Envelopes", testEnvelopes},
 		{"RecordsQuery", testRecordsQuery},
 		{"RecordsLimits", testRecordsLimits},
+		{"RecordsEnds", testRecordsEnds},
 		{"RecordsInvalidCursor", testRecordsInvalidCursor},
 		{"TenantIsolation", testTenantIsolation},
 		{"SealFailureLeavesNothing", testSealFailureLeavesNothing},
@@ -76,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Stored", testStored},
 		{"Params", testParams},
 		{"Cosignatures", testCosignatures},
+		{"Classified", testClassified},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,10 +1,13 @@
 package ledgertest
 
 import (
+	"fmt"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
 )
 
 // ScaleQueries are the record queries of docs/scale.md's table, for a
@@ -61,4 +64,53 @@ func DescribeQuery(q writ.RecordQuery) string {
 		add("order", "newest")
 	}
 	return strings.Join(parts, " ")
+}
+
+// ScaleApprovals gives the tenant of a ledger made for ScaleQueries, if it
+// has no approval request yet, 10,000 requests created at now, all but
+// the last 50 then decided, appended in batches of 500 after its records
+// (with times after ScaleQueries' last record): the pending list then
+// has 9,950 decided requests to pass before its 50. The stores'
+// TestQueriesAtScale time that list.
+func ScaleApprovals(t *testing.T, st ledger.Store, tenant string, now time.Time) {
+	page, err := st.Approvals(t.Context(), writ.ApprovalQuery{TenantID: tenant, Limit: 1}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Approvals) > 0 {
+		return
+	}
+	const n, pending, batch = 10000, 50, 500
+	last := time.Date(2026, 1, 12, 13, 46, 39, 0, time.UTC)
+	seq := 0
+	record := func() *writ.Record {
+		seq++
+		r := NewRecord(tenant, 2_000_000+seq)
+		r.Timestamp = last.Add(time.Duration(seq) * time.Second)
+		return r
+	}
+	id := func(i int) string { return fmt.Sprintf("apr_scale_%05d", i) }
+	var es []*ledger.Entry
+	flush := func() {
+		if len(es) > 0 {
+			mustAppend(t, st, es...)
+			es = es[:0]
+		}
+	}
+	for i := range n {
+		r := record()
+		e := NewEntry(r)
+		e.NewApprovals = []ledger.NewApproval{NewApproval(r, id(i), "GATE_FINANCE", NewBinding("payments.refund", i), now, 1)}
+		if es = append(es, e); len(es) == batch {
+			flush()
+		}
+	}
+	flush()
+	for i := range n - pending {
+		ev := writ.ApprovalEvent{Kind: writ.ApprovalEventApproved, Actor: "user:ops-lead", Reason: "checked", At: now}
+		if es = append(es, NewApprovalEntry(record(), id(i), ev)); len(es) == batch {
+			flush()
+		}
+	}
+	flush()
 }

@@ -21,7 +21,7 @@ import writ  # noqa: E402
 from flaky_proxy import FlakyProxy  # noqa: E402
 from writserver import WritServer, refund_request  # noqa: E402
 
-AGENT, FINANCE, AUDITOR = "agt_support_service", "user_finance_lead_77", "auditor_olga"
+AGENT, FINANCE, AUDITOR, DPO = "agt_support_service", "user_finance_lead_77", "auditor_olga", "dpo_ines"
 
 
 IDV = "idv.acme.example"
@@ -83,10 +83,11 @@ class RefundPack(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.srv = WritServer("examples/refund", keys={AGENT: "agent", FINANCE: "approver", AUDITOR: "auditor"})
+        cls.srv = WritServer("examples/refund", keys={AGENT: "agent", FINANCE: "approver", AUDITOR: "auditor", DPO: "admin"})
         cls.agent = writ.Client(cls.srv.url, cls.srv.tokens[AGENT])
         cls.finance = writ.Client(cls.srv.url, cls.srv.tokens[FINANCE])
         cls.auditor = writ.Client(cls.srv.url, cls.srv.tokens[AUDITOR])
+        cls.dpo = writ.Client(cls.srv.url, cls.srv.tokens[DPO])
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -190,6 +191,39 @@ class RefundPack(unittest.TestCase):
         with self.assertRaises(writ.Conflict) as cm:
             self.agent.report_execution(r.decision_id, "failed", error={"code": "other"})
         self.assertEqual(cm.exception.status, 409)
+
+    def test_retract_feedback_links_erase(self) -> None:
+        blocked = self.agent.check(refund_request("refund-exceeds-order-goal-fail"))
+        allowed = self.agent.check(refund_request("refund-allow"))
+        ack = self.auditor.retract(blocked.record_id, "decided on a stale order total")
+        self.assertEqual((ack["kind"], ack["about"], ack["decision_id"], ack["status"]),
+                         ("retraction", blocked.record_id, blocked.decision_id, "CLOSED"))
+        with self.assertRaises(writ.Conflict):
+            self.auditor.retract(blocked.record_id, "again")
+        with self.assertRaises(writ.Forbidden):
+            self.agent.retract(allowed.record_id, "an agent may not")
+        with self.assertRaises(writ.Invalid):
+            self.finance.feedback(allowed.record_id, "wrong_outcome", score=1.5)
+        fb = self.finance.feedback(allowed.record_id, "wrong_outcome", score=0.25, comment="should have escalated",
+                                   rule_change="ctxpack.support@1.1.0")
+        self.assertEqual((fb["kind"], fb["about"], fb["outcome"]), ("feedback", allowed.record_id, "wrong_outcome"))
+        self.assertEqual(self.auditor.record(fb["record_id"])["actor"]["id"], FINANCE)
+
+        links = self.auditor.links(blocked.record_id)
+        self.assertEqual((links["retracted"], links["retracted_by"], links["superseded_by"], links["feedback"]),
+                         (True, ack["record_id"], [ack["record_id"]], []))
+        links = self.finance.links(allowed.record_id)
+        self.assertEqual((links["retracted"], links["superseded_by"], links["feedback"]), (False, [], [fb["record_id"]]))
+
+        with self.assertRaises(writ.Forbidden):
+            self.auditor.erase("customer:cus_77", "not an admin")
+        # The refund pack classifies nothing: the erasure erases nothing,
+        # and is recorded all the same.
+        x = self.dpo.erase("customer:cus_77", "the customer's erasure request")
+        self.assertEqual((x["subject_id"], x["erased"], x["refs"]), ("customer:cus_77", 0, []))
+        rec = self.auditor.record(x["record_id"])
+        self.assertTrue(rec["decision_key"].startswith("erasure:"), rec["decision_key"])
+        self.assertEqual(rec["actor"]["id"], DPO)
 
     def test_approval_flow_with_the_guard_waiting(self) -> None:
         base = refund_request("refund-high-value-human-review")

@@ -298,6 +298,61 @@ class Client:
         data, _ = self._call("GET", "/v1/records", query=q)
         return Page(list(data.get("records") or []), data.get("next_cursor"))
 
+    def retract(self, record_id: str, reason: str, *, by: Optional[str] = None,
+                trace_id: Optional[str] = None) -> JSON:
+        """``POST /v1/records/{id}/retract`` (an auditor's or admin's key): seal a retraction of the record.
+
+        The retraction is a record of its own (decision key ``retraction:…``)
+        that supersedes the record without replacing it; the record stays
+        verifiable, shown retracted. Answers an AnnotationAck. ``by`` only in
+        development mode (with a key, the key's subject retracts).
+        """
+        body: JSON = {"reason": reason}
+        for k, v in (("by", by), ("trace_id", trace_id)):
+            if v is not None:
+                body[k] = v
+        data, _ = self._call("POST", f"/v1/records/{_seg(record_id)}/retract", body=self.with_tenant(body))
+        return data
+
+    def feedback(self, record_id: str, label: str, *, score: Optional[float] = None,
+                 comment: Optional[str] = None, author: Optional[str] = None,
+                 rule_change: Optional[str] = None, trace_id: Optional[str] = None) -> JSON:
+        """``POST /v1/records/{id}/feedback`` (an approver's or auditor's key): seal a feedback entry on the record.
+
+        ``label`` names it (``correct``, ``wrong_outcome``, ...), ``score`` is
+        in [0, 1], ``rule_change`` the change it led to. The entry is a record
+        (decision key ``feedback:…``) that links back. Answers an AnnotationAck.
+        """
+        body: JSON = {"label": label}
+        for k, v in (("score", score), ("comment", comment), ("author", author),
+                     ("rule_change", rule_change), ("trace_id", trace_id)):
+            if v is not None:
+                body[k] = v
+        data, _ = self._call("POST", f"/v1/records/{_seg(record_id)}/feedback", body=self.with_tenant(body))
+        return data
+
+    def links(self, record_id: str) -> JSON:
+        """``GET /v1/records/{id}/links``: the records that supersede it, its retraction, its feedback and last replay."""
+        data, _ = self._call("GET", f"/v1/records/{_seg(record_id)}/links", query=self._tenant_query())
+        return data
+
+    def erase(self, subject_id: str, reason: str, *, by: Optional[str] = None,
+              trace_id: Optional[str] = None) -> JSON:
+        """``POST /v1/erasures`` (an admin's key): erase a subject's classified values.
+
+        The raw values the pack classifies, kept apart from the ledger, are
+        deleted with their salts, and an erasure record lists their
+        references; every record still verifies, and a replay of an erased
+        decision answers ``inputs_erased``. Answers an Erasure
+        (``erased``: how many values, ``refs``, ``record_id``).
+        """
+        body: JSON = {"subject_id": subject_id, "reason": reason}
+        for k, v in (("by", by), ("trace_id", trace_id)):
+            if v is not None:
+                body[k] = v
+        data, _ = self._call("POST", "/v1/erasures", body=self.with_tenant(body))
+        return data
+
     # ---- approvals -------------------------------------------------------
 
     def approvals(self, *, state: Optional[str] = None, gate_id: Optional[str] = None,

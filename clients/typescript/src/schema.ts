@@ -245,6 +245,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/ledger/witnesses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's latest checkpoint and its witnesses' lag
+         * @description Where the tenant's ledger stands with the witnesses this server
+         *     submits checkpoints to (`writ serve --witnesses`): the latest
+         *     signed checkpoint (`null` until the first, which follows the
+         *     tenant's first record within the server's checkpoint interval),
+         *     and for each witness, in the order of the witnesses file, its key
+         *     name and ID, the largest checkpoint of the tenant it cosigned
+         *     (from the cosignatures writ stored), and how far that is behind
+         *     the latest checkpoint in records and in time. `witnesses` is empty
+         *     when the server has none configured. Only the caller's tenant is
+         *     answered, never another's. Unlike `GET /v1/ledger/checkpoint`, a
+         *     tenant with no checkpoint yet is a 200, so a client can ask before
+         *     its first checkpoint without an error.
+         */
+        get: operations["getLedgerWitnesses"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/records/{id}/replay": {
         parameters: {
             query?: never;
@@ -1011,7 +1042,10 @@ export interface paths {
          *     not verify or names an unregistered key (403), an item of
          *     another tenant (403), an item over 16 KiB in canonical form
          *     (413), an id already stored (409), an `observed_at` in the
-         *     future (400).
+         *     future (400). An item with an `observation` is what the MCP
+         *     gateway saw a tool return (docs/mcp.md, "Evidence from tool
+         *     results"): only a key with the `gateway` role submits it (403
+         *     otherwise), and it is stored `observed`.
          */
         post: operations["addEvidence"];
         delete?: never;
@@ -1500,6 +1534,8 @@ export interface components {
              * @description Set by writ with resolution.
              */
             revoked_at?: string;
+            /** @description Set by writ with resolution, only when the check's spec takes a context field from evidence (context_from_evidence): the item's subjects. */
+            subject_ids?: string[];
         };
         /** @description An evidence item as stored: its content address is sha256: over its RFC 8785 form (docs/ledger-format.md, Evidence records). */
         EvidenceItem: {
@@ -1531,7 +1567,19 @@ export interface components {
             /** @description Set by writ: the issuer key's subject; any other value is refused. In development mode (no API keys) it is required: the issuer's name, recorded as claimed. */
             issuer?: string;
             jws?: string;
+            observation?: components["schemas"]["EvidenceObservation"];
             trace_id?: string;
+        };
+        /** @description The tool call whose result the MCP gateway captured as the item (tools.yaml captures): only a key with the gateway role sends it, and the item is observed. */
+        EvidenceObservation: {
+            /** @description The tool as the agent called it. */
+            tool: string;
+            /** @description The gateway's id of the call (its check's tool_call_id). */
+            tool_call_id: string;
+            /** @description The decision that allowed the call. */
+            decision_id: string;
+            /** @description sha256: over the canonical JSON of the result the agent was given (the execution report's result_digest). */
+            result_digest: string;
         };
         RevokeEvidenceRequest: {
             tenant_id: string;
@@ -1551,6 +1599,7 @@ export interface components {
             content_address: string;
             /** @enum {string} */
             provenance: "issued" | "observed";
+            observation?: components["schemas"]["EvidenceObservation"];
             submitted_by?: string;
             signed_by?: string;
             record_id: string;
@@ -1570,6 +1619,15 @@ export interface components {
              * @enum {string}
              */
             provenance?: "issued";
+        };
+        /** @description Where a context field the spec takes from evidence got its value: the cited item that filled it (evidence, kind:id#content address) and its provenance, or neither when no cited item could (the field was then absent); ignored_claim when the caller sent a value writ did not read. */
+        ContextSource: {
+            kind: string;
+            attribute: string;
+            evidence?: string;
+            /** @enum {string} */
+            provenance?: "issued" | "observed";
+            ignored_claim?: boolean;
         };
         /** @description What writ itself counted for the spec's budgets (provenance observed). tool_calls: the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one, present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage. actor_tool_calls: the checks it allowed the actor in the window of the spec's actor_tool_calls budget, with this one. See docs/pack-format.md, Budgets. */
         MeteredUsage: {
@@ -1857,6 +1915,10 @@ export interface components {
             /** @description The caller's usage as it sent it: provenance claimed. */
             budget_usage?: components["schemas"]["Usage"];
             metered_usage?: components["schemas"]["MeteredUsage"];
+            /** @description For each context field the spec takes from evidence (context_from_evidence), where its value came from. Absent for other specs. See docs/pack-format.md, Context from evidence. */
+            context_sources?: {
+                [key: string]: components["schemas"]["ContextSource"];
+            };
             execution?: components["schemas"]["Execution"];
             /** @description The values of the pack's history aggregates the decision read (history.<name> in its conditions), pinned for replay. Absent when it read none. */
             history?: components["schemas"]["HistoryValue"][];
@@ -2240,10 +2302,10 @@ export interface components {
             seq?: number;
             decision_key?: string;
             /**
-             * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`) or an execution report (`execution:…`).
+             * @description What the record decided, by its decision key: a boundary check, a step verdict (`workflow:…`), an approval decision (`approval:…`), an execution report (`execution:…`), a parameter change (`params:…`), an erasure (`erasure:…`), an evidence fact or its revocation (`evidence:…`, `evidence_revocation:…`), a retraction (`retraction:…`), a feedback entry (`feedback:…`) or a replay result (`replay:…`).
              * @enum {string}
              */
-            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change" | "erasure";
+            kind?: "check" | "step_verdict" | "approval_decision" | "execution_report" | "params_change" | "erasure" | "evidence" | "retraction" | "feedback" | "replay_result";
             /**
              * @description `replay_equal`: the rebuilt record has exactly the sealed
              *     canonical bytes. `diff`: something differs, and `differences`
@@ -2288,6 +2350,52 @@ export interface components {
          * @enum {string}
          */
         ReplayClass: "changed_evidence" | "changed_policy" | "changed_tool_transcript" | "changed_compiled_context" | "changed_scorecard" | "changed_history" | "changed_params" | "changed_record" | "tamper_detected";
+        /** @description Where a tenant's ledger stands with its witnesses. */
+        LedgerWitnesses: {
+            tenant_id: string;
+            /** @description The tenant's latest checkpoint; null until the first. */
+            checkpoint: components["schemas"]["CheckpointHead"] | null;
+            /** @description The configured witnesses, in the order of the server's witnesses file; empty when none is configured. */
+            witnesses: components["schemas"]["WitnessLag"][];
+        };
+        /** @description A checkpoint named by its tree size and the time writ signed it. */
+        CheckpointHead: {
+            /** Format: int64 */
+            tree_size: number;
+            /** Format: date-time */
+            issued_at: string;
+        };
+        /** @description One witness's view of a tenant's ledger. */
+        WitnessLag: {
+            /** @description The witness key's name: the first field of its cosignature lines. */
+            name: string;
+            /** @description The witness key's ID (key hash) as eight hex digits. */
+            key_id: string;
+            /**
+             * Format: int64
+             * @description The tree size of the largest checkpoint of the tenant the witness cosigned; 0 if none.
+             */
+            cosigned_size: number;
+            /**
+             * Format: date-time
+             * @description The time that cosignature states (the witness's clock); absent if none.
+             */
+            cosigned_at?: string;
+            /**
+             * Format: date-time
+             * @description When writ stored that cosignature (writ's clock); absent if none.
+             */
+            received_at?: string;
+            /**
+             * Format: int64
+             * @description How many records the latest checkpoint holds beyond the cosigned one (the latest checkpoint's size if the witness cosigned none).
+             */
+            lag_records: number;
+            /** @description 0 when the witness cosigned the latest checkpoint, else the time from the receipt of its latest cosignature to the signing of the latest checkpoint; absent when it cosigned none. */
+            lag_seconds?: number;
+            /** @description Set when the witness refused a checkpoint of the tenant as another history of the log (a witness conflict). */
+            conflict?: boolean;
+        };
         /** @description What one server measured of a tenant's checks and ledger appends in recent windows. */
         LatencyStats: {
             tenant_id: string;
@@ -2685,7 +2793,7 @@ export interface components {
             tenant_id: string;
             /** @description Who holds the key; it is the approver named in approvals. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer" | "gateway")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
@@ -2714,7 +2822,7 @@ export interface components {
             tenant_id?: string;
             /** @description Who holds the key (a person or a service); validated as a check's names are. */
             subject: string;
-            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer")[];
+            roles: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer" | "gateway")[];
             /**
              * Format: date-time
              * @description When the key stops opening anything (optional; in the future).
@@ -2793,7 +2901,7 @@ export interface components {
             /** @description Who holds the key. */
             subject?: string;
             /** @description The key's roles. */
-            roles?: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer")[];
+            roles?: ("agent" | "approver" | "auditor" | "admin" | "meter" | "issuer" | "gateway")[];
             /**
              * @description The actor type the key acts as; with `subject`, the actor of every check it makes (docs/trust.md).
              * @enum {string}
@@ -3610,6 +3718,50 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["LedgerNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getLedgerWitnesses: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The tenant whose records, ledger, runs or approvals are read.
+                 *     Nothing crosses tenants. With an API key it defaults to the key's
+                 *     tenant, and naming another is 403; in development mode it is
+                 *     required.
+                 */
+                tenant_id?: components["parameters"]["tenant_id"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's latest checkpoint and each witness's lag. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LedgerWitnesses"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description A server that reports no witnesses (it serves no ledger; code `not_found`). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
