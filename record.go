@@ -64,9 +64,13 @@ type Record struct {
 	// for the spec's budgets (observed), set when it metered the check;
 	// the budgets counted the larger of it and BudgetUsage.
 	MeteredUsage *MeteredUsage `json:"metered_usage,omitempty"`
-	Lineage      Lineage       `json:"lineage"`
-	TraceID      string        `json:"trace_id"`
-	Replay       Replay        `json:"replay"`
+	// ContextSources says, for each context field the spec takes from
+	// evidence (context_from_evidence), which cited item filled it and
+	// with what provenance, or that none did; set only for such a spec.
+	ContextSources map[string]ContextSource `json:"context_sources,omitempty"`
+	Lineage        Lineage                  `json:"lineage"`
+	TraceID        string                   `json:"trace_id"`
+	Replay         Replay                   `json:"replay"`
 	// History pins the history aggregates the decision read, by name
 	// (absent when it read none). JSON field order does not matter: the
 	// sealed bytes are canonical (RFC 8785).

@@ -176,6 +176,10 @@ type Evidence struct {
 	Issuer     string     `json:"issuer,omitempty"`
 	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
 	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	// SubjectIDs are the resolved item's subjects, pinned only when the
+	// check's spec takes a context field from evidence
+	// (context_from_evidence), which must know whose fact it is.
+	SubjectIDs []string `json:"subject_ids,omitempty"`
 }
 
 // Ref renders the evidence reference as kind:id#version (or #hash).
@@ -273,4 +277,18 @@ func ValidTraceID(id string) bool {
 		zero = zero && c == '0'
 	}
 	return !zero
+}
+
+// ContextSource says where a context field that a spec takes from
+// evidence (context_from_evidence) got its value: the cited item writ
+// resolved, and that item's provenance. Evidence and Provenance are
+// empty when no cited item could fill the field (then the field is
+// absent); IgnoredClaim says the caller sent a value of its own, which
+// writ did not read.
+type ContextSource struct {
+	Kind         string     `json:"kind"`
+	Attribute    string     `json:"attribute"`
+	Evidence     string     `json:"evidence,omitempty"`
+	Provenance   Provenance `json:"provenance,omitempty"`
+	IgnoredClaim bool       `json:"ignored_claim,omitempty"`
 }

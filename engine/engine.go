@@ -332,7 +332,9 @@ func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string)
 		// The citations are resolved against the evidence store with one
 		// read, before deciding; the envelope pins what was resolved, so
 		// decide stays a function of it and replay decides on the same.
-		if rq.Evidence, err = e.resolveEvidence(ctx, &rq); err != nil {
+		// A spec that takes context fields from evidence needs each
+		// item's subjects, pinned with it.
+		if rq.Evidence, err = e.resolveEvidence(ctx, &rq, len(r.Spec.ContextFromEvidence) > 0); err != nil {
 			if writ.ErrorCode(err) == writ.ETOOLARGE {
 				return nil, err
 			}

@@ -74,8 +74,8 @@ func validate(req *writ.CheckRequest) error {
 		if len(e.JWS) > 2*writ.MaxEvidenceItemBytes {
 			bad(fmt.Sprintf("evidence[%d].jws", i), "longer than %d bytes", 2*writ.MaxEvidenceItemBytes)
 		}
-		if e.Resolution != "" || e.Provenance != "" || e.Issuer != "" || e.ExpiresAt != nil || e.RevokedAt != nil {
-			bad(fmt.Sprintf("evidence[%d]", i), "resolution, provenance, issuer, expires_at and revoked_at are set by writ when it resolves the citation; a request must not set them")
+		if e.Resolution != "" || e.Provenance != "" || e.Issuer != "" || e.ExpiresAt != nil || e.RevokedAt != nil || e.SubjectIDs != nil {
+			bad(fmt.Sprintf("evidence[%d]", i), "resolution, provenance, issuer, expires_at, revoked_at and subject_ids are set by writ when it resolves the citation; a request must not set them")
 		}
 	}
 	if strings.HasPrefix(req.IdempotencyKey, "writ:") {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -143,6 +145,31 @@ func (c *Client) Record(ctx context.Context, tenantID, recordID string) (*writ.S
 		return nil, resp.error()
 	}
 	return parseStoredRecord(resp.body)
+}
+
+// Envelope returns the stored request envelope the tenant's record pins
+// (GET /v1/records/{id}/envelope), exactly as stored: the redacted
+// request the check decided, with its evidence as writ resolved it. It
+// checks that the bytes hash to replayPacketID, the record's
+// replay.replay_packet_id, when that is given.
+func (c *Client) Envelope(ctx context.Context, tenantID, recordID, replayPacketID string) ([]byte, error) {
+	hreq, err := c.newRequest(ctx, http.MethodGet, "/v1/records/"+url.PathEscape(recordID)+"/envelope", url.Values{paramTenantID: {tenantID}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.do(hreq)
+	if err != nil {
+		return nil, err
+	}
+	if resp.status != http.StatusOK {
+		return nil, resp.error()
+	}
+	sum := sha256.Sum256(resp.body)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); replayPacketID != "" && got != replayPacketID {
+		return nil, &writ.Error{Code: writ.EINTERNAL, Err: writ.ErrIntegrity,
+			Message: fmt.Sprintf("the request envelope of record %s hashes to %s, the record pins %s", recordID, got, replayPacketID)}
+	}
+	return resp.body, nil
 }
 
 // Records lists the tenant's records matching q.

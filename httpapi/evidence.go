@@ -142,5 +142,16 @@ func (c *Client) postEvidence(ctx context.Context, path string, body any, traceI
 	}
 	hreq.Header.Set("Content-Type", mediaJSON)
 	setTraceparent(hreq, traceID)
-	return c.doJSON(hreq, "evidence item", out)
+	resp, err := c.do(hreq)
+	if err != nil {
+		return err
+	}
+	// An item is stored 201, a revocation answered 200.
+	if resp.status != http.StatusOK && resp.status != http.StatusCreated {
+		return resp.error()
+	}
+	if err := json.Unmarshal(resp.body, out); err != nil {
+		return fmt.Errorf("httpapi: decode evidence item: %w", err)
+	}
+	return nil
 }

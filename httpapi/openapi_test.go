@@ -330,6 +330,7 @@ var schemaTypes = map[string]reflect.Type{
 	"ToolLineage":                reflect.TypeFor[writ.ToolLineage](),
 	"HistoryValue":               reflect.TypeFor[writ.HistoryValue](),
 	"MeteredUsage":               reflect.TypeFor[writ.MeteredUsage](),
+	"ContextSource":              reflect.TypeFor[writ.ContextSource](),
 	"CallerLineage":              reflect.TypeFor[writ.CallerLineage](),
 	"Receipt":                    reflect.TypeFor[writ.Receipt](),
 	"Reason":                     reflect.TypeFor[writ.Reason](),

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"reflect"
 	"slices"
@@ -593,6 +594,37 @@ func checkEvidenceRecord(rec *writ.Record, bad func(rule, format string, args ..
 	}
 	if id, _ := item["id"].(string); !slices.Contains(rec.EvidenceRefs, kind+":"+id+"#"+ca) {
 		bad("evidence", "an evidence record cites its item as %s:<id>#<content address>", kind)
+	}
+	if tok, ok := rec.Outputs["jws"]; ok {
+		checkEvidenceJWS(tok, rec.Outputs["signed_by"], item, bad)
+	}
+}
+
+// checkEvidenceJWS checks what can be checked of a signed item's JWS
+// without the issuer's keys (which the tenant registered, and which a
+// bundle does not carry; writ verified the signature with them when the
+// item was stored): it is a compact JWS whose payload is exactly the
+// item's canonical form, and whose protected header's kid is signed_by.
+func checkEvidenceJWS(tok, signedBy any, item map[string]any, bad func(rule, format string, args ...any)) {
+	s, _ := tok.(string)
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		bad("evidence", "outputs.jws is not a compact JWS (three dot-separated parts)")
+		return
+	}
+	canon, err := record.Canonical(item)
+	if payload, perr := base64.RawURLEncoding.DecodeString(parts[1]); err != nil || perr != nil || !bytes.Equal(payload, canon) {
+		bad("evidence", "the payload of outputs.jws is not the item's canonical form (the item or its signature was changed)")
+	}
+	var hdr struct {
+		Kid string `json:"kid"`
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err == nil {
+		err = jsonv2.Unmarshal(raw, &hdr)
+	}
+	if kid, _ := signedBy.(string); err != nil || hdr.Kid == "" || hdr.Kid != kid {
+		bad("evidence", "outputs.signed_by %v is not the kid of outputs.jws's protected header", signedBy)
 	}
 }
 

@@ -55,6 +55,7 @@ const (
 	RuleTests                = "tests"                 // tests/*.yaml: schema and references (writ test runs them)
 	RuleProvenance           = "provenance"            // a condition compares a provenance only with a provenance writ knows
 	RuleSessionBudget        = "session-budget"        // a tool_calls budget, which a fresh session resets, has an actor_tool_calls budget beside it
+	RuleEvidenceCapture      = "evidence-capture"      // a tool whose spec requires evidence another tool captures names subject_ids, so the gateway can cite it
 )
 
 // Finding is one problem (or, with severity info, one fact worth listing).
@@ -194,6 +195,7 @@ func lintPack(fsys fs.FS, dir string, p *pack.Pack, loadErr error) *Report {
 	}
 	l.provenances()
 	l.sessionBudgets()
+	l.captures()
 	l.workflowPolicies()
 	for _, w := range sortedWorkflows(p) {
 		g := newGraph(w)

@@ -19,8 +19,8 @@ import (
 var provenanceFields = []string{"provenance", "delegated_user_provenance"}
 
 // provenances checks every rule and control condition that compares a
-// provenance (actor.provenance, actor.delegated_user_provenance) with a
-// string: the string must be a provenance writ knows (writ.Provenances),
+// provenance (actor.provenance, actor.delegated_user_provenance,
+// context_provenance.<field>) with a string: the string must be a provenance writ knows (writ.Provenances),
 // or the condition can never be what its author meant: a rule that
 // blocks unless actor.provenance == "authentic" blocks everyone, and one
 // that allows when it is "verified" allows no one.
@@ -89,15 +89,23 @@ func unknownProvenances(e ast.Expr) []string {
 }
 
 // isProvenance reports whether e reads actor.provenance or
-// actor["provenance"] (or the delegated user's).
+// actor["provenance"] (or the delegated user's), or a context field's
+// provenance (context_provenance.<field> or context_provenance["field"]).
 func isProvenance(e ast.Expr) bool {
 	switch e.Kind() {
 	case ast.SelectKind:
 		s := e.AsSelect()
-		return isIdent(s.Operand(), "actor") && slices.Contains(provenanceFields, s.FieldName())
+		return isIdent(s.Operand(), "actor") && slices.Contains(provenanceFields, s.FieldName()) ||
+			isIdent(s.Operand(), "context_provenance")
 	case ast.CallKind:
 		c := e.AsCall()
-		if c.FunctionName() != operators.Index || len(c.Args()) != 2 || !isIdent(c.Args()[0], "actor") {
+		if c.FunctionName() != operators.Index || len(c.Args()) != 2 {
+			return false
+		}
+		if isIdent(c.Args()[0], "context_provenance") {
+			return true // any field's provenance
+		}
+		if !isIdent(c.Args()[0], "actor") {
 			return false
 		}
 		k := c.Args()[1]

@@ -138,6 +138,9 @@ type Spec struct {
 	// its mark (or leaves it out) lists it in scorecard_failed (see
 	// ScorecardFailures). The decision itself does not change.
 	ScorecardPass map[string]float64 `yaml:"scorecard_pass"`
+	// ContextFromEvidence are the context fields writ fills from the
+	// evidence the check cites, ignoring the caller's value (issue 32).
+	ContextFromEvidence []*ContextSource `yaml:"context_from_evidence"`
 
 	// OutputsSchema is the compiled outputs schema, or nil.
 	OutputsSchema *jsonschema.Schema `yaml:"-"`
@@ -202,6 +205,34 @@ type EvidenceRequirement struct {
 	MaxAge  time.Duration `yaml:"-"`
 	Pos     Pos           `yaml:"-"`
 	WhenPos Pos           `yaml:"-"`
+}
+
+// ContextSource says that a context field comes from evidence: writ
+// sets context.<Field> to attribute Attribute of the cited item of Kind
+// that resolved with an accepted provenance, names one of the check's
+// subjects (with Subject's prefix, when set) and was observed last; the
+// caller's value of the field is never read. With no such item the field
+// is absent, and a condition that reads it fails closed.
+type ContextSource struct {
+	Field     string `yaml:"field"`
+	Kind      string `yaml:"kind"`
+	Attribute string `yaml:"attribute"`
+	// Subject, when set, is the type of subject id the item must name:
+	// "customer" for customer:… ids.
+	Subject string `yaml:"subject"`
+	// Provenance lists the provenances the item may have: issued,
+	// observed (the default is both; claimed is never accepted, since a
+	// claimed item is the caller's word).
+	Provenance []string `yaml:"provenance"`
+	Pos        Pos      `yaml:"-"`
+}
+
+// Accepts reports whether an item of provenance p may fill the field.
+func (c *ContextSource) Accepts(p string) bool {
+	if len(c.Provenance) == 0 {
+		return p == "issued" || p == "observed"
+	}
+	return slices.Contains(c.Provenance, p)
 }
 
 // Execution says what follows an allow of the spec: how long the allow
@@ -743,6 +774,14 @@ func (l *loader) loadSpec(p *Pack, rel string) {
 		if r.OnMissing == "" {
 			r.OnMissing = "replan_local"
 		}
+	}
+	fields := map[string]bool{}
+	for i, c := range s.ContextFromEvidence {
+		c.Pos = l.pos(doc, fmt.Sprintf("/context_from_evidence/%d", i))
+		if fields[c.Field] {
+			l.addf(c.Pos, "context field %q comes from evidence twice: one source a field", c.Field)
+		}
+		fields[c.Field] = true
 	}
 	if x := s.Execution; x != nil {
 		x.Pos = l.pos(doc, "/execution")

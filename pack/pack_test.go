@@ -126,6 +126,10 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"capture without a kind", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"c:{id}\"]\n    captures: {attributes: [x]}\n"}, "tools.0.captures: missing property 'kind'"},
 		{"capture's bad validity", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"c:{id}\"]\n    captures: {kind: idv, valid_for: a day}\n"}, "demo/tools.yaml:6: \"a day\" is not a positive duration"},
 		{"bad outputs schema", map[string]string{"specs/s.yaml": okSpec + "outputs_schema: {type: nonsense}\n"}, "demo/specs/s.yaml:5: outputs_schema"},
+		{"context from evidence without an attribute", map[string]string{"specs/s.yaml": okSpec + "context_from_evidence:\n  - {field: fraud_score, kind: fraud_assessment}\n"}, "context_from_evidence.0: missing property 'attribute'"},
+		{"context from evidence, bad field", map[string]string{"specs/s.yaml": okSpec + "context_from_evidence:\n  - {field: fraud.score, kind: fa, attribute: score}\n"}, "context_from_evidence.0.field"},
+		{"context from evidence, claimed", map[string]string{"specs/s.yaml": okSpec + "context_from_evidence:\n  - {field: s, kind: fa, attribute: score, provenance: [claimed]}\n"}, "context_from_evidence.0.provenance.0"},
+		{"context field from evidence twice", map[string]string{"specs/s.yaml": okSpec + "context_from_evidence:\n  - {field: s, kind: fa, attribute: score}\n  - {field: s, kind: fb, attribute: score}\n"}, "demo/specs/s.yaml:7: context field \"s\" comes from evidence twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

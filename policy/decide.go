@@ -174,6 +174,10 @@ type Decision struct {
 	// spec's budgets (tool_calls, with this check), when it read the
 	// tool-call meter (meter.go); nil otherwise.
 	Metered *writ.Usage
+	// ContextSources are the context fields the spec takes from
+	// evidence, and where each came from (fillContext); nil when it
+	// takes none.
+	ContextSources map[string]writ.ContextSource
 	// MeteredActor is what writ counted of the actor's tool calls in the
 	// window of the spec's actor_tool_calls budget (with this check),
 	// when it read that meter; nil otherwise.
@@ -228,6 +232,10 @@ func (p *Policy) DecideInputs(r *Resolved, req *writ.CheckRequest, now time.Time
 	}
 	d.requiredGates(r.index.gates, r.ApprovalMode)
 	d.settle()
+	if len(v.sources) > 0 {
+		v.context()
+		d.ContextSources = v.contextSources
+	}
 	return d
 }
 

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -10,6 +12,7 @@ import (
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/pack"
 )
 
 // Variables are the names a rule condition, a control condition or an
@@ -39,7 +42,13 @@ import (
 //	history       map(string, double)  the pack's history aggregates the check reads, by name
 //	params        map(string, dyn)     the tenant's parameter values, by name (the pack's
 //	                                   defaults where the tenant set none)
-var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now", "history", "params"}
+//	context_provenance map(string, string) each context field's provenance: "claimed" for
+//	                                   the caller's, the item's ("issued", "observed") for a
+//	                                   field the spec takes from evidence (context_from_evidence)
+//
+// context holds, for a field the spec takes from evidence, the value writ
+// found, never the caller's (see fillContext).
+var Variables = []string{"tenant", "decision_key", "tool", "action_class", "approval_mode", "args", "context", "outputs", "subject_ids", "actor", "workflow", "evidence", "usage", "scorecard", "now", "history", "params", "context_provenance"}
 
 func newEnv() (*cel.Env, error) {
 	dyn := cel.MapType(cel.StringType, cel.DynType)
@@ -66,6 +75,7 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("now", cel.TimestampType),
 		cel.Variable("history", nums),
 		cel.Variable("params", dyn),
+		cel.Variable("context_provenance", strs),
 	)
 }
 
@@ -79,12 +89,17 @@ type vars struct {
 	now                                    time.Time
 	history                                History
 	params                                 map[string]any
+	// sources are the spec's context fields from evidence; filled and
+	// contextSources are the context they give, computed on first use.
+	sources        []*pack.ContextSource
+	filled         map[string]any
+	contextSources map[string]writ.ContextSource
 
 	vals [numVariables]ref.Val
 }
 
 // numVariables is len(Variables).
-const numVariables = 17
+const numVariables = 18
 
 var (
 	emptyAny = map[string]any{}
@@ -129,6 +144,8 @@ func varIndex(name string) int {
 		return 15
 	case "params":
 		return 16
+	case "context_provenance":
+		return 17
 	}
 	return -1
 }
@@ -161,7 +178,17 @@ func (v *vars) native(i int) any {
 	case 5:
 		return orEmpty(req.Arguments)
 	case 6:
-		return orEmpty(req.Context)
+		return orEmpty(v.context())
+	case 17:
+		ctx := v.context()
+		m := make(map[string]string, len(ctx))
+		for k := range ctx {
+			m[k] = string(writ.ProvenanceClaimed)
+			if s, ok := v.contextSources[k]; ok {
+				m[k] = string(s.Provenance)
+			}
+		}
+		return m
 	case 7:
 		return orEmpty(req.Outputs)
 	case 8:
@@ -248,7 +275,82 @@ func (v *vars) lookup(path []string) (any, bool) {
 }
 
 func newVars(req *writ.CheckRequest, r *Resolved, now time.Time) *vars {
-	return &vars{req: req, decisionKey: r.Spec.DecisionKey, actionClass: r.ActionClass, approvalMode: string(r.ApprovalMode), now: now}
+	return &vars{req: req, decisionKey: r.Spec.DecisionKey, actionClass: r.ActionClass, approvalMode: string(r.ApprovalMode), now: now, sources: r.Spec.ContextFromEvidence}
+}
+
+// context is the check's context as conditions see it: the caller's,
+// with the fields the spec takes from evidence filled by fillContext.
+func (v *vars) context() map[string]any {
+	if len(v.sources) == 0 {
+		return v.req.Context
+	}
+	if v.contextSources == nil {
+		v.filled, v.contextSources = fillContext(v.sources, v.req, v.now)
+	}
+	return v.filled
+}
+
+// fillContext returns req's context with each field of sources replaced
+// by the value of the source's attribute in the cited evidence item that
+// fills it, or removed when none does, and where each such field came
+// from. The item is, among the citations writ resolved (the request's
+// evidence as the engine pinned it), one of the source's kind, of an
+// accepted provenance, of the request's tenant, neither revoked nor
+// expired at now, not observed in the future, naming one of the
+// request's subjects (of the source's subject type, when it names one),
+// whose attributes hold the attribute; of several, the one observed
+// last (the first cited, at equal times). The caller's value of a field
+// is never read: a fact the spec takes from evidence is never the
+// caller's word. It is a pure function of the pinned request and the
+// clock, so replay fills the same.
+func fillContext(sources []*pack.ContextSource, req *writ.CheckRequest, now time.Time) (map[string]any, map[string]writ.ContextSource) {
+	out := make(map[string]any, len(req.Context)+len(sources))
+	for k, x := range req.Context {
+		out[k] = x
+	}
+	src := make(map[string]writ.ContextSource, len(sources))
+	for _, s := range sources {
+		cs := writ.ContextSource{Kind: s.Kind, Attribute: s.Attribute}
+		_, cs.IgnoredClaim = req.Context[s.Field]
+		delete(out, s.Field)
+		var best *writ.Evidence
+		for i := range req.Evidence {
+			e := &req.Evidence[i]
+			if e.Kind != s.Kind || e.Resolution != writ.ResolutionResolved || !s.Accepts(string(e.Provenance)) ||
+				e.TenantID != req.TenantID || e.ObservedAt == nil || e.ObservedAt.After(now.Add(ClockSkew)) ||
+				e.RevokedAt != nil && !e.RevokedAt.After(now) || e.ExpiresAt != nil && !now.Before(*e.ExpiresAt) {
+				continue
+			}
+			if _, ok := e.Attributes[s.Attribute]; !ok || !namesSubject(e, req.SubjectIDs, s.Subject) {
+				continue
+			}
+			if best == nil || e.ObservedAt.After(*best.ObservedAt) {
+				best = e
+			}
+		}
+		if best != nil {
+			out[s.Field] = best.Attributes[s.Attribute]
+			cs.Evidence, cs.Provenance = best.Ref(), best.Provenance
+		}
+		src[s.Field] = cs
+	}
+	return out, src
+}
+
+// namesSubject reports whether the resolved item e names one of
+// subjects, of type typ ("customer" for customer:… ids) when typ is set.
+// The engine pins a resolved item's subjects (writ.Evidence.SubjectIDs)
+// when the spec takes context from evidence.
+func namesSubject(e *writ.Evidence, subjects []string, typ string) bool {
+	for _, s := range e.SubjectIDs {
+		if typ != "" && !strings.HasPrefix(s, typ+":") {
+			continue
+		}
+		if slices.Contains(subjects, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // validEvidence exposes to conditions only evidence of the request's own

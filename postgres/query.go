@@ -57,18 +57,12 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 	if err != nil {
 		return nil, err
 	}
-	floor, err := s.timeFloor(ctx, q)
+	floor, ceiling, err := s.timeBounds(ctx, q, after)
 	if err != nil {
 		return nil, err
 	}
-	ceiling := int64(-1)
-	if !q.To.IsZero() {
-		if ceiling, err = s.timeCeiling(ctx, q, after); err != nil {
-			return nil, err
-		}
-		if ceiling == 0 { // no record is before the end
-			return &writ.RecordPage{}, nil
-		}
+	if ceiling == 0 { // no record is before the end
+		return &writ.RecordPage{}, nil
 	}
 	// One row more than the page tells whether another page follows.
 	query, args := recordsQuery(q, after, limit+1, floor, ceiling)
@@ -89,43 +83,47 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 // The arguments are the tenant and the time (Unix nanoseconds).
 const timeFloorQuery = `SELECT seq FROM record_time_marks WHERE tenant_id = $1 AND max_ts_ns < $2 ORDER BY max_ts_ns DESC, seq DESC LIMIT 1`
 
-// timeFloor returns the seq up to which every record of the tenant is
-// before q.From, from the time marks (ledger.TimeMarker); 0 without a
-// From, or when no mark is before it. The walk of a time range starts
-// after it, not at the chain's beginning.
-func (s *Store) timeFloor(ctx context.Context, q writ.RecordQuery) (int64, error) {
-	if q.From.IsZero() {
-		return 0, nil
-	}
-	var seq int64
-	err := s.pool.QueryRow(ctx, timeFloorQuery, q.TenantID, ledger.UnixNanos(q.From)).Scan(&seq)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("postgres: query records: %w", err)
-	}
-	return seq, nil
-}
-
 // timeCeilingQuery selects the highest seq of a tenant at or below a seq
 // (NULL: the head) of a record before a time (Unix nanoseconds), or 0,
 // through the time lows (migration 0023, ledger.TimeCeiling).
 const timeCeilingQuery = `SELECT writ_time_ceiling($1, $2, $3)`
 
-// timeCeiling returns the highest seq of the tenant (newest first: before
-// the cursor after) of a record before q.To, or 0 when there is none:
-// every record after it is at or after the end, so a walk back of the
+// timeBoundsQuery selects, in one round trip, a range's time floor (0
+// without a start, $2 NULL) and time ceiling (-1 without an end, $4
+// NULL). The arguments are the tenant, the start, the seq the ceiling is
+// at or below (NULL: the head) and the end.
+const timeBoundsQuery = `SELECT coalesce((` + timeFloorQuery + `), 0),
+	CASE WHEN $4::bigint IS NULL THEN -1 ELSE writ_time_ceiling($1, $3, $4) END`
+
+// timeBounds returns the seq up to which every record of the tenant is
+// before q.From (timeFloorQuery, ledger.TimeMarker; 0 without a From, or
+// when no mark is before it), where the walk of a time range starts; and
+// the highest seq (newest first: before the cursor after) of a record
+// before q.To (writ_time_ceiling), or 0 when there is none, -1 without a
+// To: every record after it is at or after the end, so a walk back of the
 // range starts there, and a walk forward ends there, instead of at the
 // chain's end.
-func (s *Store) timeCeiling(ctx context.Context, q writ.RecordQuery, after int64) (int64, error) {
-	var hi *int64
+func (s *Store) timeBounds(ctx context.Context, q writ.RecordQuery, after int64) (floor, ceiling int64, err error) {
+	if q.From.IsZero() && q.To.IsZero() {
+		return 0, -1, nil
+	}
+	var from, hi, to *int64
+	if !q.From.IsZero() {
+		ns := ledger.UnixNanos(q.From)
+		from = &ns
+	}
+	if !q.To.IsZero() {
+		ns := ledger.UnixNanos(q.To)
+		to = &ns
+	}
 	if after > 0 && q.Newest {
 		h := after - 1
 		hi = &h
 	}
-	var seq int64
-	if err := s.pool.QueryRow(ctx, timeCeilingQuery, q.TenantID, hi, ledger.UnixNanos(q.To)).Scan(&seq); err != nil {
-		return 0, fmt.Errorf("postgres: query records: %w", err)
+	if err := s.pool.QueryRow(ctx, timeBoundsQuery, q.TenantID, from, hi, to).Scan(&floor, &ceiling); err != nil {
+		return 0, 0, fmt.Errorf("postgres: query records: %w", err)
 	}
-	return seq, nil
+	return floor, ceiling, nil
 }
 
 // recordsQuery builds the SQL of a record query: q's filters, records after

@@ -81,6 +81,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{name: "Approvals(state=approved)", uses: "approval_events_pkey"},
 		{name: "Approvals(gate_id)", uses: "approval_requests_list"},
 		{name: "timeFloor", query: timeFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "Index Only Scan Backward using record_time_marks_pkey"},
+		{name: "timeBounds", query: timeBoundsQuery, args: []any{"acme", now.UnixNano(), nil, now.UnixNano()}, uses: "Index Only Scan Backward using record_time_marks_pkey"},
 		{name: "approvalFloor", query: approvalFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "Index Scan Backward using approval_floors_pkey"},
 		{name: "raiseApprovalFloor", query: raiseApprovalFloorQuery, args: []any{"acme", now.UnixNano()}, uses: "approval_requests_list"},
 		{name: "timeCeiling", query: `SELECT x.seq FROM record_time_lows x WHERE x.tenant_id = $1 AND x.level = $2 AND x.seq > $3 AND x.seq <= $4
@@ -174,15 +175,9 @@ func TestQueriesAtScale(t *testing.T) {
 			times = append(times, time.Since(t0))
 		}
 		slices.Sort(times)
-		floor, err := st.timeFloor(ctx, q)
+		floor, ceiling, err := st.timeBounds(ctx, q, 0)
 		if err != nil {
 			t.Fatal(err)
-		}
-		ceiling := int64(-1)
-		if !q.To.IsZero() {
-			if ceiling, err = st.timeCeiling(ctx, q, 0); err != nil {
-				t.Fatal(err)
-			}
 		}
 		query, args := recordsQuery(q, 0, 51, floor, ceiling)
 		rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) "+query, args...)

@@ -118,6 +118,7 @@ func Build(in Input) (*writ.Record, error) {
 		u := *req.Usage
 		rec.BudgetUsage = &u
 	}
+	rec.ContextSources = in.Decision.ContextSources
 	if m, a := in.Decision.Metered, in.Decision.MeteredActor; m != nil || a != nil {
 		rec.MeteredUsage = &writ.MeteredUsage{Provenance: writ.ProvenanceObserved}
 		if m != nil {

@@ -540,6 +540,9 @@ type readStmts struct {
 	idempotent, blocked, record, receipt, treeHash *sql.Stmt
 	// apiKey runs on every authenticated request.
 	apiKey *sql.Stmt
+	// report and decisionRecords run on every execution report (the MCP
+	// gateway sends one after each allowed call).
+	report, decisionRecords *sql.Stmt
 }
 
 func (r *readStmts) prepare(db *sql.DB) error {
@@ -557,6 +560,8 @@ func (r *readStmts) prepare(db *sql.DB) error {
 		{&r.receipt, `SELECT receipt FROM records WHERE record_id = ? AND tenant_id = ?`},
 		{&r.treeHash, `SELECT hash FROM tree_hashes WHERE tenant_id = ? AND idx = ?`},
 		{&r.apiKey, keyColumns + ` WHERE k.key_id = ?`},
+		{&r.report, reportQuery},
+		{&r.decisionRecords, `SELECT seq, raw FROM records WHERE tenant_id = ? AND decision_id = ? ORDER BY seq LIMIT ?`},
 	} {
 		st, err := db.Prepare(p.sql)
 		if err != nil {
@@ -569,7 +574,7 @@ func (r *readStmts) prepare(db *sql.DB) error {
 }
 
 func (r *readStmts) close() {
-	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt, r.treeHash, r.apiKey} {
+	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt, r.treeHash, r.apiKey, r.report, r.decisionRecords} {
 		if st != nil {
 			st.Close()
 		}
@@ -596,7 +601,7 @@ func scanPrior(row *sql.Row) (*ledger.Prior, error) {
 
 // Report returns the answer of a decision's execution report, or nil.
 func (s *Store) Report(ctx context.Context, tenantID, decisionID string) (*ledger.Prior, error) {
-	p, err := scanPrior(s.read.QueryRowContext(ctx, reportQuery, tenantID, decisionID))
+	p, err := scanPrior(s.reads.report.QueryRowContext(ctx, tenantID, decisionID))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read execution report: %w", err)
 	}
@@ -606,7 +611,7 @@ func (s *Store) Report(ctx context.Context, tenantID, decisionID string) (*ledge
 // DecisionRecords returns the tenant's records of one decision in chain
 // order.
 func (s *Store) DecisionRecords(ctx context.Context, tenantID, decisionID string) ([]writ.StoredRecord, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT seq, raw FROM records WHERE tenant_id = ? AND decision_id = ? ORDER BY seq LIMIT ?`, tenantID, decisionID, ledger.MaxStoryRecords)
+	rows, err := s.reads.decisionRecords.QueryContext(ctx, tenantID, decisionID, ledger.MaxStoryRecords)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: query records of decision: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/httpapi"
 )
 
 // decisions carries one decision past its receipt on a running server, as
@@ -72,7 +73,79 @@ func (m *Main) decisionsShow(ctx context.Context, args []string) error {
 	for _, a := range st.Approvals {
 		fmt.Fprintf(m.Stdout, "approval %s at %s: %s\n", a.ApprovalID, a.GateID, a.State)
 	}
+	return m.showEvidence(ctx, m.client(sf), st)
+}
+
+// showEvidence prints each evidence item the story's checks cite, as
+// the check's request envelope pins it: the issuer, the provenance, when
+// it was observed and whether writ resolved it. Reading envelopes needs
+// the approver or auditor role: another key gets a line saying so. An
+// envelope that cannot be read or fails its hash is an error.
+func (m *Main) showEvidence(ctx context.Context, c *httpapi.Client, st *writ.DecisionStory) error {
+	for _, r := range st.Records {
+		var rec writ.Record
+		if err := json.Unmarshal(r.Record, &rec); err != nil {
+			return fmt.Errorf("record %s: %w", r.RecordID, err)
+		}
+		// A check's envelope is its request, with the evidence as
+		// resolved; the other records of the story only repeat its refs.
+		if r.Kind != "check" || len(rec.EvidenceRefs) == 0 {
+			continue
+		}
+		body, err := c.Envelope(ctx, st.TenantID, r.RecordID, rec.Replay.ReplayPacketID)
+		if writ.ErrorCode(err) == writ.EFORBIDDEN {
+			fmt.Fprintf(m.Stdout, "evidence of %s: %d items cited; reading them needs the approver or auditor role\n", r.RecordID, len(rec.EvidenceRefs))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("evidence of %s: %w", r.RecordID, err)
+		}
+		var env struct {
+			Evidence []writ.Evidence `json:"evidence"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			return fmt.Errorf("evidence of %s: the request envelope: %w", r.RecordID, err)
+		}
+		fmt.Fprintf(m.Stdout, "evidence of %s:\n", r.RecordID)
+		tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  EVIDENCE\tISSUER\tPROVENANCE\tOBSERVED\tRESOLVED")
+		for _, e := range env.Evidence {
+			observed := "-"
+			if e.ObservedAt != nil {
+				observed = e.ObservedAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", e.Ref(), orDash(e.Issuer), orDash(string(e.Provenance)), observed, resolvedText(e))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// resolvedText says whether writ resolved a cited item: "yes", "yes,
+// revoked …" or "yes, expired …" (as of the check, which then refused
+// it), or "no: " and the resolution; an envelope sealed before writ
+// resolved evidence has none.
+func resolvedText(e writ.Evidence) string {
+	switch {
+	case e.Resolution == "":
+		return "not resolved (sealed before writ resolved evidence)"
+	case e.Resolution != writ.ResolutionResolved:
+		return "no: " + e.Resolution
+	case e.RevokedAt != nil:
+		return "yes, revoked " + e.RevokedAt.UTC().Format(time.RFC3339)
+	case e.ExpiresAt != nil:
+		return "yes, expires " + e.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return "yes"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func (m *Main) decisionsReport(ctx context.Context, args []string) error {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/writhq/writ"
 )
@@ -59,7 +60,8 @@ func TestDecisionsCommandLine(t *testing.T) {
 		t.Fatalf("writ decisions show: %v\n%s", err, out)
 	}
 	var kinds []string
-	for _, line := range strings.Split(out, "\n")[2:] {
+	story1, _, _ := strings.Cut(out, "\nevidence of ")
+	for _, line := range strings.Split(story1, "\n")[2:] {
 		if f := strings.Fields(line); len(f) == 5 && f[0] != "approval" {
 			kinds = append(kinds, f[2]+" "+f[3])
 		}
@@ -69,5 +71,57 @@ func TestDecisionsCommandLine(t *testing.T) {
 	}
 	if !strings.Contains(out, "executed: succeeded") || !strings.Contains(out, w.approvalID+" at GATE_FINANCE_APPROVAL: approved") {
 		t.Errorf("writ decisions show:\n%s\nwant the execution and the approval stated", out)
+	}
+
+	// Each cited evidence item, as the check's stored envelope pins it:
+	// issuer, provenance, observed at, and whether it resolved.
+	story, err := clientFor(w.srv.url, auditor).Decision(ctx, "", decision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := 0
+	for _, r := range story.Records {
+		var rec writ.Record
+		if err := json.Unmarshal(r.Record, &rec); err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind != "check" || len(rec.EvidenceRefs) == 0 {
+			continue
+		}
+		body, err := clientFor(w.srv.url, auditor).Envelope(ctx, "", r.RecordID, rec.Replay.ReplayPacketID)
+		if err != nil {
+			t.Fatalf("Envelope(%s) = %v", r.RecordID, err)
+		}
+		var env struct{ Evidence []writ.Evidence }
+		if err := json.Unmarshal(body, &env); err != nil || len(env.Evidence) != len(rec.EvidenceRefs) {
+			t.Fatalf("envelope of %s: %v, %d evidence items for %d refs", r.RecordID, err, len(env.Evidence), len(rec.EvidenceRefs))
+		}
+		if !strings.Contains(out, "evidence of "+r.RecordID+":\n") {
+			t.Errorf("writ decisions show:\n%s\nwant the evidence of %s", out, r.RecordID)
+		}
+		for _, e := range env.Evidence {
+			items++
+			if e.Resolution == "" || e.ObservedAt == nil {
+				t.Fatalf("envelope of %s: evidence %s has resolution %q, observed at %v; want both set by the check", r.RecordID, e.Ref(), e.Resolution, e.ObservedAt)
+			}
+			want := []string{e.Ref(), orDash(e.Issuer), orDash(string(e.Provenance)), e.ObservedAt.UTC().Format(time.RFC3339)}
+			found := false
+			for _, line := range strings.Split(out, "\n") {
+				f := strings.Fields(line)
+				if len(f) >= 5 && strings.Join(f[:4], " ") == strings.Join(want, " ") && strings.Join(f[4:], " ") == resolvedText(e) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("writ decisions show:\n%s\nwant a line %q %q", out, strings.Join(want, " "), resolvedText(e))
+			}
+		}
+	}
+	if items == 0 {
+		t.Fatalf("the decision's records cite no evidence:\n%s", out)
+	}
+	// An agent key reads the story, not the envelopes: it is told so.
+	if out, err := run(agent, "show", decision); err != nil || !strings.Contains(out, "reading them needs the approver or auditor role") {
+		t.Errorf("writ decisions show as the agent: %v\n%s; want the evidence's role named", err, out)
 	}
 }

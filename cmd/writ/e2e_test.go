@@ -31,6 +31,7 @@ var writBinary string
 
 func TestMain(m *testing.M) {
 	runTestUpstream()
+	runTestIDVUpstream()
 	dir, err := os.MkdirTemp("", "writ-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -483,7 +483,10 @@ async function recordsPage(params) {
       link(`#/records/${encodeURIComponent(r.record_id)}`, r.decision_key),
       labelled('status', r.status),
       r.outputs?.outcome !== undefined ? link(`#/records/${encodeURIComponent(r.record_id)}`, labelled('outputs.outcome', r.outputs.outcome)) : '',
-      `${r.actor?.type ?? ''} ${r.actor?.id ?? ''}`.trim(), (r.subject_ids || []).join(', ')]])) : h('p', { class: 'muted' }, 'No records match.'),
+      // Ids never break mid-word (at a hyphen, say): the cell wraps
+      // between them.
+      [r.actor?.type ?? '', ' ', h('span', { class: 'id' }, r.actor?.id ?? '')],
+      (r.subject_ids || []).flatMap((x, i) => [i ? ', ' : '', h('span', { class: 'id' }, x)])]])) : h('p', { class: 'muted' }, 'No records match.'),
     h('p', { class: 'pager' }, f.cursor ? link('#/records?' + new URLSearchParams([...params].filter(([k]) => k !== 'cursor')), newest ? 'Newest page' : 'First page') : null,
       page.next_cursor ? [' ', link(`#/records?${next}`, newest ? 'Older →' : 'Next page →')] : null,
       h('span', { class: 'muted small', id: 'records-timing', 'data-ms': String(Math.round(performance.now() - t0)) }, `${rows.length} records, ${newest ? 'newest' : 'oldest'} first`))]));
@@ -533,8 +536,33 @@ async function recordPage(id) {
         h('section', { class: 'card' }, h('h2', {}, 'Related'),
           h('ul', { class: 'related' }, related(rec).map(([href, text]) => h('li', {}, link(href, text))))))));
   verify(id, bytes, verdict);
+  // A check (it has an outcome) pins its request, with the evidence as
+  // resolved; other records only repeat the check's refs.
+  if (rec.outputs?.outcome !== undefined && (rec.evidence_refs || []).length) loadEvidence(id, document.getElementById('evidence'));
   loadLinks(id, linksBox);
   loadStory(rec.decision_id, id, storyBox, receiptBox);
+}
+
+// loadEvidence shows each evidence item a check cited, as its stored
+// request envelope pins it (GET /v1/records/{id}/envelope): the issuer,
+// the provenance, when it was observed and whether writ resolved it.
+async function loadEvidence(id, box) {
+  let env;
+  try { env = await api('GET', `/v1/records/${encodeURIComponent(id)}/envelope`); } catch (e) {
+    box.append(h('p', { class: 'bad', id: 'evidence-error' }, '✗ The request envelope that pins how each item resolved cannot be read: ', e.message));
+    return;
+  }
+  const resolved = (e) => {
+    if (!e.resolution) return h('span', { class: 'muted', title: 'resolution' }, 'not resolved (sealed before writ resolved evidence)');
+    if (e.resolution !== 'resolved') return h('span', { class: 'bad', title: `resolution: ${e.resolution}` }, `✗ not resolved: ${human(e.resolution)}`);
+    if (e.revoked_at) return h('span', { class: 'bad', title: 'revoked_at' }, '✓ resolved, revoked ', timeEl(e.revoked_at));
+    return h('span', { class: 'ok', title: 'resolution: resolved' }, '✓ resolved');
+  };
+  box.replaceChildren(h('ul', { class: 'evidence' }, (env.evidence || []).map((e) => h('li', {},
+    code(`${e.kind}:${e.id}`), ' · ', resolved(e), ' · ',
+    h('span', { title: 'provenance' }, e.provenance || 'no provenance'), ' · ',
+    h('span', { title: 'issuer' }, e.issuer ? ['issued by ', code(e.issuer)] : 'no issuer'), ' · ',
+    e.observed_at ? h('span', { title: 'observed_at' }, 'observed ', timeEl(e.observed_at)) : h('span', { class: 'muted' }, 'no observation time')))));
 }
 
 // loadLinks shows what the ledger holds about a record besides the
@@ -571,7 +599,7 @@ function recordSummary(rec) {
       row('Who', 'actor', [h('span', { title: 'actor.type' }, String(actor.type || '').toLowerCase()), ' ', code(actor.id || ''),
         actor.delegated_user_id ? [' for ', code(actor.delegated_user_id)] : '']),
       row('About', 'subject_ids', (rec.subject_ids || []).length ? h('ul', { class: 'inline' }, rec.subject_ids.map((x) => h('li', {}, code(x)))) : 'no subject'),
-      row('Evidence', 'evidence_refs', (rec.evidence_refs || []).length ? h('ul', { class: 'inline' }, rec.evidence_refs.map((x) => h('li', {}, code(x)))) : 'none'),
+      row('Evidence', 'evidence_refs', (rec.evidence_refs || []).length ? h('div', { id: 'evidence' }, h('ul', { class: 'inline' }, rec.evidence_refs.map((x) => h('li', {}, code(x))))) : 'none'),
       row('Approvals', 'approvals', (rec.approvals || []).length
         ? h('ul', {}, rec.approvals.map((a) => h('li', {}, a.approver ? filter('approver', a.approver, a.approver) : 'someone', ` at gate ${a.gate_id}`, a.decided_at ? [', ', timeEl(a.decided_at)] : '')))
         : rec.approval_mode_effective ? ['none yet (mode ', filter('approval_mode_effective', rec.approval_mode_effective, rec.approval_mode_effective), ')'] : 'none needed'),

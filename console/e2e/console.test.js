@@ -819,6 +819,29 @@ test('a record before the tenant\'s first checkpoint waits for it, with no faile
   }
 });
 
+test('a record shows each cited evidence item: issuer, provenance, observed at, and whether it resolved', async () => {
+  // An identity check stored by an issuer key, and a refund that cites
+  // it beside the example's order, which no store holds.
+  const issuer = createKey('idv-service', 'issuer');
+  const observed = new Date(Date.now() - 30_000).toISOString();
+  const added = await call('POST', '/v1/evidence', issuer, { kind: 'identity_verification', id: 'idv_e2e_issued', subject_ids: ['customer:cus_77'], attributes: { method: 'otp' }, observed_at: observed });
+  assert.equal(added.status, 201, JSON.stringify(added.body));
+  const cited = await check(keys.bot, request({ idempotency_key: 'ik_e2e_evidence_issued', evidence: [
+    { kind: 'identity_verification', id: 'idv_e2e_issued', observed_at: observed },
+    { kind: 'order', id: 'ord_881', version: 'snapshot_kg_2026_05_09_T0930', tenant_id: 'acme', observed_at: fresh }] }));
+  assert.equal(cited.status, 200, JSON.stringify(cited.body));
+  const page = await newPage();
+  await signIn(page, keys.olga);
+  await page.goto(`${server.url}/console/#/records/${encodeURIComponent(cited.body.metadata.record_id)}`);
+  const items = page.locator('#evidence ul.evidence > li');
+  await items.nth(1).waitFor();
+  const [idv, order] = await items.allTextContents();
+  assert.match(idv, /^identity_verification:idv_e2e_issued · ✓ resolved · issued · issued by idv-service · observed (just now|\d+ s ago)$/);
+  assert.match(order, /^order:ord_881 · ✗ not resolved: unresolvable · claimed · no issuer · observed /);
+  assert.equal(await items.nth(0).locator('[title="provenance"]').textContent(), 'issued', 'the field name on hover');
+  await close(page);
+});
+
 test('the chart library is uPlot as published, with its licence', () => {
   for (const [vendored, published] of [['uPlot.esm.js', 'dist/uPlot.esm.js'], ['uPlot.min.css', 'dist/uPlot.min.css'], ['uPlot.LICENSE', 'LICENSE']]) {
     assert.ok(readFileSync(path.join(repo, 'console/assets/vendor', vendored)).equals(readFileSync(path.join(here, 'node_modules/uplot', published))),

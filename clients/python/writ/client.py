@@ -17,7 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Generator, cast, Dict, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Generator, cast, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidArgument, Timeout, Unavailable, Unreachable, error_for
 from .state import MemoryPendingStore, PendingStore
@@ -406,6 +406,51 @@ class Client:
             body["approver"] = approver
         data, _ = self._call("POST", f"/v1/approvals/{_seg(approval_id)}/{verb}", body=body)
         return ApprovalRequest.from_json(data)
+
+    # ---- evidence ----------------------------------------------------------
+
+    def submit_evidence(self, kind: Optional[str] = None, *, id: Optional[str] = None,
+                        subject_ids: Optional[Sequence[str]] = None,
+                        attributes: Optional[Mapping[str, Any]] = None,
+                        observed_at: Optional[str] = None, expires_at: Optional[str] = None,
+                        issuer: Optional[str] = None, jws: Optional[str] = None) -> JSON:
+        """``POST /v1/evidence``: store an evidence item (schema StoredEvidence).
+
+        Either the item's fields, from an API key with the ``issuer`` role
+        (writ sets the issuer from the key; ``issuer`` only on a development
+        server without keys), or ``jws`` alone: an item an issuer signed,
+        which any key of the tenant may carry in. ``observed_at`` and
+        ``expires_at`` are RFC 3339 times.
+        """
+        body: JSON = {}
+        if jws is not None:
+            body["jws"] = jws
+        if kind is not None:
+            body["kind"] = kind
+        if id is not None:
+            body["id"] = id
+        if subject_ids is not None:
+            body["subject_ids"] = list(subject_ids)
+        if attributes is not None:
+            body["attributes"] = dict(attributes)
+        if observed_at is not None:
+            body["observed_at"] = observed_at
+        if expires_at is not None:
+            body["expires_at"] = expires_at
+        if issuer is not None:
+            body["issuer"] = issuer
+        data, _ = self._call("POST", "/v1/evidence", body=self.with_tenant(body))
+        return data
+
+    def evidence(self, id: str) -> JSON:
+        """``GET /v1/evidence/{id}``: a stored item by id or content address (``sha256:…``), with its revocation."""
+        data, _ = self._call("GET", f"/v1/evidence/{_seg(id)}", query=self._tenant_query())
+        return data
+
+    def revoke_evidence(self, id: str, reason: str) -> JSON:
+        """``POST /v1/evidence/{id}/revoke``: revoke an item (an issuer key); a sealed record, never an edit."""
+        data, _ = self._call("POST", f"/v1/evidence/{_seg(id)}/revoke", body=self.with_tenant({"reason": reason}))
+        return data
 
     # ---- runs and attempts -----------------------------------------------
 

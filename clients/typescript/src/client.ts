@@ -11,6 +11,7 @@ import type {
   ApprovalPage, ApprovalRequest, AttemptBody, CheckRequest, DecisionRecord, DecisionStory,
   ExecutionAck, ExecutionReport, InFlightPage, Problem, Receipt, RecordPage, Run, StartRunRequest,
   StepVerdict, RetractRequest, FeedbackRequest, AnnotationAck, RecordLinks, ReplayResult,
+  AddEvidenceRequest, StoredEvidence,
 } from './types.js';
 
 export interface ClientOptions {
@@ -353,6 +354,28 @@ export class Client {
     if (this.opts.tenantId) body.tenant_id = this.opts.tenantId;
     if (approver) body.approver = approver;
     return (await this.call('POST', `/v1/approvals/${seg('approvalId', id)}/${verb}`, { body, ...o })).data as ApprovalRequest;
+  }
+
+  // ---- evidence -------------------------------------------------------
+
+  /**
+   * `POST /v1/evidence`: store an evidence item. Either its fields, from an
+   * API key with the `issuer` role (writ sets the issuer from the key), or
+   * `jws` alone: an item an issuer signed, which any key of the tenant may
+   * carry in. Answers the stored item with its content address.
+   */
+  async submitEvidence(item: Omit<AddEvidenceRequest, 'tenant_id'> & { tenant_id?: string }, o: CallOptions = {}): Promise<StoredEvidence> {
+    return (await this.call('POST', '/v1/evidence', { body: this.withTenant(item), ...o })).data as StoredEvidence;
+  }
+
+  /** `GET /v1/evidence/{id}`: a stored item by id or content address (`sha256:…`), with its revocation. */
+  async evidence(id: string, o: CallOptions = {}): Promise<StoredEvidence> {
+    return (await this.call('GET', `/v1/evidence/${seg('id', id)}`, { query: this.query(), ...o })).data as StoredEvidence;
+  }
+
+  /** `POST /v1/evidence/{id}/revoke`: revoke an item (an issuer key); a sealed record, never an edit. */
+  async revokeEvidence(id: string, reason: string, o: CallOptions = {}): Promise<StoredEvidence> {
+    return (await this.call('POST', `/v1/evidence/${seg('id', id)}/revoke`, { body: this.withTenant({ reason }), ...o })).data as StoredEvidence;
   }
 
   // ---- runs and attempts --------------------------------------------

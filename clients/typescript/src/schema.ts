@@ -1534,6 +1534,8 @@ export interface components {
              * @description Set by writ with resolution.
              */
             revoked_at?: string;
+            /** @description Set by writ with resolution, only when the check's spec takes a context field from evidence (context_from_evidence): the item's subjects. */
+            subject_ids?: string[];
         };
         /** @description An evidence item as stored: its content address is sha256: over its RFC 8785 form (docs/ledger-format.md, Evidence records). */
         EvidenceItem: {
@@ -1562,7 +1564,7 @@ export interface components {
             observed_at?: string;
             /** Format: date-time */
             expires_at?: string;
-            /** @description Set by writ: the issuer key's subject; any other value is refused. */
+            /** @description Set by writ: the issuer key's subject; any other value is refused. In development mode (no API keys) it is required: the issuer's name, recorded as claimed. */
             issuer?: string;
             jws?: string;
             observation?: components["schemas"]["EvidenceObservation"];
@@ -1617,6 +1619,15 @@ export interface components {
              * @enum {string}
              */
             provenance?: "issued";
+        };
+        /** @description Where a context field the spec takes from evidence got its value: the cited item that filled it (evidence, kind:id#content address) and its provenance, or neither when no cited item could (the field was then absent); ignored_claim when the caller sent a value writ did not read. */
+        ContextSource: {
+            kind: string;
+            attribute: string;
+            evidence?: string;
+            /** @enum {string} */
+            provenance?: "issued" | "observed";
+            ignored_claim?: boolean;
         };
         /** @description What writ itself counted for the spec's budgets (provenance observed). tool_calls: the checks it allowed in the session (inputs_refs.session, else the workflow run) with this one, present when the spec has a tool_calls budget and the check names a session or run; the budget counted the larger of it and budget_usage. actor_tool_calls: the checks it allowed the actor in the window of the spec's actor_tool_calls budget, with this one. See docs/pack-format.md, Budgets. */
         MeteredUsage: {
@@ -1911,6 +1922,10 @@ export interface components {
             /** @description The caller's usage as it sent it: provenance claimed. */
             budget_usage?: components["schemas"]["Usage"];
             metered_usage?: components["schemas"]["MeteredUsage"];
+            /** @description For each context field the spec takes from evidence (context_from_evidence), where its value came from. Absent for other specs. See docs/pack-format.md, Context from evidence. */
+            context_sources?: {
+                [key: string]: components["schemas"]["ContextSource"];
+            };
             execution?: components["schemas"]["Execution"];
             /** @description The values of the pack's history aggregates the decision read (history.<name> in its conditions), pinned for replay. Absent when it read none. */
             history?: components["schemas"]["HistoryValue"][];
