@@ -302,6 +302,11 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 			bad("schema", "outputs do not match the outputs schema of %s: %v", spec.ID(), err)
 		}
 	}
+	// scorecard_failed is what the spec's pass mark makes of the
+	// record's scorecard, whatever the outcome.
+	if want := spec.ScorecardFailures(rec.Scorecard); !slices.Equal(rec.ScorecardFailed, want) {
+		bad("policy", "scorecard_failed %q, but the pass mark of %s gives %q", rec.ScorecardFailed, spec.ID(), want)
+	}
 	allowed := rec.Status == writ.StatusDecided || rec.Status == writ.StatusInFlight
 	if rec.Status == writ.StatusInFlight && (rec.Execution == nil || !rec.Execution.ReportRequired) {
 		bad("schema", "an IN_FLIGHT check is a permit awaiting a required execution report")

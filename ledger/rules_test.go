@@ -71,6 +71,7 @@ func TestRules(t *testing.T) {
 		{"wrong bundle version", "refund-allow", func(m map[string]any) {
 			m["lineage"].(map[string]any)["policy_versions"] = []any{"POLICY_RETURNS_V1@0.9.0"}
 		}, "policy: policy_versions"},
+		{"scorecard failed without a pass mark", "refund-allow", func(m map[string]any) { m["scorecard_failed"] = []any{"utility"} }, `policy: scorecard_failed ["utility"], but the pass mark of support.refund.execute@1.0.0 gives []`},
 		{"allowed past an approval", "refund-high-value-human-review", func(m map[string]any) { m["status"] = "DECIDED" }, "approval: a require_approval rule fired"},
 		{"control missing", "refund-allow", func(m map[string]any) {
 			m["controls_active"].(map[string]any)["must_refuse"] = []any{}
