@@ -52,6 +52,12 @@ type Record struct {
 	// an execution report's record.
 	Execution *Execution         `json:"execution,omitempty"`
 	Scorecard map[string]float64 `json:"scorecard,omitempty"`
+	// ScorecardFailed lists, in byte order, the scorecard dimensions
+	// below the spec's pass mark (scorecard_pass), a dimension the
+	// scorecard leaves out included. It is set only when the spec
+	// declares a pass mark, the record carries a scorecard and at least
+	// one dimension failed.
+	ScorecardFailed []string `json:"scorecard_failed,omitempty"`
 	// BudgetUsage is the caller's usage, as it sent it: claimed.
 	BudgetUsage *Usage `json:"budget_usage,omitempty"`
 	// MeteredUsage is what writ itself counted of the session's usage

@@ -53,6 +53,9 @@ type RecordQuery struct {
 	// supersede it, retract it, give feedback on it or record its
 	// replay.
 	RefersTo string
+	// Scorecard "failed" keeps the records whose scorecard failed their
+	// spec's pass mark (Record.ScorecardFailed); the only value.
+	Scorecard string
 	// From is inclusive, To exclusive.
 	From, To time.Time
 	// DecisionKeyPrefix and SubjectPrefix keep the records whose
@@ -68,6 +71,10 @@ type RecordQuery struct {
 	// Cursor continues a previous page (RecordPage.NextCursor).
 	Cursor string
 }
+
+// ScorecardFailedQuery is the value of RecordQuery.Scorecard that keeps
+// the records whose scorecard failed their spec's pass mark.
+const ScorecardFailedQuery = "failed"
 
 // RecordPage is one page of records; NextCursor is empty on the last page.
 type RecordPage struct {

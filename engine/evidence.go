@@ -68,12 +68,15 @@ func ContentAddress(item *writ.EvidenceItem) (string, []byte, error) {
 }
 
 // issuerPrincipal returns the caller when it may submit or revoke
-// evidence for tenant: an API key of the tenant with the issuer role.
+// evidence for tenant: an API key of the tenant with the issuer role. In
+// development mode (no principal) it returns nil and no error: there every
+// caller is an issuer, as every caller is an approver, and the record's
+// actor says the issuer is only claimed (docs/trust.md).
 func issuerPrincipal(ctx context.Context, tenantID string) (*writ.Principal, error) {
 	p := writ.PrincipalFrom(ctx)
 	switch {
 	case p == nil:
-		return nil, writ.Errorf(writ.EFORBIDDEN, "evidence is submitted by an API key with the issuer role, or signed by an issuer key the tenant registered (jws); this request has neither (in development mode there are no keys)")
+		return nil, nil
 	case p.TenantID != tenantID:
 		return nil, writ.Errorf(writ.EFORBIDDEN, "the item belongs to tenant %q, but the API key is of tenant %q: an issuer submits evidence of its own tenant only", tenantID, p.TenantID)
 	case !p.Has(writ.RoleIssuer):
@@ -177,8 +180,18 @@ func (e *Engine) addEvidence(ctx context.Context, req *writ.AddEvidenceRequest, 
 		if err != nil {
 			return nil, err
 		}
-		if req.Issuer != "" && req.Issuer != p.Subject {
+		issuer := req.Issuer
+		switch {
+		case p == nil && strings.TrimSpace(issuer) == "":
+			return nil, &writ.Error{Code: writ.EINVALID, Message: "invalid evidence item: issuer is required when the server authenticates no one (development mode)", Details: []writ.Detail{{Field: "issuer", Message: "is required when the server authenticates no one (development mode)"}}}
+		case p == nil:
+			actor = writ.Actor{Type: writ.ActorService, ID: issuer, Provenance: writ.ProvenanceClaimed}
+		case issuer != "" && issuer != p.Subject:
 			return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("issuer %q is not the API key's subject %q: writ sets the issuer from the key", req.Issuer, p.Subject), Details: []writ.Detail{{Field: "issuer", Message: "not the key's subject"}}}
+		default:
+			issuer = p.Subject
+			env.SubmittedBy = p.KeyID
+			actor = writ.Actor{Type: p.Actor().Type, ID: p.Subject, Provenance: writ.ProvenanceAuthenticated, KeyID: p.KeyID}
 		}
 		if o := req.Observation; o != nil {
 			if err := checkObservation(o); err != nil {
@@ -187,7 +200,12 @@ func (e *Engine) addEvidence(ctx context.Context, req *writ.AddEvidenceRequest, 
 			obs := *o
 			env.Observation, env.Provenance = &obs, writ.ProvenanceObserved
 		}
-		item := &writ.EvidenceItem{TenantID: req.TenantID, Kind: req.Kind, ID: req.ID, SubjectIDs: req.SubjectIDs, Attributes: req.Attributes, ExpiresAt: req.ExpiresAt, Issuer: p.Subject}
+		if inProcessGateway {
+			// No key: writ's own gateway, in this process, saw the call.
+			env.SubmittedBy = ""
+			actor = writ.Actor{Type: writ.ActorService, ID: gatewaySubject, Provenance: writ.ProvenanceObserved}
+		}
+		item := &writ.EvidenceItem{TenantID: req.TenantID, Kind: req.Kind, ID: req.ID, SubjectIDs: req.SubjectIDs, Attributes: req.Attributes, ExpiresAt: req.ExpiresAt, Issuer: issuer}
 		if req.ObservedAt != nil {
 			item.ObservedAt = req.ObservedAt.UTC()
 		}
@@ -208,12 +226,6 @@ func (e *Engine) addEvidence(ctx context.Context, req *writ.AddEvidenceRequest, 
 			return nil, err
 		}
 		env.Item = *e.redacted(item)
-		env.SubmittedBy = p.KeyID
-		actor = writ.Actor{Type: p.Actor().Type, ID: p.Subject, Provenance: writ.ProvenanceAuthenticated, KeyID: p.KeyID}
-		if inProcessGateway {
-			// No key: writ's own gateway, in this process, saw the call.
-			actor = writ.Actor{Type: writ.ActorService, ID: gatewaySubject, Provenance: writ.ProvenanceObserved}
-		}
 	}
 	ca, canon, err := ContentAddress(&env.Item)
 	if err != nil {
@@ -478,7 +490,10 @@ func (e *Engine) RevokeEvidence(ctx context.Context, req *writ.RevokeEvidenceReq
 	now := e.now().UTC()
 	env := revocationEnvelope{TenantID: req.TenantID, Kind: cur.Item.Kind, ID: cur.Item.ID, ContentAddress: cur.ContentAddress, Revokes: cur.RecordID,
 		DecisionID: cur.RecordID, Reason: e.redactor.String(req.Reason), TraceID: req.TraceID,
-		Actor: writ.Actor{Type: p.Actor().Type, ID: p.Subject, Provenance: writ.ProvenanceAuthenticated, KeyID: p.KeyID}}
+		Actor: writ.Actor{Type: writ.ActorService, ID: cur.Item.Issuer, Provenance: writ.ProvenanceClaimed}}
+	if p != nil {
+		env.Actor = writ.Actor{Type: p.Actor().Type, ID: p.Subject, Provenance: writ.ProvenanceAuthenticated, KeyID: p.KeyID}
+	}
 	if env.TraceID == "" {
 		env.TraceID = e.newTraceID(now)
 	}
@@ -494,7 +509,7 @@ func (e *Engine) RevokeEvidence(ctx context.Context, req *writ.RevokeEvidenceReq
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
 	out := *cur
-	out.Revoked = &writ.EvidenceRevocation{At: now, Reason: env.Reason, By: p.Subject, RecordID: rec.RecordID}
+	out.Revoked = &writ.EvidenceRevocation{At: now, Reason: env.Reason, By: env.Actor.ID, RecordID: rec.RecordID}
 	entry := &ledger.Entry{Record: rec, Envelope: envelope,
 		Idempotency: &ledger.IdempotencyClaim{Key: ledger.EvidenceRevocationClaim(cur.Item.ID), ArgsDigest: cur.ContentAddress},
 		Block:       &ledger.BlockKey{DecisionKey: ledger.EvidenceRevocationBlockKey, ArgsDigest: cur.ContentAddress}}

@@ -334,7 +334,8 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 		want string
 	}{
 		{"no issuer role", agent, writ.AddEvidenceRequest{ID: "idv_agent"}, writ.EFORBIDDEN, "has no issuer role"},
-		{"no key at all", ctx, writ.AddEvidenceRequest{ID: "idv_dev"}, writ.EFORBIDDEN, "issuer role"},
+		{"no key and no issuer (development mode)", ctx, writ.AddEvidenceRequest{ID: "idv_dev"}, writ.EINVALID, "issuer is required when the server authenticates no one"},
+		{"an issuer key naming another issuer", idv, writ.AddEvidenceRequest{ID: "idv_other", Issuer: "someone_else"}, writ.EINVALID, "is not the API key's subject"},
 		{"another tenant's item", globexIDV, writ.AddEvidenceRequest{ID: "idv_cross"}, writ.EFORBIDDEN, "of tenant \"globex\""},
 		{"bad signature", agent, writ.AddEvidenceRequest{JWS: forger.sign(t, &forgedItem)}, writ.EFORBIDDEN, "does not verify"},
 		{"unregistered key", agent, writ.AddEvidenceRequest{JWS: newSigner(t, "other-kid").sign(t, &forgedItem)}, writ.EFORBIDDEN, "not a key of an evidence issuer"},
@@ -356,6 +357,25 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 	// A signed item stored by any key of the tenant is issued.
 	if se, err := add(agent, writ.AddEvidenceRequest{JWS: idvKey.sign(t, &item)}); err != nil || se.Provenance != writ.ProvenanceIssued || se.SignedBy != "idv-1" {
 		t.Errorf("storing a signed item with an agent key = %+v, %v", se, err)
+	}
+
+	// In development mode (no key) every caller is an issuer, naming
+	// itself: the item counts as issued, and its record says the issuer
+	// was only claimed.
+	dev, err := add(ctx, writ.AddEvidenceRequest{ID: "idv_dev", Issuer: "idv_desk", SubjectIDs: []string{"customer:cus_77"}})
+	if err != nil || dev.Provenance != writ.ProvenanceIssued || dev.Item.Issuer != "idv_desk" || dev.SubmittedBy != "" {
+		t.Fatalf("storing an item in development mode = %+v, %v; want issued by idv_desk", dev, err)
+	}
+	if dr, err := st.Record(ctx, "acme", dev.RecordID); err != nil || dr.Record.Actor.ID != "idv_desk" || dr.Record.Actor.Provenance != writ.ProvenanceClaimed {
+		t.Errorf("the development-mode evidence record's actor = %+v, %v; want idv_desk, claimed", dr.Record.Actor, err)
+	}
+	devReq := refund(writ.Evidence{Kind: "identity_verification", ID: "idv_dev"})
+	devReq.SubjectIDs = []string{"customer:cus_dev", "order:ord_881"} // cus_77 has had its three refunds today
+	if rc, _ := check("development mode", devReq); !rc.SafeToExecute {
+		t.Errorf("refund citing the development-mode item: %s %+v, want allowed", rc.Outcome, rc.Reasons)
+	}
+	if rv, err := eng.RevokeEvidence(ctx, &writ.RevokeEvidenceRequest{TenantID: "acme", ID: "idv_dev", Reason: "test over"}); err != nil || rv.Revoked == nil || rv.Revoked.By != "idv_desk" {
+		t.Errorf("revoking in development mode = %+v, %v; want revoked by the item's issuer", rv, err)
 	}
 
 	// A later revocation does not change the replay of the earlier allow.

@@ -109,7 +109,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	wantParams := map[string][]string{
 		"get /v1/records": slices.Collect(maps.Keys(recordQueryValues(writ.RecordQuery{
 			TenantID: "t", DecisionKey: "k", Status: "s", Outcome: "o", SubjectID: "s", TraceID: "t",
-			DecisionKeyPrefix: "k", SubjectPrefix: "s", Newest: true, ApprovalMode: "m", PolicyDecisionID: "p", Approver: "a", RefersTo: "r",
+			DecisionKeyPrefix: "k", SubjectPrefix: "s", Newest: true, ApprovalMode: "m", PolicyDecisionID: "p", Approver: "a", RefersTo: "r", Scorecard: "failed",
 			From: testTime, To: testTime, Limit: 1, Cursor: "c",
 		}))),
 		"get /v1/records/{id}":          {paramTenantID},

@@ -32,6 +32,7 @@ const (
 	paramPolicyDecisionID  = "policy_decision_id"
 	paramApprover          = "approver"
 	paramRefersTo          = "refers_to"
+	paramScorecard         = "scorecard"
 	paramFrom              = "from"
 	paramTo                = "to"
 	paramLimit             = "limit"
@@ -68,6 +69,7 @@ func recordQueryValues(q writ.RecordQuery) url.Values {
 	set(paramPolicyDecisionID, q.PolicyDecisionID)
 	set(paramApprover, q.Approver)
 	set(paramRefersTo, q.RefersTo)
+	set(paramScorecard, q.Scorecard)
 	if q.Newest {
 		v.Set(paramOrder, orderNewest)
 	}
@@ -97,7 +99,7 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	p := queryParser{values: v}
 	p.allow(paramTenantID, paramDecisionKey, paramStatus, paramOutcome, paramSubjectID, paramTraceID,
 		paramDecisionKeyPrefix, paramSubjectPrefix, paramApprovalMode, paramPolicyDecisionID, paramApprover, paramRefersTo,
-		paramOrder, paramFrom, paramTo, paramLimit, paramCursor)
+		paramScorecard, paramOrder, paramFrom, paramTo, paramLimit, paramCursor)
 	q := writ.RecordQuery{
 		TenantID:          p.required(paramTenantID),
 		DecisionKey:       p.get(paramDecisionKey),
@@ -111,6 +113,7 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 		PolicyDecisionID:  p.get(paramPolicyDecisionID),
 		Approver:          p.get(paramApprover),
 		RefersTo:          p.get(paramRefersTo),
+		Scorecard:         p.get(paramScorecard),
 		From:              p.time(paramFrom),
 		To:                p.time(paramTo),
 		Cursor:            p.get(paramCursor),
@@ -123,6 +126,9 @@ func parseRecordQuery(v url.Values) (writ.RecordQuery, error) {
 	}
 	if q.ApprovalMode != "" && q.ApprovalMode.Rank() < 0 {
 		p.fail(paramApprovalMode, ledger.ApprovalModesMessage)
+	}
+	if q.Scorecard != "" && q.Scorecard != writ.ScorecardFailedQuery {
+		p.fail(paramScorecard, "must be failed")
 	}
 	switch p.get(paramOrder) {
 	case "", orderChain:

@@ -514,6 +514,8 @@ func TestRecordsBadQuery(t *testing.T) {
 		{"/v1/records?tenant_id=t&outcome=permit", "outcome", "must be one of"},
 		{"/v1/records?tenant_id=t&outcome=ALLOW", "outcome", "must be one of"},
 		{"/v1/records?tenant_id=t&approval_mode_effective=write", "approval_mode_effective", "must be one of read_only"},
+		{"/v1/records?tenant_id=t&scorecard=passed", "scorecard", "must be failed"},
+		{"/v1/records?tenant_id=t&scorecard=FAILED", "scorecard", "must be failed"},
 		{"/v1/records?tenant_id=t&approver=a&approver=b", "approver", "at most once"},
 		{"/v1/records?tenant_id=t&tenant_id=u", "tenant_id", "at most once"},
 		{"/v1/records?tenant_id=t&limit=%zz", "", "malformed query string"},
@@ -582,7 +584,7 @@ func TestRecordsPage(t *testing.T) {
 	for _, tt := range tests {
 		fake := &fakeService{page: tt.page}
 		s, _ := newTestServer(fake, Config{})
-		target := "/v1/records?tenant_id=acme&decision_key=k&status=REJECTED&outcome=replan_required&subject_id=s&trace_id=abc&approval_mode_effective=destructive&policy_decision_id=pd:refunds@3:R_LIMIT:deny&approver=user:ops%20lead&from=2026-05-01T00:00:00Z&to=2026-05-02T00:00:00.5%2B02:00&limit=10&cursor=c0"
+		target := "/v1/records?tenant_id=acme&decision_key=k&status=REJECTED&outcome=replan_required&subject_id=s&trace_id=abc&approval_mode_effective=destructive&policy_decision_id=pd:refunds@3:R_LIMIT:deny&approver=user:ops%20lead&scorecard=failed&from=2026-05-01T00:00:00Z&to=2026-05-02T00:00:00.5%2B02:00&limit=10&cursor=c0"
 		rec := serve(s, newRequest(http.MethodGet, target, ""))
 		if rec.Code != http.StatusOK {
 			t.Fatalf("GET %s = %d; body %s", target, rec.Code, rec.Body)
@@ -592,7 +594,7 @@ func TestRecordsPage(t *testing.T) {
 		}
 		wantQ := writ.RecordQuery{
 			TenantID: "acme", DecisionKey: "k", Status: writ.StatusRejected, Outcome: writ.OutcomeReplanRequired, SubjectID: "s", TraceID: "abc",
-			ApprovalMode: writ.ModeDestructive, PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny", Approver: "user:ops lead",
+			ApprovalMode: writ.ModeDestructive, PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny", Approver: "user:ops lead", Scorecard: writ.ScorecardFailedQuery,
 			From: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 5, 1, 22, 0, 0, 5e8, time.UTC),
 			Limit: 10, Cursor: "c0",
 		}

@@ -252,6 +252,9 @@ func PageQuery(q writ.RecordQuery) (after int64, limit int, err error) {
 	if q.ApprovalMode != "" && q.ApprovalMode.Rank() < 0 {
 		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("unknown approval mode %q", q.ApprovalMode), Details: []writ.Detail{{Field: "approval_mode_effective", Message: ApprovalModesMessage}}}
 	}
+	if q.Scorecard != "" && q.Scorecard != writ.ScorecardFailedQuery {
+		return 0, 0, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("unknown scorecard filter %q", q.Scorecard), Details: []writ.Detail{{Field: "scorecard", Message: "must be failed"}}}
+	}
 	return pageStart("a record query", q.TenantID, q.Limit, q.Cursor)
 }
 
@@ -268,6 +271,9 @@ const (
 	// re-check) or, for a feedback entry or a replay result, the one
 	// its outputs.record_id names.
 	TermRefersTo = "refers_to"
+	// TermScorecard is "failed" on a record whose scorecard failed its
+	// spec's pass mark (a non-empty scorecard_failed).
+	TermScorecard = "scorecard"
 )
 
 // Term is one (term, value) pair a store indexes for a record.
@@ -291,6 +297,9 @@ func RecordTerms(rec *writ.Record) []Term {
 		add(TermApprover, a.Approver)
 	}
 	add(TermRefersTo, rec.Supersedes)
+	if len(rec.ScorecardFailed) > 0 {
+		add(TermScorecard, writ.ScorecardFailedQuery)
+	}
 	if AboutRecord(rec.DecisionKey) {
 		if id, ok := rec.Outputs["record_id"].(string); ok {
 			add(TermRefersTo, id)
@@ -309,7 +318,7 @@ func AboutRecord(key string) bool {
 // QueryTerms returns the terms a record query filters by.
 func QueryTerms(q writ.RecordQuery) []Term {
 	var out []Term
-	for _, t := range []Term{{TermPolicyDecisionID, q.PolicyDecisionID}, {TermApprover, q.Approver}, {TermRefersTo, q.RefersTo}} {
+	for _, t := range []Term{{TermPolicyDecisionID, q.PolicyDecisionID}, {TermApprover, q.Approver}, {TermRefersTo, q.RefersTo}, {TermScorecard, q.Scorecard}} {
 		if t.Value != "" {
 			out = append(out, t)
 		}

@@ -133,6 +133,11 @@ type Spec struct {
 	// request's lineage: a check without one is not allowed (the seed's
 	// lineage rule), and a record allowed without one breaks it.
 	RequiredPins []string `yaml:"required_pins"`
+	// ScorecardPass is the pass mark of each scorecard dimension, in
+	// [0, 1]: a record of the spec whose scorecard has a dimension below
+	// its mark (or leaves it out) lists it in scorecard_failed (see
+	// ScorecardFailures). The decision itself does not change.
+	ScorecardPass map[string]float64 `yaml:"scorecard_pass"`
 	// ContextFromEvidence are the context fields writ fills from the
 	// evidence the check cites, ignoring the caller's value (issue 32).
 	ContextFromEvidence []*ContextSource `yaml:"context_from_evidence"`
@@ -144,6 +149,26 @@ type Spec struct {
 
 // ID is decision_key@version.
 func (s *Spec) ID() string { return s.DecisionKey + "@" + s.Version }
+
+// ScorecardFailures returns, in byte order, the dimensions of the spec's
+// pass mark that scorecard fails: those it scores below the mark and
+// those it leaves out (fail closed). It returns nil when the spec has no
+// pass mark or scorecard is empty: a check that reports no scores is not
+// scored. It is a function of the spec and the scorecard alone, so
+// replay against the pinned pack recomputes it.
+func (s *Spec) ScorecardFailures(scorecard map[string]float64) []string {
+	if len(s.ScorecardPass) == 0 || len(scorecard) == 0 {
+		return nil
+	}
+	var failed []string
+	for dim, mark := range s.ScorecardPass {
+		if score, ok := scorecard[dim]; !ok || score < mark {
+			failed = append(failed, dim)
+		}
+	}
+	slices.Sort(failed)
+	return failed
+}
 
 // The lineage pins a spec may require (Spec.RequiredPins), named as the
 // record's lineage members.

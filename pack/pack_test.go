@@ -113,6 +113,12 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"empty file", map[string]string{"pack.yaml": "# nothing\n"}, "demo/pack.yaml: the file is empty"},
 		{"condition without a machine part", map[string]string{"policies/p.yaml": okPolicy + "    what_would_change_this: [{text: Something else.}]\n"}, "demo/policies/p.yaml:9: what_would_change_this needs a condition a machine can check"},
 		{"required gate without a mode", map[string]string{"controls.yaml": "approval_gates:\n  - id: G1\n    required: true\n"}, "demo/controls.yaml:2: approval gate G1 is required but names no approval_mode"},
+		{"pass mark above 1", map[string]string{"specs/s.yaml": okSpec + "scorecard_pass: {safety: 1, utility: 1.2}\n"}, "demo/specs/s.yaml:5: scorecard_pass.utility"},
+		{"pass mark below 0", map[string]string{"specs/s.yaml": okSpec + "scorecard_pass: {safety: -0.1}\n"}, "demo/specs/s.yaml:5: scorecard_pass.safety"},
+		{"pass mark not a number", map[string]string{"specs/s.yaml": okSpec + "scorecard_pass: {safety: high}\n"}, "demo/specs/s.yaml:5: scorecard_pass.safety"},
+		{"pass mark of no dimension", map[string]string{"specs/s.yaml": okSpec + "scorecard_pass: {\"-bad dim\": 0.5}\n"}, `demo/specs/s.yaml:5: scorecard_pass: unknown field "-bad dim"`},
+		{"empty pass mark", map[string]string{"specs/s.yaml": okSpec + "scorecard_pass: {}\n"}, "demo/specs/s.yaml:5: scorecard_pass"},
+		{"pass mark not a finite number", map[string]string{"specs/s.yaml": okSpec + "scorecard_pass: {safety: .nan}\n"}, "demo/specs/s.yaml:5: .nan is not a JSON number"},
 		{"unknown lineage pin", map[string]string{"specs/s.yaml": okSpec + "required_pins: [kg_snapshot, gpu_model]\n"}, "demo/specs/s.yaml:5: required_pins.1"},
 		{"subject id naming no argument", map[string]string{"tools.yaml": okTools + "    subject_ids: [customer]\n"}, "demo/tools.yaml:5: tool \"act\": subject id \"customer\" names no argument"},
 		{"subject id naming a bad argument", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"customer:{a b}\"]\n"}, "{a b} is not an argument name"},
@@ -203,5 +209,32 @@ func TestToolSubjects(t *testing.T) {
 	}
 	if got, err := (&pack.Tool{}).Subjects(map[string]any{"a": "b"}); got != nil || err != nil {
 		t.Errorf("Subjects of a tool with no subject_ids = %v, %v; want none", got, err)
+	}
+}
+
+func TestScorecardFailures(t *testing.T) {
+	mark := map[string]float64{"safety": 1, "utility": 0.8, "policy": 1}
+	tests := []struct {
+		name      string
+		pass      map[string]float64
+		scorecard map[string]float64
+		want      []string
+	}{
+		{"every dimension passes", mark, map[string]float64{"safety": 1, "utility": 0.8, "policy": 1, "latency": 0.1}, nil},
+		{"one below its mark", mark, map[string]float64{"safety": 1, "utility": 0.79, "policy": 1}, []string{"utility"}},
+		{"a dimension left out fails", mark, map[string]float64{"safety": 1, "utility": 0.9}, []string{"policy"}},
+		{"several, in byte order", mark, map[string]float64{"utility": 0.1, "safety": 0.99}, []string{"policy", "safety", "utility"}},
+		{"no scorecard is not scored", mark, nil, nil},
+		{"an empty scorecard is not scored", mark, map[string]float64{}, nil},
+		{"no pass mark", nil, map[string]float64{"utility": 0}, nil},
+		{"a mark of 0 passes anything reported", map[string]float64{"cost": 0}, map[string]float64{"cost": 0}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &pack.Spec{ScorecardPass: tt.pass}
+			if got := s.ScorecardFailures(tt.scorecard); !slices.Equal(got, tt.want) {
+				t.Errorf("ScorecardFailures(%v) = %q, want %q", tt.scorecard, got, tt.want)
+			}
+		})
 	}
 }

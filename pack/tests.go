@@ -55,10 +55,30 @@ type TestCase struct {
 	// before the case begins (a parameter change record), checked
 	// against the pack's parameters; nil keeps the defaults.
 	Params map[string]any
-	Expect []Expectation
-	Run    *TestRun
+	// EvidenceStore are the evidence items in the evidence store before
+	// the case begins: the file's, then the case's own.
+	EvidenceStore []*TestEvidence
+	Expect        []Expectation
+	Run           *TestRun
 
 	Pos, RequestPos, ExpectPos, HistoryPos Pos
+}
+
+// TestEvidence is an evidence item in the evidence store before a case
+// begins, submitted by an issuer key whose subject is Issuer (so its
+// provenance is issued) and, when Revoked is set, revoked with that
+// reason. TenantID "" is the tenant of the case's check.
+type TestEvidence struct {
+	Kind       string
+	ID         string
+	TenantID   string
+	SubjectIDs []string
+	Attributes map[string]any
+	ObservedAt time.Time
+	ExpiresAt  *time.Time
+	Issuer     string
+	Revoked    string
+	Pos        Pos
 }
 
 // TestPrior is a check decided before a case's own: its request file,
@@ -198,9 +218,11 @@ func (l *loader) loadTestFile(p *Pack, rel string) *TestFile {
 	f.Description, _ = root["description"].(string)
 	names := map[string]Pos{}
 	ids := p.CheckIDs()
+	onFile := l.testEvidence(doc, "", root)
 	for i, v := range root["cases"].([]any) {
 		ptr := fmt.Sprintf("/cases/%d", i)
 		c := l.testCase(doc, p, ids, ptr, v.(map[string]any))
+		c.EvidenceStore = append(slices.Clone(onFile), c.EvidenceStore...)
 		if prev, dup := names[c.Name]; dup {
 			l.addf(l.pos(doc, ptr+"/name"), "case %q is already defined at %s", c.Name, prev)
 		}
@@ -303,6 +325,10 @@ func (l *loader) testCase(doc *document, p *Pack, ids map[string]bool, ptr strin
 			}
 			c.History[name] = f
 		}
+	}
+	c.EvidenceStore = l.testEvidence(doc, ptr, m)
+	if c.EvidenceStore != nil && isRun {
+		l.addf(l.pos(doc, ptr+"/evidence_store"), "case %q: evidence_store belongs to a check case", c.Name)
 	}
 	if pm, ok := m["params"].(map[string]any); ok {
 		if isRun {
@@ -448,6 +474,44 @@ func liftPatchNulls(root any) []nullKey {
 				lift(callm["request"])
 			}
 		}
+	}
+	return out
+}
+
+// testEvidence reads the evidence_store list of m (a test file, or the
+// case at ptr).
+func (l *loader) testEvidence(doc *document, ptr string, m map[string]any) []*TestEvidence {
+	var out []*TestEvidence
+	for i, v := range asList(m["evidence_store"]) {
+		em := v.(map[string]any)
+		ep := fmt.Sprintf("%s/evidence_store/%d", ptr, i)
+		te := &TestEvidence{Pos: l.pos(doc, ep), Attributes: map[string]any{}, SubjectIDs: []string{}}
+		te.Kind, _ = em["kind"].(string)
+		te.ID, _ = em["id"].(string)
+		te.TenantID, _ = em["tenant_id"].(string)
+		te.Issuer, _ = em["issuer"].(string)
+		te.Revoked, _ = em["revoked"].(string)
+		if a, ok := em["attributes"].(map[string]any); ok {
+			te.Attributes = a
+		}
+		for _, s := range asList(em["subject_ids"]) {
+			id, _ := s.(string)
+			te.SubjectIDs = append(te.SubjectIDs, id)
+		}
+		at, err := time.Parse(time.RFC3339, fmt.Sprint(em["observed_at"]))
+		if err != nil {
+			l.addf(l.pos(doc, ep+"/observed_at"), "observed_at: %q is not an RFC 3339 time", em["observed_at"])
+		}
+		te.ObservedAt = at.UTC()
+		if x, ok := em["expires_at"]; ok {
+			at, err := time.Parse(time.RFC3339, fmt.Sprint(x))
+			if err != nil {
+				l.addf(l.pos(doc, ep+"/expires_at"), "expires_at: %q is not an RFC 3339 time", x)
+			}
+			at = at.UTC()
+			te.ExpiresAt = &at
+		}
+		out = append(out, te)
 	}
 	return out
 }

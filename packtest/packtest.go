@@ -423,6 +423,10 @@ func (r *caseRun) decide(ctx context.Context, req *writ.CheckRequest) decided {
 }
 
 func (r *caseRun) check(ctx context.Context, c *pack.TestCase) {
+	req := r.s.requests[c]
+	if !r.storeEvidence(ctx, c, req.TenantID) {
+		return
+	}
 	// The checks before the case's own are decided on its ledger, at its
 	// clock; their answers are not compared and do not count toward
 	// coverage, but one that is refused fails the case.
@@ -432,7 +436,6 @@ func (r *caseRun) check(ctx context.Context, c *pack.TestCase) {
 			return
 		}
 	}
-	req := r.s.requests[c]
 	if c.Params != nil {
 		_, err := r.eng.SetParams(ctx, &writ.SetParamsRequest{TenantID: req.TenantID, Values: c.Params, By: "human:writ-test-admin", Reason: "writ test case " + c.Name})
 		if err != nil {
@@ -449,6 +452,31 @@ func (r *caseRun) check(ctx context.Context, c *pack.TestCase) {
 	}
 	r.compareCheck("", c.Expect, d, c.RequestPos)
 	r.compareStored(ctx, c.Expect, d)
+}
+
+// storeEvidence submits the case's evidence_store items, each with an
+// API key of its issuer holding the issuer role (so it is issued), and
+// revokes those that say so. It reports false, having failed the case,
+// when writ refuses one.
+func (r *caseRun) storeEvidence(ctx context.Context, c *pack.TestCase, tenant string) bool {
+	for i, te := range c.EvidenceStore {
+		t := te.TenantID
+		if t == "" {
+			t = tenant
+		}
+		ictx := writ.WithPrincipal(ctx, &writ.Principal{TenantID: t, KeyID: "key_issuer_test", Subject: te.Issuer, Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
+		obs := te.ObservedAt
+		_, err := r.eng.AddEvidence(ictx, &writ.AddEvidenceRequest{TenantID: t, Kind: te.Kind, ID: te.ID, SubjectIDs: te.SubjectIDs,
+			Attributes: te.Attributes, ObservedAt: &obs, ExpiresAt: te.ExpiresAt})
+		if err == nil && te.Revoked != "" {
+			_, err = r.eng.RevokeEvidence(ictx, &writ.RevokeEvidenceRequest{TenantID: t, ID: te.ID, Reason: te.Revoked})
+		}
+		if err != nil {
+			r.fail(te.Pos, fmt.Sprintf("evidence_store[%d]", i), "the evidence item stored", "refused: "+describe(err))
+			return false
+		}
+	}
+	return true
 }
 
 // approve decides the approval on file that the first check asked for,

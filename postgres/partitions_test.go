@@ -3,6 +3,8 @@ package postgres
 import (
 	"crypto/rand"
 	"encoding/json"
+	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -309,5 +311,75 @@ func TestMigrationToTenantPartitions(t *testing.T) {
 	rep, err := ledger.Verify(ctx, st, ledger.VerifyOptions{})
 	if err != nil || !rep.Intact() || rep.Records != int64(len(recs)+1) {
 		t.Errorf("Verify() = %+v, %v; want intact over %d records", rep, err, len(recs)+1)
+	}
+}
+
+// TestDecisionRecordsScorecardFailed: the decision_records view's
+// scorecard_failed column is true for the records whose scorecard failed
+// their spec's pass mark and false for the others (a passing scorecard,
+// none), and the seed's retention classes count them.
+func TestDecisionRecordsScorecardFailed(t *testing.T) {
+	dsn := testSchema(t)
+	t.Parallel()
+	st := openStore(t, dsn)
+	defer st.Close()
+	ctx := t.Context()
+	var entries []*ledger.Entry
+	want := map[string]bool{}
+	for i, tc := range []struct {
+		scorecard map[string]float64
+		failed    []string
+	}{
+		{map[string]float64{"safety": 0.5, "utility": 1}, []string{"safety"}},
+		{map[string]float64{"safety": 1, "utility": 1}, nil},
+		{nil, nil},
+		{map[string]float64{"utility": 0.2}, []string{"safety", "utility"}},
+	} {
+		r := ledgertest.NewRecord("acme", i+1)
+		r.Scorecard, r.ScorecardFailed = tc.scorecard, tc.failed
+		r.Timestamp = time.Date(2026, time.January, 15, 0, 0, i, 0, time.UTC) // in the month docs/scale.md counts
+		entries = append(entries, ledgertest.NewEntry(r))
+		want[r.RecordID] = tc.failed != nil
+	}
+	if err := st.Append(ctx, entries, ledger.Seal); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.pool.Query(ctx, `SELECT record_id, scorecard_failed FROM decision_records WHERE tenant_id = $1`, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for rows.Next() {
+		var id string
+		var failed bool
+		if err := rows.Scan(&id, &failed); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = failed
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("decision_records scorecard_failed = %v, want %v", got, want)
+	}
+	// docs/scale.md's count of the seed's retention classes, as printed.
+	doc, err := os.ReadFile("../docs/scale.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var query string
+	for _, block := range strings.Split(string(doc), "```sql\n")[1:] {
+		if q, _, _ := strings.Cut(block, "```"); strings.Contains(q, "AS failed_scorecard") {
+			query = q
+		}
+	}
+	if query == "" {
+		t.Fatal("docs/scale.md has no query counting failed_scorecard")
+	}
+	var destructive, denied, escalated, failed int
+	if err := st.pool.QueryRow(ctx, query).Scan(&destructive, &denied, &escalated, &failed); err != nil || failed != 2 {
+		t.Errorf("docs/scale.md's retention query: failed_scorecard = %d (%v), want 2", failed, err)
 	}
 }

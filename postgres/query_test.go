@@ -60,6 +60,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{writ.RecordQuery{TenantID: "acme", ApprovalMode: writ.ModeNetwork}, "_approval_mode_effective_tenant_id_seq_idx"},
 		{writ.RecordQuery{TenantID: "acme", PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny"}, ""},
 		{writ.RecordQuery{TenantID: "acme", Approver: "user:ops-lead"}, ""},
+		{writ.RecordQuery{TenantID: "acme", Scorecard: writ.ScorecardFailedQuery}, "record_terms_pkey"},
 	}
 	for _, tt := range records {
 		floor := int64(0)

@@ -80,6 +80,7 @@ func Build(in Input) (*writ.Record, error) {
 		ApprovalModeEffective: r.ApprovalMode,
 		ControlsActive:        r.Controls,
 		Scorecard:             req.Scorecard,
+		ScorecardFailed:       r.Spec.ScorecardFailures(req.Scorecard),
 		Lineage: writ.Lineage{
 			PackVersion:    r.Spec.Version,
 			PolicyVersions: orEmpty(slices.Clone(r.PolicyVersions)),

@@ -22,6 +22,8 @@ import (
 //   - replay.compiled_context_hash: changed_compiled_context, or
 //     changed_policy when the pack changed;
 //   - scorecard: changed_scorecard;
+//   - scorecard_failed: changed_policy when the pack changed (its pass
+//     mark), changed_scorecard otherwise;
 //   - history: changed_history (the values a check read of the
 //     tenant's history aggregates);
 //   - params: changed_params (the tenant parameter values it read);
@@ -40,6 +42,11 @@ func Classify(kind, path string, packChanged bool) string {
 	case "tool_lineage":
 		return ClassToolTranscript
 	case "scorecard":
+		return ClassScorecard
+	case "scorecard_failed":
+		if packChanged {
+			return ClassPolicy
+		}
 		return ClassScorecard
 	case "history":
 		return ClassHistory

@@ -654,6 +654,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{writ.RecordQuery{TenantID: "acme", ApprovalMode: writ.ModeNetwork}, false, "records_approval_mode", prefixNone},
 		{writ.RecordQuery{TenantID: "acme", PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny"}, false, "SEARCH t USING PRIMARY KEY (tenant_id=? AND term=? AND value=?)", prefixNone},
 		{writ.RecordQuery{TenantID: "acme", Approver: "user:ops-lead"}, false, "SEARCH t USING PRIMARY KEY (tenant_id=? AND term=? AND value=?)", prefixNone},
+		{writ.RecordQuery{TenantID: "acme", Scorecard: writ.ScorecardFailedQuery}, false, "SEARCH t USING PRIMARY KEY (tenant_id=? AND term=? AND value=?)", prefixNone},
 		// A narrow prefix is an index range; a wide one walks the chain
 		// and sorts nothing (issue 36).
 		{writ.RecordQuery{TenantID: "acme", DecisionKeyPrefix: "payments.", Newest: true}, false, "records_decision_key (tenant_id=? AND decision_key>? AND decision_key<?)", prefixByKey},

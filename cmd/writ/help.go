@@ -34,6 +34,11 @@ var groups = map[string][]subcommand{
 		{"show", "show a tenant's parameters: declared, set and effective values"},
 		{"set", "set a tenant's parameter values (a sealed record; admin)"},
 	},
+	"evidence": {
+		{"submit", "store an evidence item (issuer key) or carry in a signed one (--jws)"},
+		{"show", "show a stored item by id or content address, with its revocation"},
+		{"revoke", "revoke an item (a sealed record; issuer key)"},
+	},
 	"decisions": {
 		{"show", "show a decision's story: every record in chain order, its approvals, where it stands"},
 		{"report", "report what happened to the effect a decision allowed"},

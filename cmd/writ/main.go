@@ -141,6 +141,7 @@ var commands = map[string]command{
 	"keys":      {"create, list, revoke and sign the API keys of tenants", (*Main).keys},
 	"approvals": {"list, show, approve and deny approval requests on a server", (*Main).approvals},
 	"params":    {"show and set a tenant's parameter values on a server", (*Main).params},
+	"evidence":  {"submit, show and revoke items of a tenant's evidence store on a server", (*Main).evidence},
 	"decisions": {"a decision's story, execution report and resume; decisions in flight (on a server)", (*Main).decisions},
 	"gateway":   {"an MCP gateway: every tools/call of an agent checked, recorded and reported", (*Main).gateway},
 	"shadow":    {"compare a shadow pack's decisions with the enforced ones", (*Main).shadow},

@@ -131,6 +131,7 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 	fs.StringVar(&q.PolicyDecisionID, "policy-decision", "", "only records with this policy_decision_id (a rule with its verdict)")
 	fs.StringVar(&q.Approver, "approver", "", "only records with an approval by this approver")
 	fs.StringVar(&q.RefersTo, "refers-to", "", "only records about this record: those that supersede or retract it, its feedback and its replay results")
+	fs.StringVar(&q.Scorecard, "scorecard", "", "failed: only records whose scorecard failed their spec's pass mark (scorecard_pass)")
 	fs.StringVar(&q.DecisionKeyPrefix, "decision-key-prefix", "", "only records whose decision key begins with this")
 	fs.StringVar(&q.SubjectPrefix, "subject-prefix", "", "only records with a subject id that begins with this")
 	fs.BoolVar(&q.Newest, "newest", false, "newest first (default: chain order, oldest first)")
@@ -147,6 +148,9 @@ func (m *Main) recordsList(ctx context.Context, args []string) error {
 	}
 	if q.Limit < 1 || q.Limit > 1000 {
 		return usagef("--limit must be 1..1000")
+	}
+	if q.Scorecard != "" && q.Scorecard != writ.ScorecardFailedQuery {
+		return usagef("--scorecard must be failed")
 	}
 	q.Status = writ.Status(*status)
 	q.Outcome = writ.Outcome(*outcome)

@@ -767,6 +767,15 @@ func queryFixture(t *testing.T, st ledger.Store) []*writ.Record {
 				deny := writ.PolicyDecision{PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny", BundleID: "refunds@3", RuleIDs: []string{"R_LIMIT"}, Verdict: "deny"}
 				r.PolicyDecisions = append(slices.Clone(r.PolicyDecisions), deny, deny)
 			}
+			// Every seventh record's scorecard failed its spec's pass
+			// mark; every third of the others passed it or has none.
+			switch {
+			case i%7 == 3:
+				r.Scorecard = map[string]float64{"safety": 1, "utility": 0.5}
+				r.ScorecardFailed = []string{"utility"}
+			case i%3 == 0:
+				r.Scorecard = map[string]float64{"safety": 1, "utility": 0.9}
+			}
 			switch i % 6 {
 			case 2:
 				r.Approvals = []writ.Approval{{GateID: "g_refund", Approver: "user:ops-lead", ApprovalModeEffective: r.ApprovalModeEffective, DecidedAt: r.Timestamp}}
@@ -862,6 +871,10 @@ func testRecordsQuery(t *testing.T, st ledger.Store) {
 			func(r *writ.Record) bool {
 				return hasPolicyDecision(r, "pd:refunds@3:R_LIMIT:deny") && hasApprover(r, "user:cfo") && r.ApprovalModeEffective == writ.ModeDestructive
 			}},
+		{"scorecard failed", writ.RecordQuery{Scorecard: writ.ScorecardFailedQuery},
+			func(r *writ.Record) bool { return len(r.ScorecardFailed) > 0 }},
+		{"scorecard failed and status", writ.RecordQuery{Scorecard: writ.ScorecardFailedQuery, Status: writ.StatusEscalated},
+			func(r *writ.Record) bool { return len(r.ScorecardFailed) > 0 && r.Status == writ.StatusEscalated }},
 		{"policy decision, key prefix and subject prefix", writ.RecordQuery{PolicyDecisionID: "pd:refunds@3:R_LIMIT:deny", DecisionKeyPrefix: "payments.", SubjectPrefix: "customer:c-00"},
 			func(r *writ.Record) bool {
 				return hasPolicyDecision(r, "pd:refunds@3:R_LIMIT:deny") && strings.HasPrefix(r.DecisionKey, "payments.") && hasSubjectPrefix(r, "customer:c-00")
@@ -880,7 +893,7 @@ func testRecordsQuery(t *testing.T, st ledger.Store) {
 		if strings.HasPrefix(tc.name, "outcome") && (len(want) == 0 || len(want) == len(acme)) {
 			t.Fatalf("fixture: %q matches %d of %d records; the filter would prove nothing", tc.name, len(want), len(acme))
 		}
-		if (strings.Contains(tc.name, "prefix") || strings.HasPrefix(tc.name, "approv") || strings.HasPrefix(tc.name, "policy decision")) &&
+		if (strings.Contains(tc.name, "prefix") || strings.HasPrefix(tc.name, "approv") || strings.HasPrefix(tc.name, "policy decision") || strings.HasPrefix(tc.name, "scorecard")) &&
 			!strings.Contains(tc.name, "case") && !strings.Contains(tc.name, "past") && !strings.Contains(tc.name, "every record") && (len(want) == 0 || len(want) == len(acme)) {
 			t.Fatalf("fixture: %q matches %d of %d records; the filter would prove nothing", tc.name, len(want), len(acme))
 		}
@@ -1014,6 +1027,8 @@ func fmtQuery(q writ.RecordQuery) string {
 	add("approval_mode", string(q.ApprovalMode))
 	add("policy_decision", q.PolicyDecisionID)
 	add("approver", q.Approver)
+	add("refers_to", q.RefersTo)
+	add("scorecard", q.Scorecard)
 	if q.Newest {
 		add("order", "newest")
 	}

@@ -54,6 +54,8 @@ func DescribeQuery(q writ.RecordQuery) string {
 	add("approval_mode_effective", string(q.ApprovalMode))
 	add("policy_decision_id", q.PolicyDecisionID)
 	add("approver", q.Approver)
+	add("refers_to", q.RefersTo)
+	add("scorecard", q.Scorecard)
 	if !q.From.IsZero() {
 		add("from", q.From.Format(time.RFC3339))
 	}

@@ -24,6 +24,60 @@ from writserver import WritServer, refund_request  # noqa: E402
 AGENT, FINANCE, AUDITOR, DPO = "agt_support_service", "user_finance_lead_77", "auditor_olga", "dpo_ines"
 
 
+IDV = "idv.acme.example"
+
+
+class EvidenceStore(unittest.TestCase):
+    """The evidence routes: an IDV issuer key stores, an agent cites, revokes refuse."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.srv = WritServer("examples/refund", keys={IDV: "issuer", AGENT: "agent"})
+        cls.idv = writ.Client(cls.srv.url, cls.srv.tokens[IDV])
+        cls.agent = writ.Client(cls.srv.url, cls.srv.tokens[AGENT])
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.srv.close()
+
+    def refund_citing(self, ref: str) -> writ.Receipt:
+        req = refund_request("refund-allow")
+        req["evidence"] = [{"kind": "identity_verification", "id": ref}]
+        return self.agent.check(req)
+
+    def test_submit_show_cite_revoke(self) -> None:
+        observed = refund_request("refund-allow")["evidence"][0]["observed_at"]
+        stored = self.idv.submit_evidence("identity_verification", id="idv_py_1", subject_ids=["customer:cus_77"],
+                                          attributes={"method": "otp"}, observed_at=observed)
+        self.assertEqual((stored["provenance"], stored["item"]["issuer"]), ("issued", IDV))
+        self.assertTrue(stored["content_address"].startswith("sha256:"))
+        for ref in ("idv_py_1", stored["content_address"]):
+            got = self.agent.evidence(ref)
+            self.assertEqual((got["item"]["id"], got["content_address"]), ("idv_py_1", stored["content_address"]))
+        r = self.refund_citing("idv_py_1")
+        self.assertEqual(r.outcome, "allow", f"the refund citing the issued item: {r.reasons}")
+
+        revoked = self.idv.revoke_evidence("idv_py_1", "the document was reported stolen")
+        self.assertEqual(revoked["revoked"]["reason"], "the document was reported stolen")
+        self.assertEqual(self.agent.evidence("idv_py_1")["revoked"]["by"], IDV)
+        r = self.refund_citing("idv_py_1")
+        self.assertFalse(r.safe_to_execute)
+        self.assertIn("was revoked", r.reasons[0].message)
+
+    def test_refusals(self) -> None:
+        observed = refund_request("refund-allow")["evidence"][0]["observed_at"]
+        with self.assertRaises(writ.Forbidden) as cm:
+            self.agent.submit_evidence("identity_verification", id="idv_py_agent", observed_at=observed)
+        self.assertIn("issuer", str(cm.exception))
+        with self.assertRaises(writ.NotFound):
+            self.agent.evidence("idv_py_agent")
+        with self.assertRaises(writ.NotFound):
+            self.idv.revoke_evidence("idv_py_nobody", "no such item")
+        self.idv.submit_evidence("identity_verification", id="idv_py_dup", observed_at=observed)
+        with self.assertRaises(writ.Conflict):
+            self.idv.submit_evidence("identity_verification", id="idv_py_dup", observed_at=observed)
+
+
 class RefundPack(unittest.TestCase):
     """The refund example pack, with an agent, an approver and an auditor key."""
 

@@ -72,6 +72,15 @@ class AsyncClient:
     async def withdraw(self, approval_id: str, reason: Optional[str] = None) -> ApprovalRequest:
         return await self._run(self.sync.withdraw, approval_id, reason)
 
+    async def submit_evidence(self, kind: Optional[str] = None, **options: Any) -> JSON:
+        return await self._run(self.sync.submit_evidence, kind, **options)
+
+    async def evidence(self, id: str) -> JSON:
+        return await self._run(self.sync.evidence, id)
+
+    async def revoke_evidence(self, id: str, reason: str) -> JSON:
+        return await self._run(self.sync.revoke_evidence, id, reason)
+
     async def health(self) -> JSON:
         return await self._run(self.sync.health)
 

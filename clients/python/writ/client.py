@@ -17,7 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Generator, cast, Dict, List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Generator, cast, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import InvalidArgument, Timeout, Unavailable, Unreachable, error_for
 from .state import MemoryPendingStore, PendingStore
@@ -279,6 +279,7 @@ class Client:
                 subject_id: Optional[str] = None, trace_id: Optional[str] = None,
                 approval_mode_effective: Optional[str] = None,
                 policy_decision_id: Optional[str] = None, approver: Optional[str] = None,
+                refers_to: Optional[str] = None, scorecard: Optional[str] = None,
                 decision_key_prefix: Optional[str] = None, subject_prefix: Optional[str] = None,
                 outcome: Optional[str] = None, order: Optional[str] = None,
                 from_: Optional[str] = None, to: Optional[str] = None,
@@ -286,11 +287,14 @@ class Client:
         """``GET /v1/records``: a page of the tenant's records, oldest first (``order="newest"``: newest first).
 
         Every seed query key is a filter: ``decision_key``, ``subject_id``, ``status``,
-        ``approval_mode_effective``, ``policy_decision_id``, ``trace_id`` and ``approver``.
+        ``approval_mode_effective``, ``policy_decision_id``, ``trace_id`` and ``approver``;
+        ``refers_to`` lists the records about a record, and ``scorecard="failed"`` the records
+        whose scorecard failed their spec's pass mark.
         """
         q = self._tenant_query(decision_key=decision_key, status=status, subject_id=subject_id,
                                trace_id=trace_id, approval_mode_effective=approval_mode_effective,
                                policy_decision_id=policy_decision_id, approver=approver,
+                               refers_to=refers_to, scorecard=scorecard,
                                decision_key_prefix=decision_key_prefix, subject_prefix=subject_prefix,
                                outcome=outcome, order=order, to=to, limit=limit, cursor=cursor)
         if from_:
@@ -402,6 +406,51 @@ class Client:
             body["approver"] = approver
         data, _ = self._call("POST", f"/v1/approvals/{_seg(approval_id)}/{verb}", body=body)
         return ApprovalRequest.from_json(data)
+
+    # ---- evidence ----------------------------------------------------------
+
+    def submit_evidence(self, kind: Optional[str] = None, *, id: Optional[str] = None,
+                        subject_ids: Optional[Sequence[str]] = None,
+                        attributes: Optional[Mapping[str, Any]] = None,
+                        observed_at: Optional[str] = None, expires_at: Optional[str] = None,
+                        issuer: Optional[str] = None, jws: Optional[str] = None) -> JSON:
+        """``POST /v1/evidence``: store an evidence item (schema StoredEvidence).
+
+        Either the item's fields, from an API key with the ``issuer`` role
+        (writ sets the issuer from the key; ``issuer`` only on a development
+        server without keys), or ``jws`` alone: an item an issuer signed,
+        which any key of the tenant may carry in. ``observed_at`` and
+        ``expires_at`` are RFC 3339 times.
+        """
+        body: JSON = {}
+        if jws is not None:
+            body["jws"] = jws
+        if kind is not None:
+            body["kind"] = kind
+        if id is not None:
+            body["id"] = id
+        if subject_ids is not None:
+            body["subject_ids"] = list(subject_ids)
+        if attributes is not None:
+            body["attributes"] = dict(attributes)
+        if observed_at is not None:
+            body["observed_at"] = observed_at
+        if expires_at is not None:
+            body["expires_at"] = expires_at
+        if issuer is not None:
+            body["issuer"] = issuer
+        data, _ = self._call("POST", "/v1/evidence", body=self.with_tenant(body))
+        return data
+
+    def evidence(self, id: str) -> JSON:
+        """``GET /v1/evidence/{id}``: a stored item by id or content address (``sha256:…``), with its revocation."""
+        data, _ = self._call("GET", f"/v1/evidence/{_seg(id)}", query=self._tenant_query())
+        return data
+
+    def revoke_evidence(self, id: str, reason: str) -> JSON:
+        """``POST /v1/evidence/{id}/revoke``: revoke an item (an issuer key); a sealed record, never an edit."""
+        data, _ = self._call("POST", f"/v1/evidence/{_seg(id)}/revoke", body=self.with_tenant({"reason": reason}))
+        return data
 
     # ---- runs and attempts -----------------------------------------------
 

@@ -11,6 +11,7 @@ import type {
   ApprovalPage, ApprovalRequest, AttemptBody, CheckRequest, DecisionRecord, DecisionStory,
   ExecutionAck, ExecutionReport, InFlightPage, Problem, Receipt, RecordPage, Run, StartRunRequest,
   StepVerdict, RetractRequest, FeedbackRequest, AnnotationAck, RecordLinks, ReplayResult,
+  AddEvidenceRequest, StoredEvidence,
 } from './types.js';
 
 export interface ClientOptions {
@@ -278,10 +279,12 @@ export class Client {
   /**
    * `GET /v1/records`: a page of the tenant's records, oldest first (`order: 'newest'`: newest first).
    * Every seed query key is a filter: decision_key, subject_id, status, approval_mode_effective,
-   * policy_decision_id, trace_id and approver.
+   * policy_decision_id, trace_id and approver; refers_to lists the records about a record, and
+   * scorecard: 'failed' the records whose scorecard failed their spec's pass mark.
    */
   async records(q: { decision_key?: string; status?: string; subject_id?: string; trace_id?: string;
     approval_mode_effective?: string; policy_decision_id?: string; approver?: string;
+    refers_to?: string; scorecard?: 'failed';
     decision_key_prefix?: string; subject_prefix?: string; outcome?: string; order?: 'chain' | 'newest';
     from?: string; to?: string; limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<RecordPage> {
     return (await this.call('GET', '/v1/records', { query: this.query(q), ...o })).data as RecordPage;
@@ -351,6 +354,28 @@ export class Client {
     if (this.opts.tenantId) body.tenant_id = this.opts.tenantId;
     if (approver) body.approver = approver;
     return (await this.call('POST', `/v1/approvals/${seg('approvalId', id)}/${verb}`, { body, ...o })).data as ApprovalRequest;
+  }
+
+  // ---- evidence -------------------------------------------------------
+
+  /**
+   * `POST /v1/evidence`: store an evidence item. Either its fields, from an
+   * API key with the `issuer` role (writ sets the issuer from the key), or
+   * `jws` alone: an item an issuer signed, which any key of the tenant may
+   * carry in. Answers the stored item with its content address.
+   */
+  async submitEvidence(item: Omit<AddEvidenceRequest, 'tenant_id'> & { tenant_id?: string }, o: CallOptions = {}): Promise<StoredEvidence> {
+    return (await this.call('POST', '/v1/evidence', { body: this.withTenant(item), ...o })).data as StoredEvidence;
+  }
+
+  /** `GET /v1/evidence/{id}`: a stored item by id or content address (`sha256:…`), with its revocation. */
+  async evidence(id: string, o: CallOptions = {}): Promise<StoredEvidence> {
+    return (await this.call('GET', `/v1/evidence/${seg('id', id)}`, { query: this.query(), ...o })).data as StoredEvidence;
+  }
+
+  /** `POST /v1/evidence/{id}/revoke`: revoke an item (an issuer key); a sealed record, never an edit. */
+  async revokeEvidence(id: string, reason: string, o: CallOptions = {}): Promise<StoredEvidence> {
+    return (await this.call('POST', `/v1/evidence/${seg('id', id)}/revoke`, { body: this.withTenant({ reason }), ...o })).data as StoredEvidence;
   }
 
   // ---- runs and attempts --------------------------------------------

@@ -1564,7 +1564,7 @@ export interface components {
             observed_at?: string;
             /** Format: date-time */
             expires_at?: string;
-            /** @description Set by writ: the issuer key's subject; any other value is refused. */
+            /** @description Set by writ: the issuer key's subject; any other value is refused. In development mode (no API keys) it is required: the issuer's name, recorded as claimed. */
             issuer?: string;
             jws?: string;
             observation?: components["schemas"]["EvidenceObservation"];
@@ -1912,6 +1912,13 @@ export interface components {
             scorecard?: {
                 [key: string]: number;
             };
+            /**
+             * @description The scorecard dimensions below the decision spec's pass mark
+             *     (`scorecard_pass`), or left out of the scorecard, in byte
+             *     order. Absent when the spec has no pass mark, the record has
+             *     no scorecard, or every dimension passed.
+             */
+            scorecard_failed?: string[];
             /** @description The caller's usage as it sent it: provenance claimed. */
             budget_usage?: components["schemas"]["Usage"];
             metered_usage?: components["schemas"]["MeteredUsage"];
@@ -3431,6 +3438,12 @@ export interface operations {
                  *     results (which name it in `outputs.record_id`).
                  */
                 refers_to?: string;
+                /**
+                 * @description `failed`: only records whose `scorecard` failed their
+                 *     decision spec's pass mark (`scorecard_pass`), those that list
+                 *     `scorecard_failed`.
+                 */
+                scorecard?: "failed";
                 /**
                  * @description `chain` (oldest first, by seq) or `newest` (newest first). A
                  *     cursor continues in the order of its query. Newest first, a

@@ -6,11 +6,12 @@ import { createHash } from 'node:crypto';
 import * as writ from '../dist/index.js';
 import { startWrit, refundRequest, flakyProxy } from './writserver.mjs';
 
-const AGENT = 'agt_support_service', FINANCE = 'user_finance_lead_77', AUDITOR = 'auditor_olga';
-let srv, agent, finance, auditor;
+const AGENT = 'agt_support_service', FINANCE = 'user_finance_lead_77', AUDITOR = 'auditor_olga', IDV = 'idv.acme.example';
+let srv, agent, finance, auditor, idv;
 
 before(async () => {
-  srv = await startWrit({ keys: { [AGENT]: 'agent', [FINANCE]: 'approver', [AUDITOR]: 'auditor' } });
+  srv = await startWrit({ keys: { [AGENT]: 'agent', [FINANCE]: 'approver', [AUDITOR]: 'auditor', [IDV]: 'issuer' } });
+  idv = new writ.Client(srv.url, { apiKey: srv.tokens[IDV] });
   agent = new writ.Client(srv.url, { apiKey: srv.tokens[AGENT] });
   finance = new writ.Client(srv.url, { apiKey: srv.tokens[FINANCE] });
   auditor = new writ.Client(srv.url, { apiKey: srv.tokens[AUDITOR] });
@@ -39,6 +40,35 @@ test('every outcome', async (t) => {
       assert.equal(rec.decision_id, r.decision_id);
     });
   }
+});
+
+test('evidence: an issuer stores an item, an agent cites it, a revocation refuses it', async () => {
+  const observed = new Date(Date.now() - 60_000).toISOString();
+  const stored = await idv.submitEvidence({ kind: 'identity_verification', id: 'idv_ts_1', subject_ids: ['customer:cus_77'],
+    attributes: { method: 'otp' }, observed_at: observed });
+  assert.deepEqual([stored.provenance, stored.item.issuer], ['issued', IDV]);
+  assert.match(stored.content_address, /^sha256:[0-9a-f]{64}$/);
+  for (const ref of ['idv_ts_1', stored.content_address]) {
+    const got = await agent.evidence(ref);
+    assert.deepEqual([got.item.id, got.content_address], ['idv_ts_1', stored.content_address]);
+  }
+  const cite = (id) => agent.check(refundRequest('refund-allow', { evidence: [{ kind: 'identity_verification', id }] }));
+  const allowed = await cite('idv_ts_1');
+  assert.equal(allowed.outcome, 'allow', JSON.stringify(allowed.reasons));
+
+  const revoked = await idv.revokeEvidence('idv_ts_1', 'the document was reported stolen');
+  assert.equal(revoked.revoked?.reason, 'the document was reported stolen');
+  const refused = await cite('idv_ts_1');
+  assert.equal(refused.safe_to_execute, false);
+  assert.match(refused.reasons[0].message, /was revoked/);
+
+  const forbidden = await agent.submitEvidence({ kind: 'identity_verification', id: 'idv_ts_agent', observed_at: observed }).catch((e) => e);
+  assert.ok(forbidden instanceof writ.Forbidden, `got ${forbidden}`);
+  assert.match(forbidden.message, /issuer/);
+  const missing = await agent.evidence('idv_ts_agent').catch((e) => e);
+  assert.ok(missing instanceof writ.NotFound, `got ${missing}`);
+  const dup = await idv.submitEvidence({ kind: 'identity_verification', id: 'idv_ts_1', observed_at: observed }).catch((e) => e);
+  assert.ok(dup instanceof writ.Conflict, `got ${dup}`);
 });
 
 test('a blocked call throws Blocked with the receipt, and the tool never runs', async () => {
