@@ -87,7 +87,7 @@ func TestRecordsListScorecardFailed(t *testing.T) {
 	if code != 0 || !slices.Equal(got, wantFailed) {
 		t.Errorf("writ records list --scorecard failed: exit %d, %v, want %v%s", code, got, wantFailed, stderr)
 	}
-	if out, stderr, code := runLedgerCmd(t, "records", "list", "--data", data, "--tenant", "acme", "--scorecard", "passed"); code == 0 || out != "" || !strings.Contains(stderr, "--scorecard must be failed") {
-		t.Errorf("writ records list --scorecard passed: exit %d, stdout %q, stderr %q; want a non-zero exit naming --scorecard", code, out, stderr)
+	if out, stderr, code := runLedgerCmd(t, "records", "list", "--data", data, "--tenant", "acme", "--scorecard", "passed"); code != 2 || out != "" || !strings.Contains(stderr, "--scorecard must be failed") {
+		t.Errorf("writ records list --scorecard passed: exit %d, stdout %q, stderr %q; want exit 2 naming --scorecard", code, out, stderr)
 	}
 }
