@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/writhq/writ"
@@ -21,24 +19,7 @@ import (
 // run's own key, and a key that may act for its agent, are taken (issue
 // 31; engine.TestAttemptsFromTheRunsKey is the same at the engine).
 func TestAttemptsFromAnotherKey(t *testing.T) {
-	for _, store := range []string{"sqlite", "postgres"} {
-		t.Run(store, func(t *testing.T) {
-			data := t.TempDir()
-			storeArgs := []string{"--data", data}
-			if store == "postgres" {
-				dsn := os.Getenv("WRIT_TEST_POSTGRES")
-				if dsn == "" {
-					t.Skip("WRIT_TEST_POSTGRES is not set")
-				}
-				keys := filepath.Join(data, "keys")
-				if out, err := exec.Command(writBinary, "ledger", "keys", "generate", "--keys", keys).CombinedOutput(); err != nil {
-					t.Fatalf("keys generate: %v\n%s", err, out)
-				}
-				storeArgs = []string{"--store", isolatedSchema(t, dsn), "--keys", keys}
-			}
-			testAttemptsFromAnotherKey(t, storeArgs)
-		})
-	}
+	serverOnEachStore(t, func(t *testing.T, _ string, storeArgs []string) { testAttemptsFromAnotherKey(t, storeArgs) })
 }
 
 func testAttemptsFromAnotherKey(t *testing.T, storeArgs []string) {

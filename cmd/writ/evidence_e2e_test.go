@@ -25,24 +25,7 @@ import (
 // refused on the made-up one (unresolvable), and on a revoked, expired,
 // other-tenant or tampered one, each with its diagnosis.
 func TestEvidenceOverHTTP(t *testing.T) {
-	for _, store := range []string{"sqlite", "postgres"} {
-		t.Run(store, func(t *testing.T) {
-			data := t.TempDir()
-			storeArgs := []string{"--data", data}
-			if store == "postgres" {
-				dsn := os.Getenv("WRIT_TEST_POSTGRES")
-				if dsn == "" {
-					t.Skip("WRIT_TEST_POSTGRES is not set")
-				}
-				keys := filepath.Join(data, "keys")
-				if out, err := exec.Command(writBinary, "ledger", "keys", "generate", "--keys", keys).CombinedOutput(); err != nil {
-					t.Fatalf("keys generate: %v\n%s", err, out)
-				}
-				storeArgs = []string{"--store", isolatedSchema(t, dsn), "--keys", keys}
-			}
-			testEvidenceOverHTTP(t, storeArgs)
-		})
-	}
+	serverOnEachStore(t, func(t *testing.T, _ string, storeArgs []string) { testEvidenceOverHTTP(t, storeArgs) })
 }
 
 // strictRefundPack copies the refund example to a directory of its own,

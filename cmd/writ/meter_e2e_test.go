@@ -21,24 +21,7 @@ import (
 // request that sets usage.provenance is refused and writes nothing
 // (issue 31).
 func TestMeterKeys(t *testing.T) {
-	for _, store := range []string{"sqlite", "postgres"} {
-		t.Run(store, func(t *testing.T) {
-			data := t.TempDir()
-			storeArgs := []string{"--data", data}
-			if store == "postgres" {
-				dsn := os.Getenv("WRIT_TEST_POSTGRES")
-				if dsn == "" {
-					t.Skip("WRIT_TEST_POSTGRES is not set")
-				}
-				keys := filepath.Join(data, "keys")
-				if out, err := exec.Command(writBinary, "ledger", "keys", "generate", "--keys", keys).CombinedOutput(); err != nil {
-					t.Fatalf("keys generate: %v\n%s", err, out)
-				}
-				storeArgs = []string{"--store", isolatedSchema(t, dsn), "--keys", keys}
-			}
-			testMeterKeys(t, data, storeArgs)
-		})
-	}
+	serverOnEachStore(t, testMeterKeys)
 }
 
 func testMeterKeys(t *testing.T, data string, storeArgs []string) {

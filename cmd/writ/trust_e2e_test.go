@@ -29,24 +29,7 @@ import (
 // nothing written) and never moves a decision from blocked to allowed;
 // without it, the decision rests on what writ authenticated.
 func TestTrustMatrix(t *testing.T) {
-	for _, store := range []string{"sqlite", "postgres"} {
-		t.Run(store, func(t *testing.T) {
-			data := t.TempDir()
-			storeArgs := []string{"--data", data}
-			if store == "postgres" {
-				dsn := os.Getenv("WRIT_TEST_POSTGRES")
-				if dsn == "" {
-					t.Skip("WRIT_TEST_POSTGRES is not set")
-				}
-				keys := filepath.Join(data, "keys")
-				if out, err := exec.Command(writBinary, "ledger", "keys", "generate", "--keys", keys).CombinedOutput(); err != nil {
-					t.Fatalf("keys generate: %v\n%s", err, out)
-				}
-				storeArgs = []string{"--store", isolatedSchema(t, dsn), "--keys", keys}
-			}
-			testTrustMatrix(t, data, storeArgs)
-		})
-	}
+	serverOnEachStore(t, testTrustMatrix)
 }
 
 func testTrustMatrix(t *testing.T, data string, storeArgs []string) {
