@@ -68,7 +68,7 @@ required_evidence:
 // fills it; every record replays equal.
 func TestContextFromEvidence(t *testing.T) {
 	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) { testContextFromEvidence(t, evidenceStores(t, name)) })
+		t.Run(name, func(t *testing.T) { testContextFromEvidence(t, testStore(t, name)) })
 	}
 }
 

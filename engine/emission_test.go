@@ -2,9 +2,6 @@ package engine_test
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,15 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
-	"github.com/writhq/writ/postgres"
 	"github.com/writhq/writ/replay"
-	"github.com/writhq/writ/sqlite"
 )
 
 // emissionPack declares what the seed's lineage, approval and controls
@@ -85,50 +79,11 @@ func writePack(t testing.TB, files map[string]string) string {
 }
 
 // bothStores runs fn on a fresh SQLite store and, with WRIT_TEST_POSTGRES,
-// on a fresh PostgreSQL schema.
+// on a fresh PostgreSQL schema (testStore).
 func bothStores(t *testing.T, fn func(t *testing.T, st ledger.Store)) {
-	t.Run("sqlite", func(t *testing.T) {
-		st, err := sqlite.Open(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		fn(t, st)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		dsn := os.Getenv("WRIT_TEST_POSTGRES")
-		if dsn == "" {
-			t.Skip("WRIT_TEST_POSTGRES is not set")
-		}
-		var b [6]byte
-		crand.Read(b[:])
-		schema := "writ_emission_test_" + hex.EncodeToString(b[:])
-		exec := func(ctx context.Context, sql string) {
-			c, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Fatalf("connect: %v", err)
-			}
-			defer c.Close(ctx)
-			if _, err := c.Exec(ctx, sql); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-		}
-		exec(t.Context(), `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize())
-		t.Cleanup(func() { exec(context.Background(), `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`) })
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		st, err := postgres.Open(t.Context(), u.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		fn(t, st)
-	})
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) { fn(t, testStore(t, name)) })
+	}
 }
 
 func emissionEngine(t *testing.T, st ledger.Store) *engine.Engine {

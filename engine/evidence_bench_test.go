@@ -78,7 +78,7 @@ func BenchmarkCheckEvidence(b *testing.B) {
 		b.Run("store="+storeName, func(b *testing.B) {
 			for _, cites := range []string{"today", "three"} {
 				b.Run("evidence="+cites, func(b *testing.B) {
-					st := evidenceStores(b, storeName)
+					st := testStore(b, storeName)
 					h := newHarness(b, example("wf-2302"), func(c *engine.Config) {
 						c.Store = st
 						c.Appender.Seal = seal
@@ -132,7 +132,7 @@ func (s *countingStore) EvidenceRecords(ctx context.Context, tenantID string, id
 func TestEvidenceOneReadPerCheck(t *testing.T) {
 	for _, storeName := range []string{"sqlite", "postgres"} {
 		t.Run(storeName, func(t *testing.T) {
-			st := &countingStore{Store: evidenceStores(t, storeName)}
+			st := &countingStore{Store: testStore(t, storeName)}
 			h := newHarness(t, example("wf-2302"), func(c *engine.Config) { c.Store = st })
 			all := evidenceCitations(t, h.eng, 12)
 			for _, n := range []int{0, 1, 3, 12} {

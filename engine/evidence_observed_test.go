@@ -19,7 +19,7 @@ import (
 // check citing the item is decided on it, and replays equal.
 func TestObservedEvidence(t *testing.T) {
 	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) { testObservedEvidence(t, evidenceStores(t, name)) })
+		t.Run(name, func(t *testing.T) { testObservedEvidence(t, testStore(t, name)) })
 	}
 }
 

@@ -28,9 +28,9 @@ import (
 	"github.com/writhq/writ/sqlite"
 )
 
-// evidenceStores opens each store the evidence tests run on: SQLite, and
+// testStore opens each store the engine's two-store tests run on: SQLite, and
 // PostgreSQL (in a schema of its own) when WRIT_TEST_POSTGRES is set.
-func evidenceStores(t testing.TB, name string) ledger.Store {
+func testStore(t testing.TB, name string) ledger.Store {
 	t.Helper()
 	if name == "sqlite" {
 		st, err := sqlite.Open(t.TempDir())
@@ -147,7 +147,7 @@ func (s signer) sign(t *testing.T, item *writ.EvidenceItem) string {
 // decision stays equal after the item is revoked; the chain verifies.
 func TestEvidenceResolution(t *testing.T) {
 	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) { testEvidenceResolution(t, evidenceStores(t, name)) })
+		t.Run(name, func(t *testing.T) { testEvidenceResolution(t, testStore(t, name)) })
 	}
 }
 
