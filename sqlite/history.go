@@ -143,17 +143,12 @@ type histTx struct {
 	// bound to the transaction when an entry first needs one.
 	sums, sumsW []*sql.Stmt
 	tx          *sql.Tx
-	batch       ledger.HistoryBatch
-	// executed are the pending contributions each admitted entry's
-	// Executes adds.
-	executed map[*ledger.Entry][]ledger.Contribution
 }
 
 func (s *Store) histTx(ctx context.Context, tx *sql.Tx) *histTx {
 	return &histTx{sum: tx.StmtContext(ctx, s.hist.sumW), add: tx.StmtContext(ctx, s.hist.add),
 		pendAdd: tx.StmtContext(ctx, s.hist.pendAdd), pendRead: tx.StmtContext(ctx, s.hist.pendRead),
-		sums: make([]*sql.Stmt, len(s.hist.sumsW)), sumsW: s.hist.sumsW[:], tx: tx,
-		executed: map[*ledger.Entry][]ledger.Contribution{}}
+		sums: make([]*sql.Stmt, len(s.hist.sumsW)), sumsW: s.hist.sumsW[:], tx: tx}
 }
 
 func (h *histTx) close() {
@@ -164,59 +159,46 @@ func (h *histTx) close() {
 	}
 }
 
-// fresh reports whether the history values e pinned are still current;
-// the single writer keeps every other append out meanwhile.
-func (h *histTx) fresh(ctx context.Context, e *ledger.Entry) (bool, error) {
-	if len(e.HistoryReads) == 0 {
-		return true, nil
-	}
+// values returns the stored value of each of e's history reads, for
+// ledger.Settle.
+func (h *histTx) values(ctx context.Context, e *ledger.Entry) ([]float64, error) {
 	for rest := len(e.HistoryReads); rest > 0; rest -= maxSumsAtOnce {
 		if n := min(rest, maxSumsAtOnce); n > 1 && h.sums[n-2] == nil {
 			h.sums[n-2] = h.tx.StmtContext(ctx, h.sumsW[n-2])
 		}
 	}
-	db, err := historySums(ctx, h.sum, h.sums, e.Record.TenantID, e.HistoryReads)
+	return historySums(ctx, h.sum, h.sums, e.Record.TenantID, e.HistoryReads)
+}
+
+// pending returns the pending contributions of a decision (those of its
+// last record that stored any), for ledger.Settle.
+func (h *histTx) pending(ctx context.Context, tenantID, decisionID string) ([]ledger.Contribution, error) {
+	rows, err := h.pendRead.QueryContext(ctx, tenantID, decisionID)
 	if err != nil {
-		return false, err
+		return nil, fmt.Errorf("sqlite: read pending history of decision %s: %w", decisionID, err)
 	}
-	return h.batch.Fresh(e, db), nil
+	defer rows.Close()
+	var stored []ledger.Contribution
+	for rows.Next() {
+		var c ledger.Contribution
+		var at int64
+		if err := rows.Scan(&c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
+			return nil, fmt.Errorf("sqlite: read pending history of decision %s: %w", decisionID, err)
+		}
+		c.At = time.Unix(0, at).UTC()
+		stored = append(stored, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: read pending history of decision %s: %w", decisionID, err)
+	}
+	return stored, nil
 }
 
-// admit notes that e is appended: its contributions, and those its
-// Executes adds, count for the entries after it.
-func (h *histTx) admit(ctx context.Context, e *ledger.Entry) error {
-	var ex []ledger.Contribution
-	if id := e.Executes; id != "" {
-		rows, err := h.pendRead.QueryContext(ctx, e.Record.TenantID, id)
-		if err != nil {
-			return fmt.Errorf("sqlite: read pending history of decision %s: %w", id, err)
-		}
-		var stored []ledger.Contribution
-		for rows.Next() {
-			var c ledger.Contribution
-			var at int64
-			if err := rows.Scan(&c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
-				rows.Close()
-				return fmt.Errorf("sqlite: read pending history of decision %s: %w", id, err)
-			}
-			c.At = time.Unix(0, at).UTC()
-			stored = append(stored, c)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		ex = h.batch.ExecutedBy(e, stored)
-		h.executed[e] = ex
-	}
-	h.batch.Admit(e, ex)
-	return nil
-}
-
-// insert writes the contributions of e, sealed at seq: its own, those its
-// Executes adds, and its pending ones.
-func (h *histTx) insert(ctx context.Context, e *ledger.Entry) error {
+// insert writes the contributions of the sealed entry e: its own,
+// executed (those its Executes adds, as settled), and its pending ones.
+func (h *histTx) insert(ctx context.Context, e *ledger.Entry, executed []ledger.Contribution) error {
 	rec := e.Record
-	for _, cs := range [][]ledger.Contribution{e.Contributions, h.executed[e]} {
+	for _, cs := range [][]ledger.Contribution{e.Contributions, executed} {
 		for _, c := range cs {
 			if _, err := h.add.ExecContext(ctx, rec.TenantID, c.Aggregate, c.Group, c.At.UnixNano(), c.Amount, rec.Audit.Seq, rec.RecordID); err != nil {
 				return fmt.Errorf("sqlite: history contribution of record %s: %w", rec.RecordID, err)
