@@ -25,12 +25,12 @@ func TestLayering(t *testing.T) {
 		// Verification reads a store or a bundle through the interfaces it
 		// declares: it is no engine, server or store.
 		mod + "/ledger/verify": {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", mod + "/replay", mod + "/bundle"},
-		mod + "/keyring":    {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
-		mod + "/engine":     {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
-		mod + "/auth":       {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
-		mod + "/replay":     {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"}, // it rebuilds records with record's and workflow's builders
-		mod + "/delegation": {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
-		mod + "/webhook":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/keyring":       {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/engine":        {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/auth":          {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/replay":        {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"}, // it rebuilds records with record's and workflow's builders
+		mod + "/delegation":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/webhook":       {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		// Telemetry wraps the engine's interfaces; it is no adapter of a
 		// store or of HTTP routes. (database/sql comes in with
 		// client_golang's collectors package, unused.)
