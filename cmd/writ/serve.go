@@ -169,11 +169,11 @@ type writServer struct {
 // newServer builds the server c describes, listening but not yet
 // serving. Everything it starts is stopped by the server's Close, or
 // before it returns an error.
-func (m *Main) newServer(ctx context.Context, c *serveConfig) (s *writServer, err error) {
+func (m *Main) newServer(ctx context.Context, c *serveConfig) (_ *writServer, err error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	s = &writServer{c: c}
+	s := &writServer{c: c}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -242,7 +242,10 @@ func (m *Main) newServer(ctx context.Context, c *serveConfig) (s *writServer, er
 	if err != nil {
 		return nil, err
 	}
-	return s, s.listen(s.handler(srv, authenticate, obs.tracing), obs.metrics)
+	if err := s.listen(s.handler(srv, authenticate, obs.tracing), obs.metrics); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // onClose has Close run f, before whatever was registered earlier.
