@@ -30,6 +30,7 @@ func TestLayering(t *testing.T) {
 		mod + "/auth":          {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		mod + "/replay":        {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"}, // it rebuilds records with record's and workflow's builders
 		mod + "/delegation":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/readiness":     {"database/sql", mod + "/engine", mod + "/sqlite", mod + "/postgres"},
 		mod + "/webhook":       {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		// Telemetry wraps the engine's interfaces; it is no adapter of a
 		// store or of HTTP routes. (database/sql comes in with

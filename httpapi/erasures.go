@@ -13,28 +13,9 @@ import (
 // handleErase serves POST /v1/erasures: a subject's classified values
 // erased, with the erasure's record sealed before the answer.
 func (s *Server) handleErase(w http.ResponseWriter, r *http.Request) {
-	if s.erasures == nil {
-		s.writeError(w, r, writ.Errorf(writ.ENOTFOUND, "this server erases nothing"))
-		return
-	}
-	tp, traced := requestTrace(r)
-	if traced {
-		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
-	}
-	req, err := decodeTenantBody(s, w, r, func(b *writ.EraseRequest) *string { return &b.TenantID })
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if traced {
-		req.TraceID = tp.TraceID
-	}
-	x, err := s.erasures.Erase(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, x)
+	serveBody(s, w, r, s.erasures, writ.Errorf(writ.ENOTFOUND, "this server erases nothing"), http.StatusOK,
+		func(b *writ.EraseRequest) (tenant, trace *string) { return &b.TenantID, &b.TraceID },
+		writ.Erasures.Erase)
 }
 
 var _ writ.Erasures = (*Client)(nil)

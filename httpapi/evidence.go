@@ -18,28 +18,9 @@ var errNoEvidence = writ.Errorf(writ.ENOTFOUND, "this server does not serve an e
 // handleAddEvidence serves POST /v1/evidence: a new evidence item of the
 // tenant, sealed before the answer (201).
 func (s *Server) handleAddEvidence(w http.ResponseWriter, r *http.Request) {
-	if s.evidence == nil {
-		s.writeError(w, r, errNoEvidence)
-		return
-	}
-	tp, traced := requestTrace(r)
-	if traced {
-		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
-	}
-	req, err := decodeTenantBody(s, w, r, func(b *writ.AddEvidenceRequest) *string { return &b.TenantID })
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if traced {
-		req.TraceID = tp.TraceID
-	}
-	se, err := s.evidence.AddEvidence(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusCreated, se)
+	serveBody(s, w, r, s.evidence, errNoEvidence, http.StatusCreated,
+		func(b *writ.AddEvidenceRequest) (tenant, trace *string) { return &b.TenantID, &b.TraceID },
+		writ.EvidenceService.AddEvidence)
 }
 
 // handleEvidence serves GET /v1/evidence/{id}: an item by id or content
@@ -63,37 +44,20 @@ func (s *Server) handleEvidence(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleRevokeEvidence serves POST /v1/evidence/{id}/revoke: the item's
-// revocation, a record of its own.
+// revocation, a record of its own. The body may leave the item's id out;
+// if it names one, it is the path's.
 func (s *Server) handleRevokeEvidence(w http.ResponseWriter, r *http.Request) {
-	if s.evidence == nil {
-		s.writeError(w, r, errNoEvidence)
-		return
-	}
-	tp, traced := requestTrace(r)
-	if traced {
-		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
-	}
-	req, err := decodeTenantBody(s, w, r, func(b *writ.RevokeEvidenceRequest) *string { return &b.TenantID })
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	switch id := r.PathValue("id"); {
-	case req.ID == "":
-		req.ID = id
-	case req.ID != id:
-		s.writeError(w, r, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("the body names item %q, the path %q", req.ID, id), Details: []writ.Detail{{Field: "id", Message: "not the path's"}}})
-		return
-	}
-	if traced {
-		req.TraceID = tp.TraceID
-	}
-	se, err := s.evidence.RevokeEvidence(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, se)
+	serveBody(s, w, r, s.evidence, errNoEvidence, http.StatusOK,
+		func(b *writ.RevokeEvidenceRequest) (tenant, trace *string) { return &b.TenantID, &b.TraceID },
+		func(es writ.EvidenceService, ctx context.Context, req *writ.RevokeEvidenceRequest) (*writ.StoredEvidence, error) {
+			switch id := r.PathValue("id"); {
+			case req.ID == "":
+				req.ID = id
+			case req.ID != id:
+				return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("the body names item %q, the path %q", req.ID, id), Details: []writ.Detail{{Field: "id", Message: "not the path's"}}}
+			}
+			return es.RevokeEvidence(ctx, req)
+		})
 }
 
 var _ writ.EvidenceService = (*Client)(nil)

@@ -38,28 +38,9 @@ func (s *Server) handleParams(w http.ResponseWriter, r *http.Request) {
 // handleSetParams serves PUT /v1/params: a new parameter change of the
 // tenant, sealed before the answer.
 func (s *Server) handleSetParams(w http.ResponseWriter, r *http.Request) {
-	if s.params == nil {
-		s.writeError(w, r, errNoParams)
-		return
-	}
-	tp, traced := requestTrace(r)
-	if traced {
-		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
-	}
-	req, err := decodeTenantBody(s, w, r, func(b *writ.SetParamsRequest) *string { return &b.TenantID })
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if traced {
-		req.TraceID = tp.TraceID
-	}
-	st, err := s.params.SetParams(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, st)
+	serveBody(s, w, r, s.params, errNoParams, http.StatusOK,
+		func(b *writ.SetParamsRequest) (tenant, trace *string) { return &b.TenantID, &b.TraceID },
+		writ.TenantParams.SetParams)
 }
 
 var _ writ.TenantParams = (*Client)(nil)

@@ -552,6 +552,41 @@ func decodeTenantBody[T any](s *Server, w http.ResponseWriter, r *http.Request, 
 	return &req, nil
 }
 
+// serveBody answers a route that hands its JSON body to one call of a
+// service, the shape of the routes that seal a record of the body (a
+// parameter change, an erasure, an evidence item): off, when the server
+// has no such service (svc is nil); else the body, decoded strictly
+// (decodeTenantBody) with the tenant and trace id that fields points at,
+// given to call with svc, and call's answer written as JSON with status,
+// or its error as a problem. The body's trace id is the request's
+// traceparent's, which is answered at once (nil trace: the body carries
+// none). A route whose body must agree with its path checks it in call.
+func serveBody[S, Req, Resp any](s *Server, w http.ResponseWriter, r *http.Request, svc S, off error, status int,
+	fields func(*Req) (tenant, trace *string), call func(S, context.Context, *Req) (Resp, error)) {
+	if any(svc) == nil {
+		s.writeError(w, r, off)
+		return
+	}
+	tp, traced := requestTrace(r)
+	if traced {
+		s.setTraceparent(w, r, tp.TraceID, tp.Flags)
+	}
+	req, err := decodeTenantBody(s, w, r, func(b *Req) *string { tenant, _ := fields(b); return tenant })
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, trace := fields(req); traced && trace != nil {
+		*trace = tp.TraceID
+	}
+	resp, err := call(svc, r.Context(), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, status, resp)
+}
+
 // writeFailClosed answers a receipt whose record was not committed: 503
 // with the receipt as the body, so the caller sees why, and may retry.
 // Whatever the service put in it, that receipt permits nothing.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/httpapi"
+	"github.com/writhq/writ/readiness"
 )
 
 // The fault tests run the real server while its storage fails under it:
@@ -266,7 +267,7 @@ func TestFaultDiskFull(t *testing.T) {
 	// with a test write, which the full disk refuses too.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		status, failed := readyz(t, srv.url)
-		if status == http.StatusServiceUnavailable && slices.Contains(failed, "commits: "+errCannotCommit.Error()) {
+		if status == http.StatusServiceUnavailable && slices.Contains(failed, "commits: "+readiness.ErrCannotCommit.Error()) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/writhq/writ"
@@ -14,7 +13,7 @@ import (
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
-	"github.com/writhq/writ/policy"
+	"github.com/writhq/writ/readiness"
 	"github.com/writhq/writ/telemetry"
 )
 
@@ -153,173 +152,12 @@ func keyExpiry(ring ringView, now time.Time) (time.Time, bool, error) {
 	return *active.ValidUntil, true, nil
 }
 
-// readiness returns the /readyz checks of a server: the store answers,
-// it can commit (see commitHealth), a signing key is valid now, the pack
-// is loaded.
-func readiness(st interface {
-	Tenants(context.Context) ([]string, error)
-}, commits *commitHealth, keys ledger.KeySource, pol *policy.Policy, log *slog.Logger, extra ...func() httpapi.ReadyCheck) func(context.Context) httpapi.ReadyReport {
-	var query boundedCall
-	return func(ctx context.Context) httpapi.ReadyReport {
-		var checks []httpapi.ReadyCheck
-		add := func(name string, err error) {
-			c := httpapi.ReadyCheck{Name: name, OK: err == nil}
-			if err != nil {
-				c.Error = err.Error()
-			}
-			checks = append(checks, c)
-		}
-		err := query.do(ctx, 2*time.Second, "the store's query", func(ctx context.Context) error {
-			if _, err := st.Tenants(ctx); err != nil {
-				log.Warn("readiness: the store's query failed", "err", err)
-				return errStoreQuery
-			}
-			return nil
-		})
-		add("store", err)
-		add("commits", commits.check(ctx))
-		_, err = keys(time.Now())
-		add("signing_key", err)
-		err = nil
-		if pol == nil || pol.Pack == nil || pol.Pack.Hash == "" {
-			err = errors.New("no pack is loaded")
-		}
-		add("pack", err)
-		for _, f := range extra {
-			checks = append(checks, f())
-		}
-		return httpapi.ReadyReport{Checks: checks}
-	}
-}
-
-// boundedCall runs a call of /readyz with a deadline, in a goroutine of
-// its own: a read or write stuck in the kernel (on a frozen file system,
-// say) ignores its context, and must not hold /readyz, which has to answer
-// then more than ever. At most one call runs at a time: while one is
-// stuck, the next ones fail at once.
-type boundedCall struct {
-	mu    sync.Mutex
-	done  chan struct{} // closed when the last call returned
-	since time.Time
-}
-
-func (b *boundedCall) do(ctx context.Context, d time.Duration, what string, f func(context.Context) error) error {
-	b.mu.Lock()
-	if b.done != nil {
-		select {
-		case <-b.done:
-		default:
-			since := b.since
-			b.mu.Unlock()
-			return fmt.Errorf("%s has not returned for %s", what, time.Since(since).Round(time.Second))
-		}
-	}
-	done := make(chan struct{})
-	b.done, b.since = done, time.Now()
-	b.mu.Unlock()
-	var err error
-	go func() {
-		defer close(done)
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
-		defer cancel()
-		err = f(ctx)
-	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-		return err
-	case <-t.C:
-		return fmt.Errorf("%s did not return within %s", what, d)
-	}
-}
-
-// writeProber is a store that can commit a test write (sqlite and
-// postgres: the write_probe row).
-type writeProber interface {
-	ProbeWrite(ctx context.Context, now time.Time) error
-}
-
-// commitHealth is the "commits" check of /readyz. A store that cannot
-// commit (a full disk, a read-only data directory or standby, a disk
-// whose writes hang) still answers reads, so the "store" check passes
-// while every check is answered fail-closed. This one fails while a group
-// commit has been under way for longer than the commit timeout (checks
-// are then answered commit_timeout), and for commitQuiet after a group
-// commit failed; after that, until a commit succeeds, it passes only when
-// a test write commits (the store's write probe, at most once a second
-// however often /readyz is asked). So a load balancer takes the server out
-// of rotation while its commits fail or hang, and puts it back once it
-// can commit, whether or not checks still reach it; while checks do reach
-// it and fail, it stays out.
-type commitHealth struct {
-	underWay    func() (time.Time, bool)
-	stallAfter  time.Duration
-	lastFailure func() (time.Time, bool)
-	probe       writeProber // nil when the store has none
-	log         *slog.Logger
-
-	probing boundedCall
-	mu      sync.Mutex
-	probed  time.Time
-	err     error
-}
-
-// commitQuiet is how long after a failed group commit /readyz fails
-// without asking the store; defaultStall is how long a commit may run
-// before it fails when the server has no commit timeout.
-const (
-	commitQuiet  = 5 * time.Second
-	defaultStall = 10 * time.Second
-)
-
-// What /readyz says (to anyone: it needs no key); the server's log has the
-// store's own error, with paths, host and user names.
-var (
-	errStoreQuery   = errors.New("the store's query failed (the server's log says why)")
-	errCommitFailed = fmt.Errorf("a group commit failed in the last %s: checks are answered fail-closed (the server's log says why)", commitQuiet)
-	errCannotCommit = errors.New("the last group commit failed and a test write failed too: checks are answered fail-closed (the server's log says why)")
-)
-
-// newCommitHealth returns the commits check over the engine's appender
-// and the store's write probe, if it has one.
-func newCommitHealth(eng *engine.Engine, st ledger.Store, log *slog.Logger) *commitHealth {
-	c := &commitHealth{underWay: eng.CommitUnderWay, stallAfter: eng.CommitTimeout(), lastFailure: eng.LastCommitFailure, log: log}
-	if c.stallAfter <= 0 {
-		c.stallAfter = defaultStall
-	}
-	c.probe, _ = st.(writeProber)
+// newCommitHealth returns the commits check of /readyz over the
+// engine's appender and the store's write probe, if it has one.
+func newCommitHealth(eng *engine.Engine, st ledger.Store, log *slog.Logger) *readiness.Commits {
+	c := &readiness.Commits{UnderWay: eng.CommitUnderWay, StallAfter: eng.CommitTimeout(), LastFailure: eng.LastCommitFailure, Log: log}
+	c.Probe, _ = st.(readiness.WriteProber)
 	return c
-}
-
-func (c *commitHealth) check(ctx context.Context) error {
-	now := time.Now()
-	if since, ok := c.underWay(); ok && now.Sub(since) > c.stallAfter {
-		return fmt.Errorf("a group commit has been under way for %s, longer than %s: checks wait for it or are answered fail-closed (commit_timeout)", now.Sub(since).Round(100*time.Millisecond), c.stallAfter)
-	}
-	at, failed := c.lastFailure()
-	switch {
-	case !failed:
-		return nil
-	case now.Sub(at) < commitQuiet:
-		return errCommitFailed
-	case c.probe == nil:
-		return errors.New("the last group commit failed: checks are answered fail-closed until one commits")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now.Sub(c.probed) < time.Second {
-		return c.err
-	}
-	err := c.probing.do(ctx, 2*time.Second, "the test write", func(ctx context.Context) error {
-		return c.probe.ProbeWrite(ctx, now)
-	})
-	c.probed, c.err = now, nil
-	if err != nil {
-		c.log.Warn("readiness: the store cannot commit", "err", err)
-		c.err = errCannotCommit
-	}
-	return c.err
 }
 
 // tracedHandler wraps the server in OpenTelemetry's HTTP middleware (see

@@ -1,4 +1,4 @@
-package main
+package readiness
 
 import (
 	"context"
@@ -25,11 +25,11 @@ func (p *countingProber) ProbeWrite(context.Context, time.Time) error {
 	return p.err
 }
 
-// TestCommitHealth: the commits check of /readyz passes while commits
+// TestCommits: the commits check of /readyz passes while commits
 // succeed, fails while one has been under way for longer than the commit
-// timeout and for commitQuiet after one failed, and then asks the store's
+// timeout and for CommitQuiet after one failed, and then asks the store's
 // write probe, at most once a second.
-func TestCommitHealth(t *testing.T) {
+func TestCommits(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, tc := range []struct {
 		name      string
@@ -42,8 +42,8 @@ func TestCommitHealth(t *testing.T) {
 		{name: "commits succeed"},
 		{name: "a commit under way, not for long", underWay: 500 * time.Millisecond},
 		{name: "a commit under way for longer than the timeout", underWay: 2 * time.Second, want: "a group commit has been under way for 2s, longer than 1s"},
-		{name: "a commit just failed", failedAgo: time.Second, want: errCommitFailed.Error()},
-		{name: "failed a while ago, the probe fails", failedAgo: time.Minute, probeErr: errors.New("disk full"), want: errCannotCommit.Error(), calls: 1},
+		{name: "a commit just failed", failedAgo: time.Second, want: ErrCommitFailed.Error()},
+		{name: "failed a while ago, the probe fails", failedAgo: time.Minute, probeErr: errors.New("disk full"), want: ErrCannotCommit.Error(), calls: 1},
 		{name: "failed a while ago, the probe commits", failedAgo: time.Minute, calls: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,11 +51,11 @@ func TestCommitHealth(t *testing.T) {
 			ago := func(d time.Duration) func() (time.Time, bool) {
 				return func() (time.Time, bool) { return time.Now().Add(-d), d != 0 }
 			}
-			c := &commitHealth{underWay: ago(tc.underWay), stallAfter: time.Second, lastFailure: ago(tc.failedAgo), probe: p, log: quiet}
+			c := &Commits{UnderWay: ago(tc.underWay), StallAfter: time.Second, LastFailure: ago(tc.failedAgo), Probe: p, Log: quiet}
 			for range 3 {
-				err := c.check(context.Background())
+				err := c.Check(context.Background())
 				if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
-					t.Fatalf("check() = %v, want %q", err, tc.want)
+					t.Fatalf("Check() = %v, want %q", err, tc.want)
 				}
 			}
 			if p.calls != tc.calls {
@@ -65,29 +65,29 @@ func TestCommitHealth(t *testing.T) {
 	}
 }
 
-// TestBoundedCall: a call stuck past its deadline does not hold the
+// TestBounded: a call stuck past its deadline does not hold the
 // caller, no second call starts while it is stuck, and calls run again
 // once it has returned.
-func TestBoundedCall(t *testing.T) {
-	var b boundedCall
+func TestBounded(t *testing.T) {
+	var b Bounded
 	release := make(chan struct{})
-	err := b.do(context.Background(), 50*time.Millisecond, "the query", func(context.Context) error {
+	err := b.Do(context.Background(), 50*time.Millisecond, "the query", func(context.Context) error {
 		<-release
 		return nil
 	})
 	if err == nil || err.Error() != "the query did not return within 50ms" {
-		t.Fatalf("do(stuck call) = %v, want it to give up after 50ms", err)
+		t.Fatalf("Do(stuck call) = %v, want it to give up after 50ms", err)
 	}
 	ran := false
-	err = b.do(context.Background(), time.Second, "the query", func(context.Context) error { ran = true; return nil })
+	err = b.Do(context.Background(), time.Second, "the query", func(context.Context) error { ran = true; return nil })
 	if ran || err == nil || !strings.HasPrefix(err.Error(), "the query has not returned for ") {
-		t.Fatalf("do(while stuck) = %v, ran %v; want it refused without running", err, ran)
+		t.Fatalf("Do(while stuck) = %v, ran %v; want it refused without running", err, ran)
 	}
 	close(release)
 	<-b.done // the stuck call has returned
 	want := errors.New("no such table")
-	if err := b.do(context.Background(), time.Second, "the query", func(context.Context) error { return want }); !errors.Is(err, want) {
-		t.Fatalf("do(after the stuck call returned) = %v, want the call's own error", err)
+	if err := b.Do(context.Background(), time.Second, "the query", func(context.Context) error { return want }); !errors.Is(err, want) {
+		t.Fatalf("Do(after the stuck call returned) = %v, want the call's own error", err)
 	}
 }
 
@@ -102,12 +102,12 @@ func TestReadinessKeepsStoreErrorsInTheLog(t *testing.T) {
 	var logged strings.Builder
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	never := func() (time.Time, bool) { return time.Time{}, false }
-	commits := &commitHealth{underWay: never, stallAfter: time.Second, lastFailure: never, log: log}
+	commits := &Commits{UnderWay: never, StallAfter: time.Second, LastFailure: never, Log: log}
 	storeErr := errors.New(`failed to connect to user=writ_admin database=ledger: dial tcp 10.1.2.3:5432: connection refused`)
 	keys := func(time.Time) (ledger.Signer, error) { return nil, nil }
 	pol := &policy.Policy{Pack: &pack.Pack{Hash: "sha256:ab"}}
 
-	report := readiness(failingTenants{storeErr}, commits, keys, pol, log)(context.Background())
+	report := Report(failingTenants{storeErr}, commits, keys, pol, log)(context.Background())
 	var store httpapi.ReadyCheck
 	for _, c := range report.Checks {
 		if c.Name == "store" {
@@ -116,8 +116,8 @@ func TestReadinessKeepsStoreErrorsInTheLog(t *testing.T) {
 			t.Errorf("check %s failed: %s", c.Name, c.Error)
 		}
 	}
-	if store.OK || store.Error != errStoreQuery.Error() {
-		t.Errorf("store check = %+v, want it failed with %q", store, errStoreQuery)
+	if store.OK || store.Error != ErrStoreQuery.Error() {
+		t.Errorf("store check = %+v, want it failed with %q", store, ErrStoreQuery)
 	}
 	if !strings.Contains(logged.String(), "10.1.2.3:5432") || !strings.Contains(logged.String(), "readiness: the store's query failed") {
 		t.Errorf("the server's log lacks the store's error:\n%s", logged.String())
