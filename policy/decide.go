@@ -585,14 +585,18 @@ func (b *budgetCheck) apply(u *writ.Usage, d *Decision, h History) Applied {
 			fmt.Sprintf("The check's %s comes from a meter key (usage provenance issued).", b.dim))
 	}
 	used := b.used(u)
-	var counted string
-	if m := d.Metered; b.metered && m != nil {
-		claimed := used
+	claimed, m := used, d.Metered
+	if b.metered && m != nil {
 		used = max(used, b.used(m))
-		counted = fmt.Sprintf(" (writ counted %s in this session; the caller reported %s)", strconv.FormatFloat(b.used(m), 'f', -1, 64), strconv.FormatFloat(claimed, 'f', -1, 64))
 	}
 	if used <= b.limit {
 		return a
+	}
+	// Only a firing says what writ counted: an allowed metered check (most
+	// of them) formats nothing.
+	var counted string
+	if b.metered && m != nil {
+		counted = fmt.Sprintf(" (writ counted %s in this session; the caller reported %s)", strconv.FormatFloat(b.used(m), 'f', -1, 64), strconv.FormatFloat(claimed, 'f', -1, 64))
 	}
 	lim := strconv.FormatFloat(b.limit, 'f', -1, 64)
 	a.Verdict = b.effect
