@@ -1513,10 +1513,10 @@ export interface components {
             /** @description An issuer-signed item (a compact JWS over the item's canonical JSON, by a key the tenant registered), carried in. */
             jws?: string;
             /**
-             * @description Set by writ when it resolves the citation (a request that sets it is refused); the stored envelope pins it.
+             * @description Set by writ when it resolves the citation (a request that sets it is refused); the stored envelope pins it. subject_mismatch: the item is stored (or validly signed) but shares no subject id with the check.
              * @enum {string}
              */
-            resolution?: "resolved" | "unresolvable" | "hash_mismatch" | "bad_signature";
+            resolution?: "resolved" | "unresolvable" | "hash_mismatch" | "bad_signature" | "subject_mismatch";
             /**
              * @description Set by writ with resolution.
              * @enum {string}
@@ -1534,7 +1534,7 @@ export interface components {
              * @description Set by writ with resolution.
              */
             revoked_at?: string;
-            /** @description Set by writ with resolution, only when the check's spec takes a context field from evidence (context_from_evidence): the item's subjects. */
+            /** @description Set by writ with resolution, when the check's spec takes a context field from evidence (context_from_evidence) or the item is about none of the check's subjects (subject_mismatch): the item's subjects. */
             subject_ids?: string[];
         };
         /** @description An evidence item as stored: its content address is sha256: over its RFC 8785 form (docs/ledger-format.md, Evidence records). */
