@@ -25,7 +25,10 @@ type TestFile struct {
 	// Path names the file in messages: joined to the pack dir.
 	Path        string
 	Description string
-	Cases       []*TestCase
+	// EvidenceStore are the file's own evidence items (its top-level
+	// evidence_store), which every case's EvidenceStore begins with.
+	EvidenceStore []*TestEvidence
+	Cases         []*TestCase
 }
 
 // TestCase is one case: a check (Request, Approvals, Expect) or a
@@ -219,6 +222,7 @@ func (l *loader) loadTestFile(p *Pack, rel string) *TestFile {
 	names := map[string]Pos{}
 	ids := p.CheckIDs()
 	onFile := l.testEvidence(doc, "", root)
+	f.EvidenceStore = onFile
 	for i, v := range root["cases"].([]any) {
 		ptr := fmt.Sprintf("/cases/%d", i)
 		c := l.testCase(doc, p, ids, ptr, v.(map[string]any))

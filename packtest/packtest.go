@@ -454,29 +454,40 @@ func (r *caseRun) check(ctx context.Context, c *pack.TestCase) {
 	r.compareStored(ctx, c.Expect, d)
 }
 
-// storeEvidence submits the case's evidence_store items, each with an
-// API key of its issuer holding the issuer role (so it is issued), and
-// revokes those that say so. It reports false, having failed the case,
-// when writ refuses one.
+// storeEvidence submits the case's evidence_store items (StoreEvidence).
+// It reports false, having failed the case, when writ refuses one.
 func (r *caseRun) storeEvidence(ctx context.Context, c *pack.TestCase, tenant string) bool {
 	for i, te := range c.EvidenceStore {
-		t := te.TenantID
-		if t == "" {
-			t = tenant
-		}
-		ictx := writ.WithPrincipal(ctx, &writ.Principal{TenantID: t, KeyID: "key_issuer_test", Subject: te.Issuer, Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
-		obs := te.ObservedAt
-		_, err := r.eng.AddEvidence(ictx, &writ.AddEvidenceRequest{TenantID: t, Kind: te.Kind, ID: te.ID, SubjectIDs: te.SubjectIDs,
-			Attributes: te.Attributes, ObservedAt: &obs, ExpiresAt: te.ExpiresAt})
-		if err == nil && te.Revoked != "" {
-			_, err = r.eng.RevokeEvidence(ictx, &writ.RevokeEvidenceRequest{TenantID: t, ID: te.ID, Reason: te.Revoked})
-		}
-		if err != nil {
+		if _, err := StoreEvidence(ctx, r.eng, tenant, te); err != nil {
 			r.fail(te.Pos, fmt.Sprintf("evidence_store[%d]", i), "the evidence item stored", "refused: "+describe(err))
 			return false
 		}
 	}
 	return true
+}
+
+// StoreEvidence puts a test's evidence item in eng's evidence store, as
+// writ test does before a case: submitted with an API key of its issuer
+// holding the issuer role (so it is issued), and revoked with its reason
+// when it says so. An item that names no tenant is tenant's. It returns
+// the number of records sealed, in the item's tenant.
+func StoreEvidence(ctx context.Context, eng *engine.Engine, tenant string, te *pack.TestEvidence) (int, error) {
+	if te.TenantID != "" {
+		tenant = te.TenantID
+	}
+	ictx := writ.WithPrincipal(ctx, &writ.Principal{TenantID: tenant, KeyID: "key_issuer_test", Subject: te.Issuer, Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
+	obs := te.ObservedAt
+	if _, err := eng.AddEvidence(ictx, &writ.AddEvidenceRequest{TenantID: tenant, Kind: te.Kind, ID: te.ID, SubjectIDs: te.SubjectIDs,
+		Attributes: te.Attributes, ObservedAt: &obs, ExpiresAt: te.ExpiresAt}); err != nil {
+		return 0, err
+	}
+	if te.Revoked == "" {
+		return 1, nil
+	}
+	if _, err := eng.RevokeEvidence(ictx, &writ.RevokeEvidenceRequest{TenantID: tenant, ID: te.ID, Reason: te.Revoked}); err != nil {
+		return 1, err
+	}
+	return 2, nil
 }
 
 // approve decides the approval on file that the first check asked for,

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/packtest"
 )
@@ -217,6 +219,33 @@ func TestTestsAreNotPartOfThePack(t *testing.T) {
 	}
 }
 
+// refundEvidence is the evidence_store block of the refund example's
+// tests: the items its request files cite, issued by the IDV service and
+// the fraud engine. A test that writes its own cases over the example's
+// starts its file with it, since the refund (a record_mutation) accepts
+// only evidence writ resolves in the tenant's store.
+func refundEvidence(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../examples/refund/tests/refund.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		EvidenceStore yaml.Node `yaml:"evidence_store"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	if file.EvidenceStore.Kind != yaml.SequenceNode || len(file.EvidenceStore.Content) == 0 {
+		t.Fatal("the refund example's tests have no evidence_store")
+	}
+	out, err := yaml.Marshal(map[string]*yaml.Node{"evidence_store": &file.EvidenceStore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
 // TestHistoryOnFile: a case's history names the pack's aggregates (an
 // unknown one is refused with file:line), and its values are what the
 // velocity rule reads.
@@ -225,16 +254,17 @@ func TestHistoryOnFile(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS("../examples/refund")); err != nil {
 		t.Fatal(err)
 	}
+	evidence := refundEvidence(t)
 	write := func(body string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, "tests", "refund.yaml"), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "tests", "refund.yaml"), []byte(evidence+body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const head = "cases:\n  - name: velocity\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n"
 	write(head + "    history: {refunds_per_customr: 3}\n    expect: {outcome: allow}\n")
 	_, err := packtest.Load(dir)
-	if ds := writ.ErrorDetails(err); len(ds) != 1 || ds[0].Line != 5 || !strings.Contains(ds[0].Message, `history names aggregate "refunds_per_customr", which pack.yaml does not declare`) {
+	if ds := writ.ErrorDetails(err); len(ds) != 1 || ds[0].Line != 5+strings.Count(evidence, "\n") || !strings.Contains(ds[0].Message, `history names aggregate "refunds_per_customr", which pack.yaml does not declare`) {
 		t.Errorf("unknown aggregate: %v %v", err, ds)
 	}
 	for _, tt := range []struct {
@@ -261,7 +291,7 @@ func TestPinnedDefinitionInline(t *testing.T) {
 	}
 	pinned := "sha256:" + strings.Repeat("ab", 32)
 	tools := "tools:\n  - name: payments.issue_refund\n    decision_key: support.refund.execute\n    approval_mode_ceiling: destructive\n    definition_digest: " + pinned + "\n"
-	cases := "cases:\n" +
+	cases := refundEvidence(t) + "cases:\n" +
 		"  - name: the pinned definition\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
 		"    request: {tool_definition_digest: \"" + pinned + "\"}\n    expect: {outcome: allow}\n" +
 		"  - name: another definition\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
@@ -291,7 +321,11 @@ func TestConditionalEvidence(t *testing.T) {
 		"required_evidence:\n  - kind: kyc\n    when: args.amount > 100\n    on_missing: replan_upstream\n    reason: {code: kyc_required, message: Transfers over 100 need KYC.}\n"
 	small := "  - name: a small transfer needs no KYC\n    now: 2026-05-09T09:00:00Z\n    request:\n      tenant_id: acme\n      tool: transfer\n      actor: {type: AGENT, id: agt_1}\n      arguments: {amount: 10}\n    expect: {outcome: allow, fired: []}\n"
 	large := "  - name: a larger one does\n    now: 2026-05-09T09:00:00Z\n    request:\n      tenant_id: acme\n      tool: transfer\n      actor: {type: AGENT, id: agt_1}\n      arguments: {amount: 500}\n    expect: {outcome: replan_required, reasons: [kyc_required], fired: [evidence.kyc]}\n"
-	withKYC := "  - name: with KYC it passes\n    now: 2026-05-09T09:00:00Z\n    request:\n      tenant_id: acme\n      tool: transfer\n      actor: {type: AGENT, id: agt_1}\n      arguments: {amount: 500}\n      evidence: [{kind: kyc, id: k1, version: '1'}]\n    expect: {outcome: allow, fired: []}\n"
+	// A transfer is a record_mutation, so the KYC it cites must be in the
+	// tenant's evidence store (issued), not only the caller's word.
+	withKYC := "  - name: with KYC it passes\n    now: 2026-05-09T09:00:00Z\n" +
+		"    evidence_store:\n      - {kind: kyc, id: k1, subject_ids: ['customer:c1'], observed_at: 2026-05-09T08:00:00Z, issuer: kyc.acme.example}\n" +
+		"    request:\n      tenant_id: acme\n      tool: transfer\n      actor: {type: AGENT, id: agt_1}\n      subject_ids: ['customer:c1']\n      arguments: {amount: 500}\n      evidence: [{kind: kyc, id: k1}]\n    expect: {outcome: allow, fired: []}\n"
 	for name, body := range map[string]string{"specs/transfer.yaml": spec, "tests/transfers.yaml": "cases:\n" + small + large + withKYC} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -331,7 +365,7 @@ func TestPatchNullDeletes(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS("../examples/refund")); err != nil {
 		t.Fatal(err)
 	}
-	cases := "cases:\n" +
+	cases := refundEvidence(t) + "cases:\n" +
 		"  - name: without evidence the refund replans\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
 		"    request: {evidence: null, idempotency_key: null}\n    expect: {outcome: replan_required, reasons: [missing_identity_verification]}\n" +
 		"  - name: a nested null deletes only its key\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
@@ -361,7 +395,7 @@ func TestHistoryFilterThroughWritTest(t *testing.T) {
 		t.Fatal(err)
 	}
 	manifest = bytes.Replace(manifest, []byte("    filter: allowed\n"), []byte("    filter: allowed\n    filter_expression: \"args.amount_inr >= 1000.0\"\n"), 1)
-	cases := "cases:\n" +
+	cases := refundEvidence(t) + "cases:\n" +
 		"  - name: small refunds are not counted\n    now: 2026-05-09T09:31:42Z\n    request_file: requests/refund-allow.json\n" +
 		"    before:\n      - {request_file: requests/refund-allow.json, request: {arguments: {amount_inr: 500}}, repeat: 3}\n" +
 		"    expect: {outcome: allow, fired: []}\n" +
