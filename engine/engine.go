@@ -439,6 +439,11 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		rc, err := e.failClosed(rq, r, "the history aggregates could not be read", err)
 		return rc, "", err
 	}
+	transcriptHead, err := e.checkTranscriptHead(ctx, rq)
+	if err != nil {
+		rc, err := e.failClosed(rq, r, "the tool transcript of its run or session could not be read", err)
+		return rc, "", err
+	}
 	d := e.policy.DecideInputs(r, rq, now, policy.Inputs{History: hist.values, Params: paramValues(params)})
 	d.ApplyApprovals(presented, binding, now)
 	envHash := record.Digest(envelope)
@@ -454,6 +459,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	rec, err := record.Build(record.Input{
 		RecordID: recordID, DecisionID: decisionID, Now: now,
 		Request: rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor, Digests: &digests,
+		TranscriptHead: transcriptHead,
 	})
 	if err != nil {
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}

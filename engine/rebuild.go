@@ -112,14 +112,21 @@ func (b *Rebuilder) ApprovalDecision(req *writ.DecideApprovalRequest, a *writ.Ap
 
 // ExecutionReport rebuilds the record of an execution report: req is the
 // report as stored (its envelope), target the record it reports for, and
-// recordID and now the recorded ones.
-func (b *Rebuilder) ExecutionReport(req *writ.ExecutionReport, target *writ.Record, recordID string, now time.Time) (*writ.Record, error) {
+// recordID and now the recorded ones. place is where the report's call
+// went in its tool transcript, as replay reads it back (nil for a record
+// sealed before tool transcripts, which carries no entry).
+func (b *Rebuilder) ExecutionReport(req *writ.ExecutionReport, target *writ.Record, recordID string, now time.Time, place *TranscriptPlace) (*writ.Record, error) {
 	if req.TraceID == "" {
 		return nil, fmt.Errorf("the execution report has no trace id; a stored one always has one")
 	}
 	rec, _, err := b.e.executionRecord(req, target, now)
 	if err != nil {
 		return nil, err
+	}
+	if place != nil {
+		if err := AddTranscript(rec, req, target, place); err != nil {
+			return nil, err
+		}
 	}
 	rec.RecordID = recordID
 	return rec, nil

@@ -172,6 +172,9 @@ func (rp *replaying) check(ctx context.Context, pin *pinned, envelope []byte) (*
 		rp.errorf("%v", err)
 		return nil, nil
 	}
+	if err := rp.checkTranscript(ctx, pin, &req, rec); err != nil {
+		return nil, err
+	}
 	if err := rp.checkHistory(ctx); err != nil {
 		return nil, err
 	}
@@ -363,7 +366,11 @@ func (rp *replaying) executionReport(ctx context.Context, pin *pinned, envelope 
 		rp.errorf("the pack's verification contracts do not compile: %v", err)
 		return nil, nil
 	}
-	rec, err := rb.ExecutionReport(&req, &target.Record, rp.head.RecordID, rp.head.Timestamp.UTC())
+	place, err := rp.transcriptPlace(ctx, pin, &target.Record)
+	if err != nil || (place == nil && rp.head.Execution.Transcript != nil) {
+		return nil, err
+	}
+	rec, err := rb.ExecutionReport(&req, &target.Record, rp.head.RecordID, rp.head.Timestamp.UTC(), place)
 	if err != nil {
 		rp.errorf("the execution report cannot be rebuilt: %v", err)
 		return nil, nil
