@@ -18,12 +18,13 @@ func TestLayering(t *testing.T) {
 		mod + "/policy":     {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/record", "go.opentelemetry.io/", "github.com/prometheus/", mod + "/telemetry"},
 		mod + "/record":     {"database/sql", "net/http", mod + "/engine", mod + "/ledger", "go.opentelemetry.io/", "github.com/prometheus/", mod + "/telemetry"},
 		mod + "/acceptance": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi", "go.opentelemetry.io/", "github.com/prometheus/", mod + "/telemetry"},
+		mod + "/workflow":   {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", "go.opentelemetry.io/", "github.com/prometheus/", mod + "/telemetry"}, // pure: replay rebuilds a verdict without an engine
 		mod + "/lint":       {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/ledger":     {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/keyring":    {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/engine":     {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/auth":       {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
-		mod + "/replay":     {"database/sql", "net/http", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/replay":     {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"}, // it rebuilds records with record's and workflow's builders
 		mod + "/delegation": {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		mod + "/webhook":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		// Telemetry wraps the engine's interfaces; it is no adapter of a

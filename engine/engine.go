@@ -31,6 +31,7 @@ import (
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
+	"github.com/writhq/writ/workflow"
 )
 
 var _ writ.Service = (*Engine)(nil)
@@ -525,7 +526,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 			if tool == "" {
 				tool = r.Spec.DecisionKey
 			}
-			data, err := json.Marshal(callObserved{Tool: tool, Args: e.redactor.Map(rq.Arguments), DecisionID: decisionID})
+			data, err := json.Marshal(workflow.ObservedCall{Tool: tool, Args: e.redactor.Map(rq.Arguments), DecisionID: decisionID})
 			if err != nil {
 				return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 			}

@@ -15,8 +15,10 @@
 //     the record;
 //  3. decides again with the recorded clock, with the same pure functions
 //     the engine used (policy.Resolve, Decide, ApplyApprovals and
-//     record.Build for a check; engine.Rebuilder for a step verdict or an
-//     approval decision), and rebuilds the record with the recorded ids;
+//     record.Build for a check; workflow.Fold, Evaluate and VerdictRecord
+//     for a step verdict; record.ApprovalDecision, ExecutionReport and
+//     the other record builders for the rest), and rebuilds the record
+//     with the recorded ids;
 //  4. compares canonical bytes: the rebuilt record, sealed at the recorded
 //     chain position, must hash to the recorded record_hash.
 //
@@ -47,7 +49,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
@@ -433,19 +435,29 @@ type pinned struct {
 	pol *policy.Policy
 	red *record.Redactor
 
-	rbOnce sync.Once
-	rb     *engine.Rebuilder
-	rbErr  error
+	// The pack's verification contracts, compiled on first use: under
+	// today's defaults, and lenient (acceptance.Options.Lenient) for
+	// verdicts decided before issue 31.
+	contractsOnce [2]sync.Once
+	compiled      [2]*acceptance.Contracts
+	compileErr    [2]error
 }
 
 func newPinned(pol *policy.Policy) *pinned {
 	return &pinned{pol: pol, red: record.NewRedactor(pol.Pack.Controls.Redaction)}
 }
 
-// rebuilder compiles the pack's verification contracts on first use.
-func (p *pinned) rebuilder() (*engine.Rebuilder, error) {
-	p.rbOnce.Do(func() { p.rb, p.rbErr = engine.NewRebuilder(p.pol) })
-	return p.rb, p.rbErr
+// contracts compiles the pack's verification contracts on first use,
+// lenient or not.
+func (p *pinned) contracts(lenient bool) (*acceptance.Contracts, error) {
+	i := 0
+	if lenient {
+		i = 1
+	}
+	p.contractsOnce[i].Do(func() {
+		p.compiled[i], p.compileErr[i] = acceptance.CompileWith(p.pol.Pack, acceptance.Options{Lenient: lenient})
+	})
+	return p.compiled[i], p.compileErr[i]
 }
 
 // get returns the pinned pack of hash, rebuilt from blobs and checked by
