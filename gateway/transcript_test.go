@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/writhq/writ"
@@ -39,7 +40,13 @@ func TestToolTranscript(t *testing.T) {
 		if len(st.Records) != 2 {
 			t.Fatalf("story of %s has %d records, want the check and its report", id, len(st.Records))
 		}
-		check, report := st.Records[0].Record, st.Records[1].Record
+		var check, report writ.Record
+		if err := json.Unmarshal(st.Records[0].Record, &check); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(st.Records[1].Record, &report); err != nil {
+			t.Fatal(err)
+		}
 		all = append(all, check.RecordID, report.RecordID)
 		if last != nil && check.Replay.ToolTranscriptChainHash != last.Head {
 			t.Errorf("check %d pins tool_transcript_chain_hash %s, want the head of its session's transcript %s", i+1, check.Replay.ToolTranscriptChainHash, last.Head)
