@@ -410,6 +410,7 @@ type Store interface {
 	ShadowStore
 	HistoryStore
 	EvidenceReader
+	TranscriptReader
 	// ScanHashes returns up to limit of the tenant's stored tree hashes
 	// from storage index from on, in index order, stopping early at the
 	// first index not stored.

@@ -274,6 +274,9 @@ const (
 	// TermScorecard is "failed" on a record whose scorecard failed its
 	// spec's pass mark (a non-empty scorecard_failed).
 	TermScorecard = "scorecard"
+	// TermTranscript indexes an execution report's record under the name
+	// of the tool transcript its entry belongs to (see TranscriptReader).
+	TermTranscript = "transcript"
 )
 
 // Term is one (term, value) pair a store indexes for a record.
@@ -297,6 +300,9 @@ func RecordTerms(rec *writ.Record) []Term {
 		add(TermApprover, a.Approver)
 	}
 	add(TermRefersTo, rec.Supersedes)
+	if x := rec.Execution; x != nil && x.Transcript != nil {
+		add(TermTranscript, x.Transcript.Run)
+	}
 	if len(rec.ScorecardFailed) > 0 {
 		add(TermScorecard, writ.ScorecardFailedQuery)
 	}
