@@ -12,6 +12,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
+	"github.com/writhq/writ/transcript"
 	"github.com/writhq/writ/workflow"
 )
 
@@ -197,7 +198,7 @@ func (e *Engine) appendReport(ctx context.Context, r, rq *writ.ExecutionReport, 
 	if err != nil {
 		return nil, false, err
 	}
-	if err := AddTranscript(rec, rq, target, place); err != nil {
+	if err := transcript.Add(rec, rq, target, place); err != nil {
 		return nil, false, err
 	}
 	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {

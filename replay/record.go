@@ -12,9 +12,9 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/acceptance"
-	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
+	"github.com/writhq/writ/transcript"
 	"github.com/writhq/writ/workflow"
 )
 
@@ -366,7 +366,7 @@ func (rp *replaying) executionReport(ctx context.Context, pin *pinned, envelope 
 	}
 	rec, _, err := record.ExecutionReport(pin.pol.Pack, pin.red, &req, &target.Record, rp.head.RecordID, rp.head.Timestamp.UTC())
 	if err == nil && place != nil {
-		err = engine.AddTranscript(rec, &req, &target.Record, place)
+		err = transcript.Add(rec, &req, &target.Record, place)
 	}
 	if err != nil {
 		rp.errorf("the execution report cannot be rebuilt: %v", err)

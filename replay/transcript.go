@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/transcript"
 )
 
@@ -22,7 +21,7 @@ func (rp *replaying) checkTranscript(ctx context.Context, pin *pinned, req *writ
 	if recorded == rec.Replay.ToolTranscriptChainHash {
 		return nil
 	}
-	run := engine.CheckTranscript(req, pin.red)
+	run := transcript.OfCheck(req, pin.red)
 	if run == "" {
 		return nil
 	}
@@ -36,7 +35,7 @@ func (rp *replaying) checkTranscript(ctx context.Context, pin *pinned, req *writ
 	if last == nil {
 		return nil
 	}
-	found, err := engine.EntryOf(&last.Record, run)
+	found, err := transcript.EntryOf(&last.Record, run)
 	if err != nil {
 		rp.tamper("replay.tool_transcript_chain_hash", "transcript "+run, "%v", err)
 		return nil
@@ -47,7 +46,7 @@ func (rp *replaying) checkTranscript(ctx context.Context, pin *pinned, req *writ
 			return fmt.Errorf("read tool transcript %s of record %s: %w", run, rp.head.RecordID, err)
 		}
 		for i := range all {
-			if e, err := engine.EntryOf(&all[i].Record, run); err == nil && e.Head == recorded {
+			if e, err := transcript.EntryOf(&all[i].Record, run); err == nil && e.Head == recorded {
 				found = e
 				break
 			}
@@ -68,7 +67,7 @@ func (rp *replaying) checkTranscript(ctx context.Context, pin *pinned, req *writ
 // envelope) and its latest entry before the report's record. It is nil
 // for a report sealed before issue 32, which carries no entry; when the
 // place cannot be read, the replay has said why and it is nil.
-func (rp *replaying) transcriptPlace(ctx context.Context, pin *pinned, permit *writ.Record) (*engine.TranscriptPlace, error) {
+func (rp *replaying) transcriptPlace(ctx context.Context, pin *pinned, permit *writ.Record) (*transcript.Place, error) {
 	if rp.head.Execution.Transcript == nil {
 		return nil, nil
 	}
@@ -84,13 +83,13 @@ func (rp *replaying) transcriptPlace(ctx context.Context, pin *pinned, permit *w
 		rp.errorf("the permit's request envelope does not decode as a check request: %v", err)
 		return nil, nil
 	}
-	place := engine.PlaceOf(&req, permit, pin.red)
+	place := transcript.PlaceOf(&req, permit, pin.red)
 	last, err := rp.r.store.TranscriptHead(ctx, rp.head.TenantID, place.Run, rp.head.Audit.Seq)
 	if err != nil {
 		return nil, fmt.Errorf("read tool transcript %s of record %s: %w", place.Run, rp.head.RecordID, err)
 	}
 	if last != nil {
-		if place.Last, err = engine.EntryOf(&last.Record, place.Run); err != nil {
+		if place.Last, err = transcript.EntryOf(&last.Record, place.Run); err != nil {
 			rp.tamper("execution.transcript", "transcript "+place.Run, "%v", err)
 			return nil, nil
 		}

@@ -149,3 +149,73 @@ func (c *Chains) Head(run string) string {
 	}
 	return ""
 }
+
+// OfCheck returns the name of the tool transcript of a check's
+// run or session (transcript.Name), or "" when it has neither: such a
+// check pins no transcript. The names are redacted as the record's are.
+func OfCheck(req *writ.CheckRequest, red *record.Redactor) string {
+	var run, session string
+	if w := req.Workflow; w != nil {
+		run = red.String(w.RunID)
+	}
+	if ir := req.InputsRefs; ir != nil {
+		session = red.String(ir.Session)
+	}
+	if run == "" && session == "" {
+		return ""
+	}
+	return Name(run, session, "")
+}
+
+// Place is where an execution report's call goes: the
+// transcript of its permit's check (its run, else its session, else its
+// decision), the tool that check named, and the transcript's latest
+// entry (nil for an empty transcript).
+type Place struct {
+	Run  string
+	Tool string
+	Last *writ.TranscriptEntry
+}
+
+// PlaceOf returns the transcript and tool of permit's check, whose
+// stored request envelope is req; Last is left for the caller to read.
+func PlaceOf(req *writ.CheckRequest, permit *writ.Record, red *record.Redactor) Place {
+	run := OfCheck(req, red)
+	if run == "" {
+		run = Name("", "", permit.DecisionID)
+	}
+	return Place{Run: run, Tool: red.String(req.Tool)}
+}
+
+// EntryOf returns the transcript entry a stored record carries, checking
+// it is one of run's.
+func EntryOf(rec *writ.Record, run string) (*writ.TranscriptEntry, error) {
+	if rec.Execution == nil || rec.Execution.Transcript == nil || rec.Execution.Transcript.Run != run {
+		return nil, fmt.Errorf("record %s, indexed in tool transcript %q, carries no entry of it", rec.RecordID, run)
+	}
+	return rec.Execution.Transcript, nil
+}
+
+// Add appends the call an execution report's record rec
+// reports (rq, closing permit) to its transcript at place: the record
+// carries the entry (execution.transcript), and its
+// replay.tool_transcript_chain_hash is the transcript's new head.
+func Add(rec *writ.Record, rq *writ.ExecutionReport, permit *writ.Record, place *Place) error {
+	x := rec.Execution
+	call := writ.TranscriptCall{DecisionID: permit.DecisionID, Permit: permit.RecordID, Tool: place.Tool,
+		ArgumentsDigest: permit.Replay.ArgumentsDigest, ResultDigest: rq.ResultDigest, Status: rq.Status,
+		StartedAt: x.StartedAt, EndedAt: x.EndedAt}
+	if n := len(rec.ToolLineage); n > 0 {
+		call.ToolCallID = rec.ToolLineage[n-1].ToolCallID
+	}
+	if x.Error != nil {
+		call.ErrorCode = x.Error.Code
+	}
+	entry, err := Next(place.Run, place.Last, call)
+	if err != nil {
+		return err
+	}
+	x.Transcript = entry
+	rec.Replay.ToolTranscriptChainHash = entry.Head
+	return nil
+}
