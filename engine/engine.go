@@ -28,6 +28,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
@@ -118,7 +119,7 @@ type Engine struct {
 	random        io.Reader
 	redactor      *record.Redactor
 	binder        *record.Binder
-	rules         *ledger.Rules // the record validation rules, checked before append
+	rules         *verify.Rules // the record validation rules, checked before append
 
 	contracts *acceptance.Contracts // the pack\'s verification contracts
 	runs      runLocks
@@ -189,7 +190,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		for _, b := range blobs {
 			mem[b.Hash] = b.Data
 		}
-		e.rules = ledger.NewRules(mem)
+		e.rules = verify.NewRules(mem)
 	}
 	if cfg.Keys != nil {
 		// Checkpoints state the tenant's API key revocations: a store

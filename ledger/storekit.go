@@ -515,43 +515,6 @@ func ReadApprovals(rows Rows, limit int, now time.Time) (*writ.ApprovalPage, err
 	return page, nil
 }
 
-// ApprovalTally is what the guard of an approval event needs to know of
-// its request: how many redemptions it allows, its decision so far, how
-// many times it was redeemed, and the seq of its last event. A store
-// reads it inside the append transaction (under a lock that keeps other
-// writers out) and keeps it up to date through the batch, so the events
-// of earlier entries count.
-type ApprovalTally struct {
-	Allowance int
-	Decision  string // the kind of its decision event, or ""
-	Redeemed  int
-	LastSeq   int64
-}
-
-// Admit checks an event of kind against the guard of ledger.ApprovalEvent.
-// If the event may be appended, Admit counts it and returns its seq;
-// otherwise it returns the refusal reason (one of the Refused* reasons)
-// and leaves the tally as it was.
-func (t *ApprovalTally) Admit(kind string) (seq int64, refused string) {
-	switch kind {
-	case writ.ApprovalEventApproved, writ.ApprovalEventDenied, writ.ApprovalEventWithdrawn:
-		if t.Decision != "" {
-			return 0, RefusedDecided
-		}
-		t.Decision = kind
-	case writ.ApprovalEventRedeemed:
-		if t.Decision != writ.ApprovalEventApproved {
-			return 0, RefusedNotGiven
-		}
-		if t.Redeemed >= t.Allowance {
-			return 0, RefusedExhausted
-		}
-		t.Redeemed++
-	}
-	t.LastSeq++
-	return t.LastSeq, ""
-}
-
 // Shadow decisions, as both stores keep them: the decision's scalar
 // fields as columns, its policy decisions and reasons as one JSON value
 // (ShadowDetail), in insertion order.
