@@ -77,6 +77,10 @@ type Store interface {
 	RunEvents(ctx context.Context, tenantID, runID string) ([]ledger.RunEvent, error)
 	// HistoryAsOf returns a history value as of a chain position.
 	HistoryAsOf(ctx context.Context, tenantID string, read ledger.HistoryRead, seq int64) (float64, error)
+	// Transcript and TranscriptHead read tool transcripts (the records
+	// of their entries): replay never calls a tool again, it reads what
+	// the calls were.
+	ledger.TranscriptReader
 }
 
 // Statuses of a replay.

@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Params", testParams},
 		{"Cosignatures", testCosignatures},
 		{"Classified", testClassified},
+		{"Transcripts", testTranscripts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
