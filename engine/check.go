@@ -212,16 +212,15 @@ type inputs struct {
 	presented []*writ.ApprovalRequest
 	params    *writ.ParamsPin
 	hist      *history
-	// transcript is the head of the tool transcript of the check's run
-	// or session when it was read ("" when it has none): the record pins
-	// it as replay.tool_transcript_chain_hash.
-	transcript string
-	shadow     *shadowInputs // nil without a shadow pack that resolves the check
+	// transcriptHead is the head of the tool transcript of the check's
+	// run or session, which its record pins.
+	transcriptHead string
+	shadow         *shadowInputs // nil without a shadow pack that resolves the check
 }
 
 // read reads what a check is decided on besides its request: the
-// approvals it presents, the tenant's parameter values and the history
-// aggregates (the shadow pack's too).
+// approvals it presents, the tenant's parameter values, the history
+// aggregates (the shadow pack's too) and the head of its tool transcript.
 func (e *Engine) read(ctx context.Context, c *checking) (*inputs, error) {
 	in := &inputs{checking: c}
 	var err error
@@ -237,7 +236,7 @@ func (e *Engine) read(ctx context.Context, c *checking) (*inputs, error) {
 	if in.hist, err = e.readHistory(ctx, c.r, c.req, c.now, paramValues(in.params)); err != nil {
 		return nil, failed("the history aggregates could not be read", err)
 	}
-	if in.transcript, err = e.checkTranscriptHead(ctx, c.req); err != nil {
+	if in.transcriptHead, err = e.checkTranscriptHead(ctx, c.req); err != nil {
 		return nil, failed("the tool transcript of its run or session could not be read", err)
 	}
 	in.shadow = e.readShadow(ctx, c, paramValues(in.params))
@@ -276,7 +275,7 @@ func (e *Engine) entry(ctx context.Context, out *decided) (*ledger.Entry, *writ.
 	rec, err := record.Build(record.Input{
 		RecordID: out.recordID, DecisionID: out.decisionID, Now: now,
 		Request: rq, Resolved: out.r, Decision: d, EnvelopeHash: out.EnvelopeHash, Redactor: e.redactor, Digests: &out.Digests,
-		TranscriptHead: out.transcript,
+		TranscriptHead: out.transcriptHead,
 	})
 	if err != nil {
 		return nil, nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
