@@ -113,6 +113,14 @@ type EvidenceRevocation struct {
 	RecordID string    `json:"record_id"`
 }
 
+// The decision keys of the records of the evidence store: an item is
+// sealed as an evidence record (EvidenceKeyPrefix + kind), a revocation
+// as an evidence revocation record (EvidenceRevocationKeyPrefix + kind).
+const (
+	EvidenceKeyPrefix           = "evidence:"
+	EvidenceRevocationKeyPrefix = "evidence_revocation:"
+)
+
 // Resolutions of a cited evidence item (Evidence.Resolution), set by writ
 // when it resolves a check's citations against the store.
 const (

@@ -283,7 +283,7 @@ func (e *Engine) sealDecision(ctx context.Context, rq *writ.DecideApprovalReques
 	if rq.TraceID == "" {
 		rq.TraceID = e.newTraceID(now)
 	}
-	rec, envelope, err := e.approvalRecord(rq, a, now)
+	rec, envelope, err := record.ApprovalDecision(e.policy.Pack, e.redactor, rq, a, e.newID("dr_", now), now)
 	if err != nil {
 		return nil, err
 	}
@@ -352,62 +352,4 @@ func selfApproval(by writ.Requester, approver string, p *writ.Principal) bool {
 		return true
 	}
 	return p != nil && by.KeyID != "" && p.KeyID == by.KeyID
-}
-
-// approvalRecord builds the decision record of an approval, a denial or a
-// withdrawal: decision key "approval:<gate>", the approver as a HUMAN
-// actor (the requester as an AGENT for a withdrawal), the
-// request's subjects, the checked record and its evidence snapshot as
-// evidence, and, for an approval, the approval itself in approvals[].
-func (e *Engine) approvalRecord(rq *writ.DecideApprovalRequest, a *writ.ApprovalRequest, now time.Time) (*writ.Record, []byte, error) {
-	p := e.policy.Pack
-	envelope, err := record.EnvelopeOf(rq, e.redactor)
-	if err != nil {
-		return nil, nil, err
-	}
-	if hasNUL(envelope) {
-		return nil, nil, errNUL
-	}
-	env := record.Digest(envelope)
-	status, verdict, actor := writ.StatusDecided, "allow", writ.ActorHuman
-	switch rq.Decision {
-	case writ.ApprovalDenied:
-		status, verdict = writ.StatusRejected, "deny"
-	case writ.ApprovalWithdrawn:
-		// The requester, an agent, takes its own request back.
-		status, verdict, actor = writ.StatusRejected, "withdraw", writ.ActorAgent
-	}
-	spec := "approval:" + a.GateID
-	rec := &writ.Record{
-		// The approval is part of the story of the decision that asked.
-		RecordID: e.newID("dr_", now), DecisionID: a.DecisionID, TenantID: rq.TenantID,
-		DecisionKey: spec, DecisionVersion: p.Version, Timestamp: now, Status: status, ActionClass: "approval",
-		Actor:      writ.Actor{Type: actor, ID: rq.Approver},
-		SubjectIDs: append(slices.Clone(a.SubjectIDs), "approval:"+a.ApprovalID),
-		InputsRefs: writ.InputsRefs{Request: env},
-		Outputs: map[string]any{
-			"outcome": rq.Decision, "approval_id": a.ApprovalID, "for_record": a.RecordID, "for_decision": a.DecisionID,
-			"reason": e.redactor.String(rq.Reason),
-		},
-		EvidenceRefs: []string{"record:" + a.RecordID, "evidence_snapshot:" + a.Binding.EvidenceSnapshotHash},
-		PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pd:" + spec + ":" + rq.Decision, BundleID: "gate:" + a.GateID,
-			RuleIDs: []string{a.GateID}, Verdict: verdict}},
-		Approvals:             []writ.Approval{},
-		ApprovalModeEffective: a.ApprovalModeEffective,
-		ControlsActive:        writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: redactionIDs(p)},
-		Lineage:               writ.Lineage{PackVersion: p.ID(), PackHash: p.Hash, PolicyVersions: slices.Clone(a.Binding.BundleRevisions), DecisionSpec: spec},
-		TraceID:               rq.TraceID,
-	}
-	if !a.Terminal {
-		rec.ControlsActive.ApprovalGatesActive = []string{a.GateID}
-	}
-	if rq.Decision == writ.ApprovalApproved {
-		rec.Approvals = []writ.Approval{{GateID: a.GateID, Approver: rq.Approver, ApprovalModeEffective: a.ApprovalModeEffective, EvidenceSnapshotHash: a.Binding.EvidenceSnapshotHash, DecidedAt: now}}
-	}
-	ctxHash, err := record.CanonicalDigest(map[string]any{"pack_hash": p.Hash, "gate": a.GateID, "approval_id": a.ApprovalID})
-	if err != nil {
-		return nil, nil, err
-	}
-	rec.Replay = writ.Replay{ReplayPacketID: env, CompiledContextHash: ctxHash, EvidenceSnapshotHash: a.Binding.EvidenceSnapshotHash, ArgumentsDigest: env}
-	return rec, envelope, nil
 }

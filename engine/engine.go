@@ -28,9 +28,11 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
+	"github.com/writhq/writ/workflow"
 )
 
 var _ writ.Service = (*Engine)(nil)
@@ -117,7 +119,7 @@ type Engine struct {
 	random        io.Reader
 	redactor      *record.Redactor
 	binder        *record.Binder
-	rules         *ledger.Rules // the record validation rules, checked before append
+	rules         *verify.Rules // the record validation rules, checked before append
 
 	contracts *acceptance.Contracts // the pack\'s verification contracts
 	runs      runLocks
@@ -188,7 +190,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		for _, b := range blobs {
 			mem[b.Hash] = b.Data
 		}
-		e.rules = ledger.NewRules(mem)
+		e.rules = verify.NewRules(mem)
 	}
 	if cfg.Keys != nil {
 		// Checkpoints state the tenant's API key revocations: a store
@@ -439,6 +441,11 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 		rc, err := e.failClosed(rq, r, "the history aggregates could not be read", err)
 		return rc, "", err
 	}
+	transcriptHead, err := e.checkTranscriptHead(ctx, rq)
+	if err != nil {
+		rc, err := e.failClosed(rq, r, "the tool transcript of its run or session could not be read", err)
+		return rc, "", err
+	}
 	d := e.policy.DecideInputs(r, rq, now, policy.Inputs{History: hist.values, Params: paramValues(params)})
 	d.ApplyApprovals(presented, binding, now)
 	envHash := record.Digest(envelope)
@@ -454,6 +461,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 	rec, err := record.Build(record.Input{
 		RecordID: recordID, DecisionID: decisionID, Now: now,
 		Request: rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor, Digests: &digests,
+		TranscriptHead: transcriptHead,
 	})
 	if err != nil {
 		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
@@ -519,7 +527,7 @@ func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *poli
 			if tool == "" {
 				tool = r.Spec.DecisionKey
 			}
-			data, err := json.Marshal(callObserved{Tool: tool, Args: e.redactor.Map(rq.Arguments), DecisionID: decisionID})
+			data, err := json.Marshal(workflow.ObservedCall{Tool: tool, Args: e.redactor.Map(rq.Arguments), DecisionID: decisionID})
 			if err != nil {
 				return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 			}

@@ -5,28 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
-	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/record"
 )
 
 var _ writ.Erasures = (*Engine)(nil)
-
-// erasureEnvelope is the stored request envelope of an erasure: what
-// ErasureRecord builds the record from, and what replay rebuilds it
-// from. Refs are the references of the values it deleted, in the order
-// they were stored.
-type erasureEnvelope struct {
-	TenantID  string   `json:"tenant_id"`
-	SubjectID string   `json:"subject_id"`
-	By        string   `json:"by"`
-	Reason    string   `json:"reason"`
-	Refs      []string `json:"refs"`
-	TraceID   string   `json:"trace_id"`
-}
 
 // Erase erases a subject's classified values; see writ.Erasures. The
 // erasure is a decision record (decision key "erasure:<pack name>")
@@ -76,7 +61,7 @@ func (e *Engine) Erase(ctx context.Context, req *writ.EraseRequest) (*writ.Erasu
 	if rq.TraceID == "" {
 		rq.TraceID = e.newTraceID(now)
 	}
-	envelope, err := json.Marshal(erasureEnvelope{TenantID: rq.TenantID, SubjectID: subject, By: rq.By, Reason: e.redactor.String(rq.Reason), Refs: refs, TraceID: rq.TraceID})
+	envelope, err := json.Marshal(record.ErasureEnvelope{TenantID: rq.TenantID, SubjectID: subject, By: rq.By, Reason: e.redactor.String(rq.Reason), Refs: refs, TraceID: rq.TraceID})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +69,7 @@ func (e *Engine) Erase(ctx context.Context, req *writ.EraseRequest) (*writ.Erasu
 		return nil, errNUL
 	}
 	p := e.policy.Pack
-	rec, err := ErasureRecord(p, e.newID("dr_", now), envelope, now, redactionIDs(p))
+	rec, err := record.Erasure(p, e.newID("dr_", now), envelope, now)
 	if err != nil {
 		return nil, err
 	}
@@ -107,55 +92,6 @@ func (e *Engine) Erase(ctx context.Context, req *writ.EraseRequest) (*writ.Erasu
 		return nil, notRecorded("the erasure", err)
 	}
 	return out, nil
-}
-
-// ErasureRecord builds the record of an erasure from its stored request
-// envelope (erasureEnvelope's JSON): what the engine seals, and what
-// replay rebuilds.
-func ErasureRecord(p *pack.Pack, recordID string, envelope []byte, now time.Time, redactionRules []string) (*writ.Record, error) {
-	var env erasureEnvelope
-	if err := json.Unmarshal(envelope, &env); err != nil {
-		return nil, err
-	}
-	if env.Refs == nil {
-		env.Refs = []string{}
-	}
-	key := p.ErasureKey()
-	envHash := record.Digest(envelope)
-	none, err := record.CanonicalDigest([]any{})
-	if err != nil {
-		return nil, err
-	}
-	ctxHash, err := record.CanonicalDigest(map[string]any{"pack_hash": p.Hash, "erasure": key})
-	if err != nil {
-		return nil, err
-	}
-	refs := make([]any, len(env.Refs))
-	for i, r := range env.Refs {
-		refs[i] = r
-	}
-	return &writ.Record{
-		RecordID: recordID, DecisionID: recordID, TenantID: env.TenantID,
-		DecisionKey: key, DecisionVersion: p.Version, Timestamp: now, Status: writ.StatusDecided, ActionClass: "erasure",
-		Actor:           writ.Actor{Type: writ.ActorHuman, ID: env.By},
-		SubjectIDs:      []string{env.SubjectID},
-		InputsRefs:      writ.InputsRefs{Request: envHash},
-		Outputs:         map[string]any{"erased": len(env.Refs), "refs": refs, "reason": env.Reason},
-		EvidenceRefs:    []string{},
-		PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pd:" + key + ":erase", BundleID: "erasure", RuleIDs: []string{}, Verdict: "allow"}},
-		Approvals:       []writ.Approval{},
-		ControlsActive:  writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: redactionRules},
-		Lineage:         writ.Lineage{PackVersion: p.ID(), PackHash: p.Hash, PolicyVersions: []string{}, DecisionSpec: key},
-		TraceID:         env.TraceID,
-		Replay:          writ.Replay{ReplayPacketID: envHash, CompiledContextHash: ctxHash, EvidenceSnapshotHash: none, ArgumentsDigest: envHash},
-	}, nil
-}
-
-// Erasure rebuilds the record of an erasure from its stored request
-// envelope, with the recorded id and clock.
-func (b *Rebuilder) Erasure(envelope []byte, recordID string, now time.Time) (*writ.Record, error) {
-	p := b.e.policy.Pack
-	return ErasureRecord(p, recordID, envelope, now, redactionIDs(p))
 }
 
 func hasNULString(s string) bool { return strings.ContainsRune(s, 0) }

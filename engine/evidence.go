@@ -12,7 +12,6 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
-	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
 )
@@ -26,36 +25,6 @@ var (
 	// which names items by content address).
 	evidenceIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$`)
 )
-
-// evidenceEnvelope is the stored request envelope of an evidence record:
-// what EvidenceRecord builds the record from, so replay rebuilds it.
-type evidenceEnvelope struct {
-	Item           writ.EvidenceItem `json:"item"`
-	ContentAddress string            `json:"content_address"`
-	Provenance     writ.Provenance   `json:"provenance"`
-	SubmittedBy    string            `json:"submitted_by,omitempty"`
-	SignedBy       string            `json:"signed_by,omitempty"`
-	JWS            string            `json:"jws,omitempty"`
-	// Observation names the tool call the MCP gateway captured the item
-	// from (provenance observed).
-	Observation *writ.EvidenceObservation `json:"observation,omitempty"`
-	Actor       writ.Actor                `json:"actor"`
-	TraceID     string                    `json:"trace_id"`
-}
-
-// revocationEnvelope is the stored request envelope of an evidence
-// revocation record.
-type revocationEnvelope struct {
-	TenantID       string     `json:"tenant_id"`
-	Kind           string     `json:"kind"`
-	ID             string     `json:"id"`
-	ContentAddress string     `json:"content_address"`
-	Revokes        string     `json:"revokes"` // the evidence record
-	DecisionID     string     `json:"decision_id"`
-	Reason         string     `json:"reason"`
-	Actor          writ.Actor `json:"actor"`
-	TraceID        string     `json:"trace_id"`
-}
 
 // ContentAddress is the content address of an evidence item: "sha256:"
 // over its RFC 8785 form.
@@ -138,7 +107,7 @@ func (e *Engine) addEvidence(ctx context.Context, req *writ.AddEvidenceRequest, 
 		return nil, &writ.Error{Code: writ.EINVALID, Message: "trace_id must be 32 lowercase hex digits, not all zero", Details: []writ.Detail{{Field: "trace_id", Message: "not a W3C trace id"}}}
 	}
 	now := e.now().UTC()
-	env := evidenceEnvelope{Provenance: writ.ProvenanceIssued}
+	env := record.EvidenceEnvelope{Provenance: writ.ProvenanceIssued}
 	var actor writ.Actor
 	if req.JWS != "" && req.Observation != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: "an observed item is not signed: give observation or jws, not both", Details: []writ.Detail{{Field: "observation", Message: "given with jws"}}}
@@ -158,7 +127,7 @@ func (e *Engine) addEvidence(ctx context.Context, req *writ.AddEvidenceRequest, 
 			return nil, err
 		}
 		if red := e.redacted(item); !reflect.DeepEqual(red, item) {
-			return nil, writ.Errorf(writ.EINVALID, "the signed item carries what the pack's redaction rules remove (%s): writ stores items redacted, and a redacted item no longer matches its signature; have the issuer sign it without that", strings.Join(redactionIDs(e.policy.Pack), ", "))
+			return nil, writ.Errorf(writ.EINVALID, "the signed item carries what the pack's redaction rules remove (%s): writ stores items redacted, and a redacted item no longer matches its signature; have the issuer sign it without that", strings.Join(record.RedactionRuleIDs(e.policy.Pack), ", "))
 		}
 		env.Item, env.SignedBy, env.JWS = *item, kid, req.JWS
 		actor = writ.Actor{Type: writ.ActorService, ID: item.Issuer, Provenance: writ.ProvenanceClaimed}
@@ -246,7 +215,7 @@ func (e *Engine) addEvidence(ctx context.Context, req *writ.AddEvidenceRequest, 
 	if hasNUL(envelope) {
 		return nil, errNUL
 	}
-	rec, err := EvidenceRecord(e.policy.Pack, e.newID("dr_", now), envelope, now)
+	rec, err := record.Evidence(e.policy.Pack, e.newID("dr_", now), envelope, now)
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
@@ -359,93 +328,6 @@ func checkItem(item *writ.EvidenceItem, now time.Time) error {
 	return nil
 }
 
-// EvidenceRecord builds the record of an evidence item from its stored
-// request envelope (evidenceEnvelope's JSON): what the engine seals, and
-// what replay rebuilds. Its decision key is "evidence:<kind>"; outputs
-// hold the item, its content address and provenance.
-func EvidenceRecord(p *pack.Pack, recordID string, envelope []byte, now time.Time) (*writ.Record, error) {
-	var env evidenceEnvelope
-	if err := json.Unmarshal(envelope, &env); err != nil {
-		return nil, err
-	}
-	it := env.Item
-	var item map[string]any
-	if err := remarshal(it, &item); err != nil {
-		return nil, err
-	}
-	key := ledger.EvidenceKeyPrefix + it.Kind
-	envHash := record.Digest(envelope)
-	ctxHash, err := record.CanonicalDigest(map[string]any{"pack_hash": p.Hash, "evidence": key})
-	if err != nil {
-		return nil, err
-	}
-	rule := "issuer_role"
-	outputs := map[string]any{"item": item, "content_address": env.ContentAddress, "provenance": string(env.Provenance)}
-	switch {
-	case env.JWS != "":
-		rule = "issuer_signature"
-		outputs["jws"], outputs["signed_by"] = env.JWS, env.SignedBy
-	case env.Observation != nil:
-		rule = "gateway_observation"
-		var obs map[string]any
-		if err := remarshal(env.Observation, &obs); err != nil {
-			return nil, err
-		}
-		outputs["observation"] = obs
-	}
-	subjects := slices.Clone(it.SubjectIDs)
-	if subjects == nil {
-		subjects = []string{}
-	}
-	return &writ.Record{
-		RecordID: recordID, DecisionID: recordID, TenantID: it.TenantID,
-		DecisionKey: key, DecisionVersion: p.Version, Timestamp: now, Status: writ.StatusDecided, ActionClass: "evidence",
-		Actor:           env.Actor,
-		SubjectIDs:      subjects,
-		InputsRefs:      writ.InputsRefs{Request: envHash},
-		Outputs:         outputs,
-		EvidenceRefs:    []string{it.Kind + ":" + it.ID + "#" + env.ContentAddress},
-		PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pd:" + key + ":stored", BundleID: "evidence_store", RuleIDs: []string{rule}, Verdict: "allow"}},
-		Approvals:       []writ.Approval{},
-		ControlsActive:  writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: redactionIDs(p)},
-		Lineage:         writ.Lineage{PackVersion: p.ID(), PackHash: p.Hash, PolicyVersions: []string{}, DecisionSpec: key},
-		TraceID:         env.TraceID,
-		Replay:          writ.Replay{ReplayPacketID: envHash, CompiledContextHash: ctxHash, EvidenceSnapshotHash: env.ContentAddress, ArgumentsDigest: env.ContentAddress},
-	}, nil
-}
-
-// EvidenceRevocationRecord builds the record of an evidence item's
-// revocation from its stored request envelope: decision key
-// "evidence_revocation:<kind>", status CLOSED, superseding the item's
-// evidence record, in the item's decision.
-func EvidenceRevocationRecord(p *pack.Pack, recordID string, envelope []byte, now time.Time) (*writ.Record, error) {
-	var env revocationEnvelope
-	if err := json.Unmarshal(envelope, &env); err != nil {
-		return nil, err
-	}
-	key := ledger.EvidenceRevocationKeyPrefix + env.Kind
-	envHash := record.Digest(envelope)
-	ctxHash, err := record.CanonicalDigest(map[string]any{"pack_hash": p.Hash, "evidence": key})
-	if err != nil {
-		return nil, err
-	}
-	return &writ.Record{
-		RecordID: recordID, DecisionID: env.DecisionID, TenantID: env.TenantID,
-		DecisionKey: key, DecisionVersion: p.Version, Timestamp: now, Status: writ.StatusClosed, ActionClass: "evidence", Supersedes: env.Revokes,
-		Actor:           env.Actor,
-		SubjectIDs:      []string{},
-		InputsRefs:      writ.InputsRefs{Request: envHash},
-		Outputs:         map[string]any{"revokes": env.ID, "content_address": env.ContentAddress, "reason": env.Reason},
-		EvidenceRefs:    []string{env.Kind + ":" + env.ID + "#" + env.ContentAddress, "record:" + env.Revokes},
-		PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pd:" + key + ":revoked", BundleID: "evidence_store", RuleIDs: []string{"issuer_role"}, Verdict: "allow"}},
-		Approvals:       []writ.Approval{},
-		ControlsActive:  writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: redactionIDs(p)},
-		Lineage:         writ.Lineage{PackVersion: p.ID(), PackHash: p.Hash, PolicyVersions: []string{}, DecisionSpec: key},
-		TraceID:         env.TraceID,
-		Replay:          writ.Replay{ReplayPacketID: envHash, CompiledContextHash: ctxHash, EvidenceSnapshotHash: env.ContentAddress, ArgumentsDigest: env.ContentAddress},
-	}, nil
-}
-
 func remarshal(v, into any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -454,7 +336,7 @@ func remarshal(v, into any) error {
 	return json.Unmarshal(b, into)
 }
 
-func storedEvidence(env *evidenceEnvelope, rec *writ.Record) *writ.StoredEvidence {
+func storedEvidence(env *record.EvidenceEnvelope, rec *writ.Record) *writ.StoredEvidence {
 	return &writ.StoredEvidence{Item: env.Item, ContentAddress: env.ContentAddress, Provenance: env.Provenance, Observation: env.Observation, SubmittedBy: env.SubmittedBy,
 		SignedBy: env.SignedBy, RecordID: rec.RecordID, Seq: rec.Audit.Seq, StoredAt: rec.Timestamp}
 }
@@ -488,7 +370,7 @@ func (e *Engine) RevokeEvidence(ctx context.Context, req *writ.RevokeEvidenceReq
 		return nil, writ.Errorf(writ.ECONFLICT, "evidence item %s was already revoked (record %s)", cur.Item.ID, cur.Revoked.RecordID)
 	}
 	now := e.now().UTC()
-	env := revocationEnvelope{TenantID: req.TenantID, Kind: cur.Item.Kind, ID: cur.Item.ID, ContentAddress: cur.ContentAddress, Revokes: cur.RecordID,
+	env := record.RevocationEnvelope{TenantID: req.TenantID, Kind: cur.Item.Kind, ID: cur.Item.ID, ContentAddress: cur.ContentAddress, Revokes: cur.RecordID,
 		DecisionID: cur.RecordID, Reason: e.redactor.String(req.Reason), TraceID: req.TraceID,
 		Actor: writ.Actor{Type: writ.ActorService, ID: cur.Item.Issuer, Provenance: writ.ProvenanceClaimed}}
 	if p != nil {
@@ -504,7 +386,7 @@ func (e *Engine) RevokeEvidence(ctx context.Context, req *writ.RevokeEvidenceReq
 	if hasNUL(envelope) {
 		return nil, errNUL
 	}
-	rec, err := EvidenceRevocationRecord(e.policy.Pack, e.newID("dr_", now), envelope, now)
+	rec, err := record.EvidenceRevocation(e.policy.Pack, e.newID("dr_", now), envelope, now)
 	if err != nil {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
 	}
@@ -573,7 +455,7 @@ func (e *Engine) readEvidence(ctx context.Context, tenantID string, ids, addrs [
 		}
 		switch {
 		case strings.HasPrefix(rec.DecisionKey, ledger.EvidenceKeyPrefix):
-			var env evidenceEnvelope
+			var env record.EvidenceEnvelope
 			if err := remarshal(rec.Outputs["item"], &env.Item); err != nil {
 				return nil, fmt.Errorf("evidence record %s: %w", rec.RecordID, err)
 			}

@@ -12,13 +12,10 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
+	"github.com/writhq/writ/workflow"
 )
 
 var _ writ.Lifecycle = (*Engine)(nil)
-
-// ExecutionKeyPrefix starts the decision key of an execution report's
-// record: "execution:" and the decision key of the record it closes.
-const ExecutionKeyPrefix = "execution:"
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
@@ -93,35 +90,12 @@ func validateReport(r *writ.ExecutionReport) error {
 	return &writ.Error{Code: writ.EINVALID, Message: "invalid execution report: " + detailsSummary(ds), Details: ds}
 }
 
-// storyKind returns the kind of a record in a decision's story.
-func storyKind(key string) string {
-	switch {
-	case strings.HasPrefix(key, "approval:"):
-		return writ.StoryApproval
-	case strings.HasPrefix(key, ExecutionKeyPrefix):
-		return writ.StoryExecution
-	case strings.HasPrefix(key, "workflow:"):
-		return writ.StoryVerdict
-	}
-	if k := AnnotationKind(key); k != "" {
-		return k
-	}
-	return writ.StoryCheck
-}
-
-// permits reports whether a check record permitted its effect: a check's
-// record is DECIDED or IN_FLIGHT exactly when its receipt was safe to
-// execute.
-func permits(rec *writ.Record) bool {
-	return storyKind(rec.DecisionKey) == writ.StoryCheck && (rec.Status == writ.StatusDecided || rec.Status == writ.StatusInFlight)
-}
-
 // lastCheck returns the latest check record of a decision's records, and
 // whether it permitted the effect.
 func lastCheck(recs []writ.StoredRecord) (*writ.StoredRecord, bool) {
 	for i := len(recs) - 1; i >= 0; i-- {
-		if sr := &recs[i]; storyKind(sr.Record.DecisionKey) == writ.StoryCheck {
-			return sr, permits(&sr.Record)
+		if sr := &recs[i]; record.StoryKind(sr.Record.DecisionKey) == writ.StoryCheck {
+			return sr, record.Permits(&sr.Record)
 		}
 	}
 	return nil, false
@@ -196,12 +170,38 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 		rq.TraceID = target.TraceID
 	}
 	linkDecisionTrace(ctx, target.TraceID, r.DecisionID)
-	rec, envelope, err := e.executionRecord(&rq, target, now)
+	// The call goes last in its run's tool transcript: when another
+	// report takes that place first, the record is built again after it
+	// (the append transaction is the arbiter, see ledger.TranscriptClaim).
+	for attempt := 1; ; attempt++ {
+		ack, again, err := e.appendReport(ctx, r, &rq, target, digest, now)
+		if !again || err != nil {
+			return ack, err
+		}
+		if attempt == maxTranscriptAttempts {
+			return nil, writ.Errorf(writ.EUNAVAILABLE, "the execution report's place in its tool transcript kept being taken by other reports; retry")
+		}
+	}
+}
+
+// appendReport builds the record of an execution report and appends it
+// last in its call's tool transcript. again is set when another report
+// took that place first: nothing was appended, and the report is to be
+// built again.
+func (e *Engine) appendReport(ctx context.Context, r, rq *writ.ExecutionReport, target *writ.Record, digest string, now time.Time) (_ *writ.ExecutionAck, again bool, _ error) {
+	place, err := e.transcriptPlace(ctx, target)
 	if err != nil {
-		return nil, err
+		return nil, false, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the tool transcript of the decision's call could not be read; retry", Err: err}
+	}
+	rec, envelope, err := record.ExecutionReport(e.policy.Pack, e.redactor, rq, target, e.newID("dr_", now), now)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := AddTranscript(rec, rq, target, place); err != nil {
+		return nil, false, err
 	}
 	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
-		return nil, &writ.Error{Code: writ.EINTERNAL, Message: "the execution report's record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
+		return nil, false, &writ.Error{Code: writ.EINTERNAL, Message: "the execution report's record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
 	}
 	ack := &writ.ExecutionAck{TenantID: rec.TenantID, DecisionID: rec.DecisionID, RecordID: rec.RecordID, ReportedFor: target.RecordID,
 		Status: rec.Status, Execution: rq.Status, Findings: rec.Execution.Findings, TraceID: rec.TraceID}
@@ -210,15 +210,16 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	}
 	ackJSON, err := json.Marshal(ack)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	entry := &ledger.Entry{Record: rec, Receipt: ackJSON,
 		Envelope: envelope,
 		Report:   &ledger.ReportClaim{DecisionID: rec.DecisionID, ReportDigest: digest}}
+	claimTranscript(entry)
 	var runStart *ledger.RunEvent
 	if rq.Status == writ.ExecutionSucceeded {
 		if entry.RunEvent, runStart, err = e.executedEvent(ctx, target, rec, now); err != nil {
-			return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the permit's run could not be read; retry", Err: err}
+			return nil, false, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the permit's run could not be read; retry", Err: err}
 		}
 		// The aggregates that count executed decisions count this one
 		// now: the store adds, in this entry's transaction, what the
@@ -229,19 +230,28 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	// The record binds its acknowledgement and run event before it is
 	// sealed, as every record does (ledger.Bind).
 	if err := ledger.Bind(entry, runStart); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if entry.Presealed, err = record.Preseal(rec); err != nil {
-		return nil, fmt.Errorf("canonicalize execution report record: %w", err)
+		return nil, false, fmt.Errorf("canonicalize execution report record: %w", err)
 	}
 	if err := e.appendTraced(ctx, entry); err != nil {
-		return nil, notRecorded("the execution report", err)
+		return nil, false, notRecorded("the execution report", err)
 	}
 	if entry.Prior != nil {
-		// Another report of the same decision committed first.
-		return e.repeatedReport(ctx, r.TenantID, r.DecisionID, entry.Prior, digest)
+		// Another report of the same decision committed first, or another
+		// report took this one's place in its transcript.
+		prior, err := e.store.Report(ctx, r.TenantID, r.DecisionID)
+		if err != nil {
+			return nil, false, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision's execution report could not be looked up; retry", Err: err}
+		}
+		if prior == nil {
+			return nil, true, nil
+		}
+		ack, err := e.repeatedReport(ctx, r.TenantID, r.DecisionID, prior, digest)
+		return ack, false, err
 	}
-	return ack, nil
+	return ack, false, nil
 }
 
 // reporter binds an execution report's actor to ctx's credentials
@@ -307,109 +317,6 @@ func (e *Engine) repeatedReport(ctx context.Context, tenantID, decisionID string
 	return &ack, nil
 }
 
-// executionRecord builds the record of an execution report closing the
-// check record target: decision key "execution:<key>", status CLOSED,
-// the same decision id, subjects and approval mode, superseding target,
-// with the report in tool_lineage and execution.
-func (e *Engine) executionRecord(rq *writ.ExecutionReport, target *writ.Record, now time.Time) (*writ.Record, []byte, error) {
-	p, red := e.policy.Pack, e.redactor
-	envelope, err := record.EnvelopeOf(rq, red)
-	if err != nil {
-		return nil, nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
-	}
-	if hasNUL(envelope) {
-		return nil, nil, errNUL
-	}
-	env := record.Digest(envelope)
-	var findings []writ.Reason
-	if permits(target) && target.Execution != nil && target.Execution.ValidUntil != nil {
-		until := *target.Execution.ValidUntil
-		if now.After(until) {
-			findings = append(findings, writ.Reason{Code: writ.FindingReportedAfterExpiry,
-				Message: fmt.Sprintf("reported at %s, after the permit expired at %s", now.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))})
-		}
-	}
-	if !permits(target) && rq.Status == writ.ExecutionFailed {
-		findings = append(findings, writ.Reason{Code: writ.FindingNotPermitted,
-			Message: fmt.Sprintf("the effect was attempted although record %s (%s) did not permit it", target.RecordID, target.Status)})
-	}
-	actor := target.Actor
-	if rq.Actor != nil {
-		actor = record.RedactActor(red, *rq.Actor)
-	}
-	callID := rq.ToolCallID
-	if callID == "" {
-		callID = target.DecisionID
-		if n := len(target.ToolLineage); n > 0 {
-			callID = target.ToolLineage[n-1].ToolCallID
-		}
-	} else {
-		callID = red.String(callID)
-	}
-	key := ExecutionKeyPrefix + target.DecisionKey
-	verdict, rules := "allow", []string{"execution_report"}
-	for _, f := range findings {
-		verdict = "warn"
-		rules = append(rules, f.Code)
-	}
-	evidence := []string{"record:" + target.RecordID}
-	if rq.ToolResultID != "" {
-		ref := "tool_result:" + red.String(rq.ToolResultID)
-		if rq.ResultDigest != "" {
-			ref += "#" + rq.ResultDigest
-		}
-		evidence = append(evidence, ref)
-	}
-	x := &writ.Execution{Status: rq.Status, ReportedFor: target.RecordID, ResultDigest: rq.ResultDigest, Findings: findings}
-	if rq.Error != nil {
-		x.Error = &writ.ExecutionError{Code: red.String(rq.Error.Code), Message: red.String(rq.Error.Message)}
-	}
-	if rq.StartedAt != nil {
-		t := rq.StartedAt.UTC()
-		x.StartedAt = &t
-	}
-	if rq.EndedAt != nil {
-		t := rq.EndedAt.UTC()
-		x.EndedAt = &t
-	}
-	rec := &writ.Record{
-		RecordID: e.newID("dr_", now), DecisionID: target.DecisionID, TenantID: rq.TenantID,
-		DecisionKey: key, DecisionVersion: p.Version, Timestamp: now, Status: writ.StatusClosed,
-		ActionClass: target.ActionClass, Supersedes: target.RecordID,
-		Actor: actor, SubjectIDs: slices.Clone(target.SubjectIDs),
-		InputsRefs:            writ.InputsRefs{Request: env},
-		Outputs:               map[string]any{"outcome": string(rq.Status), "reported_for": target.RecordID},
-		EvidenceRefs:          evidence,
-		PolicyDecisions:       []writ.PolicyDecision{{PolicyDecisionID: "pd:" + key + ":" + string(rq.Status), BundleID: "execution_report", RuleIDs: rules, Verdict: verdict}},
-		Approvals:             []writ.Approval{},
-		ApprovalModeEffective: target.ApprovalModeEffective,
-		ControlsActive:        writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: redactionIDs(p)},
-		ToolLineage: []writ.ToolLineage{{ToolCallID: callID, ToolResultID: red.String(rq.ToolResultID), ApprovalModeEffective: target.ApprovalModeEffective,
-			IdempotencyKey: red.String(rq.IdempotencyKey), ReversalToken: red.String(rq.ReversalToken)}},
-		Execution: x,
-		Lineage:   writ.Lineage{PackVersion: p.ID(), PackHash: p.Hash, PolicyVersions: []string{}, DecisionSpec: key},
-		TraceID:   rq.TraceID,
-	}
-	if rec.SubjectIDs == nil {
-		rec.SubjectIDs = []string{}
-	}
-	if rq.Usage != nil {
-		u := *rq.Usage
-		rec.BudgetUsage = &u
-	}
-	ctxHash, err := record.CanonicalDigest(map[string]any{"pack_hash": p.Hash, "reported_for": target.RecordID})
-	if err != nil {
-		return nil, nil, err
-	}
-	lineageHash, err := record.CanonicalDigest(rec.ToolLineage)
-	if err != nil {
-		return nil, nil, err
-	}
-	rec.Replay = writ.Replay{ReplayPacketID: env, CompiledContextHash: ctxHash, EvidenceSnapshotHash: target.Replay.EvidenceSnapshotHash,
-		ArgumentsDigest: target.Replay.ArgumentsDigest, ToolTranscriptChainHash: lineageHash}
-	return rec, envelope, nil
-}
-
 // checkRequestOf decodes the stored (redacted) request envelope of a check
 // record.
 func (e *Engine) checkRequestOf(ctx context.Context, rec *writ.Record) (*writ.CheckRequest, error) {
@@ -459,7 +366,7 @@ func (e *Engine) executedEvent(ctx context.Context, permit, report *writ.Record,
 	if err != nil || obs == nil {
 		return nil, nil, err
 	}
-	data, err := json.Marshal(callExecuted{DecisionID: permit.DecisionID, RecordID: report.RecordID})
+	data, err := json.Marshal(workflow.ExecutedCall{DecisionID: permit.DecisionID, RecordID: report.RecordID})
 	if err != nil {
 		return nil, nil, err
 	}

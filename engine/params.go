@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -126,17 +124,6 @@ func paramsState(p *pack.Pack, tenantID string, tp *tenantParams) (*writ.ParamsS
 	return st, nil
 }
 
-// paramsEnvelope is the stored request of a parameter change: the
-// request as the engine took it, the setter resolved.
-type paramsEnvelope struct {
-	TenantID string         `json:"tenant_id"`
-	Values   map[string]any `json:"values"`
-	By       string         `json:"by"`
-	Reason   string         `json:"reason"`
-	Replaces string         `json:"replaces,omitempty"`
-	TraceID  string         `json:"trace_id"`
-}
-
 // SetParams sets the tenant's parameter values; see writ.TenantParams.
 // The change is a decision record (decision key "params:<pack name>"),
 // sealed and appended like any other; the values take effect for the
@@ -220,56 +207,9 @@ func (e *Engine) SetParams(ctx context.Context, req *writ.SetParamsRequest) (*wr
 	return st, nil
 }
 
-// ParamsRecord builds the record of a parameter change from its stored
-// request envelope (paramsEnvelope's JSON): what the engine seals, and
-// what replay rebuilds. prev is the change it replaces ("" for none).
-func ParamsRecord(p *pack.Pack, recordID string, envelope []byte, prev string, now time.Time, redactionRules []string) (*writ.Record, error) {
-	var env paramsEnvelope
-	if err := json.Unmarshal(envelope, &env); err != nil {
-		return nil, err
-	}
-	d, err := record.CanonicalDigest(env.Values)
-	if err != nil {
-		return nil, err
-	}
-	names := slices.Sorted(maps.Keys(env.Values))
-	key := p.ParamsKey()
-	envHash := record.Digest(envelope)
-	none, err := record.CanonicalDigest([]any{})
-	if err != nil {
-		return nil, err
-	}
-	ctxHash, err := record.CanonicalDigest(map[string]any{"pack_hash": p.Hash, "params": key})
-	if err != nil {
-		return nil, err
-	}
-	outputs := map[string]any{"values": env.Values, "digest": d, "reason": env.Reason}
-	if prev != "" {
-		outputs["replaces"] = prev
-	}
-	if names == nil {
-		names = []string{}
-	}
-	return &writ.Record{
-		RecordID: recordID, DecisionID: recordID, TenantID: env.TenantID,
-		DecisionKey: key, DecisionVersion: p.Version, Timestamp: now, Status: writ.StatusDecided, ActionClass: "params",
-		Actor:           writ.Actor{Type: writ.ActorHuman, ID: env.By},
-		SubjectIDs:      []string{key},
-		InputsRefs:      writ.InputsRefs{Request: envHash},
-		Outputs:         outputs,
-		EvidenceRefs:    []string{},
-		PolicyDecisions: []writ.PolicyDecision{{PolicyDecisionID: "pd:" + key + ":set", BundleID: "params", RuleIDs: names, Verdict: "allow"}},
-		Approvals:       []writ.Approval{},
-		ControlsActive:  writ.ControlsActive{MustRefuse: []string{}, MustEscalate: []string{}, ApprovalGatesActive: []string{}, RedactionRulesActive: redactionRules},
-		Lineage:         writ.Lineage{PackVersion: p.ID(), PackHash: p.Hash, PolicyVersions: []string{}, DecisionSpec: key},
-		TraceID:         env.TraceID,
-		Replay:          writ.Replay{ReplayPacketID: envHash, CompiledContextHash: ctxHash, EvidenceSnapshotHash: none, ArgumentsDigest: envHash},
-	}, nil
-}
-
 func (e *Engine) paramsRecord(rq *writ.SetParamsRequest, values map[string]any, prev *tenantParams, now time.Time) (*writ.Record, []byte, error) {
 	p := e.policy.Pack
-	envelope, err := json.Marshal(paramsEnvelope{TenantID: rq.TenantID, Values: values, By: rq.By, Reason: e.redactor.String(rq.Reason), Replaces: rq.Replaces, TraceID: rq.TraceID})
+	envelope, err := json.Marshal(record.ParamsEnvelope{TenantID: rq.TenantID, Values: values, By: rq.By, Reason: e.redactor.String(rq.Reason), Replaces: rq.Replaces, TraceID: rq.TraceID})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -277,7 +217,7 @@ func (e *Engine) paramsRecord(rq *writ.SetParamsRequest, values map[string]any, 
 		return nil, nil, errNUL
 	}
 	id := e.newID("dr_", now)
-	rec, err := ParamsRecord(p, id, envelope, prev.set, now, redactionIDs(p))
+	rec, err := record.ParamsChange(p, id, envelope, prev.set, now)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -50,8 +50,8 @@ func (e *Engine) Runs(ctx context.Context, q writ.RunQuery) (*writ.RunPage, erro
 			}
 			after = id
 			budget--
-			if (q.WorkflowID == "" || st.run.WorkflowID == q.WorkflowID) && (q.Status == "" || st.run.Status == q.Status) {
-				page.Runs = append(page.Runs, summary(st.run))
+			if (q.WorkflowID == "" || st.Run.WorkflowID == q.WorkflowID) && (q.Status == "" || st.Run.Status == q.Status) {
+				page.Runs = append(page.Runs, summary(st.Run))
 				if len(page.Runs) == limit {
 					more = more || i < len(ids)-1
 					budget = 0

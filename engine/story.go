@@ -7,6 +7,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/record"
 )
 
 // Decision returns the whole story of one decision; see writ.Lifecycle.
@@ -36,9 +37,9 @@ func (e *Engine) Decision(ctx context.Context, tenantID, decisionID string) (*wr
 	var approvalIDs []string
 	for i := range recs {
 		rec := &recs[i].Record
-		sr := writ.StoryRecord{Kind: storyKind(rec.DecisionKey), RecordID: rec.RecordID, Status: rec.Status, Timestamp: rec.Timestamp, Seal: rec.Audit, Record: recs[i].Raw,
+		sr := writ.StoryRecord{Kind: record.StoryKind(rec.DecisionKey), RecordID: rec.RecordID, Status: rec.Status, Timestamp: rec.Timestamp, Seal: rec.Audit, Record: recs[i].Raw,
 			Supersedes: rec.Supersedes}
-		if AnnotationKind(rec.DecisionKey) == "" {
+		if record.AnnotationKind(rec.DecisionKey) == "" {
 			links, err := RecordLinks(ctx, e.store, tenantID, rec.RecordID)
 			if err != nil {
 				return nil, err
@@ -64,7 +65,7 @@ func (e *Engine) Decision(ctx context.Context, tenantID, decisionID string) (*wr
 				st.State.Outcome, st.State.SafeToExecute = rc.Outcome, rc.SafeToExecute
 			}
 			st.State.Status = rec.Status
-			if permits(rec) {
+			if record.Permits(rec) {
 				st.State.PermitRecordID, st.State.ValidUntil, st.State.ReportRequired = rec.RecordID, nil, false
 				if x := rec.Execution; x != nil {
 					st.State.ValidUntil, st.State.ReportRequired = x.ValidUntil, x.ReportRequired
@@ -109,7 +110,7 @@ func (e *Engine) citingVerdicts(ctx context.Context, recs []writ.StoredRecord) (
 	var out []writ.StoredRecord
 	for i := range recs {
 		permit := &recs[i].Record
-		if !permits(permit) {
+		if !record.Permits(permit) {
 			continue
 		}
 		obs, _, err := e.observedCall(ctx, permit)

@@ -227,23 +227,8 @@ func crockford(b [16]byte) string {
 	return string(out[:j])
 }
 
-// hasNUL reports whether JSON text holds a string with U+0000, which no
-// store can keep as text (PostgreSQL refuses it). Every backslash in
-// encoded JSON starts an escape, so escapes are skipped whole.
-func hasNUL(b []byte) bool {
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case 0:
-			return true
-		case '\\':
-			if i+5 < len(b) && b[i+1] == 'u' && string(b[i+2:i+6]) == "0000" {
-				return true
-			}
-			i++ // skip the escaped character
-		}
-	}
-	return false
-}
-
-// errNUL refuses input holding U+0000.
-var errNUL = &writ.Error{Code: writ.EINVALID, Message: "text must not contain the NUL character (U+0000)"}
+// hasNUL and errNUL refuse input holding U+0000 (record.HasNUL).
+var (
+	hasNUL = record.HasNUL
+	errNUL = record.ErrNUL
+)

@@ -25,8 +25,8 @@ import (
 // and no spec's decision key can be one of these block keys, so neither
 // index is shared with checks.
 const (
-	EvidenceKeyPrefix           = "evidence:"
-	EvidenceRevocationKeyPrefix = "evidence_revocation:"
+	EvidenceKeyPrefix           = writ.EvidenceKeyPrefix
+	EvidenceRevocationKeyPrefix = writ.EvidenceRevocationKeyPrefix
 	EvidenceBlockKey            = "writ:evidence"
 	EvidenceRevocationBlockKey  = "writ:evidence-revocation"
 	evidenceClaimPrefix         = "writ:evidence:"

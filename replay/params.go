@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/record"
@@ -58,12 +59,7 @@ func (rp *replaying) checkParams(ctx context.Context) error {
 // paramsChange rebuilds a tenant's parameter change record from its
 // envelope.
 func (rp *replaying) paramsChange(pin *pinned, envelope []byte) (*writ.Record, error) {
-	rb, err := pin.rebuilder()
-	if err != nil {
-		rp.errorf("the pack's verification contracts do not compile: %v", err)
-		return nil, nil
-	}
-	rec, err := rb.ParamsChange(envelope, rp.head.RecordID, rp.head.Outputs.Replaces, rp.head.Timestamp.UTC())
+	rec, err := record.ParamsChange(pin.pol.Pack, rp.head.RecordID, envelope, rp.head.Outputs.Replaces, rp.head.Timestamp.UTC())
 	if err != nil {
 		rp.errorf("the parameter change cannot be rebuilt: %v", err)
 		return nil, nil
@@ -79,12 +75,11 @@ func anyJSON(v any) json.RawMessage {
 // evidence rebuilds an evidence record, or an evidence revocation
 // record, from its envelope.
 func (rp *replaying) evidence(pin *pinned, envelope []byte) (*writ.Record, error) {
-	rb, err := pin.rebuilder()
-	if err != nil {
-		rp.errorf("the pack's verification contracts do not compile: %v", err)
-		return nil, nil
+	build := record.Evidence
+	if strings.HasPrefix(rp.head.DecisionKey, writ.EvidenceRevocationKeyPrefix) {
+		build = record.EvidenceRevocation
 	}
-	rec, err := rb.Evidence(envelope, rp.head.DecisionKey, rp.head.RecordID, rp.head.Timestamp.UTC())
+	rec, err := build(pin.pol.Pack, rp.head.RecordID, envelope, rp.head.Timestamp.UTC())
 	if err != nil {
 		rp.errorf("the evidence record cannot be rebuilt: %v", err)
 		return nil, nil

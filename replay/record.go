@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
+	"github.com/writhq/writ/workflow"
 )
 
 // replaying is the replay of one record in progress.
@@ -172,6 +175,9 @@ func (rp *replaying) check(ctx context.Context, pin *pinned, envelope []byte) (*
 		rp.errorf("%v", err)
 		return nil, nil
 	}
+	if err := rp.checkTranscript(ctx, pin, &req, rec); err != nil {
+		return nil, err
+	}
 	if err := rp.checkHistory(ctx); err != nil {
 		return nil, err
 	}
@@ -223,12 +229,7 @@ func (rp *replaying) unseal(ctx context.Context, envelope []byte) ([]byte, bool,
 
 // erasure rebuilds an erasure's record from its envelope.
 func (rp *replaying) erasure(pin *pinned, envelope []byte) (*writ.Record, error) {
-	rb, err := pin.rebuilder()
-	if err != nil {
-		rp.errorf("the pack's verification contracts do not compile: %v", err)
-		return nil, nil
-	}
-	rec, err := rb.Erasure(envelope, rp.head.RecordID, rp.head.Timestamp.UTC())
+	rec, err := record.Erasure(pin.pol.Pack, rp.head.RecordID, envelope, rp.head.Timestamp.UTC())
 	if err != nil {
 		rp.errorf("the erasure cannot be rebuilt: %v", err)
 		return nil, nil
@@ -289,12 +290,14 @@ func (rp *replaying) stepVerdict(ctx context.Context, pin *pinned, envelope []by
 		rp.tamper("", "run "+req.RunID, "run %s has no step_attempt event for this record, which is appended with it", req.RunID)
 		return nil, nil
 	}
-	rb, err := pin.rebuilder()
+	// A verdict decided before issue 31 (its record's outputs have no
+	// claimed_calls) is evaluated under the defaults it was decided with.
+	contracts, err := pin.contracts(len(rp.head.Outputs.ClaimedCalls) == 0)
 	if err != nil {
 		rp.errorf("the pack's verification contracts do not compile: %v", err)
 		return nil, nil
 	}
-	rec, _, err := rb.Verdict(events[:at], &req, rp.head.RecordID, rp.head.DecisionID, rp.head.Timestamp.UTC(), len(rp.head.Outputs.ClaimedCalls) == 0)
+	rec, err := rebuildVerdict(pin, contracts, events[:at], &req, rp.head.RecordID, rp.head.DecisionID, rp.head.Timestamp.UTC())
 	if err != nil {
 		rp.errorf("the verdict cannot be evaluated again: %v", err)
 		return nil, nil
@@ -325,12 +328,7 @@ func (rp *replaying) approvalDecision(ctx context.Context, pin *pinned, envelope
 		rp.tamper("", "approval "+req.ApprovalID, "approval %s has no decision event for this record, which is appended with it", req.ApprovalID)
 		return nil, nil
 	}
-	rb, err := pin.rebuilder()
-	if err != nil {
-		rp.errorf("the pack's verification contracts do not compile: %v", err)
-		return nil, nil
-	}
-	rec, err := rb.ApprovalDecision(&req, a, rp.head.RecordID, rp.head.DecisionID, now)
+	rec, err := rebuildApprovalDecision(pin, &req, a, rp.head.RecordID, rp.head.DecisionID, now)
 	if err != nil {
 		rp.errorf("the approval decision cannot be rebuilt: %v", err)
 		return nil, nil
@@ -358,12 +356,18 @@ func (rp *replaying) executionReport(ctx context.Context, pin *pinned, envelope 
 		rp.tamper("decision_id", "record "+rp.head.Supersedes, "the execution report names decision %s, but the record it closes is of decision %s", rp.head.DecisionID, target.Record.DecisionID)
 		return nil, nil
 	}
-	rb, err := pin.rebuilder()
-	if err != nil {
-		rp.errorf("the pack's verification contracts do not compile: %v", err)
+	if req.TraceID == "" {
+		rp.errorf("the execution report cannot be rebuilt: it has no trace id; a stored one always has one")
 		return nil, nil
 	}
-	rec, err := rb.ExecutionReport(&req, &target.Record, rp.head.RecordID, rp.head.Timestamp.UTC())
+	place, err := rp.transcriptPlace(ctx, pin, &target.Record)
+	if err != nil || (place == nil && rp.head.Execution.Transcript != nil) {
+		return nil, err
+	}
+	rec, _, err := record.ExecutionReport(pin.pol.Pack, pin.red, &req, &target.Record, rp.head.RecordID, rp.head.Timestamp.UTC())
+	if err == nil && place != nil {
+		err = engine.AddTranscript(rec, &req, &target.Record, place)
+	}
 	if err != nil {
 		rp.errorf("the execution report cannot be rebuilt: %v", err)
 		return nil, nil
@@ -450,7 +454,7 @@ func jsonValue(s string) json.RawMessage {
 // annotation rebuilds the record of a retraction, a feedback entry or a
 // replay result from its envelope and the record it is about.
 func (rp *replaying) annotation(ctx context.Context, pin *pinned, envelope []byte) (*writ.Record, error) {
-	tenantID, about, err := engine.AnnotationTarget(envelope)
+	tenantID, about, err := record.AnnotationTarget(envelope)
 	if err != nil {
 		rp.errorf("the stored request envelope does not decode as a record about a record: %v", err)
 		return nil, nil
@@ -467,15 +471,63 @@ func (rp *replaying) annotation(ctx context.Context, pin *pinned, envelope []byt
 	case err != nil:
 		return nil, fmt.Errorf("read record %s of record %s: %w", about, rp.head.RecordID, err)
 	}
-	rb, err := pin.rebuilder()
-	if err != nil {
-		rp.errorf("the pack's verification contracts do not compile: %v", err)
-		return nil, nil
-	}
-	rec, err := rb.Annotation(envelope, &target.Record, rp.head.RecordID, rp.head.Timestamp.UTC())
+	rec, err := record.Annotation(pin.pol.Pack, rp.head.RecordID, envelope, &target.Record, rp.head.Timestamp.UTC())
 	if err != nil {
 		rp.errorf("the record cannot be rebuilt: %v", err)
 		return nil, nil
 	}
+	return rec, nil
+}
+
+// rebuildVerdict evaluates a step attempt again, as the engine's
+// SubmitAttempt did: req is the attempt as stored (its envelope, which
+// carries the trace id), events are the run's events before the
+// verdict's own, contracts the pack's verification contracts under the
+// defaults the verdict was decided with, and recordID, decisionID and
+// now the recorded ones.
+func rebuildVerdict(pin *pinned, contracts *acceptance.Contracts, events []ledger.RunEvent, req *writ.AttemptRequest, recordID, decisionID string, now time.Time) (*writ.Record, error) {
+	if req.TraceID == "" {
+		return nil, fmt.Errorf("the attempt has no trace id; a stored attempt always has one")
+	}
+	p := pin.pol.Pack
+	st, err := workflow.Fold(p, req.TenantID, req.RunID, events)
+	if err != nil {
+		return nil, err
+	}
+	if st.Run == nil {
+		return nil, fmt.Errorf("run %s has no events before the verdict", req.RunID)
+	}
+	w, ok := p.Workflows[st.Run.WorkflowID]
+	if !ok {
+		return nil, fmt.Errorf("workflow %q is not defined in pack %s", st.Run.WorkflowID, p.ID())
+	}
+	if w.Step(req.StepID) == nil {
+		return nil, fmt.Errorf("workflow %s has no step %q", w.WorkflowID, req.StepID)
+	}
+	v, err := workflow.Evaluate(contracts, pin.red, req, w, st)
+	if err != nil {
+		return nil, err
+	}
+	v.DecisionID, v.RecordID = decisionID, recordID
+	rec, _, err := workflow.VerdictRecord(p, pin.red, req, w, st, v, now)
+	return rec, err
+}
+
+// rebuildApprovalDecision rebuilds the record of an approval, a denial
+// or a withdrawal: req is the decision as stored (its envelope), a the
+// approval request it decided, and recordID, decisionID and now the
+// recorded ones.
+func rebuildApprovalDecision(pin *pinned, req *writ.DecideApprovalRequest, a *writ.ApprovalRequest, recordID, decisionID string, now time.Time) (*writ.Record, error) {
+	if req.TraceID == "" {
+		return nil, fmt.Errorf("the approval decision has no trace id; a stored one always has one")
+	}
+	if strings.TrimSpace(req.Approver) == "" {
+		return nil, fmt.Errorf("the approval decision names no approver")
+	}
+	rec, _, err := record.ApprovalDecision(pin.pol.Pack, pin.red, req, a, recordID, now)
+	if err != nil {
+		return nil, err
+	}
+	rec.DecisionID = decisionID
 	return rec, nil
 }

@@ -8,15 +8,17 @@
 //     (record.SplitSeal);
 //  2. fetches the pinned inputs and checks them against the record: the
 //     request envelope at replay.replay_packet_id (its digest must be that
-//     id) and the pack at lineage.pack_hash (ledger.LoadPinnedPack, which
+//     id) and the pack at lineage.pack_hash (verify.LoadPinnedPack, which
 //     checks the manifest and every file); then the approvals a check
 //     presented, the run events a step verdict was decided on, or the
 //     approval request an approval decision decided, as they stood before
 //     the record;
 //  3. decides again with the recorded clock, with the same pure functions
 //     the engine used (policy.Resolve, Decide, ApplyApprovals and
-//     record.Build for a check; engine.Rebuilder for a step verdict or an
-//     approval decision), and rebuilds the record with the recorded ids;
+//     record.Build for a check; workflow.Fold, Evaluate and VerdictRecord
+//     for a step verdict; record.ApprovalDecision, ExecutionReport and
+//     the other record builders for the rest), and rebuilds the record
+//     with the recorded ids;
 //  4. compares canonical bytes: the rebuilt record, sealed at the recorded
 //     chain position, must hash to the recorded record_hash.
 //
@@ -47,8 +49,9 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/engine"
+	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
@@ -74,6 +77,10 @@ type Store interface {
 	RunEvents(ctx context.Context, tenantID, runID string) ([]ledger.RunEvent, error)
 	// HistoryAsOf returns a history value as of a chain position.
 	HistoryAsOf(ctx context.Context, tenantID string, read ledger.HistoryRead, seq int64) (float64, error)
+	// Transcript and TranscriptHead read tool transcripts (the records
+	// of their entries): replay never calls a tool again, it reads what
+	// the calls were.
+	ledger.TranscriptReader
 }
 
 // Statuses of a replay.
@@ -334,7 +341,7 @@ func (r *Replayer) tenantFrom(ctx context.Context, tenantID string, start int64,
 			if err != nil || len(page) < pageSize {
 				return
 			}
-			after = ledger.NextAfter(after, page)
+			after = verify.NextAfter(after, page)
 		}
 	}()
 	sum := &Summary{TenantID: tenantID, Classes: map[string]int64{}, Kinds: map[string]int64{}}
@@ -344,7 +351,7 @@ func (r *Replayer) tenantFrom(ctx context.Context, tenantID string, start int64,
 			return nil, 0, f.err
 		}
 		if len(f.page) > 0 {
-			last = ledger.NextAfter(last, f.page)
+			last = verify.NextAfter(last, f.page)
 		}
 		page := f.page
 		if keep != nil {
@@ -429,25 +436,35 @@ type pinned struct {
 	pol *policy.Policy
 	red *record.Redactor
 
-	rbOnce sync.Once
-	rb     *engine.Rebuilder
-	rbErr  error
+	// The pack's verification contracts, compiled on first use: under
+	// today's defaults, and lenient (acceptance.Options.Lenient) for
+	// verdicts decided before issue 31.
+	contractsOnce [2]sync.Once
+	compiled      [2]*acceptance.Contracts
+	compileErr    [2]error
 }
 
 func newPinned(pol *policy.Policy) *pinned {
 	return &pinned{pol: pol, red: record.NewRedactor(pol.Pack.Controls.Redaction)}
 }
 
-// rebuilder compiles the pack's verification contracts on first use.
-func (p *pinned) rebuilder() (*engine.Rebuilder, error) {
-	p.rbOnce.Do(func() { p.rb, p.rbErr = engine.NewRebuilder(p.pol) })
-	return p.rb, p.rbErr
+// contracts compiles the pack's verification contracts on first use,
+// lenient or not.
+func (p *pinned) contracts(lenient bool) (*acceptance.Contracts, error) {
+	i := 0
+	if lenient {
+		i = 1
+	}
+	p.contractsOnce[i].Do(func() {
+		p.compiled[i], p.compileErr[i] = acceptance.CompileWith(p.pol.Pack, acceptance.Options{Lenient: lenient})
+	})
+	return p.compiled[i], p.compileErr[i]
 }
 
 // get returns the pinned pack of hash, rebuilt from blobs and checked by
-// ledger.LoadPinnedPack, then compiled. An error is kept: the stored
+// verify.LoadPinnedPack, then compiled. An error is kept: the stored
 // files do not change.
-func (c *packCache) get(ctx context.Context, blobs ledger.BlobSource, hash string) (*pinned, error) {
+func (c *packCache) get(ctx context.Context, blobs verify.BlobSource, hash string) (*pinned, error) {
 	c.mu.Lock()
 	e, ok := c.m[hash]
 	if !ok {
@@ -456,7 +473,7 @@ func (c *packCache) get(ctx context.Context, blobs ledger.BlobSource, hash strin
 	}
 	c.mu.Unlock()
 	e.once.Do(func() {
-		p, err := ledger.LoadPinnedPack(ctx, blobs, hash)
+		p, err := verify.LoadPinnedPack(ctx, blobs, hash)
 		if err != nil {
 			e.err = err
 			return

@@ -14,12 +14,8 @@ import (
 // is one indexed range read of a group's contributions in its window.
 
 const (
-	histSumSQL = `SELECT coalesce(sum(amount), 0) FROM history_contributions
-		WHERE tenant_id = ? AND aggregate = ? AND group_key = ? AND at_ns > ?`
 	histAsOfSQL = `SELECT coalesce(sum(amount), 0) FROM history_contributions
 		WHERE tenant_id = ? AND aggregate = ? AND group_key = ? AND at_ns > ? AND seq < ?`
-	histAddSQL = `INSERT INTO history_contributions (tenant_id, aggregate, group_key, at_ns, amount, seq, record_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`
 	histPendAddSQL = `INSERT INTO history_pending (tenant_id, decision_id, aggregate, group_key, at_ns, amount, usage_dim, seq, record_id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// The pending contributions of a decision's last record that stored any.
@@ -29,14 +25,17 @@ const (
 		ORDER BY rowid`
 )
 
-// maxSumsAtOnce is the most history reads one statement sums (see
-// sumsSQL); a check with more reads runs more statements.
-const maxSumsAtOnce = 4
+// maxAtOnce is the most history reads one statement sums (sumsSQL) and
+// the most contributions one statement inserts (addsSQL). A check's
+// reads and contributions (a pack's aggregates and writ's tool-call
+// meter) each cost one statement, not one an aggregate, so that one more
+// aggregate costs an index seek and an index insert, not a statement;
+// an entry with more runs more statements.
+const maxAtOnce = 4
 
-// sumsSQL is one statement that sums n reads, each a scalar subquery of
-// histSumSQL's (its parameters ?1 to ?4 the first read's, ?5 to ?8 the
-// second's...): a check's reads (a pack's aggregates and writ's
-// tool-call meter) cost one statement, not one each.
+// sumsSQL is one statement that sums n reads, each a scalar subquery
+// (its parameters ?1 to ?4 the first read's tenant, aggregate, group and
+// since, ?5 to ?8 the second's...).
 func sumsSQL(n int) string {
 	var b strings.Builder
 	b.WriteString("SELECT ")
@@ -51,12 +50,41 @@ func sumsSQL(n int) string {
 	return b.String()
 }
 
-// histStmts are the history statements: sumW and add on the write
-// connection (inside Append), sumR and asOf on the read pool. sumsW and
-// sumsR sum 2 to maxSumsAtOnce reads at once (sumsW[n-2] sums n).
+// addsSQL is one statement that inserts n contributions, seven
+// parameters a row.
+func addsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO history_contributions (tenant_id, aggregate, group_key, at_ns, amount, seq, record_id) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+	}
+	return b.String()
+}
+
+// byCount are statements by how many reads or rows they handle: [n-1]
+// handles n.
+type byCount [maxAtOnce]*sql.Stmt
+
+func (c *byCount) prepare(db *sql.DB, query func(int) string) error {
+	for i := range c {
+		st, err := db.Prepare(query(i + 1))
+		if err != nil {
+			return fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		c[i] = st
+	}
+	return nil
+}
+
+// histStmts are the history statements, prepared once: sumsW, adds,
+// pendAdd and pendRead on the write connection (inside Append), sumsR
+// and asOf on the read pool.
 type histStmts struct {
-	sumW, add, pendAdd, pendRead, sumR, asOf *sql.Stmt
-	sumsW, sumsR                             [maxSumsAtOnce - 1]*sql.Stmt
+	sumsW, sumsR, adds      byCount
+	pendAdd, pendRead, asOf *sql.Stmt
 }
 
 func (h *histStmts) prepare(write, read *sql.DB) error {
@@ -64,8 +92,7 @@ func (h *histStmts) prepare(write, read *sql.DB) error {
 		stmt **sql.Stmt
 		db   *sql.DB
 		sql  string
-	}{{&h.sumW, write, histSumSQL}, {&h.add, write, histAddSQL}, {&h.pendAdd, write, histPendAddSQL}, {&h.pendRead, write, histPendReadSQL},
-		{&h.sumR, read, histSumSQL}, {&h.asOf, read, histAsOfSQL}} {
+	}{{&h.pendAdd, write, histPendAddSQL}, {&h.pendRead, write, histPendReadSQL}, {&h.asOf, read, histAsOfSQL}} {
 		st, err := p.db.Prepare(p.sql)
 		if err != nil {
 			h.close()
@@ -73,23 +100,25 @@ func (h *histStmts) prepare(write, read *sql.DB) error {
 		}
 		*p.stmt = st
 	}
-	for i := range h.sumsW {
-		q := sumsSQL(i + 2)
-		var err error
-		if h.sumsW[i], err = write.Prepare(q); err == nil {
-			h.sumsR[i], err = read.Prepare(q)
-		}
-		if err != nil {
+	for _, p := range []struct {
+		c     *byCount
+		db    *sql.DB
+		query func(int) string
+	}{{&h.sumsW, write, sumsSQL}, {&h.sumsR, read, sumsSQL}, {&h.adds, write, addsSQL}} {
+		if err := p.c.prepare(p.db, p.query); err != nil {
 			h.close()
-			return fmt.Errorf("sqlite: prepare: %w", err)
+			return err
 		}
 	}
 	return nil
 }
 
 func (h *histStmts) close() {
-	sts := append([]*sql.Stmt{h.sumW, h.add, h.pendAdd, h.pendRead, h.sumR, h.asOf}, h.sumsW[:]...)
-	for _, st := range append(sts, h.sumsR[:]...) {
+	sts := []*sql.Stmt{h.pendAdd, h.pendRead, h.asOf}
+	for _, c := range []*byCount{&h.sumsW, &h.sumsR, &h.adds} {
+		sts = append(sts, c[:]...)
+	}
+	for _, st := range sts {
 		if st != nil {
 			st.Close()
 		}
@@ -99,7 +128,7 @@ func (h *histStmts) close() {
 // HistoryValues returns the current value of each read (see
 // ledger.HistoryStore).
 func (s *Store) HistoryValues(ctx context.Context, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
-	return historySums(ctx, s.hist.sumR, s.hist.sumsR[:], tenantID, reads)
+	return historySums(ctx, func(n int) *sql.Stmt { return s.hist.sumsR[n-1] }, tenantID, reads)
 }
 
 // HistoryAsOf returns a read's value counting only records before seq.
@@ -111,117 +140,125 @@ func (s *Store) HistoryAsOf(ctx context.Context, tenantID string, r ledger.Histo
 	return v, nil
 }
 
-// historySums sums reads with one statement for each maxSumsAtOnce of
-// them: one (the single sum) when there is one read, sums[n-2] when
-// there are n.
-func historySums(ctx context.Context, one *sql.Stmt, sums []*sql.Stmt, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
+// historySums sums reads with one statement for each maxAtOnce of them;
+// sums(n) is the statement that sums n.
+func historySums(ctx context.Context, sums func(n int) *sql.Stmt, tenantID string, reads []ledger.HistoryRead) ([]float64, error) {
 	out := make([]float64, len(reads))
-	for len(reads) > 0 {
-		n := min(len(reads), maxSumsAtOnce)
-		st := one
-		if n > 1 {
-			st = sums[n-2]
-		}
-		args := make([]any, 0, 4*n)
-		dest := make([]any, n)
-		for i, r := range reads[:n] {
+	args := make([]any, 0, 4*min(len(reads), maxAtOnce))
+	dest := make([]any, 0, min(len(reads), maxAtOnce))
+	for done := 0; done < len(reads); {
+		n := min(len(reads)-done, maxAtOnce)
+		args, dest = args[:0], dest[:0]
+		for i, r := range reads[done : done+n] {
 			args = append(args, tenantID, r.Aggregate, r.Group, r.Since.UnixNano())
-			dest[i] = &out[len(out)-len(reads)+i]
+			dest = append(dest, &out[done+i])
 		}
-		if err := st.QueryRowContext(ctx, args...).Scan(dest...); err != nil {
-			return nil, fmt.Errorf("sqlite: read history %s: %w", reads[0].Aggregate, err)
+		if err := sums(n).QueryRowContext(ctx, args...).Scan(dest...); err != nil {
+			return nil, fmt.Errorf("sqlite: read history %s: %w", reads[done].Aggregate, err)
 		}
-		reads = reads[n:]
+		done += n
 	}
 	return out, nil
 }
 
 // histTx is the history work of one append transaction.
 type histTx struct {
-	sum, add, pendAdd, pendRead *sql.Stmt
-	// sums are the statements summing several reads (histStmts.sumsW),
-	// bound to the transaction when an entry first needs one.
-	sums, sumsW []*sql.Stmt
-	tx          *sql.Tx
-	batch       ledger.HistoryBatch
-	// executed are the pending contributions each admitted entry's
-	// Executes adds.
-	executed map[*ledger.Entry][]ledger.Contribution
+	pendAdd, pendRead *sql.Stmt
+	// sums and adds are histStmts' sumsW and adds, each bound to the
+	// transaction when an entry first needs it.
+	sums, adds txByCount
+	// args is the arguments of an insert, reused from entry to entry.
+	args []any
 }
 
-func (s *Store) histTx(ctx context.Context, tx *sql.Tx) *histTx {
-	return &histTx{sum: tx.StmtContext(ctx, s.hist.sumW), add: tx.StmtContext(ctx, s.hist.add),
-		pendAdd: tx.StmtContext(ctx, s.hist.pendAdd), pendRead: tx.StmtContext(ctx, s.hist.pendRead),
-		sums: make([]*sql.Stmt, len(s.hist.sumsW)), sumsW: s.hist.sumsW[:], tx: tx,
-		executed: map[*ledger.Entry][]ledger.Contribution{}}
+// txByCount binds statements by count to a transaction as they are
+// first used.
+type txByCount struct {
+	tx    *sql.Tx
+	db    *byCount
+	bound byCount
 }
 
-func (h *histTx) close() {
-	for _, st := range append([]*sql.Stmt{h.sum, h.add, h.pendAdd, h.pendRead}, h.sums...) {
+func (c *txByCount) stmt(ctx context.Context, n int) *sql.Stmt {
+	if c.bound[n-1] == nil {
+		c.bound[n-1] = c.tx.StmtContext(ctx, c.db[n-1])
+	}
+	return c.bound[n-1]
+}
+
+func (c *txByCount) close() {
+	for _, st := range c.bound {
 		if st != nil {
 			st.Close()
 		}
 	}
 }
 
-// fresh reports whether the history values e pinned are still current;
-// the single writer keeps every other append out meanwhile.
-func (h *histTx) fresh(ctx context.Context, e *ledger.Entry) (bool, error) {
-	if len(e.HistoryReads) == 0 {
-		return true, nil
-	}
-	for rest := len(e.HistoryReads); rest > 0; rest -= maxSumsAtOnce {
-		if n := min(rest, maxSumsAtOnce); n > 1 && h.sums[n-2] == nil {
-			h.sums[n-2] = h.tx.StmtContext(ctx, h.sumsW[n-2])
-		}
-	}
-	db, err := historySums(ctx, h.sum, h.sums, e.Record.TenantID, e.HistoryReads)
+func (s *Store) histTx(ctx context.Context, tx *sql.Tx) *histTx {
+	return &histTx{pendAdd: tx.StmtContext(ctx, s.hist.pendAdd), pendRead: tx.StmtContext(ctx, s.hist.pendRead),
+		sums: txByCount{tx: tx, db: &s.hist.sumsW}, adds: txByCount{tx: tx, db: &s.hist.adds}}
+}
+
+func (h *histTx) close() {
+	h.pendAdd.Close()
+	h.pendRead.Close()
+	h.sums.close()
+	h.adds.close()
+}
+
+// values returns the stored value of each of e's history reads, for
+// ledger.Settle; the single writer keeps every other append out
+// meanwhile.
+func (h *histTx) values(ctx context.Context, e *ledger.Entry) ([]float64, error) {
+	return historySums(ctx, func(n int) *sql.Stmt { return h.sums.stmt(ctx, n) }, e.Record.TenantID, e.HistoryReads)
+}
+
+// pending returns the pending contributions of a decision (those of its
+// last record that stored any), for ledger.Settle.
+func (h *histTx) pending(ctx context.Context, tenantID, decisionID string) ([]ledger.Contribution, error) {
+	rows, err := h.pendRead.QueryContext(ctx, tenantID, decisionID)
 	if err != nil {
-		return false, err
+		return nil, fmt.Errorf("sqlite: read pending history of decision %s: %w", decisionID, err)
 	}
-	return h.batch.Fresh(e, db), nil
+	defer rows.Close()
+	var stored []ledger.Contribution
+	for rows.Next() {
+		var c ledger.Contribution
+		var at int64
+		if err := rows.Scan(&c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
+			return nil, fmt.Errorf("sqlite: read pending history of decision %s: %w", decisionID, err)
+		}
+		c.At = time.Unix(0, at).UTC()
+		stored = append(stored, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: read pending history of decision %s: %w", decisionID, err)
+	}
+	return stored, nil
 }
 
-// admit notes that e is appended: its contributions, and those its
-// Executes adds, count for the entries after it.
-func (h *histTx) admit(ctx context.Context, e *ledger.Entry) error {
-	var ex []ledger.Contribution
-	if id := e.Executes; id != "" {
-		rows, err := h.pendRead.QueryContext(ctx, e.Record.TenantID, id)
-		if err != nil {
-			return fmt.Errorf("sqlite: read pending history of decision %s: %w", id, err)
-		}
-		var stored []ledger.Contribution
-		for rows.Next() {
-			var c ledger.Contribution
-			var at int64
-			if err := rows.Scan(&c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
-				rows.Close()
-				return fmt.Errorf("sqlite: read pending history of decision %s: %w", id, err)
-			}
-			c.At = time.Unix(0, at).UTC()
-			stored = append(stored, c)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		ex = h.batch.ExecutedBy(e, stored)
-		h.executed[e] = ex
-	}
-	h.batch.Admit(e, ex)
-	return nil
-}
-
-// insert writes the contributions of e, sealed at seq: its own, those its
-// Executes adds, and its pending ones.
-func (h *histTx) insert(ctx context.Context, e *ledger.Entry) error {
+// insert writes the contributions of the sealed entry e: its own and
+// executed (those its Executes adds, as settled), maxAtOnce rows a
+// statement, and its pending ones.
+func (h *histTx) insert(ctx context.Context, e *ledger.Entry, executed []ledger.Contribution) error {
 	rec := e.Record
-	for _, cs := range [][]ledger.Contribution{e.Contributions, h.executed[e]} {
-		for _, c := range cs {
-			if _, err := h.add.ExecContext(ctx, rec.TenantID, c.Aggregate, c.Group, c.At.UnixNano(), c.Amount, rec.Audit.Seq, rec.RecordID); err != nil {
-				return fmt.Errorf("sqlite: history contribution of record %s: %w", rec.RecordID, err)
+	own := e.Contributions
+	for total, done := len(own)+len(executed), 0; done < total; {
+		n := min(total-done, maxAtOnce)
+		h.args = h.args[:0]
+		for i := done; i < done+n; i++ {
+			var c *ledger.Contribution
+			if i < len(own) {
+				c = &own[i]
+			} else {
+				c = &executed[i-len(own)]
 			}
+			h.args = append(h.args, rec.TenantID, c.Aggregate, c.Group, c.At.UnixNano(), c.Amount, rec.Audit.Seq, rec.RecordID)
 		}
+		if _, err := h.adds.stmt(ctx, n).ExecContext(ctx, h.args...); err != nil {
+			return fmt.Errorf("sqlite: history contribution of record %s: %w", rec.RecordID, err)
+		}
+		done += n
 	}
 	for _, c := range e.PendingContributions {
 		if _, err := h.pendAdd.ExecContext(ctx, rec.TenantID, rec.DecisionID, c.Aggregate, c.Group, c.At.UnixNano(), c.Amount, c.Usage, rec.Audit.Seq, rec.RecordID); err != nil {

@@ -128,6 +128,17 @@ func testHistory(t *testing.T, st ledger.Store) {
 	}
 	wantHistory(t, st, "acme", []ledger.HistoryRead{r}, 10)
 
+	// An entry with many contributions (more than a store may insert in
+	// one statement) adds every one of them, each to its own group.
+	var six []ledger.Contribution
+	for i := range 5 {
+		six = append(six, c("customer:d", t0.Add(time.Duration(i)*time.Hour), float64(i+1)))
+	}
+	six = append(six, c("customer:e", t0, 100))
+	mustAppend(t, st, historyEntry(next("acme"), nil, six...))
+	wantHistory(t, st, "acme", []ledger.HistoryRead{read("customer:d", t0.Add(-time.Hour)), read("customer:d", t0.Add(150*time.Minute)), read("customer:e", t0.Add(-time.Hour)), r},
+		15, 9, 100, 10)
+
 	// A contribution a store could not keep is refused with the batch.
 	for _, bad := range []ledger.Contribution{c("", t0, 1), c("customer:a", t0, math.NaN()), c("customer:a", t0, math.Inf(1))} {
 		e := historyEntry(NewRecord("acme", 90000), nil, bad)
