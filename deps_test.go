@@ -3,6 +3,7 @@ package writ_test
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,13 +21,16 @@ func TestLayering(t *testing.T) {
 		mod + "/acceptance": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi", "go.opentelemetry.io/", "github.com/prometheus/", mod + "/telemetry"},
 		mod + "/workflow":   {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", "go.opentelemetry.io/", "github.com/prometheus/", mod + "/telemetry"}, // pure: replay rebuilds a verdict without an engine
 		mod + "/lint":       {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
-		mod + "/ledger":     {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
-		mod + "/keyring":    {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
-		mod + "/engine":     {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
-		mod + "/auth":       {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
-		mod + "/replay":     {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"}, // it rebuilds records with record's and workflow's builders
-		mod + "/delegation": {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
-		mod + "/webhook":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/ledger":     {"database/sql", "net/http", "testing/fstest", mod + "/engine", mod + "/sqlite", mod + "/httpapi", mod + "/ledger/verify", mod + "/keyring"},
+		// Verification reads a store or a bundle through the interfaces it
+		// declares: it is no engine, server or store.
+		mod + "/ledger/verify": {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", mod + "/replay", mod + "/bundle"},
+		mod + "/keyring":       {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/engine":        {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
+		mod + "/auth":          {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/replay":        {"database/sql", "net/http", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/delegation":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		mod + "/webhook":       {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		// Telemetry wraps the engine's interfaces; it is no adapter of a
 		// store or of HTTP routes. (database/sql comes in with
 		// client_golang's collectors package, unused.)
@@ -53,6 +57,23 @@ func TestLayering(t *testing.T) {
 		mod + "/packdiff": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
 		// The console is a client of the HTTP API: no engine, no store.
 		mod + "/console": {"database/sql", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/postgres", mod + "/replay", mod + "/httpapi"},
+	}
+	// What a package imports itself, whatever its imports bring along:
+	// the log takes compiled packs from its callers (record compiles
+	// them), it does not load or compile them.
+	direct := map[string][]string{
+		mod + "/ledger": {mod + "/pack", mod + "/policy"},
+	}
+	for pkg, bad := range direct {
+		out, err := exec.Command("go", "list", "-f", "{{join .Imports \"\\n\"}}", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, imp := range strings.Fields(string(out)) {
+			if slices.Contains(bad, imp) {
+				t.Errorf("%s imports %s, which its layer forbids", pkg, imp)
+			}
+		}
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", "-json=ImportPath", pkg).Output()

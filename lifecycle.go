@@ -122,6 +122,10 @@ type Execution struct {
 	StartedAt    *time.Time      `json:"started_at,omitempty"`
 	EndedAt      *time.Time      `json:"ended_at,omitempty"`
 	Findings     []Reason        `json:"findings,omitempty"`
+	// Transcript is the call's entry in its run's tool transcript, on an
+	// execution report's record sealed since issue 32 (see
+	// TranscriptEntry).
+	Transcript *TranscriptEntry `json:"transcript,omitempty"`
 }
 
 // ResumeRequest resumes a blocked decision. Request is the same check,

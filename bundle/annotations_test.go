@@ -14,7 +14,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/replay"
@@ -81,7 +81,7 @@ func TestRecordsAboutRecordsVerify(t *testing.T) {
 	}
 
 	data := export(t, st, ring.Keys())
-	rep := verify(t, openBytes(t, data))
+	rep := verifyBundle(t, openBytes(t, data))
 	if len(rep.Findings) != 0 {
 		t.Fatalf("the intact bundle has findings: %+v", rep.Findings)
 	}
@@ -113,8 +113,8 @@ func TestRecordsAboutRecordsVerify(t *testing.T) {
 	i := bytes.Index(lines[at], []byte("stale"))
 	lines[at][i] ^= 0x01 // "stale" becomes "rtale": still JSON
 	a.setLines("acme", lines)
-	rep = verify(t, openBytes(t, a.bytes(t)))
-	if !slices.Contains(kinds(rep), ledger.FindingHashMismatch) {
-		t.Errorf("a byte changed in the retraction: findings %v, want %s", kinds(rep), ledger.FindingHashMismatch)
+	rep = verifyBundle(t, openBytes(t, a.bytes(t)))
+	if !slices.Contains(kinds(rep), verify.FindingHashMismatch) {
+		t.Errorf("a byte changed in the retraction: findings %v, want %s", kinds(rep), verify.FindingHashMismatch)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/sqlite"
 )
 
@@ -105,7 +106,7 @@ func TestExportRoundTrip(t *testing.T) {
 		}
 	}
 	// The pinned pack travels with the records.
-	if _, err := ledger.LoadPinnedPack(ctx, b, packHashOf(t, l.st)); err != nil {
+	if _, err := verify.LoadPinnedPack(ctx, b, packHashOf(t, l.st)); err != nil {
 		t.Errorf("the pinned pack does not load from the bundle: %v", err)
 	}
 	// The same ledger exported at the same time gives the same bytes.
@@ -133,7 +134,7 @@ func packHashOf(t *testing.T, st *sqlite.Store) string {
 
 func TestExportVerifiesIntact(t *testing.T) {
 	l := newRefundLedger(t)
-	rep := verify(t, openBytes(t, l.bundle))
+	rep := verifyBundle(t, openBytes(t, l.bundle))
 	if !rep.Intact() {
 		t.Fatalf("the exported ledger does not verify: %+v", rep.Findings)
 	}
@@ -141,7 +142,7 @@ func TestExportVerifiesIntact(t *testing.T) {
 		t.Errorf("verified %d records and %d checkpoints; want every example and a checkpoint", rep.Records, rep.Checkpoints)
 	}
 	// And the store itself agrees.
-	storeRep, err := ledger.Verify(context.Background(), l.st, ledger.VerifyOptions{Keys: l.ring, Rules: ledger.NewRules(l.st)})
+	storeRep, err := verify.Verify(context.Background(), l.st, verify.VerifyOptions{Keys: l.ring, Rules: verify.NewRules(l.st)})
 	if err != nil || !storeRep.Intact() {
 		t.Fatalf("the store does not verify: %v %+v", err, storeRep)
 	}
@@ -193,44 +194,44 @@ func TestTamper(t *testing.T) {
 			i := bytes.Index(lines[4], []byte(`"record_id":"`)) + len(`"record_id":"`) + 3
 			lines[4][i] ^= 0x01 // an id character, still JSON
 			a.setLines(tenant, lines)
-		}, false, []string{ledger.FindingHashMismatch, ledger.FindingRootMismatch, ledger.FindingUncovered}},
+		}, false, []string{verify.FindingHashMismatch, verify.FindingRootMismatch, verify.FindingUncovered}},
 		{"one byte of a record, checkpoints re-signed", func(a *archive) {
 			lines := a.lines(tenant)
 			i := bytes.Index(lines[4], []byte(`"record_id":"`)) + len(`"record_id":"`) + 3
 			lines[4][i] ^= 0x01
 			a.setLines(tenant, lines)
-		}, true, []string{ledger.FindingHashMismatch}},
+		}, true, []string{verify.FindingHashMismatch}},
 		{"the last record deleted", func(a *archive) {
 			lines := a.lines(tenant)
 			a.setLines(tenant, lines[:len(lines)-1])
-		}, false, []string{ledger.FindingMissingRecord, ledger.FindingUncovered}},
+		}, false, []string{verify.FindingMissingRecord, verify.FindingUncovered}},
 		{"a middle record deleted", func(a *archive) {
 			lines := a.lines(tenant)
 			a.setLines(tenant, slices.Delete(lines, 2, 3))
-		}, false, []string{ledger.FindingMissingRecord, ledger.FindingUncovered}},
+		}, false, []string{verify.FindingMissingRecord, verify.FindingUncovered}},
 		// Records 3 and 4 swapped: seq 4 arrives where 3 is due (a gap),
 		// then seq 3 after 4 (a break), then 5 after 3 (a gap).
 		{"two records swapped", func(a *archive) {
 			lines := a.lines(tenant)
 			lines[2], lines[3] = lines[3], lines[2]
 			a.setLines(tenant, lines)
-		}, false, []string{ledger.FindingChainBreak, ledger.FindingMissingRecord, ledger.FindingRootMismatch, ledger.FindingUncovered}},
+		}, false, []string{verify.FindingChainBreak, verify.FindingMissingRecord, verify.FindingRootMismatch, verify.FindingUncovered}},
 		{"two records swapped, checkpoints re-signed", func(a *archive) {
 			lines := a.lines(tenant)
 			lines[2], lines[3] = lines[3], lines[2]
 			a.setLines(tenant, lines)
-		}, true, []string{ledger.FindingChainBreak, ledger.FindingMissingRecord}},
+		}, true, []string{verify.FindingChainBreak, verify.FindingMissingRecord}},
 		{"a record's signature replaced with another record's", func(a *archive) {
 			lines := a.lines(tenant)
 			from, to := audit(t, lines[5]).Signature, audit(t, lines[4]).Signature
 			lines[4] = bytes.Replace(lines[4], []byte(`"signature":"`+to+`"`), []byte(`"signature":"`+from+`"`), 1)
 			a.setLines(tenant, lines)
-		}, true, []string{ledger.FindingBadSignature}},
+		}, true, []string{verify.FindingBadSignature}},
 		{"a record re-signed by a key not in keys.json", func(a *archive) {
 			lines := a.lines(tenant)
 			lines[4] = resign(t, lines[4], intruder)
 			a.setLines(tenant, lines)
-		}, true, []string{ledger.FindingUnknownKey}},
+		}, true, []string{verify.FindingUnknownKey}},
 		{"the key's window shortened in keys.json", func(a *archive) {
 			var keys []keyring.Key
 			if err := json.Unmarshal(a.files[bundle.KeysFile], &keys); err != nil {
@@ -239,7 +240,7 @@ func TestTamper(t *testing.T) {
 			until := keys[0].ValidFrom
 			keys[0].ValidUntil = &until // every record is signed at ValidFrom
 			a.files[bundle.KeysFile], _ = json.Marshal(keys)
-		}, false, []string{ledger.FindingKeyOutsideWindow}},
+		}, false, []string{verify.FindingKeyOutsideWindow}},
 		{"a record re-signed by a listed key outside its window", func(a *archive) {
 			later := seededRing(t, "later", 0x77, exampleClock.Add(time.Hour))
 			var keys []keyring.Key
@@ -252,29 +253,29 @@ func TestTamper(t *testing.T) {
 			lines := a.lines(tenant)
 			lines[4] = resign(t, lines[4], s)
 			a.setLines(tenant, lines)
-		}, true, []string{ledger.FindingKeyOutsideWindow}},
+		}, true, []string{verify.FindingKeyOutsideWindow}},
 		{"a second checkpoint of the same size with another root", func(a *archive) {
 			a.set(strings.TrimSuffix(cpName, ".note")+".2.note", signNote(t, legit, origin, cpSize, otherRoot))
-		}, false, []string{ledger.FindingInconsistentCheckpoint}},
+		}, false, []string{verify.FindingInconsistentCheckpoint}},
 		{"a checkpoint whose root is not the records' root", func(a *archive) {
 			a.files[cpName] = signNote(t, legit, origin, cpSize, otherRoot)
-		}, false, []string{ledger.FindingRootMismatch, ledger.FindingUncovered}},
+		}, false, []string{verify.FindingRootMismatch, verify.FindingUncovered}},
 		{"a checkpoint signed by an unknown key", func(a *archive) {
 			a.files[cpName] = signNote(t, intruder, origin, cpSize, cpRoot)
-		}, false, []string{ledger.FindingBadCheckpoint, ledger.FindingUncovered}},
+		}, false, []string{verify.FindingBadCheckpoint, verify.FindingUncovered}},
 		{"a checkpoint's size renamed", func(a *archive) {
 			data := a.files[cpName]
 			delete(a.files, cpName)
 			a.names = slices.DeleteFunc(a.names, func(n string) bool { return n == cpName })
 			a.set(strings.Replace(cpName, "/checkpoints/", "/checkpoints/1", 1), data)
-		}, false, []string{ledger.FindingBadCheckpoint, ledger.FindingUncovered}},
+		}, false, []string{verify.FindingBadCheckpoint, verify.FindingUncovered}},
 		// Nothing signed anchors the records: a bundle stripped of its
 		// checkpoints fails, though every record and link is intact.
 		{"every checkpoint file removed", func(a *archive) {
 			for _, name := range a.checkpointNames(tenant) {
 				a.remove(name)
 			}
-		}, false, []string{ledger.FindingUncovered}},
+		}, false, []string{verify.FindingUncovered}},
 		// Records cut off the end with bundle.json edited to match: the
 		// chain is whole, and only the missing checkpoint shows it (a cut
 		// at an earlier checkpoint's size would look like an older export).
@@ -308,7 +309,7 @@ func TestTamper(t *testing.T) {
 				}
 			}
 			a.files[bundle.MetaFile], _ = json.Marshal(meta)
-		}, false, []string{ledger.FindingUncovered}},
+		}, false, []string{verify.FindingUncovered}},
 		{"a pinned pack file changed", func(a *archive) {
 			for _, name := range a.names {
 				if strings.HasPrefix(name, "blobs/") && bytes.Contains(a.files[name], []byte("when:")) {
@@ -317,7 +318,7 @@ func TestTamper(t *testing.T) {
 				}
 			}
 			t.Fatal("no policy file among the blobs")
-		}, false, []string{ledger.FindingRuleViolation}},
+		}, false, []string{verify.FindingRuleViolation}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -330,7 +331,7 @@ func TestTamper(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the tampered bundle does not open: %v", err)
 			}
-			rep := verify(t, b)
+			rep := verifyBundle(t, b)
 			t.Logf("%d findings", len(rep.Findings))
 			if got := kinds(rep); !slices.Equal(got, c.want) {
 				t.Errorf("findings %v, want kinds %v:", got, c.want)
@@ -349,7 +350,7 @@ func TestUntamperedRewriteVerifies(t *testing.T) {
 	a := readArchive(t, l.bundle)
 	legit, _ := l.ring.Signer(exampleClock)
 	a.reseal(t, "acme", legit)
-	if rep := verify(t, openBytes(t, a.bytes(t))); !rep.Intact() {
+	if rep := verifyBundle(t, openBytes(t, a.bytes(t))); !rep.Intact() {
 		t.Fatalf("a rewritten, re-sealed bundle does not verify: %+v", rep.Findings)
 	}
 }
@@ -359,7 +360,7 @@ const fixture = "testdata/tampered-signature.tar.gz"
 // fixtureKinds are what the checked-in tampered bundle must keep failing
 // with: record 2 carries record 1's signature, so its signature does not
 // verify and the checkpoint's root no longer matches the records.
-var fixtureKinds = []string{ledger.FindingBadSignature, ledger.FindingRootMismatch, ledger.FindingUncovered}
+var fixtureKinds = []string{verify.FindingBadSignature, verify.FindingRootMismatch, verify.FindingUncovered}
 
 // TestTamperedFixture checks the small tampered bundle in testdata (two
 // refund examples, a deterministic key); -update regenerates it.
@@ -386,7 +387,7 @@ func TestTamperedFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rep := verify(t, b)
+	rep := verifyBundle(t, b)
 	if got := kinds(rep); !slices.Equal(got, fixtureKinds) {
 		t.Errorf("%s: findings %v, want %v: %+v", fixture, got, fixtureKinds, rep.Findings)
 	}
@@ -413,7 +414,7 @@ func TestOpenFileGzip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		if rep := verify(t, b); !rep.Intact() {
+		if rep := verifyBundle(t, b); !rep.Intact() {
 			t.Errorf("%s: %+v", p, rep.Findings)
 		}
 		if err := b.Close(); err != nil {
@@ -555,7 +556,7 @@ func TestPagingTamperedLargeBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	const n = 2100 // ledger.Verify pages by 2048
+	const n = 2100 // verify.Verify pages by 2048
 	for i := 0; i < n; {
 		var entries []*ledger.Entry
 		for j := 0; j < 300 && i < n; j, i = j+1, i+1 {
@@ -591,9 +592,9 @@ func TestPagingTamperedLargeBundle(t *testing.T) {
 			a := base.clone()
 			a.setLines("acme", c.tamper(a.lines("acme")))
 			b := openBytes(t, a.bytes(t))
-			done := make(chan *ledger.Report, 1)
+			done := make(chan *verify.Report, 1)
 			go func() {
-				rep, err := ledger.Verify(ctx, b, ledger.VerifyOptions{})
+				rep, err := verify.Verify(ctx, b, verify.VerifyOptions{})
 				if err != nil {
 					t.Error(err)
 				}
@@ -633,7 +634,7 @@ func TestExportSignsHeadCheckpoint(t *testing.T) {
 	if err := st.Append(ctx, es, ledger.NewSeal(keySource(ring))); err != nil {
 		t.Fatal(err)
 	}
-	check := func(opts bundle.Options) *ledger.Report {
+	check := func(opts bundle.Options) *verify.Report {
 		t.Helper()
 		var buf bytes.Buffer
 		opts.Keys, opts.CreatedAt = ring.Keys(), exampleClock
@@ -646,13 +647,13 @@ func TestExportSignsHeadCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		vo.Rules = nil // the fixture pins no stored pack
-		rep, err := ledger.Verify(ctx, b, vo)
+		rep, err := verify.Verify(ctx, b, vo)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rep
 	}
-	if rep := check(bundle.Options{}); !slices.Equal(kinds(rep), []string{ledger.FindingUncovered}) || rep.Uncovered != 3 {
+	if rep := check(bundle.Options{}); !slices.Equal(kinds(rep), []string{verify.FindingUncovered}) || rep.Uncovered != 3 {
 		t.Errorf("bundle without a signer: findings %+v, uncovered %d; want uncovered_records of 3", rep.Findings, rep.Uncovered)
 	}
 	signer, err := ring.Signer(exampleClock)

@@ -122,8 +122,8 @@ func TestExportCarriesCosignatures(t *testing.T) {
 		t.Errorf("ExportWith(Cosigned) = %d records and %d cosignatures, want %d and 2", sum.Records, sum.Cosignatures, n)
 	}
 	cb := openBytes(t, buf.Bytes())
-	if rep := verify(t, cb); !rep.Intact() {
-		t.Errorf("verify(export --cosigned) = %v, want intact", kinds(rep))
+	if rep := verifyBundle(t, cb); !rep.Intact() {
+		t.Errorf("verifyBundle(export --cosigned) = %v, want intact", kinds(rep))
 	}
 	if fs, err := witness.CheckQuorum(ctx, cb, []witness.Key{k1, k2}, 2); err != nil || len(fs) != 0 {
 		t.Errorf("CheckQuorum(export --cosigned, 2 of 2) = %+v, %v; want none", fs, err)

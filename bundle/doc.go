@@ -30,7 +30,7 @@
 // bundle.json and keys.json are read strictly: unknown members, duplicate
 // names and trailing data are errors. What a bundle's records and notes
 // say is not checked by Open: a tampered record or note is a verification
-// finding (see ledger.Verify), not a malformed bundle. A malformed bundle
+// finding (see verify.Verify), not a malformed bundle. A malformed bundle
 // (an unexpected, duplicate or oversized entry, a bad name, a missing
 // file, a truncated records file) is an error, never a panic.
 package bundle

@@ -24,6 +24,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
@@ -210,7 +211,7 @@ func TestEvidenceFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := verify(t, b)
+	rep := verifyBundle(t, b)
 	b.Close()
 	if !rep.Intact() {
 		t.Fatalf("%s: findings %+v, want none", evidenceFixture, rep.Findings)
@@ -261,19 +262,19 @@ func TestEvidenceFixture(t *testing.T) {
 		want     []string
 	}{
 		{"a byte of the submitted item", ledger.EvidenceKeyPrefix, submitted, `"method":"`, false,
-			[]string{ledger.FindingHashMismatch, ledger.FindingRootMismatch, ledger.FindingRuleViolation, ledger.FindingUncovered}},
+			[]string{verify.FindingHashMismatch, verify.FindingRootMismatch, verify.FindingRuleViolation, verify.FindingUncovered}},
 		{"a byte of the signed item's jws", ledger.EvidenceKeyPrefix, signedJWS, signedJWS, false,
-			[]string{ledger.FindingHashMismatch, ledger.FindingRootMismatch, ledger.FindingRuleViolation, ledger.FindingUncovered}},
+			[]string{verify.FindingHashMismatch, verify.FindingRootMismatch, verify.FindingRuleViolation, verify.FindingUncovered}},
 		{"a byte of the revocation's reason", ledger.EvidenceRevocationKeyPrefix, revoked, revoked, false,
-			[]string{ledger.FindingHashMismatch, ledger.FindingRootMismatch, ledger.FindingUncovered}},
+			[]string{verify.FindingHashMismatch, verify.FindingRootMismatch, verify.FindingUncovered}},
 		{"the submitted item changed, the chain re-sealed", ledger.EvidenceKeyPrefix, submitted, `"method":"`, true,
-			[]string{ledger.FindingRuleViolation}},
+			[]string{verify.FindingRuleViolation}},
 		{"the signed item changed, the chain re-sealed", ledger.EvidenceKeyPrefix, signedJWS, `"method":"`, true,
-			[]string{ledger.FindingRuleViolation}},
+			[]string{verify.FindingRuleViolation}},
 		{"the signed item's jws payload changed, the chain re-sealed", ledger.EvidenceKeyPrefix, signedJWS, signedJWS + "eyJhbGciOiJFZERTQSIsImtpZCI6Imlkdi0xIn0.", true,
-			[]string{ledger.FindingRuleViolation}},
+			[]string{verify.FindingRuleViolation}},
 		{"the revocation's item id changed, the chain re-sealed", ledger.EvidenceRevocationKeyPrefix, revoked, `"revokes":"`, true,
-			[]string{ledger.FindingRuleViolation}},
+			[]string{verify.FindingRuleViolation}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -289,7 +290,7 @@ func TestEvidenceFixture(t *testing.T) {
 			if c.resealed {
 				a.reseal(t, "acme", signer)
 			}
-			rep := verify(t, openBytes(t, a.bytes(t)))
+			rep := verifyBundle(t, openBytes(t, a.bytes(t)))
 			if got := kinds(rep); !slices.Equal(got, c.want) {
 				t.Errorf("findings %v, want %v:", got, c.want)
 				for _, f := range rep.Findings {
@@ -297,7 +298,7 @@ func TestEvidenceFixture(t *testing.T) {
 				}
 			}
 			for _, f := range rep.Findings {
-				if f.Kind == ledger.FindingRuleViolation && !strings.Contains(f.Detail, "evidence") {
+				if f.Kind == verify.FindingRuleViolation && !strings.Contains(f.Detail, "evidence") {
 					t.Errorf("rule_violation %q, want the evidence rule named", f.Detail)
 				}
 			}

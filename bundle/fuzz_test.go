@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/writhq/writ/bundle"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // FuzzOpen feeds the bundle reader arbitrary bytes: it must return a
@@ -61,7 +61,7 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("an opened bundle's keys do not make a ring: %v", err)
 		}
 		opts.Rules = nil // pack compilation is tested elsewhere, and slow
-		if _, err := ledger.Verify(ctx, b, opts); err != nil {
+		if _, err := verify.Verify(ctx, b, opts); err != nil {
 			t.Fatalf("verifying an opened bundle failed: %v", err)
 		}
 	})

@@ -29,6 +29,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
@@ -172,13 +173,13 @@ func openBytes(t testing.TB, data []byte) *bundle.Bundle {
 }
 
 // verify checks a bundle as writ ledger verify-bundle does.
-func verify(t testing.TB, b *bundle.Bundle) *ledger.Report {
+func verifyBundle(t testing.TB, b *bundle.Bundle) *verify.Report {
 	t.Helper()
 	opts, err := b.VerifyOptions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := ledger.Verify(context.Background(), b, opts)
+	rep, err := verify.Verify(context.Background(), b, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func verify(t testing.TB, b *bundle.Bundle) *ledger.Report {
 }
 
 // kinds returns the distinct finding kinds of a report, sorted.
-func kinds(rep *ledger.Report) []string {
+func kinds(rep *verify.Report) []string {
 	var out []string
 	for _, f := range rep.Findings {
 		out = append(out, f.Kind)

@@ -23,12 +23,13 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/record"
 )
 
-// Bundle is an opened bundle. It is a ledger.Source (with the chain heads
-// bundle.json states, a ledger.HeadSource) and a ledger.BlobSource, so
-// ledger.Verify checks it as it checks a store. A Bundle reads records,
+// Bundle is an opened bundle. It is a verify.Source (with the chain heads
+// bundle.json states, a verify.HeadSource) and a verify.BlobSource, so
+// verify.Verify checks it as it checks a store. A Bundle reads records,
 // notes and blobs from the underlying file when asked; it is safe for
 // concurrent use.
 type Bundle struct {
@@ -41,9 +42,9 @@ type Bundle struct {
 }
 
 var (
-	_ ledger.Source     = (*Bundle)(nil)
-	_ ledger.HeadSource = (*Bundle)(nil)
-	_ ledger.BlobSource = (*Bundle)(nil)
+	_ verify.Source     = (*Bundle)(nil)
+	_ verify.HeadSource = (*Bundle)(nil)
+	_ verify.BlobSource = (*Bundle)(nil)
 )
 
 // section is where an entry's data lies in the archive.
@@ -496,12 +497,12 @@ func cloneTime(t *time.Time) *time.Time {
 // covers are a finding (RequireCheckpoints): nothing signed anchors them,
 // so records cut off the end, with bundle.json edited to match, would
 // otherwise go unseen.
-func (b *Bundle) VerifyOptions() (ledger.VerifyOptions, error) {
+func (b *Bundle) VerifyOptions() (verify.VerifyOptions, error) {
 	ring, err := keyring.NewPublic(b.Keys())
 	if err != nil {
-		return ledger.VerifyOptions{}, err
+		return verify.VerifyOptions{}, err
 	}
-	return ledger.VerifyOptions{Keys: ring, LedgerName: b.LedgerName(), Rules: ledger.NewRules(b), RequireCheckpoints: true}, nil
+	return verify.VerifyOptions{Keys: ring, LedgerName: b.LedgerName(), Rules: verify.NewRules(b), RequireCheckpoints: true}, nil
 }
 
 // Tenants lists the bundle's tenants in byte order.
@@ -530,7 +531,7 @@ const maxRead = 4 << 20
 // record at seq i, so this is a store's "seq > after".
 //
 // Callers page by the audit.seq of the last record of the page before (as
-// ledger.Verify does), which a tampered bundle can make disagree with the
+// verify.Verify does), which a tampered bundle can make disagree with the
 // line numbers: a deleted line shifts every later seq, and a forged seq
 // could send a reader back to an earlier line again and again. So when
 // after is the audit.seq of the last record the previous call returned,

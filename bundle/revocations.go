@@ -13,6 +13,7 @@ import (
 
 	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // revocationsFile is the entry of a tenant's API key revocations:
@@ -32,7 +33,7 @@ type Revocation struct {
 	Position int64 `json:"position"`
 }
 
-var _ ledger.RevocationSource = (*Bundle)(nil)
+var _ verify.RevocationSource = (*Bundle)(nil)
 
 func revocationsName(tenant string) string { return tenantsDir + tenant + "/" + revocationsFile }
 
@@ -40,7 +41,7 @@ func revocationsName(tenant string) string { return tenantsDir + tenant + "/" + 
 // its chain up to head carries: those placed at or before head, by key
 // id. A store that keeps no API keys has none.
 func exportRevocations(ctx context.Context, st ledger.Store, t string, head int64) ([]Revocation, error) {
-	rs, ok := st.(ledger.RevocationSource)
+	rs, ok := st.(verify.RevocationSource)
 	if !ok {
 		return nil, nil
 	}
@@ -93,7 +94,7 @@ func revocationsJSON(rs []Revocation) ([]byte, error) {
 // APIKeys returns the revoked API keys the bundle carries, of tenantID
 // ("" for every tenant): only their ids, tenants, revocation times and
 // positions, which is what a checkpoint's revocations line commits to.
-// ledger.Verify then checks every valid checkpoint's line against them
+// verify.Verify then checks every valid checkpoint's line against them
 // (revocation_mismatch), as it checks a store's.
 func (b *Bundle) APIKeys(_ context.Context, tenantID string) ([]*auth.Key, error) {
 	var out []*auth.Key

@@ -15,6 +15,7 @@ import (
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/sqlite"
 )
@@ -85,7 +86,7 @@ func TestRevocationsInBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check := func(name string, data []byte) *ledger.Report {
+	check := func(name string, data []byte) *verify.Report {
 		t.Helper()
 		rep, err := openBytes(t, data).Verify(ctx, bundle.VerifyConfig{Trusted: trusted})
 		if err != nil {
@@ -118,8 +119,8 @@ func TestRevocationsInBundle(t *testing.T) {
 		if bytes.Equal(c.bytes(t), a.bytes(t)) {
 			t.Fatalf("%s: the tamper changed nothing:\n%s", tc.name, a.files[entry])
 		}
-		if got := kinds(check(tc.name, c.bytes(t))); !slices.Contains(got, ledger.FindingRevocationMismatch) {
-			t.Errorf("%s: findings %v, want %s", tc.name, got, ledger.FindingRevocationMismatch)
+		if got := kinds(check(tc.name, c.bytes(t))); !slices.Contains(got, verify.FindingRevocationMismatch) {
+			t.Errorf("%s: findings %v, want %s", tc.name, got, verify.FindingRevocationMismatch)
 		}
 	}
 	// Malformed: refused when the bundle is opened.

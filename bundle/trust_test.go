@@ -20,6 +20,7 @@ import (
 	"github.com/writhq/writ/bundle"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/record"
 )
 
@@ -36,22 +37,22 @@ var trustTamperClasses = []struct {
 }{
 	// (1) a tenant rewritten and re-sealed with an attacker's key, which
 	// replaces the operator's in keys.json.
-	{"tenant-resealed-attacker-key", []string{ledger.FindingUntrustedKey, ledger.FindingUnknownKey, ledger.FindingBadCheckpoint}},
+	{"tenant-resealed-attacker-key", []string{verify.FindingUntrustedKey, verify.FindingUnknownKey, verify.FindingBadCheckpoint}},
 	// (2) an attacker's key added to keys.json with a window overlapping
 	// the real key's, signing a forged record and a checkpoint over it.
-	{"overlapping-attacker-key", []string{ledger.FindingKeyWindowOverlap, ledger.FindingUntrustedKey, ledger.FindingUnknownKey}},
+	{"overlapping-attacker-key", []string{verify.FindingKeyWindowOverlap, verify.FindingUntrustedKey, verify.FindingUnknownKey}},
 	// (3) a stolen retired key whose valid_until was removed, signing an
 	// appended record and a checkpoint.
-	{"retired-key-reopened", []string{ledger.FindingKeyWindowMismatch, ledger.FindingKeyOutsideWindow}},
+	{"retired-key-reopened", []string{verify.FindingKeyWindowMismatch, verify.FindingKeyOutsideWindow}},
 	// (4) a record citing an approval that no approval record grants,
 	// re-sealed and checkpointed with the operator's own key.
-	{"approval-not-granted", []string{ledger.FindingApprovalNotGranted}},
+	{"approval-not-granted", []string{verify.FindingApprovalNotGranted}},
 	// (5) a signature whose base64 has non-zero padding bits (one stored
 	// value, two encodings), checkpoints re-signed over it.
-	{"signature-padding-bits", []string{ledger.FindingBadSignature}},
+	{"signature-padding-bits", []string{verify.FindingBadSignature}},
 	// (6) a checkpoint re-signed without the revocations line an earlier
 	// checkpoint had.
-	{"revocations-line-dropped", []string{ledger.FindingRevocationsDropped}},
+	{"revocations-line-dropped", []string{verify.FindingRevocationsDropped}},
 }
 
 // TestTrustTamper verifies each trust fixture with the trusted keys, as
@@ -84,7 +85,7 @@ func TestTrustTamper(t *testing.T) {
 					t.Errorf("Verify(%s, trusted keys) findings %v, want %s among them: %+v", path, got, k, rep.Findings)
 				}
 			}
-			if slices.Contains(got, ledger.FindingRuleViolation) && tc.name != "approval-not-granted" {
+			if slices.Contains(got, verify.FindingRuleViolation) && tc.name != "approval-not-granted" {
 				t.Errorf("Verify(%s): rule_violation, the fixture should break only what it is about: %+v", path, rep.Findings)
 			}
 		})
@@ -105,7 +106,7 @@ func TestTrustTamper(t *testing.T) {
 	}
 }
 
-func verifyTrusted(t *testing.T, path string, trusted *keyring.Published) *ledger.Report {
+func verifyTrusted(t *testing.T, path string, trusted *keyring.Published) *verify.Report {
 	t.Helper()
 	b, err := bundle.OpenFile(path)
 	if err != nil {

@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"github.com/writhq/writ/keyring"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
-// Where the keys that verified a bundle came from (ledger.Report.KeySource).
+// Where the keys that verified a bundle came from (verify.Report.KeySource).
 const (
 	// KeysTrusted: the operator's published keys, given to the verifier
 	// from outside the bundle.
@@ -23,7 +23,7 @@ const (
 type VerifyConfig struct {
 	// Trusted are the operator's published keys (keyring.ParsePublished).
 	// Signatures are checked against them, per tenant, and keys.json is
-	// checked against them (ledger.VerifySigningKeys). Nil verifies with
+	// checked against them (verify.VerifySigningKeys). Nil verifies with
 	// keys.json, and the report says so (KeySource KeysFromBundle).
 	Trusted *keyring.Published
 	// AllowUncovered reports records that no signed checkpoint covers as
@@ -31,11 +31,11 @@ type VerifyConfig struct {
 	AllowUncovered bool
 }
 
-// Verify checks the bundle (ledger.Verify with the bundle's ledger name
+// Verify checks the bundle (verify.Verify with the bundle's ledger name
 // and the record rules against its pinned packs), with the trusted keys
 // if given, and the signing keys keys.json states: no two windows
 // overlap, and with trusted keys each one is trusted, with its window.
-func (b *Bundle) Verify(ctx context.Context, cfg VerifyConfig) (*ledger.Report, error) {
+func (b *Bundle) Verify(ctx context.Context, cfg VerifyConfig) (*verify.Report, error) {
 	opts, err := b.VerifyOptions()
 	if err != nil {
 		return nil, err
@@ -48,9 +48,9 @@ func (b *Bundle) Verify(ctx context.Context, cfg VerifyConfig) (*ledger.Report, 
 		}
 		source = KeysTrusted
 		opts.Keys = nil
-		opts.KeysFor = func(tenant string) (ledger.KeyVerifier, error) { return t.RingFor(tenant) }
+		opts.KeysFor = func(tenant string) (verify.KeyVerifier, error) { return t.RingFor(tenant) }
 	}
-	rep, err := ledger.Verify(ctx, b, opts)
+	rep, err := verify.Verify(ctx, b, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -60,13 +60,13 @@ func (b *Bundle) Verify(ctx context.Context, cfg VerifyConfig) (*ledger.Report, 
 	// an export right after a revocation is not a failure.
 	kept := rep.Findings[:0]
 	for _, f := range rep.Findings {
-		if f.Kind == ledger.FindingUncoveredRevocations {
+		if f.Kind == verify.FindingUncoveredRevocations {
 			rep.Notices = append(rep.Notices, f)
 			continue
 		}
 		kept = append(kept, f)
 	}
 	rep.Findings = kept
-	rep.Findings = append(rep.Findings, ledger.VerifySigningKeys(b.Keys(), cfg.Trusted)...)
+	rep.Findings = append(rep.Findings, verify.VerifySigningKeys(b.Keys(), cfg.Trusted)...)
 	return rep, nil
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // TestVerifyApprovals: approval requests and events agree with the
@@ -31,7 +31,7 @@ func TestVerifyApprovals(t *testing.T) {
 	other.Outputs["refund_amount_inr"] = 12000.0
 	otherRC, b := askApproval(t, h, other)
 
-	findings, err := ledger.VerifyApprovals(ctx, h.store, clk.Now())
+	findings, err := verify.VerifyApprovals(ctx, h.store, clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +50,11 @@ func TestVerifyApprovals(t *testing.T) {
 		b.ApprovalID, otherRC.Metadata.RecordID, clk.Now().UnixNano()); err != nil {
 		t.Fatal(err)
 	}
-	findings, err = ledger.VerifyApprovals(ctx, h.store, clk.Now().Add(time.Second))
+	findings, err = verify.VerifyApprovals(ctx, h.store, clk.Now().Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(findings) != 1 || findings[0].Kind != ledger.FindingApprovalMismatch || findings[0].RecordID != otherRC.Metadata.RecordID ||
+	if len(findings) != 1 || findings[0].Kind != verify.FindingApprovalMismatch || findings[0].RecordID != otherRC.Metadata.RecordID ||
 		!strings.Contains(findings[0].Detail, b.ApprovalID) || !strings.Contains(findings[0].Detail, "approved event") {
 		t.Errorf("findings after a forged approval = %+v", findings)
 	}
@@ -64,7 +64,7 @@ func TestVerifyApprovals(t *testing.T) {
 		a.ApprovalID, otherRC.Metadata.RecordID, clk.Now().UnixNano()); err != nil {
 		t.Fatal(err)
 	}
-	findings, err = ledger.VerifyApprovals(ctx, h.store, clk.Now().Add(time.Second))
+	findings, err = verify.VerifyApprovals(ctx, h.store, clk.Now().Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

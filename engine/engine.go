@@ -15,12 +15,10 @@ package engine
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -28,10 +26,10 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
-	"github.com/writhq/writ/workflow"
 )
 
 var _ writ.Service = (*Engine)(nil)
@@ -118,7 +116,7 @@ type Engine struct {
 	random        io.Reader
 	redactor      *record.Redactor
 	binder        *record.Binder
-	rules         *ledger.Rules // the record validation rules, checked before append
+	rules         *verify.Rules // the record validation rules, checked before append
 
 	contracts *acceptance.Contracts // the pack\'s verification contracts
 	runs      runLocks
@@ -189,7 +187,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		for _, b := range blobs {
 			mem[b.Hash] = b.Data
 		}
-		e.rules = ledger.NewRules(mem)
+		e.rules = verify.NewRules(mem)
 	}
 	if cfg.Keys != nil {
 		// Checkpoints state the tenant's API key revocations: a store
@@ -280,316 +278,6 @@ func bindActor(ctx context.Context, req *writ.CheckRequest) (*writ.CheckRequest,
 	return &rq, nil
 }
 
-// check runs one boundary check whose actor is bound (bindActor). With cont, the check continues decision
-// cont (a resume): its record and receipt carry that decision id.
-// Otherwise a check that redeems an approval continues the decision that
-// asked for it, and any other check is a new decision.
-func (e *Engine) check(ctx context.Context, req *writ.CheckRequest, cont string) (*writ.Receipt, error) {
-	if e.policy == nil {
-		return nil, writ.Errorf(writ.EUNAVAILABLE, "no pack is pinned: this engine serves the ledger only")
-	}
-	if req == nil {
-		return nil, writ.Errorf(writ.EINVALID, "empty check request")
-	}
-	if err := validate(req); err != nil {
-		return nil, err
-	}
-	r, err := e.policy.Resolve(req)
-	if err != nil {
-		return nil, err
-	}
-	if err := validateOutputs(r.Spec, req.Outputs); err != nil {
-		return nil, err
-	}
-	// Copy before filling in defaults: the caller's request stays theirs.
-	// Every receipt from here on, a fail-closed one included, carries
-	// the trace id.
-	rq := *req
-	span := spanTraceID(ctx)
-	if rq.TraceID == "" {
-		rq.TraceID = span
-	}
-	if rq.TraceID == "" {
-		rq.TraceID = e.newTraceID(e.now())
-	}
-	if span != "" && rq.TraceID != span && cont == "" {
-		// The seed's trace rule: with tracing on, a check's record
-		// carries the trace of the runtime span it was decided in, so the
-		// record and its spans join. A resume joins the decision's trace
-		// by a link instead (linkDecisionTrace).
-		msg := fmt.Sprintf("trace rule: trace_id %s is not the trace %s of the span this check runs in; send the trace as a W3C traceparent header, or leave trace_id out", rq.TraceID, span)
-		return nil, &writ.Error{Code: writ.EINVALID, Message: msg, Details: []writ.Detail{{Field: "trace_id", Message: "does not match the runtime trace"}}}
-	}
-	if req.Supersedes != "" {
-		// A correction names a record of the same tenant; another tenant's
-		// record is as unknown as a missing one.
-		if _, err := e.store.Record(ctx, req.TenantID, req.Supersedes); writ.ErrorCode(err) == writ.ENOTFOUND {
-			return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("supersedes names record %q, which this tenant does not have", req.Supersedes), Details: []writ.Detail{{Field: "supersedes", Message: "unknown record"}}}
-		} else if err != nil {
-			return e.failClosed(&rq, r, "the superseded record could not be read", err)
-		}
-	}
-	if len(rq.Evidence) > 0 {
-		// The citations are resolved against the evidence store with one
-		// read, before deciding; the envelope pins what was resolved, so
-		// decide stays a function of it and replay decides on the same.
-		// A spec that takes context fields from evidence needs each
-		// item's subjects, pinned with it.
-		if rq.Evidence, err = e.resolveEvidence(ctx, &rq, len(r.Spec.ContextFromEvidence) > 0); err != nil {
-			if writ.ErrorCode(err) == writ.ETOOLARGE {
-				return nil, err
-			}
-			return e.failClosed(&rq, r, "the cited evidence could not be resolved", err)
-		}
-	}
-	// Values under classified fields leave the envelope as salted
-	// commitments; the raw values go to the classified store with the
-	// record (ledger.Entry.Classified).
-	envelope, sealed, err := record.ClassifiedEnvelope(&rq, e.redactor, e.random)
-	if err != nil {
-		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
-	}
-	if hasNUL(envelope) {
-		return nil, errNUL
-	}
-	size := len(envelope)
-	if e.redactor.Active() {
-		// Redaction shortens what is stored; the bound is on what decide sees.
-		if raw, err := json.Marshal(&rq); err == nil {
-			size = len(raw)
-		}
-	}
-	if size > policy.MaxInputBytes {
-		// Conditions are proven cheap for inputs up to this size (see
-		// policy.MaxInputBytes); larger ones are refused, not evaluated.
-		return nil, writ.Errorf(writ.ETOOLARGE, "the check request is %d bytes; the limit is %d", size, policy.MaxInputBytes)
-	}
-	argsDigest, err := e.binder.Arguments(req.Arguments)
-	if err != nil {
-		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
-	}
-	actionDigest, err := e.binder.Action(req, r.Spec.DecisionKey)
-	if err != nil {
-		return nil, &writ.Error{Code: writ.EINVALID, Message: err.Error()}
-	}
-	block := ledger.BlockKey{DecisionKey: r.Spec.DecisionKey, ArgsDigest: actionDigest, PackHash: e.policy.Pack.Hash}
-	// One read answers both: an earlier answer under the idempotency key
-	// comes first, then a block on the action.
-	priors, err := e.store.Priors(ctx, req.TenantID, req.IdempotencyKey, block)
-	if err != nil {
-		return e.failClosed(&rq, r, "the idempotency key and blocked actions could not be looked up", err)
-	}
-	if priors.Idempotent != nil {
-		return e.repeated(ctx, &rq, r, priors.Idempotent, argsDigest, writ.RepeatedIdempotent, nil)
-	}
-	if priors.Blocked != nil {
-		return e.repeated(ctx, &rq, r, priors.Blocked, actionDigest, writ.RepeatedMustNotRetry, &block)
-	}
-
-	// A presented approval can be redeemed or decided concurrently by
-	// another check or approver; the store refuses the loser's entry,
-	// which is then decided again with the approval as it now stands.
-	for attempt, histAttempts := 0, 0; ; attempt++ {
-		rc, refused, err := e.decide(ctx, req, &rq, r, envelope, sealed, argsDigest, block, cont)
-		if refused == ledger.RefusedHistory {
-			// A history value changed under the decision: decide again
-			// with the current values (see maxHistoryAttempts).
-			if histAttempts++; histAttempts < maxHistoryAttempts {
-				attempt--
-				continue
-			}
-			return e.failClosed(&rq, r, "the history aggregates it reads kept changing", errHistoryBusy)
-		}
-		if refused == "" || attempt == 2 {
-			if refused != "" {
-				return e.failClosed(&rq, r, "the presented approval kept changing while it was being redeemed", errRecordInvalid)
-			}
-			return rc, err
-		}
-	}
-}
-
-// decide decides a check at the current clock reading, builds and
-// appends its record, and answers its receipt. refused is set when the
-// store refused the entry because a presented approval changed
-// concurrently (see ledger.Entry.Refused); nothing was appended then.
-func (e *Engine) decide(ctx context.Context, req, rq *writ.CheckRequest, r *policy.Resolved, envelope []byte, sealed []record.Sealed, argsDigest string, block ledger.BlockKey, cont string) (_ *writ.Receipt, refused string, _ error) {
-	ctx, span := e.tracer.Start(ctx, "writ.decide")
-	defer span.End()
-	now := e.now().UTC()
-	presented, err := e.presentedApprovals(ctx, req, now)
-	if err != nil {
-		if writ.ErrorCode(err) == writ.EINVALID {
-			return nil, "", err
-		}
-		rc, err := e.failClosed(rq, r, "the presented approval could not be read", err)
-		return rc, "", err
-	}
-	digests, err := record.InputDigests(rq, now, e.redactor)
-	if err != nil {
-		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
-	}
-	binding := record.Binding(r, digests, argsDigest)
-	params, err := e.checkParams(ctx, rq.TenantID)
-	if err != nil {
-		rc, err := e.failClosed(rq, r, "the tenant's parameter values could not be read", err)
-		return rc, "", err
-	}
-	hist, err := e.readHistory(ctx, r, rq, now, paramValues(params))
-	if err != nil {
-		rc, err := e.failClosed(rq, r, "the history aggregates could not be read", err)
-		return rc, "", err
-	}
-	d := e.policy.DecideInputs(r, rq, now, policy.Inputs{History: hist.values, Params: paramValues(params)})
-	d.ApplyApprovals(presented, binding, now)
-	envHash := record.Digest(envelope)
-	decisionID, recordID := e.newID("dec_", now), e.newID("dr_", now)
-	switch {
-	case cont != "":
-		decisionID = cont
-	case len(d.Granted) == 1:
-		// Redeeming an approval goes on with the decision that asked
-		// for it: one decision id tells the whole story.
-		decisionID = d.Granted[0].DecisionID
-	}
-	rec, err := record.Build(record.Input{
-		RecordID: recordID, DecisionID: decisionID, Now: now,
-		Request: rq, Resolved: r, Decision: d, EnvelopeHash: envHash, Redactor: e.redactor, Digests: &digests,
-	})
-	if err != nil {
-		return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
-	}
-	rec.History = pinnedHistory(hist)
-	rec.Params = params
-	rc := d.Receipt(r, rq, decisionID)
-	rc.Metadata = writ.Metadata{RecordID: recordID, DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: rq.TraceID}
-	if x := rec.Execution; x != nil {
-		rc.Metadata.ExpiresAt = x.ValidUntil
-		if x.ReportRequired {
-			rc.Metadata.ExecutionReport = "required"
-		}
-	}
-	redactReceipt(e.redactor, rc)
-	newApprovals, err := e.askApprovals(ctx, rq, r, d, rc, rec, binding, now)
-	if err != nil {
-		rc, err := e.failClosed(rq, r, "pending approvals could not be looked up", err)
-		return rc, "", err
-	}
-	rcJSON, err := json.Marshal(rc)
-	if err != nil {
-		return nil, "", fmt.Errorf("encode receipt: %w", err)
-	}
-
-	// Emission-time validation: a record that breaks a validation rule is
-	// never appended, and the check fails closed saying why.
-	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
-		rc, err := e.failClosed(rq, r, "the decision record breaks a validation rule ("+strings.Join(broken, "; ")+")", errRecordInvalid)
-		return rc, "", err
-	}
-	entry := &ledger.Entry{Record: rec, Receipt: rcJSON, Envelope: envelope, NewApprovals: newApprovals}
-	for _, sv := range sealed {
-		entry.Classified = append(entry.Classified, ledger.ClassifiedValue{TenantID: rq.TenantID, Sealed: sv, SubjectIDs: rec.SubjectIDs})
-	}
-	if req.IdempotencyKey != "" && (rc.SafeToExecute || !rc.ResumeContract.RetryThisNode) {
-		// Only an answer that settles the action claims the key: a
-		// receipt that asks to retry this node leaves the retry to be
-		// decided afresh.
-		entry.Idempotency = &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: argsDigest}
-	}
-	// A check presents at most one approval (see validate), so at most one
-	// is redeemed, in the same transaction as the record it allows.
-	if len(d.Granted) == 1 {
-		a := d.Granted[0]
-		entry.ApprovalEvent = &ledger.ApprovalEvent{TenantID: rq.TenantID, ApprovalID: a.ApprovalID, Event: writ.ApprovalEvent{Kind: writ.ApprovalEventRedeemed, At: now}}
-	}
-	var runStart *ledger.RunEvent // the start event of the run the entry appends to
-	if w := rq.Workflow; w != nil && w.RunID != "" && w.StepID != "" && rc.SafeToExecute {
-		// writ saw this call for the run's step: a verification contract
-		// may count it as observed, not merely claimed. A run this tenant
-		// does not have has nothing to observe it; a run that cannot be
-		// read fails the check closed, since allowing the call unrecorded
-		// would later make it look merely claimed.
-		start, err := e.store.RunStart(ctx, rq.TenantID, w.RunID)
-		if err != nil && writ.ErrorCode(err) != writ.ENOTFOUND {
-			rc, err := e.failClosed(rq, r, "the workflow run it is a step of could not be read", err)
-			return rc, "", err
-		}
-		if err == nil {
-			runStart = start
-			tool := rq.Tool
-			if tool == "" {
-				tool = r.Spec.DecisionKey
-			}
-			data, err := json.Marshal(workflow.ObservedCall{Tool: tool, Args: e.redactor.Map(rq.Arguments), DecisionID: decisionID})
-			if err != nil {
-				return nil, "", &writ.Error{Code: writ.EINVALID, Message: err.Error()}
-			}
-			entry.RunEvent = &ledger.RunEvent{TenantID: rq.TenantID, RunID: w.RunID, Kind: ledger.CallObserved, StepID: w.StepID, At: now, Data: data}
-		}
-	}
-	if rc.MustNotRetrySameAction && !rc.SafeToExecute {
-		entry.Block = &block
-	}
-	entry.Shadow = e.decideShadow(ctx, rq, presented, digests, argsDigest, rc, rec, now, params)
-	hist.pin(entry, rc, now)
-	// The record binds what is stored beside it (receipt, run event,
-	// approval facts) before it is sealed.
-	if err := ledger.Bind(entry, runStart); err != nil {
-		return nil, "", err
-	}
-	if entry.Presealed, err = record.Preseal(rec); err != nil {
-		return nil, "", fmt.Errorf("canonicalize record: %w", err)
-	}
-	if err := e.appendTraced(ctx, entry); err != nil {
-		what := "the decision record could not be committed"
-		if errors.Is(err, errCommitTimeout) {
-			what = "its commit did not return within the commit timeout"
-		}
-		rc, err := e.failClosed(rq, r, what, err)
-		return rc, "", err
-	}
-	if entry.Prior != nil {
-		// A concurrent check claimed the same idempotency key first.
-		rc, err := e.repeated(ctx, rq, r, entry.Prior, argsDigest, writ.RepeatedIdempotent, nil)
-		return rc, "", err
-	}
-	if entry.Refused != "" {
-		return nil, entry.Refused, nil
-	}
-	e.announce(newApprovals)
-	return rc, "", nil
-}
-
-// decideShadow decides the check under the shadow pack, with the same
-// request, approvals and clock reading, for the record. It returns nil
-// without a shadow pack, or when the shadow pack cannot resolve the check
-// (it does not know the tool or decision key): then there is nothing to
-// compare, and the enforced decision stands alone.
-func (e *Engine) decideShadow(ctx context.Context, rq *writ.CheckRequest, presented []*writ.ApprovalRequest, digests record.Digests, argsDigest string, rc *writ.Receipt, rec *writ.Record, now time.Time, params *writ.ParamsPin) *ledger.ShadowDecision {
-	sh := e.shadow
-	if sh == nil {
-		return nil
-	}
-	r, err := sh.Resolve(rq)
-	if err != nil {
-		e.log.Debug("shadow pack cannot resolve the check", "pack", sh.Pack.ID(), "record", rec.RecordID, "err", err)
-		return nil
-	}
-	// The shadow pack reads the tenant's values the check read, as it
-	// declares its parameters (its defaults for the others).
-	shParams := sh.Pack.EffectiveParams(paramValues(params))
-	d := sh.DecideInputs(r, rq, now, policy.Inputs{History: e.shadowHistory(ctx, sh, r, rq, now, shParams), Params: shParams})
-	d.ApplyApprovals(presented, record.Binding(r, digests, argsDigest), now)
-	src := d.Receipt(r, rq, rec.DecisionID)
-	redactReceipt(e.redactor, src)
-	return &ledger.ShadowDecision{
-		TenantID: rq.TenantID, RecordID: rec.RecordID, DecisionKey: r.Spec.DecisionKey, At: now,
-		Pack: sh.Pack.ID(), PackHash: sh.Pack.Hash,
-		EnforcedOutcome: rc.Outcome, Outcome: src.Outcome, Status: d.Effect.Status(),
-		PolicyDecisions: record.PolicyDecisions(d), Reasons: src.Reasons,
-	}
-}
-
 // packBlobs are a pack's manifest and files, content-addressed.
 func packBlobs(p *pack.Pack) []ledger.Blob {
 	blobs := []ledger.Blob{{Hash: p.Hash, Kind: "pack_manifest", Data: p.Manifest}}
@@ -597,97 +285,6 @@ func packBlobs(p *pack.Pack) []ledger.Blob {
 		blobs = append(blobs, ledger.Blob{Hash: f.Hash, Kind: "pack_file", Data: f.Data})
 	}
 	return blobs
-}
-
-// repeated answers an earlier decision again: the stored receipt, marked,
-// or a conflict when an idempotency key is reused with other arguments.
-// prior was found through the idempotency key (block nil) or through the
-// block of the action. The stored receipt is answered only if its sealed
-// record still binds it (ledger.CheckStoredReceipt) and binds the index
-// row that led to it (ledger.CheckStoredClaim); a receipt edited behind
-// writ's back, or a row pointed at another record, fails the check
-// closed.
-func (e *Engine) repeated(ctx context.Context, req *writ.CheckRequest, r *policy.Resolved, prior *ledger.Prior, digest, why string, block *ledger.BlockKey) (*writ.Receipt, error) {
-	if prior.ArgsDigest != digest {
-		return nil, &writ.Error{Code: writ.ECONFLICT, Message: fmt.Sprintf("idempotency key was already used with other arguments (record %s)", prior.RecordID)}
-	}
-	sr, err := e.store.Record(ctx, req.TenantID, prior.RecordID)
-	if err != nil {
-		return e.failClosed(req, r, "the record of the earlier answer could not be read", err)
-	}
-	if err := ledger.CheckStoredReceipt(sr.Raw, prior.Receipt); err != nil {
-		return e.failClosed(req, r, "the stored answer does not match its sealed record "+prior.RecordID, err)
-	}
-	kind, claim, err := priorClaim(req, prior, block)
-	if err == nil {
-		err = ledger.CheckStoredClaim(sr.Raw, kind, claim)
-	}
-	if err != nil {
-		return e.failClosed(req, r, "the stored answer's record "+prior.RecordID+" does not claim the "+kind+" that led to it", err)
-	}
-	var rc writ.Receipt
-	if err := json.Unmarshal(prior.Receipt, &rc); err != nil {
-		return nil, fmt.Errorf("stored receipt of record %s: %w", prior.RecordID, err)
-	}
-	rc.Metadata.Repeated = why
-	return &rc, nil
-}
-
-// priorClaim is the kind and digest of the index row through which prior
-// was found, as the record it points at must bind it: the idempotency
-// key's row (block nil), or the action's block.
-func priorClaim(req *writ.CheckRequest, prior *ledger.Prior, block *ledger.BlockKey) (kind, digest string, err error) {
-	if block == nil {
-		digest, err = ledger.IdempotencyDigest(req.TenantID, &ledger.IdempotencyClaim{Key: req.IdempotencyKey, ArgsDigest: prior.ArgsDigest})
-		return ledger.ClaimIdempotency, digest, err
-	}
-	digest, err = ledger.BlockDigest(req.TenantID, &ledger.BlockKey{DecisionKey: block.DecisionKey, ArgsDigest: prior.ArgsDigest, PackHash: block.PackHash})
-	return ledger.ClaimBlock, digest, err
-}
-
-// failClosed answers a check that could not be decided and durably
-// recorded (a store read or the commit failed, or the record broke a
-// rule): the action must not run, and the caller may retry the check
-// later. req is the check as decided (rq), so the receipt carries its
-// trace id.
-func (e *Engine) failClosed(req *writ.CheckRequest, r *policy.Resolved, what string, cause error) (*writ.Receipt, error) {
-	code := "record_not_committed"
-	switch {
-	case errors.Is(cause, ledger.ErrOverloaded):
-		code = "ledger_overloaded"
-	case errors.Is(cause, errRecordInvalid):
-		code = "record_invalid"
-	case errors.Is(cause, ledger.ErrReceiptMismatch):
-		code = "stored_receipt_mismatch"
-	case errors.Is(cause, errCommitTimeout):
-		code = "commit_timeout"
-	}
-	now := e.now().UTC()
-	id := e.newID("dec_", now)
-	if !errors.As(cause, new(*writ.Error)) && !errors.Is(cause, errCommitTimeout) {
-		e.log.Error("check failed closed", "tenant", req.TenantID, "decision_id", id, "decision_key", r.Spec.DecisionKey, "reason", what, "err", cause)
-	}
-	msg := "writ could not durably record this decision (" + what + "), so the action must not run. Retry the check shortly."
-	rc := &writ.Receipt{
-		ReceiptType:    writ.ReceiptType,
-		DecisionID:     id,
-		Outcome:        writ.OutcomeReplanRequired,
-		ActionClass:    r.ActionClass,
-		SafeToExecute:  false,
-		Reasons:        []writ.Reason{{Code: code, Message: msg}},
-		SafeNextSteps:  []writ.Reason{{Code: "RETRY_CHECK_LATER", Message: "Retry the same check after a short delay; do not perform the action until a receipt allows it."}},
-		ViewerGuidance: []string{}, WhatWouldChangeThis: []string{"writ's ledger accepts the record again."},
-		WhatWouldChangeThisConditions: []writ.Condition{},
-		Disposition:                   writ.Disposition{Mode: writ.ModeLocalReplan, LocalReplanRecommended: true},
-		Routing:                       writ.Routing{Direction: writ.DirectionLocal},
-		ResumeContract:                writ.ResumeContract{RetryThisNode: true, ResumeWhen: []string{"writ's ledger accepts the record again."}, ResumeWhenConditions: []writ.Condition{}},
-		RuntimeLoopback:               writ.RuntimeLoopback{SameGoalState: true},
-		Metadata:                      writ.Metadata{DecisionKey: r.Spec.DecisionKey, Pack: e.policy.Pack.ID(), PackHash: e.policy.Pack.Hash, TraceID: req.TraceID, FailClosed: true},
-	}
-	if w := req.Workflow; w != nil {
-		rc.Routing.WorkflowID, rc.Routing.NodeID = w.WorkflowID, w.NodeID
-	}
-	return rc, &writ.Error{Code: writ.EUNAVAILABLE, Message: msg}
 }
 
 // Record returns one of the tenant's records, exactly as sealed.

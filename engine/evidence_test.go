@@ -23,6 +23,7 @@ import (
 	"github.com/writhq/writ/delegation"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/postgres"
 	"github.com/writhq/writ/record"
 	"github.com/writhq/writ/replay"
@@ -199,7 +200,7 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := ledger.NewRules(st)
+	rules := verify.NewRules(st)
 	if broken := rules.CheckRecord(ctx, &sr.Record); len(broken) > 0 {
 		t.Errorf("the evidence record breaks rules: %v", broken)
 	}
@@ -450,7 +451,7 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 	if err != nil || sum.Equal == 0 {
 		t.Errorf("replay of the tenant = %+v, %v", sum, err)
 	}
-	findings, _, err := ledger.VerifyChains(ctx, st)
+	findings, _, err := verify.VerifyChains(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/sqlite"
@@ -120,7 +120,7 @@ func (h *harness) count(t testing.TB, tenant string) int64 {
 // verify checks every chain in the store.
 func (h *harness) verify(t testing.TB) {
 	t.Helper()
-	findings, _, err := ledger.VerifyChains(context.Background(), h.store)
+	findings, _, err := verify.VerifyChains(context.Background(), h.store)
 	if err != nil {
 		t.Fatal(err)
 	}

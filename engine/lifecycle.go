@@ -170,12 +170,38 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 		rq.TraceID = target.TraceID
 	}
 	linkDecisionTrace(ctx, target.TraceID, r.DecisionID)
-	rec, envelope, err := record.ExecutionReport(e.policy.Pack, e.redactor, &rq, target, e.newID("dr_", now), now)
+	// The call goes last in its run's tool transcript: when another
+	// report takes that place first, the record is built again after it
+	// (the append transaction is the arbiter, see ledger.TranscriptClaim).
+	for attempt := 1; ; attempt++ {
+		ack, again, err := e.appendReport(ctx, r, &rq, target, digest, now)
+		if !again || err != nil {
+			return ack, err
+		}
+		if attempt == maxTranscriptAttempts {
+			return nil, writ.Errorf(writ.EUNAVAILABLE, "the execution report's place in its tool transcript kept being taken by other reports; retry")
+		}
+	}
+}
+
+// appendReport builds the record of an execution report and appends it
+// last in its call's tool transcript. again is set when another report
+// took that place first: nothing was appended, and the report is to be
+// built again.
+func (e *Engine) appendReport(ctx context.Context, r, rq *writ.ExecutionReport, target *writ.Record, digest string, now time.Time) (_ *writ.ExecutionAck, again bool, _ error) {
+	place, err := e.transcriptPlace(ctx, target)
 	if err != nil {
-		return nil, err
+		return nil, false, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the tool transcript of the decision's call could not be read; retry", Err: err}
+	}
+	rec, envelope, err := record.ExecutionReport(e.policy.Pack, e.redactor, rq, target, e.newID("dr_", now), now)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := AddTranscript(rec, rq, target, place); err != nil {
+		return nil, false, err
 	}
 	if broken := e.rules.CheckRecord(ctx, rec); len(broken) > 0 {
-		return nil, &writ.Error{Code: writ.EINTERNAL, Message: "the execution report's record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
+		return nil, false, &writ.Error{Code: writ.EINTERNAL, Message: "the execution report's record breaks a validation rule (" + strings.Join(broken, "; ") + ")"}
 	}
 	ack := &writ.ExecutionAck{TenantID: rec.TenantID, DecisionID: rec.DecisionID, RecordID: rec.RecordID, ReportedFor: target.RecordID,
 		Status: rec.Status, Execution: rq.Status, Findings: rec.Execution.Findings, TraceID: rec.TraceID}
@@ -184,15 +210,16 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	}
 	ackJSON, err := json.Marshal(ack)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	entry := &ledger.Entry{Record: rec, Receipt: ackJSON,
 		Envelope: envelope,
 		Report:   &ledger.ReportClaim{DecisionID: rec.DecisionID, ReportDigest: digest}}
+	claimTranscript(entry)
 	var runStart *ledger.RunEvent
 	if rq.Status == writ.ExecutionSucceeded {
 		if entry.RunEvent, runStart, err = e.executedEvent(ctx, target, rec, now); err != nil {
-			return nil, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the permit's run could not be read; retry", Err: err}
+			return nil, false, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the permit's run could not be read; retry", Err: err}
 		}
 		// The aggregates that count executed decisions count this one
 		// now: the store adds, in this entry's transaction, what the
@@ -203,19 +230,28 @@ func (e *Engine) ReportExecution(ctx context.Context, r *writ.ExecutionReport) (
 	// The record binds its acknowledgement and run event before it is
 	// sealed, as every record does (ledger.Bind).
 	if err := ledger.Bind(entry, runStart); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if entry.Presealed, err = record.Preseal(rec); err != nil {
-		return nil, fmt.Errorf("canonicalize execution report record: %w", err)
+		return nil, false, fmt.Errorf("canonicalize execution report record: %w", err)
 	}
 	if err := e.appendTraced(ctx, entry); err != nil {
-		return nil, notRecorded("the execution report", err)
+		return nil, false, notRecorded("the execution report", err)
 	}
 	if entry.Prior != nil {
-		// Another report of the same decision committed first.
-		return e.repeatedReport(ctx, r.TenantID, r.DecisionID, entry.Prior, digest)
+		// Another report of the same decision committed first, or another
+		// report took this one's place in its transcript.
+		prior, err := e.store.Report(ctx, r.TenantID, r.DecisionID)
+		if err != nil {
+			return nil, false, &writ.Error{Code: writ.EUNAVAILABLE, Message: "the decision's execution report could not be looked up; retry", Err: err}
+		}
+		if prior == nil {
+			return nil, true, nil
+		}
+		ack, err := e.repeatedReport(ctx, r.TenantID, r.DecisionID, prior, digest)
+		return ack, false, err
 	}
-	return ack, nil
+	return ack, false, nil
 }
 
 // reporter binds an execution report's actor to ctx's credentials

@@ -13,7 +13,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 func TestExecutionReportFindings(t *testing.T) {
@@ -340,7 +340,7 @@ func TestTamperedAcknowledgementIsNotServed(t *testing.T) {
 	if _, err := h.eng.Decision(ctx, "acme", allowed.DecisionID); writ.ErrorCode(err) != writ.EINTERNAL {
 		t.Errorf("Decision() over a tampered acknowledgement: error = %v, want %s", err, writ.EINTERNAL)
 	}
-	findings, err := ledger.VerifyStored(ctx, h.store, exampleClock)
+	findings, err := verify.VerifyStored(ctx, h.store, exampleClock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // candidatePack copies the refund pack with the approval threshold
@@ -111,7 +112,7 @@ func TestShadowPack(t *testing.T) {
 	}
 	shadowed.verify(t)
 	// Each shadow decision is the one its record binds.
-	if fs, err := ledger.VerifyStored(ctx, shadowed.store, time.Now()); err != nil || len(fs) != 0 {
+	if fs, err := verify.VerifyStored(ctx, shadowed.store, time.Now()); err != nil || len(fs) != 0 {
 		t.Errorf("VerifyStored = %+v, %v; want no findings", fs, err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/gateway"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/sqlite"
@@ -332,13 +332,13 @@ func verifyLedger(tb testing.TB, f *fixture) {
 	tb.Helper()
 	flushGateways()
 	ctx := context.Background()
-	findings, err := ledger.VerifyStored(ctx, f.store, time.Now())
+	findings, err := verify.VerifyStored(ctx, f.store, time.Now())
 	if err != nil || len(findings) != 0 {
 		tb.Errorf("VerifyStored = %+v, %v; want no findings", findings, err)
 	}
-	rep, err := ledger.Verify(ctx, f.store, ledger.VerifyOptions{})
+	rep, err := verify.Verify(ctx, f.store, verify.VerifyOptions{})
 	if err != nil || !rep.Intact() {
-		tb.Errorf("ledger.Verify = %+v, %v; want intact", rep, err)
+		tb.Errorf("verify.Verify = %+v, %v; want intact", rep, err)
 	}
 }
 

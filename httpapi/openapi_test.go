@@ -379,6 +379,8 @@ var schemaTypes = map[string]reflect.Type{
 	"ApprovalDecision":           reflect.TypeFor[writ.ApprovalDecision](),
 	"Execution":                  reflect.TypeFor[writ.Execution](),
 	"ExecutionError":             reflect.TypeFor[writ.ExecutionError](),
+	"TranscriptEntry":            reflect.TypeFor[writ.TranscriptEntry](),
+	"TranscriptCall":             reflect.TypeFor[writ.TranscriptCall](),
 	"ExecutionReport":            reflect.TypeFor[writ.ExecutionReport](),
 	"ExecutionAck":               reflect.TypeFor[writ.ExecutionAck](),
 	"ParamsPin":                  reflect.TypeFor[writ.ParamsPin](),

@@ -14,7 +14,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/httpapi"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/replay"
@@ -129,9 +129,9 @@ func TestScorecardFailedQueryable(t *testing.T) {
 
 			// The records keep the rules of their pinned pack, pass mark
 			// included.
-			rep, err := ledger.Verify(ctx, st, ledger.VerifyOptions{Rules: ledger.NewRules(st)})
+			rep, err := verify.Verify(ctx, st, verify.VerifyOptions{Rules: verify.NewRules(st)})
 			if err != nil || !rep.Intact() || rep.Records < int64(len(checks)) {
-				t.Errorf("ledger.Verify = %+v, %v; want intact", rep, err)
+				t.Errorf("verify.Verify = %+v, %v; want intact", rep, err)
 			}
 			// Replayed on their pinned pack, the records are equal.
 			sum, err := replay.New(st, replay.Options{}).Tenant(ctx, "acme", func(*replay.Result) error { return nil })

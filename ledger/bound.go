@@ -16,15 +16,6 @@ import (
 // to any of them is caught: by VerifyStored, and before a stored receipt
 // is answered again (CheckStoredReceipt).
 
-// Finding kinds of what is stored beside the records.
-const (
-	FindingReceiptMismatch  = "receipt_mismatch"   // a stored receipt that its record's bound.receipt does not match
-	FindingBlobMismatch     = "blob_mismatch"      // a blob whose bytes do not hash to its content address
-	FindingRunEventMismatch = "run_event_mismatch" // a run event that its record's bound digests do not bear out
-	FindingShadowMismatch   = "shadow_mismatch"    // a shadow decision that its record's bound.shadow does not match, or a bound one missing
-	FindingClaimMismatch    = "claim_mismatch"     // an idempotency, block or report row that its record's bound.claims does not match, or a bound one missing
-)
-
 // ErrReceiptMismatch is the error of a stored receipt that does not match
 // the digest its sealed record binds: it must not be answered.
 var ErrReceiptMismatch = errors.New("the stored receipt does not match its sealed record")

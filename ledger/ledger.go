@@ -338,7 +338,9 @@ type Store interface {
 	// bytes, its receipt, blobs, idempotency claim, block, run event, new
 	// approval requests, approval event, shadow decision and history
 	// contributions, and advance
-	// the head. If
+	// the head. Settle holds these rules (an execution report comes
+	// first, see Entry.Report); a store runs it inside its transaction
+	// and keeps only the SQL. If
 	// Append returns an error, nothing of the batch is durable.
 	Append(ctx context.Context, entries []*Entry, seal SealFunc) error
 	// Record returns one record exactly as sealed, or an ENOTFOUND error.
@@ -408,6 +410,7 @@ type Store interface {
 	ShadowStore
 	HistoryStore
 	EvidenceReader
+	TranscriptReader
 	// ScanHashes returns up to limit of the tenant's stored tree hashes
 	// from storage index from on, in index order, stopping early at the
 	// first index not stored.

@@ -274,6 +274,9 @@ const (
 	// TermScorecard is "failed" on a record whose scorecard failed its
 	// spec's pass mark (a non-empty scorecard_failed).
 	TermScorecard = "scorecard"
+	// TermTranscript indexes an execution report's record under the name
+	// of the tool transcript its entry belongs to (see TranscriptReader).
+	TermTranscript = "transcript"
 )
 
 // Term is one (term, value) pair a store indexes for a record.
@@ -297,6 +300,9 @@ func RecordTerms(rec *writ.Record) []Term {
 		add(TermApprover, a.Approver)
 	}
 	add(TermRefersTo, rec.Supersedes)
+	if x := rec.Execution; x != nil && x.Transcript != nil {
+		add(TermTranscript, x.Transcript.Run)
+	}
 	if len(rec.ScorecardFailed) > 0 {
 		add(TermScorecard, writ.ScorecardFailedQuery)
 	}
@@ -507,43 +513,6 @@ func ReadApprovals(rows Rows, limit int, now time.Time) (*writ.ApprovalPage, err
 		page.Approvals[i].Apply(now)
 	}
 	return page, nil
-}
-
-// ApprovalTally is what the guard of an approval event needs to know of
-// its request: how many redemptions it allows, its decision so far, how
-// many times it was redeemed, and the seq of its last event. A store
-// reads it inside the append transaction (under a lock that keeps other
-// writers out) and keeps it up to date through the batch, so the events
-// of earlier entries count.
-type ApprovalTally struct {
-	Allowance int
-	Decision  string // the kind of its decision event, or ""
-	Redeemed  int
-	LastSeq   int64
-}
-
-// Admit checks an event of kind against the guard of ledger.ApprovalEvent.
-// If the event may be appended, Admit counts it and returns its seq;
-// otherwise it returns the refusal reason (one of the Refused* reasons)
-// and leaves the tally as it was.
-func (t *ApprovalTally) Admit(kind string) (seq int64, refused string) {
-	switch kind {
-	case writ.ApprovalEventApproved, writ.ApprovalEventDenied, writ.ApprovalEventWithdrawn:
-		if t.Decision != "" {
-			return 0, RefusedDecided
-		}
-		t.Decision = kind
-	case writ.ApprovalEventRedeemed:
-		if t.Decision != writ.ApprovalEventApproved {
-			return 0, RefusedNotGiven
-		}
-		if t.Redeemed >= t.Allowance {
-			return 0, RefusedExhausted
-		}
-		t.Redeemed++
-	}
-	t.LastSeq++
-	return t.LastSeq, ""
 }
 
 // Shadow decisions, as both stores keep them: the decision's scalar

@@ -159,6 +159,10 @@ type Firing struct {
 	Routing      pack.Routing
 	Gate         string
 	MustNotRetry bool
+	// Awaits says in words what would change the decision where no
+	// condition a caller can test does (a fail-closed check awaits the
+	// ledger).
+	Awaits []string
 }
 
 // Decision is the result of Decide.

@@ -51,19 +51,16 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 			}
 			return err
 		}
-		for i, e := range entries {
-			e.Raw, e.Prior, e.Refused = out.raws[i], out.priors[i], out.refused[i]
-		}
+		out.settled.Answer(entries, out.raws)
 		return nil
 	}
 }
 
-// appended is what one attempt of Append settled for each entry: the
-// sealed bytes, the prior answer or the refusal.
+// appended is what one attempt of Append settled for the batch and the
+// sealed bytes of the entries it appended.
 type appended struct {
+	settled *ledger.Settlement
 	raws    [][]byte
-	priors  []*ledger.Prior
-	refused []string
 }
 
 type claimKey struct{ tenant, key string }
@@ -77,7 +74,10 @@ type blockKey struct {
 	key    ledger.BlockKey
 }
 
-// appendTx runs one attempt of Append.
+// appendTx runs one attempt of Append, in its phases: lock the batch's
+// tenants and read what settling needs (lockAndRead), settle the batch
+// (ledger.Settle), lock and read what its records build on (readBase),
+// seal, gather the rows (gather), write them and commit (commitAppend).
 func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledger.SealFunc) (*appended, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -90,45 +90,120 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 		}
 	}()
 
-	// Lock the heads, then read the claims, then lock and count the
-	// approval requests (the batch runs its statements in order, in one
-	// round trip).
-	var tenants []string
+	locked, err := lockAndRead(ctx, tx, entries)
+	if err != nil {
+		return nil, err
+	}
+	settled, err := ledger.Settle(ctx, entries, locked)
+	if err != nil {
+		return nil, err
+	}
+	out := &appended{settled: settled, raws: make([][]byte, len(entries))}
+	if len(settled.Appended) == 0 {
+		done = true
+		if err := tx.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("postgres: commit append: %w", err)
+		}
+		return out, nil
+	}
+	base, err := readBase(ctx, tx, locked, entries, settled.Appended)
+	if err != nil {
+		return nil, err
+	}
+	if out.raws, err = ledger.SealBatch(seal, locked.heads, entries, settled.Appended); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	w, err := s.gather(ctx, tx, entries, out, locked, base)
+	if err != nil {
+		return nil, err
+	}
+	wb := w.batch()
+	locked.hist.queueInsert(wb)
+	if err := tx.SendBatch(ctx, wb).Close(); err != nil {
+		return nil, fmt.Errorf("postgres: write append: %w", err)
+	}
+	done = true
+	first := settled.Appended[0]
+	if err := s.commitAppend(ctx, tx, entries[first].Record, out.raws[first]); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// locked is what an append attempt reads in its first round trip: its
+// tenants' chain heads, locked (FOR UPDATE, in tenant order, a new
+// tenant's created at seq 0) and their last time marks; then what
+// ledger.Settle asks of it (SettleReads): the idempotency claims and
+// execution reports the batch names, the approval requests its events
+// name, locked (in key order) and counted, and the history values its
+// entries read. With the heads and requests locked, no other server can
+// claim a key of those tenants, move their chains, or decide or redeem
+// those requests until this attempt ends.
+type locked struct {
+	tenants []string // sorted
+	heads   map[string]ledger.Head
+	marks   map[string]int64 // each tenant's last time mark
+	claims  map[claimKey]*ledger.Prior
+	reports map[claimKey]*ledger.Prior
+	tallies map[approvalKey]*ledger.ApprovalTally
+	hist    *histTx
+}
+
+func (l *locked) Report(_ context.Context, tenantID, decisionID string) (*ledger.Prior, error) {
+	return l.reports[claimKey{tenantID, decisionID}], nil
+}
+
+func (l *locked) Claim(_ context.Context, tenantID, key string) (*ledger.Prior, error) {
+	return l.claims[claimKey{tenantID, key}], nil
+}
+
+func (l *locked) HistoryValues(_ context.Context, i int, _ *ledger.Entry) ([]float64, error) {
+	return l.hist.values(i), nil
+}
+
+func (l *locked) Pending(_ context.Context, tenantID, decisionID string) ([]ledger.Contribution, error) {
+	return l.hist.pending(tenantID, decisionID), nil
+}
+
+func (l *locked) Tally(_ context.Context, tenantID, approvalID string) (*ledger.ApprovalTally, error) {
+	return l.tallies[approvalKey{tenantID, approvalID}], nil
+}
+
+// lockAndRead locks the batch's heads and reads what settling it needs,
+// in one round trip (the batch runs its statements in order).
+func lockAndRead(ctx context.Context, tx pgx.Tx, entries []*ledger.Entry) (*locked, error) {
+	l := &locked{heads: map[string]ledger.Head{}, marks: map[string]int64{}, claims: map[claimKey]*ledger.Prior{},
+		reports: map[claimKey]*ledger.Prior{}, tallies: map[approvalKey]*ledger.ApprovalTally{}}
 	var claimTenants, claimKeys []string
-	seenClaim := map[claimKey]bool{}
 	var approvalKeys []approvalKey
-	tallies := map[approvalKey]*ledger.ApprovalTally{}
 	var reportTenants, reportDecisions []string
 	for _, e := range entries {
-		tenants = append(tenants, e.Record.TenantID)
+		l.tenants = append(l.tenants, e.Record.TenantID)
 		if c := e.Report; c != nil {
 			reportTenants, reportDecisions = append(reportTenants, e.Record.TenantID), append(reportDecisions, c.DecisionID)
 		}
 		if c := e.Idempotency; c != nil {
 			k := claimKey{e.Record.TenantID, c.Key}
-			if !seenClaim[k] {
-				seenClaim[k] = true
+			if _, ok := l.claims[k]; !ok {
+				l.claims[k] = nil
 				claimTenants, claimKeys = append(claimTenants, k.tenant), append(claimKeys, k.key)
 			}
 		}
 		if ev := e.ApprovalEvent; ev != nil {
 			k := approvalKey{ev.TenantID, ev.ApprovalID}
-			if _, ok := tallies[k]; !ok {
-				tallies[k] = nil
+			if _, ok := l.tallies[k]; !ok {
+				l.tallies[k] = nil
 				approvalKeys = append(approvalKeys, k)
 			}
 		}
 	}
-	slices.Sort(tenants)
-	tenants = slices.Compact(tenants)
-	heads := make(map[string]ledger.Head, len(tenants))
-	dbClaims := map[claimKey]*ledger.Prior{}
-	dbReports := map[claimKey]*ledger.Prior{}
+	slices.Sort(l.tenants)
+	l.tenants = slices.Compact(l.tenants)
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO heads (tenant_id, seq, hash)
 		SELECT t, 0, '' FROM unnest($1::text[]) AS t ORDER BY t
-		ON CONFLICT (tenant_id) DO NOTHING`, tenants)
-	b.Queue(`SELECT tenant_id, seq, hash FROM heads WHERE tenant_id = ANY($1::text[]) ORDER BY tenant_id FOR UPDATE`, tenants).
+		ON CONFLICT (tenant_id) DO NOTHING`, l.tenants)
+	b.Queue(`SELECT tenant_id, seq, hash FROM heads WHERE tenant_id = ANY($1::text[]) ORDER BY tenant_id FOR UPDATE`, l.tenants).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var t string
@@ -139,15 +214,14 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 				if h.Seq == 0 {
 					h = ledger.Head{}
 				}
-				heads[t] = h
+				l.heads[t] = h
 			}
 			return rows.Err()
 		})
 	// Each tenant's last time mark, read under its head's lock: the
 	// running maximum the batch's marks continue.
-	priorMarks := map[string]int64{}
 	b.Queue(`SELECT t, m.max_ts_ns FROM unnest($1::text[]) AS t
-		CROSS JOIN LATERAL (SELECT k.max_ts_ns FROM record_time_marks k WHERE k.tenant_id = t ORDER BY k.max_ts_ns DESC LIMIT 1) m`, tenants).
+		CROSS JOIN LATERAL (SELECT k.max_ts_ns FROM record_time_marks k WHERE k.tenant_id = t ORDER BY k.max_ts_ns DESC LIMIT 1) m`, l.tenants).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var t string
@@ -155,7 +229,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 				if err := rows.Scan(&t, &m); err != nil {
 					return err
 				}
-				priorMarks[t] = m
+				l.marks[t] = m
 			}
 			return rows.Err()
 		})
@@ -164,7 +238,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 			FROM unnest($1::text[], $2::text[]) AS c (tenant_id, key)
 			JOIN idempotency i ON i.tenant_id = c.tenant_id AND i.key = c.key
 			JOIN record_ids x ON x.record_id = i.record_id`+byID("r.receipt"), claimTenants, claimKeys).
-			Query(scanClaims(dbClaims))
+			Query(scanClaims(l.claims))
 	}
 	if len(reportDecisions) > 0 {
 		// Read under the heads' locks: every report of a tenant is
@@ -173,87 +247,41 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 			FROM unnest($1::text[], $2::text[]) AS c (tenant_id, decision_id)
 			JOIN execution_reports e ON e.tenant_id = c.tenant_id AND e.decision_id = c.decision_id
 			JOIN record_ids x ON x.record_id = e.record_id`+byID("r.receipt"), reportTenants, reportDecisions).
-			Query(scanClaims(dbReports))
+			Query(scanClaims(l.reports))
 	}
 	if len(approvalKeys) > 0 {
-		queueApprovalTallies(b, approvalKeys, tallies)
+		queueApprovalTallies(b, approvalKeys, l.tallies)
 	}
-	hist := newHistTx(entries)
-	hist.queue(b) // behind the head locks
+	l.hist = newHistTx(entries)
+	l.hist.queue(b) // behind the head locks
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("postgres: lock chain heads: %w", err)
 	}
-	if len(heads) != len(tenants) {
-		return nil, fmt.Errorf("postgres: locked %d chain heads, want %d", len(heads), len(tenants))
+	if len(l.heads) != len(l.tenants) {
+		return nil, fmt.Errorf("postgres: locked %d chain heads, want %d", len(l.heads), len(l.tenants))
 	}
+	return l, nil
+}
 
-	// Settle which entries are appended: an entry whose key is claimed, in
-	// the database or earlier in this batch, is answered with the first
-	// claim instead; then an entry whose approval event fails its guard is
-	// refused.
-	out := &appended{raws: make([][]byte, len(entries)), priors: make([]*ledger.Prior, len(entries)), refused: make([]string, len(entries))}
-	todo := make([]int, 0, len(entries))
-	for i, e := range entries {
-		rec := e.Record
-		if c := e.Report; c != nil {
-			if prior := dbReports[claimKey{rec.TenantID, c.DecisionID}]; prior != nil {
-				out.priors[i] = prior
-				continue
-			}
-		}
-		if c := e.Idempotency; c != nil {
-			if prior := dbClaims[claimKey{rec.TenantID, c.Key}]; prior != nil {
-				out.priors[i] = prior
-				continue
-			}
-		}
-		if !hist.fresh(i, e) {
-			out.refused[i] = ledger.RefusedHistory
-			continue
-		}
-		if ev := e.ApprovalEvent; ev != nil {
-			seq, reason := int64(0), ledger.RefusedUnknown
-			if t := tallies[approvalKey{ev.TenantID, ev.ApprovalID}]; t != nil {
-				seq, reason = t.Admit(ev.Event.Kind)
-			}
-			if reason != "" {
-				// Cleared: an earlier attempt of this batch may have set them.
-				out.refused[i] = reason
-				ev.Event.Seq, ev.Event.RecordID = 0, ""
-				continue
-			}
-			ev.Event.Seq, ev.Event.RecordID = seq, rec.RecordID
-		}
-		if c := e.Idempotency; c != nil {
-			dbClaims[claimKey{rec.TenantID, c.Key}] = &ledger.Prior{ArgsDigest: c.ArgsDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
-		}
-		if c := e.Report; c != nil {
-			dbReports[claimKey{rec.TenantID, c.DecisionID}] = &ledger.Prior{ArgsDigest: c.ReportDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
-		}
-		for _, a := range e.NewApprovals {
-			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
-		}
-		hist.admit(e)
-		todo = append(todo, i)
-	}
-	if len(todo) == 0 {
-		if err := tx.Commit(ctx); err != nil {
-			return nil, fmt.Errorf("postgres: commit append: %w", err)
-		}
-		done = true
-		return out, nil
-	}
+// base is what the appended records build on: each run's last event seq
+// (the runs locked), and each tenant's tree hashes known so far (the
+// frontier of its tree at its head, then those the append adds).
+type base struct {
+	runs  map[runKey]int64
+	known map[string]map[int64]tlog.Hash
+}
 
-	// Lock the runs the batch appends to, read their last seqs, and read
-	// the tree hashes the new records' hashes build on: the frontier of
-	// each tenant's tree at its head.
-	runs := map[runKey]int64{}
+// readBase locks the runs the appended entries todo add events to (in
+// key order), reads their last seqs, and reads the frontier of each
+// tenant's tree at its locked head, in one round trip.
+func readBase(ctx context.Context, tx pgx.Tx, l *locked, entries []*ledger.Entry, todo []int) (*base, error) {
+	r := &base{runs: map[runKey]int64{}, known: map[string]map[int64]tlog.Hash{}}
 	var runKeys []runKey
 	for _, i := range todo {
 		if ev := entries[i].RunEvent; ev != nil {
 			k := runKey{ev.TenantID, ev.RunID}
-			if _, ok := runs[k]; !ok {
-				runs[k] = 0
+			if _, ok := r.runs[k]; !ok {
+				r.runs[k] = 0
 				runKeys = append(runKeys, k)
 			}
 		}
@@ -261,16 +289,15 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 	slices.SortFunc(runKeys, func(a, b runKey) int {
 		return cmpJoin(a.tenant, a.run, b.tenant, b.run)
 	})
-	known := map[string]map[int64]tlog.Hash{}
 	var fTenants []string
 	var fIdx []int64
-	for _, t := range tenants {
-		known[t] = map[int64]tlog.Hash{}
-		for _, idx := range frontier(heads[t].Seq) {
+	for _, t := range l.tenants {
+		r.known[t] = map[int64]tlog.Hash{}
+		for _, idx := range frontier(l.heads[t].Seq) {
 			fTenants, fIdx = append(fTenants, t), append(fIdx, idx)
 		}
 	}
-	b = &pgx.Batch{}
+	b := &pgx.Batch{}
 	if len(runKeys) > 0 {
 		rt, rr := make([]string, len(runKeys)), make([]string, len(runKeys))
 		for j, k := range runKeys {
@@ -288,7 +315,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 					if err := rows.Scan(&k.tenant, &k.run, &last); err != nil {
 						return err
 					}
-					runs[k] = last
+					r.runs[k] = last
 				}
 				return rows.Err()
 			})
@@ -308,7 +335,7 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 					if len(h) != tlog.HashSize {
 						return fmt.Errorf("tree hash %d of tenant %s has %d bytes", idx, t, len(h))
 					}
-					known[t][idx] = tlog.Hash(h)
+					r.known[t][idx] = tlog.Hash(h)
 				}
 				return rows.Err()
 			})
@@ -318,122 +345,133 @@ func (s *Store) appendTx(ctx context.Context, entries []*ledger.Entry, seal ledg
 			return nil, fmt.Errorf("postgres: prepare append: %w", err)
 		}
 	}
+	return r, nil
+}
 
-	// Seal the records on their tenants' heads (the chain in order, the
-	// signatures in parallel) and gather the rows.
-	raws, err := ledger.SealBatch(seal, heads, entries, todo)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	var w rows
-	marker := ledger.NewTimeMarker(priorMarks)
+// gather returns the rows of the sealed entries out.settled.Appended: each
+// record with its tree hashes and everything that travels with it, then
+// the tenants' new heads, time marks and time lows.
+func (s *Store) gather(ctx context.Context, tx pgx.Tx, entries []*ledger.Entry, out *appended, l *locked, r *base) (*rows, error) {
+	w := &rows{}
+	marker := ledger.NewTimeMarker(l.marks)
 	lows := newLowRuns()
-	blocksSeen := map[blockKey]bool{}
-	blobsSeen := map[string]bool{}
-	for _, i := range todo {
+	for _, i := range out.settled.Appended {
 		e := entries[i]
 		rec := e.Record
-		raw, a := raws[i], rec.Audit
-		out.raws[i] = raw
-
-		first, hashes, err := ledger.TreeHashes(a.Seq, raw, s.treeReader(ctx, tx, rec.TenantID, known[rec.TenantID]))
+		raw, seq := out.raws[i], rec.Audit.Seq
+		known := r.known[rec.TenantID]
+		first, hashes, err := ledger.TreeHashes(seq, raw, s.treeReader(ctx, tx, rec.TenantID, known))
 		if err != nil {
 			return nil, err
 		}
 		for k, h := range hashes {
-			known[rec.TenantID][first+int64(k)] = h
+			known[first+int64(k)] = h
 			w.hashTenant = append(w.hashTenant, rec.TenantID)
 			w.hashIdx = append(w.hashIdx, first+int64(k))
 			w.hashVal = append(w.hashVal, bytes.Clone(h[:]))
 		}
-
 		if err := w.addRecord(e, raw); err != nil {
 			return nil, err
 		}
-		marker.Add(rec.TenantID, a.Seq, rec.Timestamp.UnixNano())
-		if err := lows.add(rec.TenantID, a.Seq, rec.Timestamp.UnixNano()); err != nil {
+		marker.Add(rec.TenantID, seq, rec.Timestamp.UnixNano())
+		if err := lows.add(rec.TenantID, seq, rec.Timestamp.UnixNano()); err != nil {
 			return nil, err
 		}
-		if err := w.addApprovals(e); err != nil {
+		if err := w.addCompanions(e, r.runs); err != nil {
 			return nil, err
 		}
-		if err := w.addShadow(e); err != nil {
-			return nil, err
-		}
-		w.addClassified(e)
-		hist.add(e)
-		if b := e.Block; b != nil {
-			k := blockKey{rec.TenantID, *b}
-			if !blocksSeen[k] { // first record wins, in the batch too
-				blocksSeen[k] = true
-				w.blockTenant = append(w.blockTenant, rec.TenantID)
-				w.blockKey = append(w.blockKey, b.DecisionKey)
-				w.blockArgs = append(w.blockArgs, b.ArgsDigest)
-				w.blockPack = append(w.blockPack, b.PackHash)
-				w.blockRecord = append(w.blockRecord, rec.RecordID)
-			}
-		}
-		if e.Envelope != nil {
-			w.envTenant = append(w.envTenant, rec.TenantID)
-			w.envSeq = append(w.envSeq, a.Seq)
-			w.envHash = append(w.envHash, rec.Replay.ReplayPacketID)
-			w.envData = append(w.envData, e.Envelope)
-		}
-		for _, bl := range e.Blobs {
-			if !blobsSeen[bl.Hash] {
-				blobsSeen[bl.Hash] = true
-				w.blobHash = append(w.blobHash, bl.Hash)
-				w.blobKind = append(w.blobKind, bl.Kind)
-				w.blobData = append(w.blobData, bl.Data)
-			}
-		}
-		if ev := e.RunEvent; ev != nil {
-			k := runKey{ev.TenantID, ev.RunID}
-			runs[k]++
-			ev.Seq, ev.RecordID = runs[k], rec.RecordID
-			w.addRunEvent(ev)
-		}
+		l.hist.add(e, out.settled.Executed[i])
 	}
-	for _, t := range tenants {
-		if h := heads[t]; h.Seq > 0 {
+	for _, t := range l.tenants {
+		if h := l.heads[t]; h.Seq > 0 {
 			w.headTenant = append(w.headTenant, t)
 			w.headSeq = append(w.headSeq, h.Seq)
 			w.headHash = append(w.headHash, h.Hash)
 		}
 	}
-
 	for _, m := range marker.Marks() {
 		w.markTenant, w.markSeq, w.markMax = append(w.markTenant, m.TenantID), append(w.markSeq, m.Seq), append(w.markMax, m.MaxNanos)
 	}
-	if err := lows.compute(ctx, tx, &w); err != nil {
+	if err := lows.compute(ctx, tx, w); err != nil {
 		return nil, err
 	}
-	wb := w.batch()
-	hist.queueInsert(wb)
-	if err := tx.SendBatch(ctx, wb).Close(); err != nil {
-		return nil, fmt.Errorf("postgres: write append: %w", err)
+	return w, nil
+}
+
+// addCompanions adds what travels with the sealed entry e besides its
+// record: its approval requests and event, shadow decision, classified
+// values, block (the first of an action wins, in the batch too),
+// envelope, blobs, and run event (after the run's last, in runs).
+func (w *rows) addCompanions(e *ledger.Entry, runs map[runKey]int64) error {
+	rec := e.Record
+	if err := w.addApprovals(e); err != nil {
+		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		done = true
-		if pgCode(err) != "" || errors.Is(err, pgx.ErrTxCommitRollback) {
-			// The server answered: the transaction rolled back.
-			return nil, fmt.Errorf("postgres: commit append: %w", err)
-		}
-		// The connection failed during COMMIT: the transaction may have
-		// committed. Find out, so that an error still means nothing of
-		// the batch is durable.
-		first := todo[0]
-		ok, rerr := s.committed(ctx, entries[first].Record, out.raws[first])
-		switch {
-		case rerr != nil:
-			return nil, fmt.Errorf("postgres: commit append: %w (and whether it committed is unknown: %v)", err, rerr)
-		case !ok:
-			return nil, fmt.Errorf("postgres: commit append: %w", err)
-		}
-		return out, nil
+	if err := w.addShadow(e); err != nil {
+		return err
 	}
-	done = true
-	return out, nil
+	w.addClassified(e)
+	if b := e.Block; b != nil {
+		k := blockKey{rec.TenantID, *b}
+		if !w.blocksSeen[k] {
+			if w.blocksSeen == nil {
+				w.blocksSeen = map[blockKey]bool{}
+			}
+			w.blocksSeen[k] = true
+			w.blockTenant = append(w.blockTenant, rec.TenantID)
+			w.blockKey = append(w.blockKey, b.DecisionKey)
+			w.blockArgs = append(w.blockArgs, b.ArgsDigest)
+			w.blockPack = append(w.blockPack, b.PackHash)
+			w.blockRecord = append(w.blockRecord, rec.RecordID)
+		}
+	}
+	if e.Envelope != nil {
+		w.envTenant = append(w.envTenant, rec.TenantID)
+		w.envSeq = append(w.envSeq, rec.Audit.Seq)
+		w.envHash = append(w.envHash, rec.Replay.ReplayPacketID)
+		w.envData = append(w.envData, e.Envelope)
+	}
+	for _, bl := range e.Blobs {
+		if !w.blobsSeen[bl.Hash] {
+			if w.blobsSeen == nil {
+				w.blobsSeen = map[string]bool{}
+			}
+			w.blobsSeen[bl.Hash] = true
+			w.blobHash = append(w.blobHash, bl.Hash)
+			w.blobKind = append(w.blobKind, bl.Kind)
+			w.blobData = append(w.blobData, bl.Data)
+		}
+	}
+	if ev := e.RunEvent; ev != nil {
+		k := runKey{ev.TenantID, ev.RunID}
+		runs[k]++
+		ev.Seq, ev.RecordID = runs[k], rec.RecordID
+		w.addRunEvent(ev)
+	}
+	return nil
+}
+
+// commitAppend commits an append whose first appended record is rec,
+// sealed as raw. When the connection fails during COMMIT, the transaction
+// may have committed: commitAppend finds out, so that an error still
+// means nothing of the batch is durable.
+func (s *Store) commitAppend(ctx context.Context, tx pgx.Tx, rec *writ.Record, raw []byte) error {
+	err := tx.Commit(ctx)
+	if err == nil {
+		return nil
+	}
+	if pgCode(err) != "" || errors.Is(err, pgx.ErrTxCommitRollback) {
+		// The server answered: the transaction rolled back.
+		return fmt.Errorf("postgres: commit append: %w", err)
+	}
+	ok, rerr := s.committed(ctx, rec, raw)
+	switch {
+	case rerr != nil:
+		return fmt.Errorf("postgres: commit append: %w (and whether it committed is unknown: %v)", err, rerr)
+	case !ok:
+		return fmt.Errorf("postgres: commit append: %w", err)
+	}
+	return nil
 }
 
 // lowRuns gathers each tenant's appended record times for its time lows
@@ -682,6 +720,11 @@ type rows struct {
 	hashTenant []string
 	hashIdx    []int64
 	hashVal    [][]byte
+
+	// blocksSeen and blobsSeen keep the first block of an action and the
+	// first copy of a blob.
+	blocksSeen map[blockKey]bool
+	blobsSeen  map[string]bool
 
 	runTenant, runID, runKind, runStep, runRecord []string
 	runSeq, runAt                                 []int64

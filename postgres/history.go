@@ -81,17 +81,15 @@ func (q *histQuery) queue(b *pgx.Batch) {
 }
 
 // histTx is the history work of one append attempt: the reads of the
-// batch's entries, queued behind the head locks, and the contributions
-// of the appended ones.
+// batch's entries, queued behind the head locks (what ledger.Settle asks
+// through HistoryValues and Pending), and the contributions of the
+// appended ones.
 type histTx struct {
 	q     *histQuery
 	first [][]int // per entry, the indexes of its reads in q.values
-	batch ledger.HistoryBatch
 	// stored are the pending contributions of the decisions the batch's
-	// entries execute, by tenant and decision id; executed what each
-	// admitted entry's Executes adds.
-	stored   map[[2]string][]ledger.Contribution
-	executed map[*ledger.Entry][]ledger.Contribution
+	// entries execute, by tenant and decision id.
+	stored map[[2]string][]ledger.Contribution
 
 	tenant, agg, group, record []string
 	at, seq                    []int64
@@ -103,7 +101,7 @@ type histTx struct {
 }
 
 func newHistTx(entries []*ledger.Entry) *histTx {
-	h := &histTx{q: newHistQuery(), first: make([][]int, len(entries)), stored: map[[2]string][]ledger.Contribution{}, executed: map[*ledger.Entry][]ledger.Contribution{}}
+	h := &histTx{q: newHistQuery(), first: make([][]int, len(entries)), stored: map[[2]string][]ledger.Contribution{}}
 	for i, e := range entries {
 		for _, r := range e.HistoryReads {
 			h.first[i] = append(h.first[i], h.q.add(e.Record.TenantID, r))
@@ -147,34 +145,26 @@ func (h *histTx) queue(b *pgx.Batch) {
 	})
 }
 
-// admit notes that e is appended: its contributions, and those its
-// Executes adds, count for the entries after it.
-func (h *histTx) admit(e *ledger.Entry) {
-	var ex []ledger.Contribution
-	if id := e.Executes; id != "" {
-		ex = h.batch.ExecutedBy(e, h.stored[[2]string{e.Record.TenantID, id}])
-		h.executed[e] = ex
-	}
-	h.batch.Admit(e, ex)
-}
-
-// fresh reports whether entry i's pinned values are current.
-func (h *histTx) fresh(i int, e *ledger.Entry) bool {
-	if len(e.HistoryReads) == 0 {
-		return true
-	}
+// values returns the stored values of entry i's history reads.
+func (h *histTx) values(i int) []float64 {
 	db := make([]float64, len(h.first[i]))
 	for j, k := range h.first[i] {
 		db[j] = h.q.values[k]
 	}
-	return h.batch.Fresh(e, db)
+	return db
 }
 
-// add gathers the contributions of a sealed entry: its own, those its
-// Executes adds, and its pending ones.
-func (h *histTx) add(e *ledger.Entry) {
+// pending returns the stored pending contributions of a decision the
+// batch executes.
+func (h *histTx) pending(tenantID, decisionID string) []ledger.Contribution {
+	return h.stored[[2]string{tenantID, decisionID}]
+}
+
+// add gathers the contributions of a sealed entry: its own, executed
+// (those its Executes adds, as settled), and its pending ones.
+func (h *histTx) add(e *ledger.Entry, executed []ledger.Contribution) {
 	rec := e.Record
-	for _, cs := range [][]ledger.Contribution{e.Contributions, h.executed[e]} {
+	for _, cs := range [][]ledger.Contribution{e.Contributions, executed} {
 		for _, c := range cs {
 			h.tenant, h.agg, h.group, h.record = append(h.tenant, rec.TenantID), append(h.agg, c.Aggregate), append(h.group, c.Group), append(h.record, rec.RecordID)
 			h.at, h.seq, h.amount = append(h.at, c.At.UnixNano()), append(h.seq, rec.Audit.Seq), append(h.amount, c.Amount)

@@ -11,6 +11,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 )
@@ -92,7 +93,7 @@ func TestVelocityTwoServers(t *testing.T) {
 	if outcomes[writ.OutcomeAllow] != 3 || outcomes[writ.OutcomeGoalFailTerminal] != 13 {
 		t.Errorf("16 concurrent refunds of one customer on two servers: %v, want 3 allowed and 13 denied", outcomes)
 	}
-	findings, _, err := ledger.VerifyChains(ctx, stores[0])
+	findings, _, err := verify.VerifyChains(ctx, stores[0])
 	if err != nil || len(findings) > 0 {
 		t.Errorf("VerifyChains = %+v, %v", findings, err)
 	}

@@ -10,11 +10,9 @@ import (
 	"github.com/writhq/writ/ledger"
 )
 
-var _ ledger.StoredSource = (*Store)(nil)
-
 // ScanReceipts returns the tenant's records with their receipts and
 // envelopes; see
-// ledger.StoredSource.
+// verify.StoredSource.
 func (s *Store) ScanReceipts(ctx context.Context, tenantID string, after int64, limit int) ([]ledger.StoredReceipt, error) {
 	rows, err := s.pool.Query(ctx, `SELECT r.seq, r.raw, r.receipt, e.hash, e.data FROM records r
 		LEFT JOIN envelopes e ON e.tenant_id = r.tenant_id AND e.seq = r.seq
@@ -40,7 +38,7 @@ func (s *Store) ScanReceipts(ctx context.Context, tenantID string, after int64, 
 }
 
 // ScanRunEvents returns the tenant's run events in (run_id, seq) order;
-// see ledger.StoredSource.
+// see verify.StoredSource.
 func (s *Store) ScanRunEvents(ctx context.Context, tenantID, afterRun string, afterSeq int64, limit int) ([]ledger.RunEvent, error) {
 	rows, err := s.pool.Query(ctx, `SELECT run_id, seq, kind, step_id, record_id, at_ns, data FROM run_events
 		WHERE tenant_id = $1 AND (run_id, seq) > ($2, $3) ORDER BY run_id, seq LIMIT $4`, tenantID, afterRun, afterSeq, limit)
@@ -61,7 +59,7 @@ func (s *Store) ScanRunEvents(ctx context.Context, tenantID, afterRun string, af
 	return out, nil
 }
 
-// ScanBlobs returns blobs in hash order; see ledger.StoredSource.
+// ScanBlobs returns blobs in hash order; see verify.StoredSource.
 func (s *Store) ScanBlobs(ctx context.Context, after string, limit int) ([]ledger.Blob, error) {
 	rows, err := s.pool.Query(ctx, `SELECT hash, kind, data FROM blobs WHERE hash > $1 ORDER BY hash LIMIT $2`, after, limit)
 	if err != nil {
@@ -79,7 +77,7 @@ func (s *Store) ScanBlobs(ctx context.Context, after string, limit int) ([]ledge
 }
 
 // ScanApprovalIndex returns the tenant's approval requests' index
-// columns in approval id order; see ledger.StoredSource.
+// columns in approval id order; see verify.StoredSource.
 func (s *Store) ScanApprovalIndex(ctx context.Context, tenantID, after string, limit int) ([]ledger.ApprovalIndex, error) {
 	rows, err := s.pool.Query(ctx, `SELECT approval_id, gate_id, decision_key, binding_digest, allowance, record_id, created_ns, expires_ns
 		FROM approval_requests WHERE tenant_id = $1 AND approval_id COLLATE "C" > $2 ORDER BY approval_id COLLATE "C" LIMIT $3`, tenantID, after, limit)
@@ -98,7 +96,7 @@ func (s *Store) ScanApprovalIndex(ctx context.Context, tenantID, after string, l
 }
 
 // ScanClaims returns the tenant's index rows of one kind in primary-key
-// order; see ledger.StoredSource.
+// order; see verify.StoredSource.
 func (s *Store) ScanClaims(ctx context.Context, tenantID, kind string, after *ledger.ClaimRow, limit int) ([]ledger.ClaimRow, error) {
 	var q string
 	args := []any{tenantID}

@@ -17,6 +17,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // partitionOf returns the tenant partition (records_hNN) that holds
@@ -308,7 +309,7 @@ func TestMigrationToTenantPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := ledger.Verify(ctx, st, ledger.VerifyOptions{})
+	rep, err := verify.Verify(ctx, st, verify.VerifyOptions{})
 	if err != nil || !rep.Intact() || rep.Records != int64(len(recs)+1) {
 		t.Errorf("Verify() = %+v, %v; want intact over %d records", rep, err, len(recs)+1)
 	}

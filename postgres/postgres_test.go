@@ -23,8 +23,12 @@ import (
 	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/record"
 )
+
+// The store keeps all that verify.VerifyStore reads (`writ ledger verify`).
+var _ verify.Store = (*Store)(nil)
 
 // testDSN returns the database the tests use (WRIT_TEST_POSTGRES), or skips.
 func testDSN(t *testing.T) string {
@@ -183,7 +187,7 @@ func TestTwoServers(t *testing.T) {
 
 	const writers = 2 * perServer
 	wantRecords := writers*perWriter/2 + perWriter/2
-	findings, n, err := ledger.VerifyChains(ctx, stores[1])
+	findings, n, err := verify.VerifyChains(ctx, stores[1])
 	if err != nil {
 		t.Fatalf("VerifyChains() = %v", err)
 	}
@@ -393,7 +397,7 @@ func TestAppendOnly(t *testing.T) {
 	}
 	tx.Rollback(ctx)
 
-	findings, n, err := ledger.VerifyChains(ctx, st)
+	findings, n, err := verify.VerifyChains(ctx, st)
 	if err != nil || len(findings) != 0 || n != 2 {
 		t.Errorf("VerifyChains() = %v, %d, %v; want no findings over 2 records", findings, n, err)
 	}
@@ -791,7 +795,7 @@ func TestConcurrentRedemption(t *testing.T) {
 		}
 	}
 	want := int64(len(setup) + approvals)
-	findings, got, err := ledger.VerifyChains(ctx, stores[1])
+	findings, got, err := verify.VerifyChains(ctx, stores[1])
 	if err != nil || len(findings) != 0 || got != want {
 		t.Errorf("VerifyChains() = %v, %d records, %v; want no findings over %d records", findings, got, err, want)
 	}

@@ -35,6 +35,13 @@ type Input struct {
 	// computed by the caller (for the approval binding); Build computes
 	// them when nil.
 	Digests *Digests
+	// TranscriptHead, when set, is the head of the tool transcript of the
+	// check's run or session at decision time (writ.TranscriptEntry): the
+	// record pins it as replay.tool_transcript_chain_hash. Without it
+	// (a check outside any run or session, or whose transcript is still
+	// empty, and every check sealed before issue 32) the hash is the
+	// digest of the record's own tool_lineage.
+	TranscriptHead string
 }
 
 // Build builds the unsealed decision record of a boundary check. The
@@ -147,7 +154,9 @@ func Build(in Input) (*writ.Record, error) {
 			IdempotencyKey:        red.String(req.IdempotencyKey),
 		})
 	}
-	if len(rec.ToolLineage) > 0 {
+	if in.TranscriptHead != "" {
+		rec.Replay.ToolTranscriptChainHash = in.TranscriptHead
+	} else if len(rec.ToolLineage) > 0 {
 		h, err := CanonicalDigest(rec.ToolLineage)
 		if err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
 )
@@ -38,10 +39,10 @@ type BacktestOptions struct {
 	// DecisionKey, when set, keeps only records of this decision key.
 	DecisionKey string
 	// Verify configures the verification of the tenant's ledger that runs
-	// first (ledger.Verify): with Keys and Rules it checks signatures and
+	// first (verify.Verify): with Keys and Rules it checks signatures and
 	// validation rules too; its zero value checks the hashes, the chain,
 	// the tree and the checkpoints.
-	Verify ledger.VerifyOptions
+	Verify verify.VerifyOptions
 	// Workers decide this many records at once (default 4 × GOMAXPROCS,
 	// as for replay).
 	Workers int
@@ -69,7 +70,7 @@ type BacktestReport struct {
 	// Findings are the problems verification found, and the records
 	// whose pinned request envelope did not check out; Excluded counts
 	// the records of the window they name, which were not used.
-	Findings []ledger.Finding `json:"findings"`
+	Findings []verify.Finding `json:"findings"`
 	Excluded int              `json:"excluded"`
 	// Transitions count the records per recorded outcome → candidate
 	// outcome, changed ones first, then by count.
@@ -120,7 +121,7 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 	}
 	p := opts.Candidate.Pack
 	rep := &BacktestReport{TenantID: opts.TenantID, Candidate: p.ID(), CandidateHash: p.Hash, DecisionKey: opts.DecisionKey,
-		Skipped: map[string]int{}, Findings: []ledger.Finding{}, Transitions: []*Transition{}}
+		Skipped: map[string]int{}, Findings: []verify.Finding{}, Transitions: []*Transition{}}
 	if !opts.From.IsZero() {
 		rep.From = &opts.From
 	}
@@ -128,7 +129,7 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 		rep.To = &opts.To
 	}
 
-	vr, err := ledger.Verify(ctx, tenantSource{st, opts.TenantID}, opts.Verify)
+	vr, err := verify.Verify(ctx, tenantSource{st, opts.TenantID}, opts.Verify)
 	if err != nil {
 		return nil, fmt.Errorf("verify tenant %s: %w", opts.TenantID, err)
 	}
@@ -140,7 +141,7 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 		}
 		// A tree or checkpoint finding is about the stored tree, not a
 		// record: the records themselves are what a backtest reads.
-		if f.Seq > 0 && f.TreeSize == 0 && f.Kind != ledger.FindingTreeHashMismatch {
+		if f.Seq > 0 && f.TreeSize == 0 && f.Kind != verify.FindingTreeHashMismatch {
 			badSeq[f.Seq] = true
 		}
 	}
@@ -181,7 +182,7 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 		if len(page) < pageSize {
 			break
 		}
-		after = ledger.NextAfter(after, page)
+		after = verify.NextAfter(after, page)
 	}
 	sortTransitions(rep.Transitions)
 	return rep, nil
@@ -210,7 +211,7 @@ type decided struct {
 	err     string
 	fired   []string
 	cleared []string
-	finding *ledger.Finding // the record's envelope did not check out
+	finding *verify.Finding // the record's envelope did not check out
 }
 
 func (bt *backtest) decideAll(ctx context.Context, srs []*writ.StoredRecord) error {
@@ -233,7 +234,7 @@ func (bt *backtest) decide(ctx context.Context, sr *writ.StoredRecord) (decided,
 	rec := &sr.Record
 	out := decided{sr: sr}
 	tamper := func(format string, args ...any) (decided, error) {
-		out.finding = &ledger.Finding{TenantID: rec.TenantID, Seq: rec.Audit.Seq, RecordID: rec.RecordID, Kind: ClassTamper, Detail: fmt.Sprintf(format, args...)}
+		out.finding = &verify.Finding{TenantID: rec.TenantID, Seq: rec.Audit.Seq, RecordID: rec.RecordID, Kind: ClassTamper, Detail: fmt.Sprintf(format, args...)}
 		return out, nil
 	}
 	id := rec.Replay.ReplayPacketID
@@ -357,7 +358,7 @@ func (bt *backtest) count(d decided) {
 	}
 }
 
-// tenantSource is one tenant of a store, as ledger.Verify reads it.
+// tenantSource is one tenant of a store, as verify.Verify reads it.
 type tenantSource struct {
 	st     BacktestStore
 	tenant string

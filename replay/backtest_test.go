@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/replay"
 )
 
@@ -137,7 +137,7 @@ func TestBacktestReadsVerifiedHistoryOnly(t *testing.T) {
 		named[f.RecordID], bySeq[f.Seq] = f.Kind, append(bySeq[f.Seq], f.Kind)
 	}
 	// The record that no longer parses is named by its seq only.
-	if !slices.Contains(bySeq[1], ledger.FindingHashMismatch) || named[ids[1]] != ledger.FindingHashMismatch || named[ids[2]] != replay.ClassTamper {
+	if !slices.Contains(bySeq[1], verify.FindingHashMismatch) || named[ids[1]] != verify.FindingHashMismatch || named[ids[2]] != replay.ClassTamper {
 		t.Errorf("findings = %+v, want hash_mismatch for seq 1 and %s, tamper_detected for %s", rep.Findings, ids[1], ids[2])
 	}
 	if up := transitions(rep)["allow → replan_required"]; up == nil || up.Count != 1 || up.Examples[0] != ids[3] {

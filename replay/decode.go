@@ -24,8 +24,14 @@ type recordHead struct {
 		PackHash string `json:"pack_hash"`
 	} `json:"lineage"`
 	Replay struct {
-		ReplayPacketID string `json:"replay_packet_id"`
+		ReplayPacketID          string `json:"replay_packet_id"`
+		ToolTranscriptChainHash string `json:"tool_transcript_chain_hash"`
 	} `json:"replay"`
+	// Execution.Transcript is an execution report's entry in its tool
+	// transcript (sealed since issue 32).
+	Execution struct {
+		Transcript *writ.TranscriptEntry `json:"transcript"`
+	} `json:"execution"`
 	// Audit.Seq is the record's place in its chain, where its envelope
 	// is stored.
 	Audit struct {

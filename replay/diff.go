@@ -17,7 +17,8 @@ import (
 //   - evidence_refs, replay.evidence_snapshot_hash: changed_evidence
 //     (for a step verdict also replay.arguments_digest, the digest of
 //     the result payload it judged);
-//   - tool_lineage, replay.tool_transcript_chain_hash:
+//   - tool_lineage, replay.tool_transcript_chain_hash,
+//     execution.transcript (an execution report's transcript entry):
 //     changed_tool_transcript;
 //   - replay.compiled_context_hash: changed_compiled_context, or
 //     changed_policy when the pack changed;
@@ -52,7 +53,12 @@ func Classify(kind, path string, packChanged bool) string {
 		return ClassHistory
 	case "params":
 		return ClassParams
-	case "policy_decisions", "status", "execution", "approvals", "approval_mode_effective", "controls_active", "action_class", "decision_version":
+	case "execution":
+		if second == "transcript" {
+			return ClassToolTranscript
+		}
+		return ClassPolicy
+	case "policy_decisions", "status", "approvals", "approval_mode_effective", "controls_active", "action_class", "decision_version":
 		return ClassPolicy
 	case "outputs":
 		if second == "outcome" || kind == KindStepVerdict {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/acceptance"
+	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
 	"github.com/writhq/writ/workflow"
@@ -173,6 +174,9 @@ func (rp *replaying) check(ctx context.Context, pin *pinned, envelope []byte) (*
 	if err != nil {
 		rp.errorf("%v", err)
 		return nil, nil
+	}
+	if err := rp.checkTranscript(ctx, pin, &req, rec); err != nil {
+		return nil, err
 	}
 	if err := rp.checkHistory(ctx); err != nil {
 		return nil, err
@@ -356,7 +360,14 @@ func (rp *replaying) executionReport(ctx context.Context, pin *pinned, envelope 
 		rp.errorf("the execution report cannot be rebuilt: it has no trace id; a stored one always has one")
 		return nil, nil
 	}
+	place, err := rp.transcriptPlace(ctx, pin, &target.Record)
+	if err != nil || (place == nil && rp.head.Execution.Transcript != nil) {
+		return nil, err
+	}
 	rec, _, err := record.ExecutionReport(pin.pol.Pack, pin.red, &req, &target.Record, rp.head.RecordID, rp.head.Timestamp.UTC())
+	if err == nil && place != nil {
+		err = engine.AddTranscript(rec, &req, &target.Record, place)
+	}
 	if err != nil {
 		rp.errorf("the execution report cannot be rebuilt: %v", err)
 		return nil, nil

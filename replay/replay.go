@@ -8,7 +8,7 @@
 //     (record.SplitSeal);
 //  2. fetches the pinned inputs and checks them against the record: the
 //     request envelope at replay.replay_packet_id (its digest must be that
-//     id) and the pack at lineage.pack_hash (ledger.LoadPinnedPack, which
+//     id) and the pack at lineage.pack_hash (verify.LoadPinnedPack, which
 //     checks the manifest and every file); then the approvals a check
 //     presented, the run events a step verdict was decided on, or the
 //     approval request an approval decision decided, as they stood before
@@ -51,6 +51,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/acceptance"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
@@ -76,6 +77,10 @@ type Store interface {
 	RunEvents(ctx context.Context, tenantID, runID string) ([]ledger.RunEvent, error)
 	// HistoryAsOf returns a history value as of a chain position.
 	HistoryAsOf(ctx context.Context, tenantID string, read ledger.HistoryRead, seq int64) (float64, error)
+	// Transcript and TranscriptHead read tool transcripts (the records
+	// of their entries): replay never calls a tool again, it reads what
+	// the calls were.
+	ledger.TranscriptReader
 }
 
 // Statuses of a replay.
@@ -336,7 +341,7 @@ func (r *Replayer) tenantFrom(ctx context.Context, tenantID string, start int64,
 			if err != nil || len(page) < pageSize {
 				return
 			}
-			after = ledger.NextAfter(after, page)
+			after = verify.NextAfter(after, page)
 		}
 	}()
 	sum := &Summary{TenantID: tenantID, Classes: map[string]int64{}, Kinds: map[string]int64{}}
@@ -346,7 +351,7 @@ func (r *Replayer) tenantFrom(ctx context.Context, tenantID string, start int64,
 			return nil, 0, f.err
 		}
 		if len(f.page) > 0 {
-			last = ledger.NextAfter(last, f.page)
+			last = verify.NextAfter(last, f.page)
 		}
 		page := f.page
 		if keep != nil {
@@ -457,9 +462,9 @@ func (p *pinned) contracts(lenient bool) (*acceptance.Contracts, error) {
 }
 
 // get returns the pinned pack of hash, rebuilt from blobs and checked by
-// ledger.LoadPinnedPack, then compiled. An error is kept: the stored
+// verify.LoadPinnedPack, then compiled. An error is kept: the stored
 // files do not change.
-func (c *packCache) get(ctx context.Context, blobs ledger.BlobSource, hash string) (*pinned, error) {
+func (c *packCache) get(ctx context.Context, blobs verify.BlobSource, hash string) (*pinned, error) {
 	c.mu.Lock()
 	e, ok := c.m[hash]
 	if !ok {
@@ -468,7 +473,7 @@ func (c *packCache) get(ctx context.Context, blobs ledger.BlobSource, hash strin
 	}
 	c.mu.Unlock()
 	e.once.Do(func() {
-		p, err := ledger.LoadPinnedPack(ctx, blobs, hash)
+		p, err := verify.LoadPinnedPack(ctx, blobs, hash)
 		if err != nil {
 			e.err = err
 			return

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -100,14 +99,19 @@ func (w *writeStmts) close() {
 	}
 }
 
-type claimKey struct{ tenant, key string }
-
 type approvalKey struct{ tenant, id string }
 
 // Append seals and writes entries in one transaction, as ledger.Store
 // specifies. Entries' Raw, Prior and Refused are set only once the
 // transaction has committed; an appended approval event's Seq and
 // RecordID are set while it runs.
+//
+// The single write connection keeps every other append out of the
+// transaction, in its phases: settle the batch (ledger.Settle, reading
+// through settleReads), read the heads of the appended entries' tenants
+// (cachedHead), seal, write the entries (writeEntries) and what each
+// tenant's chain gains (writeTenants), commit, and only then remember
+// the new heads and tree hashes (remember).
 func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger.SealFunc) (err error) {
 	if len(entries) == 0 {
 		return nil
@@ -150,138 +154,123 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 	hist := s.histTx(ctx, tx)
 	defer hist.close()
 
-	// First settle which entries are appended: an entry whose key is
-	// claimed, in the database or earlier in this batch, is answered with
-	// the first claim instead; then an entry whose approval event fails
-	// its guard is refused. Everything needed for that is known before
-	// sealing, and the single writer keeps every other append out.
-	priors := make([]*ledger.Prior, len(entries))
-	refused := make([]string, len(entries))
-	todo := make([]int, 0, len(entries))
-	claims := make(map[claimKey]*ledger.Prior)
-	tallies := make(map[approvalKey]*ledger.ApprovalTally)
-	reports := make(map[claimKey]*ledger.Prior)
-	for i, e := range entries {
-		rec := e.Record
-		var report claimKey
-		if c := e.Report; c != nil {
-			// A decision's one report: the first wins, in the database or
-			// earlier in this batch.
-			report = claimKey{rec.TenantID, c.DecisionID}
-			prior, ok := reports[report]
-			if !ok {
-				if prior, err = scanPrior(st.reportClaim.QueryRowContext(ctx, rec.TenantID, c.DecisionID)); err != nil {
-					return fmt.Errorf("sqlite: read execution report: %w", err)
-				}
-			}
-			if prior != nil {
-				priors[i] = prior
-				continue
-			}
-		}
-		var claim claimKey
-		if c := e.Idempotency; c != nil {
-			claim = claimKey{rec.TenantID, c.Key}
-			prior, ok := claims[claim]
-			if !ok {
-				if prior, err = st.claimed(ctx, rec.TenantID, c.Key); err != nil {
-					return err
-				}
-			}
-			if prior != nil {
-				priors[i] = prior
-				continue
-			}
-		}
-		if ok, err := hist.fresh(ctx, e); err != nil {
-			return err
-		} else if !ok {
-			refused[i] = ledger.RefusedHistory
-			continue
-		}
-		if ev := e.ApprovalEvent; ev != nil {
-			k := approvalKey{ev.TenantID, ev.ApprovalID}
-			t, ok := tallies[k]
-			if !ok {
-				if t, err = st.tally(ctx, k); err != nil {
-					return err
-				}
-				tallies[k] = t
-			}
-			seq, reason := int64(0), ledger.RefusedUnknown
-			if t != nil {
-				seq, reason = t.Admit(ev.Event.Kind)
-			}
-			if reason != "" {
-				refused[i] = reason
-				ev.Event.Seq, ev.Event.RecordID = 0, ""
-				continue
-			}
-			ev.Event.Seq, ev.Event.RecordID = seq, rec.RecordID
-		}
-		if c := e.Idempotency; c != nil {
-			claims[claim] = &ledger.Prior{ArgsDigest: c.ArgsDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
-		}
-		if c := e.Report; c != nil {
-			reports[report] = &ledger.Prior{ArgsDigest: c.ReportDigest, Receipt: bytes.Clone(e.Receipt), RecordID: rec.RecordID}
-		}
-		for _, a := range e.NewApprovals {
-			tallies[approvalKey{a.Request.TenantID, a.Request.ApprovalID}] = &ledger.ApprovalTally{Allowance: a.Request.Allowance}
-		}
-		if err := hist.admit(ctx, e); err != nil {
-			return err
-		}
-		if _, ok := heads[rec.TenantID]; !ok {
-			if heads[rec.TenantID], err = s.cachedHead(ctx, st.head, rec.TenantID); err != nil {
+	settled, err := ledger.Settle(ctx, entries, settleReads{st, hist})
+	if err != nil {
+		return err
+	}
+	todo := settled.Appended
+	for _, i := range todo {
+		t := entries[i].Record.TenantID
+		if _, ok := heads[t]; !ok {
+			if heads[t], err = s.cachedHead(ctx, st.head, t); err != nil {
 				return err
 			}
 		}
-		todo = append(todo, i)
 	}
-
 	// Seal the batch: its chain in order, the signatures in parallel.
 	raws, err := ledger.SealBatch(seal, heads, entries, todo)
 	if err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
-	// Tree hashes written earlier in this transaction, by tenant: the
-	// hashes of a record depend on those of the records before it.
-	written := make(map[string]map[int64]tlog.Hash)
-	for _, i := range todo {
-		rec := entries[i].Record
-		a, raw := rec.Audit, raws[i]
-		if err := st.insert(ctx, entries[i], raw); err != nil {
-			return err
-		}
-		if err := hist.insert(ctx, entries[i]); err != nil {
-			return err
-		}
-		if written[rec.TenantID] == nil {
-			written[rec.TenantID] = make(map[int64]tlog.Hash)
-		}
-		if err := st.addTreeHashes(ctx, rec.TenantID, a.Seq, raw, written[rec.TenantID], s.recent[rec.TenantID]); err != nil {
-			return err
-		}
-	}
-	if err := st.addTimeMarks(ctx, heads, entries, todo); err != nil {
+	written, err := st.writeEntries(ctx, hist, entries, settled, raws, s.recent)
+	if err != nil {
 		return err
 	}
-	if err := st.addTimeLows(ctx, entries, todo); err != nil {
+	if err := st.writeTenants(ctx, heads, entries, todo); err != nil {
 		return err
-	}
-	if err := st.raiseApprovalFloors(ctx, entries, todo); err != nil {
-		return err
-	}
-	for t, h := range heads {
-		if _, err := st.move.ExecContext(ctx, t, h.Seq, h.Hash); err != nil {
-			return fmt.Errorf("sqlite: advance head of tenant %s: %w", t, err)
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: commit append: %w", err)
 	}
 	s.ckpt.committed()
+	s.remember(heads, written)
+	settled.Answer(entries, raws)
+	return nil
+}
 
+// settleReads are ledger.Settle's reads in an append transaction, on
+// demand: the single writer keeps every other append out meanwhile.
+type settleReads struct {
+	st   *writeStmts
+	hist *histTx
+}
+
+func (r settleReads) Report(ctx context.Context, tenantID, decisionID string) (*ledger.Prior, error) {
+	p, err := scanPrior(r.st.reportClaim.QueryRowContext(ctx, tenantID, decisionID))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read execution report: %w", err)
+	}
+	return p, nil
+}
+
+func (r settleReads) Claim(ctx context.Context, tenantID, key string) (*ledger.Prior, error) {
+	return r.st.claimed(ctx, tenantID, key)
+}
+
+func (r settleReads) HistoryValues(ctx context.Context, _ int, e *ledger.Entry) ([]float64, error) {
+	return r.hist.values(ctx, e)
+}
+
+func (r settleReads) Pending(ctx context.Context, tenantID, decisionID string) ([]ledger.Contribution, error) {
+	return r.hist.pending(ctx, tenantID, decisionID)
+}
+
+func (r settleReads) Tally(ctx context.Context, tenantID, approvalID string) (*ledger.ApprovalTally, error) {
+	return r.st.tally(ctx, approvalKey{tenantID, approvalID})
+}
+
+// writeEntries writes the sealed entries settled.Appended (raws[i] the
+// bytes of entry i) with everything that travels with them, their
+// history contributions and their tree hashes, and returns the tree
+// hashes it wrote, by tenant. recent holds the tree hashes committed with
+// each tenant's last records (see recentTree).
+func (w *writeStmts) writeEntries(ctx context.Context, hist *histTx, entries []*ledger.Entry, settled *ledger.Settlement, raws [][]byte, recent map[string]map[int64]tlog.Hash) (map[string]map[int64]tlog.Hash, error) {
+	// Tree hashes written earlier in this transaction, by tenant: the
+	// hashes of a record depend on those of the records before it.
+	written := make(map[string]map[int64]tlog.Hash)
+	for _, i := range settled.Appended {
+		e := entries[i]
+		rec := e.Record
+		if err := w.insert(ctx, e, raws[i]); err != nil {
+			return nil, err
+		}
+		if err := hist.insert(ctx, e, settled.Executed[i]); err != nil {
+			return nil, err
+		}
+		if written[rec.TenantID] == nil {
+			written[rec.TenantID] = make(map[int64]tlog.Hash)
+		}
+		if err := w.addTreeHashes(ctx, rec.TenantID, rec.Audit.Seq, raws[i], written[rec.TenantID], recent[rec.TenantID]); err != nil {
+			return nil, err
+		}
+	}
+	return written, nil
+}
+
+// writeTenants writes what the appended entries todo add to each
+// tenant's chain as a whole: its time marks and time lows, its approval
+// floor, and its new head.
+func (w *writeStmts) writeTenants(ctx context.Context, heads map[string]ledger.Head, entries []*ledger.Entry, todo []int) error {
+	if err := w.addTimeMarks(ctx, heads, entries, todo); err != nil {
+		return err
+	}
+	if err := w.addTimeLows(ctx, entries, todo); err != nil {
+		return err
+	}
+	if err := w.raiseApprovalFloors(ctx, entries, todo); err != nil {
+		return err
+	}
+	for t, h := range heads {
+		if _, err := w.move.ExecContext(ctx, t, h.Seq, h.Hash); err != nil {
+			return fmt.Errorf("sqlite: advance head of tenant %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// remember keeps the heads and tree hashes an append committed, for the
+// next appends. The caller holds s.mu.
+func (s *Store) remember(heads map[string]ledger.Head, written map[string]map[int64]tlog.Hash) {
 	for t, h := range heads {
 		s.heads[t] = h
 	}
@@ -294,10 +283,6 @@ func (s *Store) Append(ctx context.Context, entries []*ledger.Entry, seal ledger
 		}
 		s.recent[t] = recentTree(s.recent[t], hs, heads[t].Seq)
 	}
-	for i, e := range entries {
-		e.Raw, e.Prior, e.Refused = raws[i], priors[i], refused[i]
-	}
-	return nil
 }
 
 // insert writes one sealed entry: its record and receipt, its subjects,

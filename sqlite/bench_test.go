@@ -8,6 +8,7 @@ import (
 
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // BenchmarkInclusionProof proves records of a large existing ledger (its
@@ -63,16 +64,16 @@ func BenchmarkVerify(b *testing.B) {
 	}
 	for _, bc := range []struct {
 		name string
-		opts ledger.VerifyOptions
+		opts verify.VerifyOptions
 	}{
-		{"hash-only", ledger.VerifyOptions{}},
-		{"signatures", ledger.VerifyOptions{Keys: ring}},
-		{"full", ledger.VerifyOptions{Keys: ring, Rules: ledger.NewRules(s)}},
+		{"hash-only", verify.VerifyOptions{}},
+		{"signatures", verify.VerifyOptions{Keys: ring}},
+		{"full", verify.VerifyOptions{Keys: ring, Rules: verify.NewRules(s)}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var records int64
 			for b.Loop() {
-				rep, err := ledger.Verify(b.Context(), s, bc.opts)
+				rep, err := verify.Verify(b.Context(), s, bc.opts)
 				if err != nil || !rep.Intact() {
 					b.Fatalf("Verify = %+v, %v; want an intact ledger", rep, err)
 				}

@@ -39,7 +39,7 @@ func TestBackgroundCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = mustOpen(t, dir)
-	if _, n := verify(t, s); n != 320 {
+	if _, n := verifyChains(t, s); n != 320 {
 		t.Errorf("after reopening, verify saw %d records, want 320", n)
 	}
 }
@@ -90,7 +90,7 @@ func TestCheckpointRestartsGrownWAL(t *testing.T) {
 	if size := walSize(); size > walSizeLimit {
 		t.Errorf("after the restart and a commit, the WAL is %d bytes, more than journal_size_limit %d", size, walSizeLimit)
 	}
-	if _, n := verify(t, s); n != int64(appended+1) {
+	if _, n := verifyChains(t, s); n != int64(appended+1) {
 		t.Errorf("verify saw %d records, want %d", n, appended+1)
 	}
 }

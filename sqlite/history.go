@@ -167,10 +167,6 @@ type histTx struct {
 	// sums and adds are histStmts' sumsW and adds, each bound to the
 	// transaction when an entry first needs it.
 	sums, adds txByCount
-	batch      ledger.HistoryBatch
-	// executed are the pending contributions each admitted entry's
-	// Executes adds.
-	executed map[*ledger.Entry][]ledger.Contribution
 	// args is the arguments of an insert, reused from entry to entry.
 	args []any
 }
@@ -200,8 +196,7 @@ func (c *txByCount) close() {
 
 func (s *Store) histTx(ctx context.Context, tx *sql.Tx) *histTx {
 	return &histTx{pendAdd: tx.StmtContext(ctx, s.hist.pendAdd), pendRead: tx.StmtContext(ctx, s.hist.pendRead),
-		sums: txByCount{tx: tx, db: &s.hist.sumsW}, adds: txByCount{tx: tx, db: &s.hist.adds},
-		executed: map[*ledger.Entry][]ledger.Contribution{}}
+		sums: txByCount{tx: tx, db: &s.hist.sumsW}, adds: txByCount{tx: tx, db: &s.hist.adds}}
 }
 
 func (h *histTx) close() {
@@ -211,54 +206,43 @@ func (h *histTx) close() {
 	h.adds.close()
 }
 
-// fresh reports whether the history values e pinned are still current;
-// the single writer keeps every other append out meanwhile.
-func (h *histTx) fresh(ctx context.Context, e *ledger.Entry) (bool, error) {
-	if len(e.HistoryReads) == 0 {
-		return true, nil
-	}
-	db, err := historySums(ctx, func(n int) *sql.Stmt { return h.sums.stmt(ctx, n) }, e.Record.TenantID, e.HistoryReads)
+// values returns the stored value of each of e's history reads, for
+// ledger.Settle; the single writer keeps every other append out
+// meanwhile.
+func (h *histTx) values(ctx context.Context, e *ledger.Entry) ([]float64, error) {
+	return historySums(ctx, func(n int) *sql.Stmt { return h.sums.stmt(ctx, n) }, e.Record.TenantID, e.HistoryReads)
+}
+
+// pending returns the pending contributions of a decision (those of its
+// last record that stored any), for ledger.Settle.
+func (h *histTx) pending(ctx context.Context, tenantID, decisionID string) ([]ledger.Contribution, error) {
+	rows, err := h.pendRead.QueryContext(ctx, tenantID, decisionID)
 	if err != nil {
-		return false, err
+		return nil, fmt.Errorf("sqlite: read pending history of decision %s: %w", decisionID, err)
 	}
-	return h.batch.Fresh(e, db), nil
+	defer rows.Close()
+	var stored []ledger.Contribution
+	for rows.Next() {
+		var c ledger.Contribution
+		var at int64
+		if err := rows.Scan(&c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
+			return nil, fmt.Errorf("sqlite: read pending history of decision %s: %w", decisionID, err)
+		}
+		c.At = time.Unix(0, at).UTC()
+		stored = append(stored, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: read pending history of decision %s: %w", decisionID, err)
+	}
+	return stored, nil
 }
 
-// admit notes that e is appended: its contributions, and those its
-// Executes adds, count for the entries after it.
-func (h *histTx) admit(ctx context.Context, e *ledger.Entry) error {
-	var ex []ledger.Contribution
-	if id := e.Executes; id != "" {
-		rows, err := h.pendRead.QueryContext(ctx, e.Record.TenantID, id)
-		if err != nil {
-			return fmt.Errorf("sqlite: read pending history of decision %s: %w", id, err)
-		}
-		var stored []ledger.Contribution
-		for rows.Next() {
-			var c ledger.Contribution
-			var at int64
-			if err := rows.Scan(&c.Aggregate, &c.Group, &at, &c.Amount, &c.Usage); err != nil {
-				rows.Close()
-				return fmt.Errorf("sqlite: read pending history of decision %s: %w", id, err)
-			}
-			c.At = time.Unix(0, at).UTC()
-			stored = append(stored, c)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		ex = h.batch.ExecutedBy(e, stored)
-		h.executed[e] = ex
-	}
-	h.batch.Admit(e, ex)
-	return nil
-}
-
-// insert writes the contributions of e, sealed at seq: its own and those
-// its Executes adds, maxAtOnce rows a statement, and its pending ones.
-func (h *histTx) insert(ctx context.Context, e *ledger.Entry) error {
+// insert writes the contributions of the sealed entry e: its own and
+// executed (those its Executes adds, as settled), maxAtOnce rows a
+// statement, and its pending ones.
+func (h *histTx) insert(ctx context.Context, e *ledger.Entry, executed []ledger.Contribution) error {
 	rec := e.Record
-	own, executed := e.Contributions, h.executed[e]
+	own := e.Contributions
 	for total, done := len(own)+len(executed), 0; done < total; {
 		n := min(total-done, maxAtOnce)
 		h.args = h.args[:0]

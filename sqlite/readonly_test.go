@@ -81,7 +81,7 @@ func TestWriterReplacedWhileReadOnly(t *testing.T) {
 	appendAll(t, s, newEntries("t", 2, 1)...)
 	s.Close()
 	s = mustOpen(t, dir)
-	if findings, n := verify(t, s); len(findings) > 0 || n != 2 {
+	if findings, n := verifyChains(t, s); len(findings) > 0 || n != 2 {
 		t.Errorf("after the fault: %d records, findings %v", n, findings)
 	}
 }

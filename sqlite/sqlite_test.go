@@ -19,8 +19,12 @@ import (
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/record"
 )
+
+// The store keeps all that verify.VerifyStore reads (`writ ledger verify`).
+var _ verify.Store = (*Store)(nil)
 
 func TestConformance(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T) ledger.Store { return mustOpen(t, t.TempDir()) })
@@ -70,9 +74,9 @@ func newEntries(tenant string, from, count int) []*ledger.Entry {
 	return es
 }
 
-func verify(t *testing.T, s *Store) ([]ledger.Finding, int64) {
+func verifyChains(t *testing.T, s *Store) ([]verify.Finding, int64) {
 	t.Helper()
-	findings, n, err := ledger.VerifyChains(t.Context(), s)
+	findings, n, err := verify.VerifyChains(t.Context(), s)
 	if err != nil {
 		t.Fatalf("VerifyChains() = %v", err)
 	}
@@ -181,7 +185,7 @@ func TestReopen(t *testing.T) {
 		}
 		prev = ledger.Head{Seq: l.Seq, Hash: l.RecordHash}
 	}
-	findings, n := verify(t, s)
+	findings, n := verifyChains(t, s)
 	if len(findings) != 0 || n != 10 {
 		t.Errorf("after reopening, VerifyChains() = %+v over %d records, want no findings over 10", findings, n)
 	}
@@ -221,7 +225,7 @@ func TestSecondStoreCannotFork(t *testing.T) {
 		t.Fatal("Append on a stale head = nil, want the database to refuse it")
 	}
 	appendAll(t, a, newEntries("acme", 3, 1)...)
-	if findings, n := verify(t, a); len(findings) != 0 || n != 3 {
+	if findings, n := verifyChains(t, a); len(findings) != 0 || n != 3 {
 		t.Errorf("VerifyChains() = %+v over %d records, want no findings over 3", findings, n)
 	}
 }
@@ -331,7 +335,7 @@ func TestAppendOnlyTriggers(t *testing.T) {
 	if p, err := s.idempotent(ctx, "acme", "refund-o-00001"); err != nil || p == nil || p.ArgsDigest != e.Idempotency.ArgsDigest {
 		t.Errorf("after the refused statements, Idempotent(acme, refund-o-00001) = %+v, %v; want the first claim", p, err)
 	}
-	if findings, n := verify(t, s); len(findings) != 0 || n != 2 {
+	if findings, n := verifyChains(t, s); len(findings) != 0 || n != 2 {
 		t.Errorf("after the refused statements, VerifyChains() = %+v over %d records, want no findings over 2", findings, n)
 	}
 	page, err := s.Records(ctx, writ.RecordQuery{TenantID: "acme", SubjectID: e.Record.SubjectIDs[0]})
@@ -389,7 +393,7 @@ func TestTamperDetection(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			wantKinds: []string{ledger.FindingHashMismatch},
+			wantKinds: []string{verify.FindingHashMismatch},
 			wantSeq:   3,
 			wantID:    ledgertest.NewRecord("acme", 3).RecordID,
 		},
@@ -406,7 +410,7 @@ func TestTamperDetection(t *testing.T) {
 					}
 				}
 			},
-			wantKinds: []string{ledger.FindingMissingRecord, ledger.FindingChainBreak},
+			wantKinds: []string{verify.FindingMissingRecord, verify.FindingChainBreak},
 			wantSeq:   4,
 			wantID:    ledgertest.NewRecord("acme", 4).RecordID,
 		},
@@ -423,7 +427,7 @@ func TestTamperDetection(t *testing.T) {
 					}
 				}
 			},
-			wantKinds: []string{ledger.FindingMissingRecord},
+			wantKinds: []string{verify.FindingMissingRecord},
 			wantSeq:   5,
 		},
 		{
@@ -442,7 +446,7 @@ func TestTamperDetection(t *testing.T) {
 			},
 			// Record 3 now comes right after record 1, record 2 after
 			// record 3: the chain checker sees a gap, then a step back.
-			wantKinds: []string{ledger.FindingChainBreak},
+			wantKinds: []string{verify.FindingChainBreak},
 			wantSeq:   2,
 			wantID:    ledgertest.NewRecord("acme", 2).RecordID,
 		}, {
@@ -453,7 +457,7 @@ func TestTamperDetection(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			wantKinds: []string{ledger.FindingTreeHashMismatch},
+			wantKinds: []string{verify.FindingTreeHashMismatch},
 		},
 		{
 			name:     "a stored tree hash replaced",
@@ -464,7 +468,7 @@ func TestTamperDetection(t *testing.T) {
 				}
 			},
 			// Storage index 2 is the level-1 node over records 1 and 2.
-			wantKinds: []string{ledger.FindingTreeHashMismatch},
+			wantKinds: []string{verify.FindingTreeHashMismatch},
 			wantSeq:   1,
 		},
 	}
@@ -473,12 +477,12 @@ func TestTamperDetection(t *testing.T) {
 			s := openTemp(t)
 			appendAll(t, s, newEntries("acme", 1, 5)...)
 			appendAll(t, s, newEntries("globex", 1, 2)...)
-			if findings, _ := verify(t, s); len(findings) != 0 {
+			if findings, _ := verifyChains(t, s); len(findings) != 0 {
 				t.Fatalf("before tampering, VerifyChains() = %+v, want no findings", findings)
 			}
 			tc.tamper(t, s, rawConn(t, s, tc.triggers...))
 
-			findings, _ := verify(t, s)
+			findings, _ := verifyChains(t, s)
 			found := false
 			for _, f := range findings {
 				if f.TenantID != "acme" {
@@ -620,7 +624,7 @@ func TestAppendFailureKeepsCacheBehind(t *testing.T) {
 	if l, _ := record.ParseLink(next[0].Raw); l.Seq != 3 || l.PrevHash != head.Hash {
 		t.Errorf("after the failed append, the next record was sealed at seq %d after %s, want seq 3 after %s", l.Seq, l.PrevHash, head.Hash)
 	}
-	if findings, n := verify(t, s); len(findings) != 0 || n != 3 {
+	if findings, n := verifyChains(t, s); len(findings) != 0 || n != 3 {
 		t.Errorf("VerifyChains() = %+v over %d records, want no findings over 3", findings, n)
 	}
 }
@@ -996,7 +1000,7 @@ func TestVerifyAcrossPages(t *testing.T) {
 	}
 	want := []string{"hash_mismatch@100", "hash_mismatch@2100", "missing_record@3001", "hash_mismatch@4150", "tree_hash_mismatch@100"}
 	for _, workers := range []int{1, 4} {
-		rep, err := ledger.Verify(t.Context(), s, ledger.VerifyOptions{Workers: workers})
+		rep, err := verify.Verify(t.Context(), s, verify.VerifyOptions{Workers: workers})
 		if err != nil {
 			t.Fatalf("Verify(%d workers) = %v", workers, err)
 		}

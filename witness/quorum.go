@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // Finding kinds of CheckQuorum.
@@ -39,7 +40,7 @@ type QuorumSource interface {
 // checkpoint was the largest tree of the log it had seen and consistent
 // with every earlier one: a ledger cut and re-grown from a checkpoint
 // gets none for the re-grown part.
-func CheckQuorum(ctx context.Context, src QuorumSource, keys []Key, min int) ([]ledger.Finding, error) {
+func CheckQuorum(ctx context.Context, src QuorumSource, keys []Key, min int) ([]verify.Finding, error) {
 	if min < 1 || min > len(keys) {
 		return nil, fmt.Errorf("witness: a quorum of %d of %d witness keys", min, len(keys))
 	}
@@ -47,14 +48,14 @@ func CheckQuorum(ctx context.Context, src QuorumSource, keys []Key, min int) ([]
 	if err != nil {
 		return nil, err
 	}
-	var out []ledger.Finding
+	var out []verify.Finding
 	for _, t := range tenants {
 		cps, err := src.Checkpoints(ctx, t)
 		if err != nil {
 			return nil, err
 		}
 		if len(cps) == 0 {
-			out = append(out, ledger.Finding{TenantID: t, Kind: FindingWitnessQuorum,
+			out = append(out, verify.Finding{TenantID: t, Kind: FindingWitnessQuorum,
 				Detail: fmt.Sprintf("the tenant has no checkpoint, so no witness cosigned its log; %d witnesses are required", min)})
 			continue
 		}
@@ -97,24 +98,24 @@ func CheckQuorum(ctx context.Context, src QuorumSource, keys []Key, min int) ([]
 		if newestCosigned > 0 && newestCosigned < newest.Size {
 			detail += fmt.Sprintf("; the newest checkpoint any trusted witness cosigned is of tree size %d, so records %d to %d were never witnessed (a log cut and re-grown after that checkpoint shows this way)", newestCosigned, newestCosigned+1, newest.Size)
 		}
-		out = append(out, ledger.Finding{TenantID: t, TreeSize: newest.Size, Kind: FindingWitnessQuorum, Detail: detail})
+		out = append(out, verify.Finding{TenantID: t, TreeSize: newest.Size, Kind: FindingWitnessQuorum, Detail: detail})
 	}
 	return out, nil
 }
 
 // checkLines verifies the cosignature lines of one checkpoint and
 // returns the names of the trusted witnesses with a valid one.
-func checkLines(tenant string, cp *ledger.Checkpoint, data []byte, keys []Key) ([]string, []ledger.Finding) {
+func checkLines(tenant string, cp *ledger.Checkpoint, data []byte, keys []Key) ([]string, []verify.Finding) {
 	lines, err := SplitLines(data)
 	if err != nil {
-		return nil, []ledger.Finding{{TenantID: tenant, TreeSize: cp.Size, Kind: FindingBadCosignature,
+		return nil, []verify.Finding{{TenantID: tenant, TreeSize: cp.Size, Kind: FindingBadCosignature,
 			Detail: "the cosignatures member is not note signature lines: " + err.Error()}}
 	}
 	var names []string
-	var fs []ledger.Finding
+	var fs []verify.Finding
 	for _, line := range lines {
 		if _, _, err := lineKey(line); err != nil {
-			fs = append(fs, ledger.Finding{TenantID: tenant, TreeSize: cp.Size, Kind: FindingBadCosignature, Detail: err.Error()})
+			fs = append(fs, verify.Finding{TenantID: tenant, TreeSize: cp.Size, Kind: FindingBadCosignature, Detail: err.Error()})
 			continue
 		}
 		for _, k := range keys {
@@ -123,7 +124,7 @@ func checkLines(tenant string, cp *ledger.Checkpoint, data []byte, keys []Key) (
 				continue
 			}
 			if err != nil {
-				fs = append(fs, ledger.Finding{TenantID: tenant, TreeSize: cp.Size, Kind: FindingBadCosignature,
+				fs = append(fs, verify.Finding{TenantID: tenant, TreeSize: cp.Size, Kind: FindingBadCosignature,
 					Detail: fmt.Sprintf("a cosignature in the name and key ID of trusted witness %s does not verify over the checkpoint: %v", k.Name(), err)})
 				continue
 			}

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/replay"
 )
 
@@ -59,7 +59,7 @@ func (m *Main) backtest(ctx context.Context, args []string) error {
 			return fmt.Errorf("the key ring %s has no keys to verify the ledger with: pass --keys DIR, or --hash-only", lf.keysDir())
 		}
 		opts.Verify.Keys = ring
-		opts.Verify.Rules = ledger.NewRules(st)
+		opts.Verify.Rules = verify.NewRules(st)
 	}
 	rep, err := replay.Backtest(ctx, st, opts)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // crashloop proves that a crash loses nothing acknowledged: it runs
@@ -268,7 +268,7 @@ func (l *crashLoop) cycle(ctx context.Context, n int) (*cycleResult, error) {
 		Intact    bool  `json:"intact"`
 		Records   int64 `json:"records"`
 		Uncovered int64 `json:"uncovered"`
-		Findings  []ledger.Finding
+		Findings  []verify.Finding
 	}
 	if err := json.Unmarshal(vout, &rep); err != nil {
 		return nil, fmt.Errorf("writ ledger verify: %v (%v): %s", err, verr, vout)

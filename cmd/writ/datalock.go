@@ -56,7 +56,7 @@ func lockDataDir(dir string) (*os.File, error) {
 
 // lockedStore is a SQLite store whose process holds its data directory's
 // writer lock until the store is closed. It embeds the store, so every
-// interface the store satisfies (auth.Store, ledger.StoredSource…) it
+// interface the store satisfies (auth.Store, verify.StoredSource…) it
 // satisfies too.
 type lockedStore struct {
 	*sqlite.Store

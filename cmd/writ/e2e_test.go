@@ -24,6 +24,7 @@ import (
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/httpapi/apitest"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // writBinary is the writ command built once for the end-to-end tests.
@@ -236,7 +237,7 @@ func TestServeEveryOutcome(t *testing.T) {
 				t.Errorf("GET /v1/records/%s = %v, differs from the listed bytes", r.Record.RecordID, err)
 			}
 		}
-		rep, err := ledger.Verify(ctx, servedRecords{"acme": raws}, ledger.VerifyOptions{})
+		rep, err := verify.Verify(ctx, servedRecords{"acme": raws}, verify.VerifyOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -497,7 +498,7 @@ func TestCrashKeepsEveryAcknowledgedRecord(t *testing.T) {
 	t.Logf("%d receipts acknowledged before SIGKILL; %s", len(acked), strings.TrimSpace(string(out)))
 }
 
-// servedRecords is a ledger.Source over records read back from the API.
+// servedRecords is a verify.Source over records read back from the API.
 type servedRecords map[string][]json.RawMessage
 
 func (s servedRecords) Tenants(context.Context) ([]string, error) {

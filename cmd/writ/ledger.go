@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/bundle"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/keyring"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 func (m *Main) ledger(ctx context.Context, args []string) error {
@@ -84,62 +83,28 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	opts := ledger.VerifyOptions{LedgerName: lf.name, RequireCheckpoints: *requireCP}
-	var keyFindings []ledger.Finding
+	// Every capability a full verification reads is declared by
+	// verify.Store: a store without one is refused, never verified in
+	// part.
+	vs, ok := st.(verify.Store)
+	if !ok {
+		return fmt.Errorf("the store (%T) cannot be verified: it does not keep all a ledger keeps", st)
+	}
+	opts := verify.StoreOptions{LedgerName: lf.name, RequireCheckpoints: *requireCP, HashOnly: *hashOnly}
 	if !*hashOnly {
 		ring, err := m.verifyingKeys(lf.keysDir())
 		if err != nil {
 			return err
 		}
-		opts.Keys = ring
-		opts.Rules = ledger.NewRules(st)
-		// Two keys valid at once are a finding whatever signed.
-		keyFindings = ledger.VerifySigningKeys(ring.Keys(), nil)
+		opts.Ring = ring
+		opts.Rules = verify.NewRules(st)
 	}
 	start := time.Now()
-	// What is kept beside the records is checked while the records are:
-	// the two read the store independently.
-	var (
-		companions    []ledger.Finding
-		companionsErr error
-		done          = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		if *hashOnly {
-			return
-		}
-		// Approval requests and events are not sealed; the records
-		// written with them are, and must bear them out.
-		if companions, companionsErr = ledger.VerifyApprovals(ctx, st, start); companionsErr != nil {
-			return
-		}
-		// Receipts, run events, approval requests and events against the
-		// digests their records bind; blobs against their addresses.
-		if ss, ok := st.(ledger.StoredSource); ok {
-			var fs []ledger.Finding
-			if fs, companionsErr = ledger.VerifyStored(ctx, ss, start); companionsErr != nil {
-				return
-			}
-			companions = append(companions, fs...)
-		}
-		// API keys against their signatures, by the same ring.
-		if ks, ok := st.(auth.Store); ok {
-			var fs []ledger.Finding
-			fs, companionsErr = ledger.VerifyAPIKeys(ctx, ks, opts.Keys)
-			companions = append(companions, fs...)
-		}
-	}()
-	rep, err := ledger.Verify(ctx, st, opts)
-	<-done
+	opts.Now = start
+	rep, err := verify.VerifyStore(ctx, vs, opts)
 	if err != nil {
 		return err
 	}
-	if companionsErr != nil {
-		return companionsErr
-	}
-	rep.Findings = append(rep.Findings, companions...)
-	rep.Findings = append(rep.Findings, keyFindings...)
 	if err := m.printReport(rep, *asJSON, time.Since(start)); err != nil {
 		return err
 	}
@@ -165,11 +130,11 @@ func (m *Main) verifyingKeys(dir string) (*keyring.Ring, error) {
 	return ring, nil
 }
 
-func (m *Main) printReport(rep *ledger.Report, asJSON bool, took time.Duration) error {
+func (m *Main) printReport(rep *verify.Report, asJSON bool, took time.Duration) error {
 	if asJSON {
 		return m.printJSON(struct {
 			Intact bool `json:"intact"`
-			*ledger.Report
+			*verify.Report
 		}{rep.Intact(), rep})
 	}
 	for _, f := range rep.Findings {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/record"
 )
 
@@ -117,7 +118,7 @@ func testClassified(t *testing.T, st ledger.Store) {
 	mustAppend(t, st, again)
 	values("acme", all, v3)
 
-	if findings, n, err := ledger.VerifyChains(ctx, st); err != nil || len(findings) != 0 || n != 5 {
+	if findings, n, err := verify.VerifyChains(ctx, st); err != nil || len(findings) != 0 || n != 5 {
 		t.Errorf("VerifyChains() = %v, %d, %v; want no findings over 5 records", findings, n, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // KeyTamperer edits a store's API key tables behind writ's back, its
@@ -29,7 +30,7 @@ type KeyTamperer interface {
 
 // RunKeyTamper edits the API key tables as someone who can write them but
 // holds no signing key would, one fresh store each, and checks that
-// ledger.VerifyAPIKeys names the key and that an auth.Authenticator
+// verify.VerifyAPIKeys names the key and that an auth.Authenticator
 // refuses it. open returns a fresh, empty store (closed by the suite) and
 // its KeyTamperer.
 func RunKeyTamper(t *testing.T, open func(t *testing.T) (ledger.Store, KeyTamperer)) {
@@ -66,28 +67,28 @@ func RunKeyTamper(t *testing.T, open func(t *testing.T) (ledger.Store, KeyTamper
 		{"Roles", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
 			tm.SetAPIKeyColumn(t, f.alice.ID, "roles", `["agent","admin"]`)
 			return f.alice.ID, f.token
-		}, ledger.FindingAPIKeyMismatch},
+		}, verify.FindingAPIKeyMismatch},
 		{"Tenant", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
 			tm.SetAPIKeyColumn(t, f.alice.ID, "tenant_id", "globex")
 			return f.alice.ID, f.token
-		}, ledger.FindingAPIKeyMismatch},
+		}, verify.FindingAPIKeyMismatch},
 		{"SecretHash", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
 			// Taking the key over with a secret of one's own.
 			tm.SetAPIKeyColumn(t, f.alice.ID, "secret_hash", malloryHash)
 			return f.alice.ID, auth.Prefix + f.alice.ID + "_" + mallorySecret
-		}, ledger.FindingAPIKeyMismatch},
+		}, verify.FindingAPIKeyMismatch},
 		{"SignatureDeleted", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
 			tm.DeleteAPIKeySignature(t, f.alice.ID)
 			return f.alice.ID, f.token
-		}, ledger.FindingAPIKeyUnsigned},
+		}, verify.FindingAPIKeyUnsigned},
 		{"ExpiryMovedLater", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
 			tm.SetAPIKeyColumn(t, f.alice.ID, "expires_ns", f.alice.ExpiresAt.Add(365*24*time.Hour).UnixNano())
 			return f.alice.ID, f.token
-		}, ledger.FindingAPIKeyMismatch},
+		}, verify.FindingAPIKeyMismatch},
 		{"ExpiryRemoved", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
 			tm.SetAPIKeyColumn(t, f.alice.ID, "expires_ns", nil)
 			return f.alice.ID, f.token
-		}, ledger.FindingAPIKeyMismatch},
+		}, verify.FindingAPIKeyMismatch},
 		{"KeyAdded", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
 			forged := &auth.Key{ID: "key_mmmmmmmmmmmmmmmmmmmmmmmmmm", TenantID: "acme", Subject: "mallory", Roles: []writ.Role{writ.RoleAdmin},
 				SecretHash: malloryHash, CreatedAt: t0}
@@ -95,7 +96,7 @@ func RunKeyTamper(t *testing.T, open func(t *testing.T) (ledger.Store, KeyTamper
 				t.Fatal(err)
 			}
 			return forged.ID, auth.Prefix + forged.ID + "_" + mallorySecret
-		}, ledger.FindingAPIKeyUnsigned},
+		}, verify.FindingAPIKeyUnsigned},
 		{"KeyAddedWithACopiedSignature", func(t *testing.T, tm KeyTamperer, f *fixture) (string, string) {
 			forged := &auth.Key{ID: "key_mmmmmmmmmmmmmmmmmmmmmmmmmm", TenantID: "acme", Subject: "mallory", Roles: []writ.Role{writ.RoleAdmin},
 				SecretHash: malloryHash, CreatedAt: t0, SignedBy: f.alice.SignedBy, SignedAt: f.alice.SignedAt, Signature: f.alice.Signature}
@@ -103,7 +104,7 @@ func RunKeyTamper(t *testing.T, open func(t *testing.T) (ledger.Store, KeyTamper
 				t.Fatal(err)
 			}
 			return forged.ID, auth.Prefix + forged.ID + "_" + mallorySecret
-		}, ledger.FindingAPIKeyMismatch},
+		}, verify.FindingAPIKeyMismatch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,15 +132,15 @@ func RunKeyTamper(t *testing.T, open func(t *testing.T) (ledger.Store, KeyTamper
 			if p, err := a.Authenticate(ctx, token, t0); err != nil || p.KeyID != alice.ID {
 				t.Fatalf("Authenticate(alice) before the edit = %+v, %v", p, err)
 			}
-			if fs, err := ledger.VerifyAPIKeys(ctx, ks, ring); err != nil || len(fs) != 0 {
+			if fs, err := verify.VerifyAPIKeys(ctx, ks, ring); err != nil || len(fs) != 0 {
 				t.Fatalf("VerifyAPIKeys before the edit = %+v, %v", fs, err)
 			}
 			keyID, tried := tc.edit(t, tm, &fixture{ks: ks, alice: alice, token: token})
-			fs, err := ledger.VerifyAPIKeys(ctx, ks, ring)
+			fs, err := verify.VerifyAPIKeys(ctx, ks, ring)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.ContainsFunc(fs, func(f ledger.Finding) bool {
+			if !slices.ContainsFunc(fs, func(f verify.Finding) bool {
 				return f.Kind == tc.kind && f.KeyID == keyID && strings.Contains(f.Detail, keyID)
 			}) {
 				t.Errorf("VerifyAPIKeys after the edit = %+v, want a %s finding on %s", fs, tc.kind, keyID)

@@ -11,7 +11,7 @@
 // blobs, record queries and their pagination, tenant isolation, that a
 // failed append leaves nothing behind, approval requests and the guard on
 // their events, API keys, shadow decisions, and the scans that verify
-// what is stored beside the records (ledger.StoredSource). It must never
+// what is stored beside the records (verify.StoredSource). It must never
 // depend on how a store lays out its data: only the ledger.Store methods
 // are used. RunTamper is the one exception: a store's test hands it a
 // Tamperer that edits its tables behind writ's back.
@@ -32,6 +32,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/record"
 )
 
@@ -78,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Params", testParams},
 		{"Cosignatures", testCosignatures},
 		{"Classified", testClassified},
+		{"Transcripts", testTranscripts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,7 +166,7 @@ func wantCode(t *testing.T, call string, err error, code string) {
 // record count other than want.
 func wantNoFindings(t *testing.T, st ledger.Store, want int64) {
 	t.Helper()
-	findings, n, err := ledger.VerifyChains(t.Context(), st)
+	findings, n, err := verify.VerifyChains(t.Context(), st)
 	if err != nil {
 		t.Fatalf("VerifyChains() = %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // revocationFixture is a store with two API keys of acme, a key of
@@ -83,11 +84,11 @@ func (f *revocationFixture) key(t *testing.T, id string) *auth.Key {
 	return k
 }
 
-// verify runs ledger.Verify over the store (hashes, chain, tree and
+// verify runs verify.Verify over the store (hashes, chain, tree and
 // checkpoints: the records of the suite are not signed).
-func (f *revocationFixture) verify(t *testing.T) *ledger.Report {
+func (f *revocationFixture) verify(t *testing.T) *verify.Report {
 	t.Helper()
-	rep, err := ledger.Verify(t.Context(), f.st, ledger.VerifyOptions{})
+	rep, err := verify.Verify(t.Context(), f.st, verify.VerifyOptions{})
 	if err != nil {
 		t.Fatalf("Verify = %v", err)
 	}
@@ -136,7 +137,7 @@ func testRevocations(t *testing.T, st ledger.Store) {
 	// globex has no record: its revocation is uncovered, acme's are not.
 	var notices []string
 	for _, n := range rep.Notices {
-		if n.Kind == ledger.FindingUncoveredRevocations {
+		if n.Kind == verify.FindingUncoveredRevocations {
 			notices = append(notices, n.TenantID+": "+n.Detail)
 		}
 	}
@@ -144,11 +145,11 @@ func testRevocations(t *testing.T, st ledger.Store) {
 		t.Errorf("uncovered revocation notices = %q, want one for globex naming %s", notices, f.carol.ID)
 	}
 	// With RequireCheckpoints it is a finding.
-	rep, err = ledger.Verify(t.Context(), st, ledger.VerifyOptions{RequireCheckpoints: true})
+	rep, err = verify.Verify(t.Context(), st, verify.VerifyOptions{RequireCheckpoints: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Findings) != 1 || rep.Findings[0].Kind != ledger.FindingUncoveredRevocations || rep.Findings[0].TenantID != "globex" {
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != verify.FindingUncoveredRevocations || rep.Findings[0].TenantID != "globex" {
 		t.Errorf("Verify(RequireCheckpoints) findings = %+v, want one uncovered_revocations of globex", rep.Findings)
 	}
 }
@@ -169,7 +170,7 @@ type RevocationTamperer interface {
 
 // RunRevocationTamper edits the revocations of API keys as someone who can
 // write the store but holds no signing key would, one fresh store each,
-// after checkpoints committed to them, and checks that ledger.Verify
+// after checkpoints committed to them, and checks that verify.Verify
 // reports a revocation_mismatch on a checkpoint of the tenant. open
 // returns a fresh, empty store (closed by the suite) and its
 // RevocationTamperer.
@@ -228,7 +229,7 @@ func RunRevocationTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Re
 			rep := f.verify(t)
 			var sizes []int64
 			for _, fd := range rep.Findings {
-				if fd.Kind != ledger.FindingRevocationMismatch || fd.TenantID != "acme" {
+				if fd.Kind != verify.FindingRevocationMismatch || fd.TenantID != "acme" {
 					t.Errorf("finding %+v, want only revocation_mismatch of acme", fd)
 					continue
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/record"
 )
 
@@ -115,13 +116,13 @@ func newStoredFixture(t *testing.T, st ledger.Store) *storedFixture {
 	return f
 }
 
-func verifyStored(t *testing.T, st ledger.Store) []ledger.Finding {
+func verifyStored(t *testing.T, st ledger.Store) []verify.Finding {
 	t.Helper()
-	ss, ok := st.(ledger.StoredSource)
+	ss, ok := st.(verify.StoredSource)
 	if !ok {
-		t.Fatalf("%T is not a ledger.StoredSource", st)
+		t.Fatalf("%T is not a verify.StoredSource", st)
 	}
-	fs, err := ledger.VerifyStored(t.Context(), ss, time.Date(2026, 5, 9, 10, 0, 0, 0, time.UTC))
+	fs, err := verify.VerifyStored(t.Context(), ss, time.Date(2026, 5, 9, 10, 0, 0, 0, time.UTC))
 	if err != nil {
 		t.Fatalf("VerifyStored = %v", err)
 	}
@@ -137,7 +138,7 @@ func testStored(t *testing.T, st ledger.Store) {
 	if fs := verifyStored(t, st); len(fs) != 0 {
 		t.Fatalf("VerifyStored of an untouched ledger = %+v", fs)
 	}
-	ss := st.(ledger.StoredSource)
+	ss := st.(verify.StoredSource)
 	var seqs []int64
 	for after := int64(0); ; {
 		page, err := ss.ScanReceipts(ctx, "acme", after, 2)
@@ -191,7 +192,7 @@ func testStored(t *testing.T, st ledger.Store) {
 
 // RunTamper edits each kind of thing a store keeps beside its records
 // behind writ's back, one fresh store each, and checks that
-// ledger.VerifyStored names the edit, on the right record, and that a
+// verify.VerifyStored names the edit, on the right record, and that a
 // tampered receipt fails ledger.CheckStoredReceipt (so it is never
 // answered again). open returns a fresh, empty store (closed by the
 // suite) and its Tamperer.
@@ -208,31 +209,31 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 		{"Receipt", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			e := f.records[0]
 			tm.SetReceipt(t, "acme", e.Record.RecordID, []byte(string(e.Receipt[:len(e.Receipt)-1])+`,"forged":true}`))
-		}, ledger.FindingReceiptMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
+		}, verify.FindingReceiptMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		{"Blob", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetBlob(t, f.blob.Hash, []byte(`{"tenant_id":"acme","tool":"wire_transfer"}`))
-		}, ledger.FindingBlobMismatch, func(*storedFixture) string { return "" }, 0},
+		}, verify.FindingBlobMismatch, func(*storedFixture) string { return "" }, 0},
 		{"Envelope", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetEnvelope(t, "acme", 2, f.envelope.Record.Replay.ReplayPacketID, []byte(`{"tenant_id":"acme","tool":"wire_transfer"}`))
-		}, ledger.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }, 0},
+		}, verify.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }, 0},
 		{"EnvelopeReaddressed", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			// New bytes under their own address: they hash right, but
 			// the record pins another.
 			forged := []byte(`{"tenant_id":"acme","tool":"wire_transfer"}`)
 			tm.SetEnvelope(t, "acme", 2, record.Digest(forged), forged)
-		}, ledger.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }, 0},
+		}, verify.FindingBlobMismatch, func(f *storedFixture) string { return f.envelope.Record.RecordID }, 0},
 		{"RunEvent", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetRunEventData(t, "acme", f.run, 2, []byte(`{"verdict":{"state":"passed"}}`))
-		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
+		}, verify.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
 		{"RunStart", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetRunEventData(t, "acme", f.run, 1, []byte(`{"workflow_id":"other"}`))
-		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
+		}, verify.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
 		{"RunEventDeleted", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.DeleteRunEvent(t, "acme", f.run, 3)
-		}, ledger.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[2].Record.RecordID }, 0},
+		}, verify.FindingRunEventMismatch, func(f *storedFixture) string { return f.records[2].Record.RecordID }, 0},
 		{"ApprovalEvent", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetApprovalEventReason(t, "acme", f.approval, 1, "no reason needed")
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.decision.Record.RecordID }, 0},
+		}, verify.FindingApprovalMismatch, func(f *storedFixture) string { return f.decision.Record.RecordID }, 0},
 		{"ApprovalRequest", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			r := *f.records[0].NewApprovals[0].Request
 			r.Allowance = 100
@@ -241,39 +242,39 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 				t.Fatal(err)
 			}
 			tm.SetApprovalRequest(t, "acme", f.approval, doc)
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
+		}, verify.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		{"ShadowDecision", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetShadowOutcome(t, "acme", f.records[1].Record.RecordID, string(writ.OutcomeAllow))
-		}, ledger.FindingShadowMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
+		}, verify.FindingShadowMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
 		{"ApprovalAllowanceColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetApprovalColumn(t, "acme", f.approval, "allowance", 100)
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
+		}, verify.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		{"ApprovalExpiryColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetApprovalColumn(t, "acme", f.approval, "expires_ns", f.records[0].NewApprovals[0].Request.ExpiresAt.Add(24*time.Hour).UnixNano())
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
+		}, verify.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		{"ApprovalBindingColumn", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetApprovalColumn(t, "acme", f.approval, "binding_digest", "sha256:"+strings.Repeat("0", 64))
-		}, ledger.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
+		}, verify.FindingApprovalMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		// An idempotency key pointed at another record: its retry would
 		// be answered with that record's (genuine) receipt.
 		{"IdempotencyRedirected", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetClaimColumn(t, "idempotency", "acme", f.records[0].Record.RecordID, "record_id", f.records[4].Record.RecordID)
-		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[4].Record.RecordID }, 1},
+		}, verify.FindingClaimMismatch, func(f *storedFixture) string { return f.records[4].Record.RecordID }, 1},
 		{"IdempotencyArguments", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetClaimColumn(t, "idempotency", "acme", f.records[0].Record.RecordID, "args_digest", "sha256:"+strings.Repeat("e", 64))
-		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 1},
+		}, verify.FindingClaimMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 1},
 		{"IdempotencyDeleted", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.DeleteClaim(t, "idempotency", "acme", f.records[0].Record.RecordID)
-		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
+		}, verify.FindingClaimMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 0},
 		{"BlockRedirected", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetClaimColumn(t, "blocks", "acme", f.records[1].Record.RecordID, "record_id", f.records[4].Record.RecordID)
-		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[4].Record.RecordID }, 1},
+		}, verify.FindingClaimMismatch, func(f *storedFixture) string { return f.records[4].Record.RecordID }, 1},
 		{"BlockDeleted", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.DeleteClaim(t, "blocks", "acme", f.records[1].Record.RecordID)
-		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
+		}, verify.FindingClaimMismatch, func(f *storedFixture) string { return f.records[1].Record.RecordID }, 0},
 		{"ReportRedirected", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			tm.SetClaimColumn(t, "execution_reports", "acme", f.records[2].Record.RecordID, "record_id", f.records[0].Record.RecordID)
-		}, ledger.FindingClaimMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 1},
+		}, verify.FindingClaimMismatch, func(f *storedFixture) string { return f.records[0].Record.RecordID }, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,7 +286,7 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 			}
 			tc.edit(t, tm, f)
 			fs := verifyStored(t, st)
-			found := slices.ContainsFunc(fs, func(fd ledger.Finding) bool {
+			found := slices.ContainsFunc(fs, func(fd verify.Finding) bool {
 				return fd.Kind == tc.kind && fd.RecordID == tc.record(f)
 			})
 			if !found {
@@ -304,7 +305,7 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 					t.Fatalf("Receipt(%s) = %v", id, err)
 				}
 				err = ledger.CheckStoredReceipt(sr.Raw, rcpt)
-				if tampered := tc.kind == ledger.FindingReceiptMismatch && id == tc.record(f); tampered != (err != nil) {
+				if tampered := tc.kind == verify.FindingReceiptMismatch && id == tc.record(f); tampered != (err != nil) {
 					t.Errorf("CheckStoredReceipt(%s) = %v, want an error: %v", id, err, tampered)
 				}
 			}
@@ -321,7 +322,7 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 // (ledger.CheckStoredClaim fails): answers that would not be served.
 func badClaims(t *testing.T, st ledger.Store) int {
 	t.Helper()
-	ss := st.(ledger.StoredSource)
+	ss := st.(verify.StoredSource)
 	bad := 0
 	for _, kind := range []string{ledger.ClaimIdempotency, ledger.ClaimBlock, ledger.ClaimReport} {
 		rows, err := ss.ScanClaims(t.Context(), "acme", kind, nil, 100)

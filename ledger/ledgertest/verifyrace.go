@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 )
 
 // appendsWhileRead is a store whose chain grows while verification reads
@@ -43,7 +44,7 @@ func (s *appendsWhileRead) Head(ctx context.Context, tenantID string) (ledger.He
 func testVerifyWhileAppending(t *testing.T, st ledger.Store) {
 	mustAppend(t, st, entries(records("acme", 1, 5)...)...)
 	src := &appendsWhileRead{Store: st, tenant: "acme", next: 6}
-	findings, n, err := ledger.VerifyChains(t.Context(), src)
+	findings, n, err := verify.VerifyChains(t.Context(), src)
 	if err != nil {
 		t.Fatalf("VerifyChains() = %v", err)
 	}

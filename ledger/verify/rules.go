@@ -1,4 +1,4 @@
-package ledger
+package verify
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/pack"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
@@ -266,11 +267,11 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 		checkParamsChange(p, rec, bad)
 		return out
 	}
-	if strings.HasPrefix(rec.DecisionKey, EvidenceKeyPrefix) || strings.HasPrefix(rec.DecisionKey, EvidenceRevocationKeyPrefix) {
+	if strings.HasPrefix(rec.DecisionKey, ledger.EvidenceKeyPrefix) || strings.HasPrefix(rec.DecisionKey, ledger.EvidenceRevocationKeyPrefix) {
 		checkEvidenceRecord(rec, bad)
 		return out
 	}
-	if AboutRecord(rec.DecisionKey) {
+	if ledger.AboutRecord(rec.DecisionKey) {
 		checkAbout(rec, bad)
 		return out
 	}
@@ -570,7 +571,7 @@ func checkEvidenceRecord(rec *writ.Record, bad func(rule, format string, args ..
 	if !validDigest(ca) {
 		bad("evidence", "outputs.content_address %q is not a digest", ca)
 	}
-	if kind, ok := strings.CutPrefix(rec.DecisionKey, EvidenceRevocationKeyPrefix); ok {
+	if kind, ok := strings.CutPrefix(rec.DecisionKey, ledger.EvidenceRevocationKeyPrefix); ok {
 		if rec.Status != writ.StatusClosed || rec.Supersedes == "" {
 			bad("evidence", "an evidence revocation is CLOSED and supersedes the evidence record it revokes")
 		}
@@ -579,7 +580,7 @@ func checkEvidenceRecord(rec *writ.Record, bad func(rule, format string, args ..
 		}
 		return
 	}
-	kind := strings.TrimPrefix(rec.DecisionKey, EvidenceKeyPrefix)
+	kind := strings.TrimPrefix(rec.DecisionKey, ledger.EvidenceKeyPrefix)
 	if rec.Status != writ.StatusDecided {
 		bad("evidence", "an evidence record is DECIDED, not %s", rec.Status)
 	}

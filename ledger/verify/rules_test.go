@@ -1,4 +1,4 @@
-package ledger_test
+package verify_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
 )
 
@@ -24,7 +24,7 @@ func (m memBlobs) Blob(_ context.Context, hash string) ([]byte, error) {
 
 func refundBlobs(t *testing.T) memBlobs {
 	t.Helper()
-	p, err := pack.Load("../examples/refund")
+	p, err := pack.Load("../../examples/refund")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func refundBlobs(t *testing.T) memBlobs {
 
 func goldenRecord(t *testing.T, name string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile("../engine/testdata/golden/refund/" + name + ".record.json")
+	b, err := os.ReadFile("../../engine/testdata/golden/refund/" + name + ".record.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func goldenRecord(t *testing.T, name string) map[string]any {
 }
 
 func TestRules(t *testing.T) {
-	rules := ledger.NewRules(refundBlobs(t))
+	rules := verify.NewRules(refundBlobs(t))
 	tests := []struct {
 		name   string
 		record string
@@ -134,7 +134,7 @@ func (f *flakyBlobs) Blob(ctx context.Context, hash string) ([]byte, error) {
 // pinned pack is a finding of the record being checked, not of every
 // record of that pack checked after it.
 func TestRulesDoNotKeepAFailedPackRead(t *testing.T) {
-	rules := ledger.NewRules(&flakyBlobs{memBlobs: refundBlobs(t), failures: 1})
+	rules := verify.NewRules(&flakyBlobs{memBlobs: refundBlobs(t), failures: 1})
 	raw, _ := json.Marshal(goldenRecord(t, "refund-allow"))
 	if got := rules.Check(context.Background(), raw); !strings.Contains(strings.Join(got, "\n"), "lineage: pinned pack") {
 		t.Fatalf("Check while the pack cannot be read = %v, want a lineage finding", got)
@@ -168,7 +168,7 @@ func TestRulesReadPacksWithoutALock(t *testing.T) {
 	m := refundBlobs(t)
 	rec := goldenRecord(t, "refund-allow")
 	sb := &stalledBlobs{memBlobs: m, manifest: rec["lineage"].(map[string]any)["pack_hash"].(string), started: make(chan struct{}), release: make(chan struct{})}
-	rules := ledger.NewRules(sb)
+	rules := verify.NewRules(sb)
 	raw, _ := json.Marshal(rec)
 	slow := make(chan []string)
 	go func() { slow <- rules.Check(context.Background(), raw) }()

@@ -1,4 +1,4 @@
-package ledger
+package verify
 
 import (
 	"context"
@@ -14,6 +14,12 @@ const (
 	FindingAPIKeyUnsigned = "api_key_unsigned" // an API key in force with no signature: refused until `writ keys sign`
 )
 
+// APIKeySource lists API keys (a store's auth.Store, or a bundle's).
+type APIKeySource interface {
+	// APIKeys lists the API keys of a tenant, of every tenant for "".
+	APIKeys(ctx context.Context, tenantID string) ([]*auth.Key, error)
+}
+
 // VerifyAPIKeys checks the signature of every API key in ks against keys
 // (auth.Verify): a key whose row its signature does not bear out (a
 // column changed, a signature copied from another key, a signing key the
@@ -21,7 +27,7 @@ const (
 // api_key_mismatch, revoked or not; an unsigned key not revoked is
 // api_key_unsigned. An unsigned revoked key opens nothing and is not
 // reported.
-func VerifyAPIKeys(ctx context.Context, ks auth.Store, keys auth.Verifier) ([]Finding, error) {
+func VerifyAPIKeys(ctx context.Context, ks APIKeySource, keys auth.Verifier) ([]Finding, error) {
 	list, err := ks.APIKeys(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("API keys: %w", err)

@@ -1,4 +1,4 @@
-package ledger
+package verify
 
 import (
 	"cmp"
@@ -20,6 +20,7 @@ import (
 	"github.com/writhq/writ/auth"
 	"github.com/writhq/writ/internal/strictb64"
 	"github.com/writhq/writ/keyring"
+	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
 )
 
@@ -62,13 +63,13 @@ const (
 type Source interface {
 	Tenants(ctx context.Context) ([]string, error)
 	Chain(ctx context.Context, tenantID string, after int64, limit int) ([]json.RawMessage, error)
-	Checkpoints(ctx context.Context, tenantID string) ([]*Checkpoint, error)
+	Checkpoints(ctx context.Context, tenantID string) ([]*ledger.Checkpoint, error)
 }
 
 // HeadSource is a Source that also knows each tenant's chain head (a store
 // does; a bundle's head is its last record).
 type HeadSource interface {
-	Head(ctx context.Context, tenantID string) (Head, error)
+	Head(ctx context.Context, tenantID string) (ledger.Head, error)
 }
 
 // HashScanner is a Source that keeps tree hashes (a store): verification
@@ -197,12 +198,11 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 // checks what each valid checkpoint states of the tenant's revocations
 // against the stored revocations placed before its size.
 type RevocationSource interface {
-	// APIKeys lists the API keys of a tenant, of every tenant for "".
-	APIKeys(ctx context.Context, tenantID string) ([]*auth.Key, error)
+	APIKeySource
 }
 
 // verifyRevocations compares every valid checkpoint's revocations
-// (CheckpointRevocations) with RevocationsBefore its size over the
+// (ledger.CheckpointRevocations) with ledger.RevocationsBefore its size over the
 // stored keys: a revocation deleted, moved later or earlier, or whose
 // time was changed, after a checkpoint committed to it, is a
 // revocation_mismatch. Revocations that no valid checkpoint commits to
@@ -232,13 +232,13 @@ func verifyRevocations(ctx context.Context, rs RevocationSource, valid map[strin
 		var covered int64
 		for _, cp := range valid[t] {
 			f := Finding{TenantID: t, TreeSize: cp.size, Kind: FindingRevocationMismatch}
-			stated, err := CheckpointRevocations(cp.text)
+			stated, err := ledger.CheckpointRevocations(cp.text)
 			if err != nil {
 				f.Detail = err.Error()
 				rep.Findings = append(rep.Findings, f)
 				continue
 			}
-			if stored := RevocationsBefore(ks, cp.size); stored != stated {
+			if stored := ledger.RevocationsBefore(ks, cp.size); stored != stated {
 				f.Detail = fmt.Sprintf("of the API key revocations before record %d, the checkpoint commits to %s; the store holds %s",
 					cp.size, stated, stored)
 				rep.Findings = append(rep.Findings, f)
@@ -274,7 +274,7 @@ type tenantVerifier struct {
 	n           int64       // records read
 	hashes      []tlog.Hash // the tree recomputed from the records, at tlog storage indexes
 	read        tlog.HashReader
-	prev        Head
+	prev        ledger.Head
 	checkpoints int
 	covered     int64 // the size of the largest checkpoint that verifies
 	valid       []validCheckpoint
@@ -330,7 +330,7 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 	// records appended while the chain is read (a commit that lands after
 	// its server was killed, on PostgreSQL) fall between the two.
 	hs, hasHead := v.src.(HeadSource)
-	var before Head
+	var before ledger.Head
 	if hasHead {
 		h, err := hs.Head(ctx, v.tenant)
 		if err != nil {
@@ -338,7 +338,7 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 		}
 		before = h
 	}
-	var atBefore Head // the linked record at before.Seq, once reached
+	var atBefore ledger.Head // the linked record at before.Seq, once reached
 	if sc, ok := v.src.(HashScanner); ok {
 		v.stored = &storedHashes{src: sc, tenant: v.tenant}
 		defer v.stored.stop()
@@ -607,7 +607,7 @@ func (v *tenantVerifier) link(c *checked) {
 		f.Kind, f.Detail = FindingChainBreak, fmt.Sprintf("prev_hash %s does not match the previous record's hash %s", a.PrevHash, want)
 		v.add(f)
 	}
-	v.prev = Head{Seq: a.Seq, Hash: a.RecordHash}
+	v.prev = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
 	v.checkCitations(c)
 	// The tree has one leaf per record read, in the order read: a record
 	// out of place changes the roots, which the checkpoints then expose.
@@ -762,12 +762,12 @@ func (v *tenantVerifier) verifyCheckpoints(ctx context.Context) error {
 		return err
 	}
 	v.checkpoints = len(cps)
-	origin := Origin(v.opts.LedgerName, v.tenant)
+	origin := ledger.Origin(v.opts.LedgerName, v.tenant)
 	roots := map[int64]tlog.Hash{}
 	for _, cp := range cps {
 		f := Finding{TreeSize: cp.Size}
 		var text string
-		if err := CheckNoteEncoding(cp.Note); err != nil {
+		if err := ledger.CheckNoteEncoding(cp.Note); err != nil {
 			f.Kind, f.Detail = FindingBadCheckpoint, err.Error()
 			v.add(f)
 			continue
@@ -783,7 +783,7 @@ func (v *tenantVerifier) verifyCheckpoints(ctx context.Context) error {
 		} else {
 			text = noteText(cp.Note)
 		}
-		o, size, root, err := ParseCheckpointText(text)
+		o, size, root, err := ledger.ParseCheckpointText(text)
 		if err != nil {
 			f.Kind, f.Detail = FindingBadCheckpoint, err.Error()
 			v.add(f)
@@ -841,7 +841,7 @@ func noteText(msg []byte) string {
 
 // VerifyChains checks every tenant's chain in st: each record's hash and
 // each link. It is Verify without keys, rules or checkpoints' signatures.
-func VerifyChains(ctx context.Context, st Store) ([]Finding, int64, error) {
+func VerifyChains(ctx context.Context, st ledger.Store) ([]Finding, int64, error) {
 	rep, err := Verify(ctx, st, VerifyOptions{})
 	if err != nil {
 		return nil, 0, err

@@ -1,4 +1,4 @@
-package ledger
+package verify
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
 )
 
 // Finding kinds of what records cite (docs/ledger-format.md §7.5).
@@ -119,10 +120,10 @@ func checkRevocationGrowth(tenant string, valid []validCheckpoint) []Finding {
 	cps := slices.Clone(valid)
 	slices.SortStableFunc(cps, func(a, b validCheckpoint) int { return int(min(max(a.size-b.size, -1), 1)) })
 	var out []Finding
-	var last Revocations
+	var last ledger.Revocations
 	var lastSize int64
 	for _, cp := range cps {
-		r, err := CheckpointRevocations(cp.text)
+		r, err := ledger.CheckpointRevocations(cp.text)
 		if err != nil {
 			continue // a malformed line: see verifyRevocations
 		}

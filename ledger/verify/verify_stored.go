@@ -1,10 +1,9 @@
-package ledger
+package verify
 
 import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,105 +13,43 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
 )
-
-// StoredReceipt is a record as sealed with the receipt and the request
-// envelope stored beside it. EnvelopeHash is the content address stored
-// with the envelope; both are empty when the record has no envelope of its
-// own (Entry.Envelope), as records appended before envelopes were kept
-// with their records do not.
-type StoredReceipt struct {
-	Seq          int64
-	Record       json.RawMessage
-	Receipt      []byte
-	EnvelopeHash string
-	Envelope     []byte
-}
 
 // StoredSource is what VerifyStored reads: a store's records with their
 // receipts, its run events, its approval requests and events, and its
 // blobs. Both stores implement it.
 type StoredSource interface {
 	ApprovalSource
-	ShadowStore
+	ledger.ShadowStore
 	// ScanReceipts returns up to limit of the tenant's records with seq >
 	// after, each with its receipt and envelope, in seq order.
-	ScanReceipts(ctx context.Context, tenantID string, after int64, limit int) ([]StoredReceipt, error)
+	ScanReceipts(ctx context.Context, tenantID string, after int64, limit int) ([]ledger.StoredReceipt, error)
 	// ScanRunEvents returns up to limit of the tenant's run events after
 	// the event (afterRun, afterSeq), in (run_id, seq) order.
-	ScanRunEvents(ctx context.Context, tenantID, afterRun string, afterSeq int64, limit int) ([]RunEvent, error)
+	ScanRunEvents(ctx context.Context, tenantID, afterRun string, afterSeq int64, limit int) ([]ledger.RunEvent, error)
 	// ScanBlobs returns up to limit blobs whose hash sorts after after,
 	// in hash order (byte-wise).
-	ScanBlobs(ctx context.Context, after string, limit int) ([]Blob, error)
+	ScanBlobs(ctx context.Context, after string, limit int) ([]ledger.Blob, error)
 	// ScanApprovalIndex returns up to limit of the tenant's approval
 	// requests' index columns, approval id after after, in approval id
 	// order (byte-wise).
-	ScanApprovalIndex(ctx context.Context, tenantID, after string, limit int) ([]ApprovalIndex, error)
+	ScanApprovalIndex(ctx context.Context, tenantID, after string, limit int) ([]ledger.ApprovalIndex, error)
 	// ScanClaims returns up to limit of the tenant's index rows of one
-	// kind (ClaimIdempotency, ClaimBlock, ClaimReport) in the order of
+	// kind (ledger.ClaimIdempotency, ledger.ClaimBlock, ledger.ClaimReport) in the order of
 	// their primary key, after the row after (nil to start).
-	ScanClaims(ctx context.Context, tenantID, kind string, after *ClaimRow, limit int) ([]ClaimRow, error)
+	ScanClaims(ctx context.Context, tenantID, kind string, after *ledger.ClaimRow, limit int) ([]ledger.ClaimRow, error)
 }
 
-// ClaimRow is an index row through which a record's answer is found
-// again: an idempotency key's claim, the block of an action, or the
-// claim of a decision's execution report. One of Idempotency, Block and
-// Report is set, by Kind.
-type ClaimRow struct {
-	Kind        string
-	RecordID    string
-	Idempotency *IdempotencyClaim
-	Block       *BlockKey
-	Report      *ReportClaim
-}
-
-// NewClaimRow is the row of a kind from its columns in the order
-// ScanClaims reads them: an idempotency row's key and args_digest, a
-// block's decision_key, args_digest and pack_hash, a report claim's
-// decision_id and report_digest (unused columns empty).
-func NewClaimRow(kind, a, b, c, recordID string) ClaimRow {
-	row := ClaimRow{Kind: kind, RecordID: recordID}
-	switch kind {
-	case ClaimIdempotency:
-		row.Idempotency = &IdempotencyClaim{Key: a, ArgsDigest: b}
-	case ClaimBlock:
-		row.Block = &BlockKey{DecisionKey: a, ArgsDigest: b, PackHash: c}
-	case ClaimReport:
-		row.Report = &ReportClaim{DecisionID: a, ReportDigest: b}
-	}
-	return row
-}
-
-// Digest is the digest of the row as a record binds it (bound.claims).
-func (c *ClaimRow) Digest(tenantID string) (string, error) {
-	switch c.Kind {
-	case ClaimIdempotency:
-		return IdempotencyDigest(tenantID, c.Idempotency)
-	case ClaimBlock:
-		return BlockDigest(tenantID, c.Block)
-	case ClaimReport:
-		return ReportDigest(tenantID, c.Report)
-	}
-	return "", fmt.Errorf("unknown claim kind %q", c.Kind)
-}
-
-// ApprovalIndex is what a store keeps of an approval request in columns
-// of its own, beside the request's document: what lookups and the
-// redemption guard read (OpenApproval finds a request by gate, binding
-// digest and expiry; a redemption is refused beyond the allowance). Each
-// column must equal what the bound document says; VerifyStored compares
-// them.
-type ApprovalIndex struct {
-	ApprovalID    string
-	GateID        string
-	DecisionKey   string
-	BindingDigest string
-	Allowance     int
-	RecordID      string
-	CreatedNS     int64
-	ExpiresNS     int64
-}
+// Finding kinds of what is stored beside the records.
+const (
+	FindingReceiptMismatch  = "receipt_mismatch"   // a stored receipt that its record's bound.receipt does not match
+	FindingBlobMismatch     = "blob_mismatch"      // a blob whose bytes do not hash to its content address
+	FindingRunEventMismatch = "run_event_mismatch" // a run event that its record's bound digests do not bear out
+	FindingShadowMismatch   = "shadow_mismatch"    // a shadow decision that its record's bound.shadow does not match, or a bound one missing
+	FindingClaimMismatch    = "claim_mismatch"     // an idempotency, block or report row that its record's bound.claims does not match, or a bound one missing
+)
 
 // storedScanSize is how many rows VerifyStored asks a store for at once.
 const storedScanSize = 1024
@@ -143,7 +80,7 @@ func VerifyStored(ctx context.Context, src StoredSource, now time.Time) ([]Findi
 	out := []Finding{}
 	for _, t := range tenants {
 		sv := &storedVerifier{src: src, tenant: t, runs: map[string]*binding{}, requests: map[string][]*binding{}, approvalEvents: map[string]*binding{}, shadows: map[string]*binding{},
-			claims: map[string]map[string]*binding{ClaimIdempotency: {}, ClaimBlock: {}, ClaimReport: {}}}
+			claims: map[string]map[string]*binding{ledger.ClaimIdempotency: {}, ledger.ClaimBlock: {}, ledger.ClaimReport: {}}}
 		if err := sv.receipts(ctx); err != nil {
 			return nil, err
 		}
@@ -282,7 +219,7 @@ func (v *storedVerifier) receipts(ctx context.Context) error {
 				v.shadows[id] = &binding{seq: r.Seq, digest: bd.Shadow}
 			}
 			if c := bd.Claims; c != nil {
-				for _, k := range [...]struct{ kind, digest string }{{ClaimIdempotency, c.Idempotency}, {ClaimBlock, c.Block}, {ClaimReport, c.Report}} {
+				for _, k := range [...]struct{ kind, digest string }{{ledger.ClaimIdempotency, c.Idempotency}, {ledger.ClaimBlock, c.Block}, {ledger.ClaimReport, c.Report}} {
 					if k.digest != "" {
 						v.claims[k.kind][id] = &binding{seq: r.Seq, digest: k.digest}
 					}
@@ -336,12 +273,12 @@ func (v *storedVerifier) runEvents(ctx context.Context) error {
 				v.add(0, ev.RecordID, FindingRunEventMismatch, "%s follows event %d: events are missing", where, last)
 			}
 			last = ev.Seq
-			d, err := RunEventDigest(ev, ev.RecordID)
+			d, err := ledger.RunEventDigest(ev, ev.RecordID)
 			if err != nil {
 				v.add(0, ev.RecordID, FindingRunEventMismatch, "%s cannot be read: %v", where, err)
 				continue
 			}
-			if ev.Kind == RunStarted {
+			if ev.Kind == ledger.RunStarted {
 				if ev.Seq != 1 || ev.RecordID != "" {
 					v.add(0, ev.RecordID, FindingRunEventMismatch, "%s: a run starts with its first event, which names no record", where)
 				}
@@ -444,7 +381,7 @@ func (v *storedVerifier) approvalIndex(ctx context.Context, docs map[string]*wri
 			if a == nil {
 				continue // not listed: the approvals scan did not read it
 			}
-			digest, err := BindingDigest(a.Binding)
+			digest, err := ledger.BindingDigest(a.Binding)
 			if err != nil {
 				continue // the document's own finding says why
 			}
@@ -473,7 +410,7 @@ func (v *storedVerifier) approvalIndex(ctx context.Context, docs map[string]*wri
 }
 
 func (v *storedVerifier) approval(ctx context.Context, a *writ.ApprovalRequest) error {
-	d, err := ApprovalRequestDigest(a)
+	d, err := ledger.ApprovalRequestDigest(a)
 	if err != nil {
 		v.add(0, a.RecordID, FindingApprovalMismatch, "approval %s cannot be read: %v", a.ApprovalID, err)
 	} else if bs, ok := v.requests[a.RecordID]; ok {
@@ -495,7 +432,7 @@ func (v *storedVerifier) approval(ctx context.Context, a *writ.ApprovalRequest) 
 		if ev.Seq != int64(i+1) {
 			v.add(0, ev.RecordID, FindingApprovalMismatch, "%s is not event %d: events are missing", where, i+1)
 		}
-		d, err := ApprovalEventDigest(a.TenantID, a.ApprovalID, ev, ev.RecordID)
+		d, err := ledger.ApprovalEventDigest(a.TenantID, a.ApprovalID, ev, ev.RecordID)
 		if err != nil {
 			v.add(0, ev.RecordID, FindingApprovalMismatch, "%s cannot be read: %v", where, err)
 			continue
@@ -538,7 +475,7 @@ func (v *storedVerifier) unboundApproval(ctx context.Context, recordID, where, w
 // decision whose record binds none is not checked: records sealed before
 // writ bound shadow decisions bind none.
 func (v *storedVerifier) shadowDecisions(ctx context.Context) error {
-	q := ShadowQuery{TenantID: v.tenant, Limit: 1000}
+	q := ledger.ShadowQuery{TenantID: v.tenant, Limit: 1000}
 	for {
 		page, err := v.src.ShadowDecisions(ctx, q)
 		if err != nil {
@@ -550,7 +487,7 @@ func (v *storedVerifier) shadowDecisions(ctx context.Context) error {
 			if b == nil {
 				continue
 			}
-			got, err := ShadowDecisionDigest(d, d.RecordID)
+			got, err := ledger.ShadowDecisionDigest(d, d.RecordID)
 			switch {
 			case err != nil:
 				v.add(b.seq, d.RecordID, FindingShadowMismatch, "the shadow decision of record %s cannot be read: %v", d.RecordID, err)
@@ -592,9 +529,9 @@ func unseen(m map[string]*binding) []string {
 // and has no row of its own.
 func (v *storedVerifier) claimRows(ctx context.Context) error {
 	blocks := map[string]bool{} // digests of the block rows
-	for _, kind := range []string{ClaimIdempotency, ClaimBlock, ClaimReport} {
+	for _, kind := range []string{ledger.ClaimIdempotency, ledger.ClaimBlock, ledger.ClaimReport} {
 		bound := v.claims[kind]
-		var after *ClaimRow
+		var after *ledger.ClaimRow
 		for {
 			page, err := v.src.ScanClaims(ctx, v.tenant, kind, after, storedScanSize)
 			if err != nil {
@@ -609,7 +546,7 @@ func (v *storedVerifier) claimRows(ctx context.Context) error {
 					v.add(0, row.RecordID, FindingClaimMismatch, "%s cannot be read: %v", where, err)
 					continue
 				}
-				if kind == ClaimBlock {
+				if kind == ledger.ClaimBlock {
 					blocks[d] = true
 				}
 				b := bound[row.RecordID]
@@ -636,10 +573,10 @@ func (v *storedVerifier) claimRows(ctx context.Context) error {
 			}
 		}
 	}
-	for _, kind := range []string{ClaimIdempotency, ClaimBlock, ClaimReport} {
+	for _, kind := range []string{ledger.ClaimIdempotency, ledger.ClaimBlock, ledger.ClaimReport} {
 		for _, id := range unseen(v.claims[kind]) {
 			b := v.claims[kind][id]
-			if kind == ClaimBlock && blocks[b.digest] {
+			if kind == ledger.ClaimBlock && blocks[b.digest] {
 				continue // an earlier record holds the action's block row
 			}
 			v.add(b.seq, id, FindingClaimMismatch, "record %s binds its %s claim (%s), which is not stored", id, kind, b.digest)
@@ -649,7 +586,7 @@ func (v *storedVerifier) claimRows(ctx context.Context) error {
 }
 
 // claimWhere names an index row for a finding.
-func claimWhere(row *ClaimRow) string {
+func claimWhere(row *ledger.ClaimRow) string {
 	switch {
 	case row.Idempotency != nil:
 		return fmt.Sprintf("the idempotency key %q", row.Idempotency.Key)
