@@ -28,7 +28,7 @@ func TestLayering(t *testing.T) {
 		mod + "/keyring":       {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/engine":        {"database/sql", "net/http", mod + "/sqlite", mod + "/httpapi"},
 		mod + "/auth":          {"database/sql", "net/http", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
-		mod + "/replay":        {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"}, // it rebuilds records with record's and workflow's builders
+		mod + "/replay":        {"database/sql", "net/http", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		mod + "/delegation":    {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
 		mod + "/readiness":     {"database/sql", mod + "/engine", mod + "/sqlite", mod + "/postgres"},
 		mod + "/webhook":       {"database/sql", mod + "/ledger", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},

@@ -136,6 +136,13 @@ const (
 	// ResolutionBadSignature: the carried JWS does not verify with a key
 	// the tenant registered.
 	ResolutionBadSignature = "bad_signature"
+	// ResolutionSubjectMismatch: the item is in the tenant's store (or
+	// validly signed), but none of its subject ids is one of the check's:
+	// it is a fact about someone else (one customer's identity
+	// verification cited on another customer's refund), so it satisfies
+	// no requirement and no rule sees it. The citation pins the item's
+	// subjects.
+	ResolutionSubjectMismatch = "subject_mismatch"
 )
 
 // EvidenceService is the evidence store's API (the engine implements it;

@@ -176,9 +176,11 @@ type Evidence struct {
 	Issuer     string     `json:"issuer,omitempty"`
 	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
 	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
-	// SubjectIDs are the resolved item's subjects, pinned only when the
+	// SubjectIDs are the resolved item's subjects, pinned when the
 	// check's spec takes a context field from evidence
-	// (context_from_evidence), which must know whose fact it is.
+	// (context_from_evidence), which must know whose fact it is, and
+	// when the item is about none of the check's subjects
+	// (ResolutionSubjectMismatch), so the record shows whose it was.
 	SubjectIDs []string `json:"subject_ids,omitempty"`
 }
 

@@ -492,6 +492,8 @@ func (e *Engine) readEvidence(ctx context.Context, tenantID string, ids, addrs [
 // evidence store with one read (readEvidence), and returns the
 // citations as resolved (writ.Evidence's Resolution and what follows
 // it). A citation of another tenant is left to decide, which refuses it.
+// A stored (or validly signed) item that shares no subject id with the
+// check resolves as subject_mismatch, with its subjects pinned.
 func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest, withSubjects bool) ([]writ.Evidence, error) {
 	out := slices.Clone(req.Evidence)
 	var ids, addrs []string
@@ -561,12 +563,26 @@ func (e *Engine) resolveEvidence(ctx context.Context, req *writ.CheckRequest, wi
 		if withSubjects {
 			c.SubjectIDs = slices.Clone(it.SubjectIDs)
 		}
+		if !aboutSubjects(it.SubjectIDs, req.SubjectIDs) {
+			// A true fact about someone else: one customer's identity
+			// verification does not verify another's refund.
+			c.Resolution, c.SubjectIDs = writ.ResolutionSubjectMismatch, slices.Clone(it.SubjectIDs)
+		}
 		if r := se.Revoked; r != nil {
 			at := r.At
 			c.RevokedAt = &at
 		}
 	}
 	return out, nil
+}
+
+// aboutSubjects reports whether an item with subject ids item is about
+// a check with subject ids check: they share one, compared exactly. An
+// item that names no subject, or a check that names none, shares none,
+// so fails closed. Stored items' subjects are redacted by the pack's
+// patterns; a subject id a pattern changes therefore never matches.
+func aboutSubjects(item, check []string) bool {
+	return slices.ContainsFunc(item, func(s string) bool { return slices.Contains(check, s) })
 }
 
 func mustAddress(item *writ.EvidenceItem) string {

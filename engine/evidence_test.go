@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -314,6 +315,57 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 	rc, _ = check("tampered", refund(writ.Evidence{Kind: "identity_verification", ID: "idv_771", Hash: "sha256:" + strings.Repeat("0", 64)}))
 	refused("a tampered citation", rc, "does not match the stored item")
 
+	// A true fact about someone else: another customer's verification,
+	// one about no one, one signed about another customer, and cus_77's
+	// own on a refund that names no subject. Each is refused, the
+	// citation pinned as subject_mismatch with the item's subjects.
+	if _, err := add(idv, writ.AddEvidenceRequest{ID: "idv_cus_99", SubjectIDs: []string{"customer:cus_99"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := add(idv, writ.AddEvidenceRequest{ID: "idv_no_subject"}); err != nil {
+		t.Fatal(err)
+	}
+	signed99 := item
+	signed99.ID, signed99.SubjectIDs = "idv_signed_99", []string{"customer:cus_99"}
+	// cus_77 has had its three refunds today, and the velocity rule's
+	// deny would hide the evidence condition: these refunds are cus_31's.
+	cus31 := func(ev writ.Evidence) *writ.CheckRequest {
+		req := refund(ev)
+		req.SubjectIDs = []string{"customer:cus_31", "order:ord_881"}
+		return req
+	}
+	noSubject := refund(writ.Evidence{Kind: "identity_verification", ID: "idv_771"})
+	noSubject.SubjectIDs = nil
+	for _, c := range []struct {
+		what      string
+		req       *writ.CheckRequest
+		diagnosis string
+		subjects  []string
+		condition bool // a check with no subject is denied by the velocity rule, failing closed
+	}{
+		{"another customer's item", cus31(writ.Evidence{Kind: "identity_verification", ID: "idv_cus_99"}),
+			"is about customer:cus_99, and this check is about customer:cus_31, order:ord_881: they share no subject", []string{"customer:cus_99"}, true},
+		{"cus_77's item on cus_31's refund", cus31(writ.Evidence{Kind: "identity_verification", ID: "idv_771"}),
+			"is about customer:cus_77, and this check is about customer:cus_31, order:ord_881: they share no subject", []string{"customer:cus_77"}, true},
+		{"an item about no one", cus31(writ.Evidence{Kind: "identity_verification", ID: "idv_no_subject"}),
+			"is about no subject, and this check is about customer:cus_31, order:ord_881", nil, true},
+		{"a signed item about another customer", cus31(writ.Evidence{Kind: "identity_verification", JWS: idvKey.sign(t, &signed99)}),
+			"is about customer:cus_99, and this check is about customer:cus_31", []string{"customer:cus_99"}, true},
+		{"a check that names no subject", noSubject,
+			"is about customer:cus_77, and this check is about no subject", []string{"customer:cus_77"}, false},
+	} {
+		rc, env := check(c.what, c.req)
+		refused(c.what, rc, c.diagnosis)
+		if e := env.Evidence[0]; e.Resolution != writ.ResolutionSubjectMismatch || !slices.Equal(e.SubjectIDs, c.subjects) {
+			t.Errorf("%s: citation pinned as %s with subjects %v, want subject_mismatch with %v", c.what, e.Resolution, e.SubjectIDs, c.subjects)
+		}
+		if conds := rc.WhatWouldChangeThisConditions; c.condition && !slices.ContainsFunc(conds, func(c writ.Condition) bool {
+			return c.EvidenceKind == "identity_verification" && strings.Contains(c.Text, "about one of the check's subjects")
+		}) {
+			t.Errorf("%s: what would change this = %+v, want a condition naming the check's subjects", c.what, conds)
+		}
+	}
+
 	// Bad submissions: refused naming the cause, nothing written.
 	head := func() int64 {
 		h, err := st.Head(ctx, "acme")
@@ -363,7 +415,7 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 	// In development mode (no key) every caller is an issuer, naming
 	// itself: the item counts as issued, and its record says the issuer
 	// was only claimed.
-	dev, err := add(ctx, writ.AddEvidenceRequest{ID: "idv_dev", Issuer: "idv_desk", SubjectIDs: []string{"customer:cus_77"}})
+	dev, err := add(ctx, writ.AddEvidenceRequest{ID: "idv_dev", Issuer: "idv_desk", SubjectIDs: []string{"customer:cus_dev"}})
 	if err != nil || dev.Provenance != writ.ProvenanceIssued || dev.Item.Issuer != "idv_desk" || dev.SubmittedBy != "" {
 		t.Fatalf("storing an item in development mode = %+v, %v; want issued by idv_desk", dev, err)
 	}

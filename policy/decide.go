@@ -159,6 +159,10 @@ type Firing struct {
 	Routing      pack.Routing
 	Gate         string
 	MustNotRetry bool
+	// Awaits says in words what would change the decision where no
+	// condition a caller can test does (a fail-closed check awaits the
+	// ledger).
+	Awaits []string
 }
 
 // Decision is the result of Decide.
@@ -373,7 +377,7 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 	kind, maxAge := e.req.Kind, e.req.MaxAge
 	var best *writ.Evidence
 	// What disqualified the items of the kind, the first of each sort.
-	var foreign, future, tampered, badSig, revoked, expired, wrongProv, unresolved *writ.Evidence
+	var foreign, future, tampered, badSig, revoked, expired, mismatched, wrongProv, unresolved *writ.Evidence
 	for i := range req.Evidence {
 		ev := &req.Evidence[i]
 		switch {
@@ -390,6 +394,8 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 			revoked = first(revoked, ev)
 		case ev.ExpiresAt != nil && !now.Before(*ev.ExpiresAt):
 			expired = first(expired, ev)
+		case ev.Resolution == writ.ResolutionSubjectMismatch:
+			mismatched = first(mismatched, ev)
 		case ev.Resolution != "" && !slices.Contains(e.accepts, ev.Provenance):
 			// A citation writ could not resolve is claimed; it counts
 			// only where the requirement accepts claimed evidence.
@@ -416,6 +422,8 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 		reason = writ.Reason{Code: "evidence_revoked", Message: fmt.Sprintf("Evidence %s was revoked at %s; required %s evidence is missing.", revoked.Ref(), revoked.RevokedAt.UTC().Format(time.RFC3339), kind)}
 	case best == nil && expired != nil:
 		reason = writ.Reason{Code: "evidence_expired", Message: fmt.Sprintf("Evidence %s expired at %s; required %s evidence is missing.", expired.Ref(), expired.ExpiresAt.UTC().Format(time.RFC3339), kind)}
+	case best == nil && mismatched != nil:
+		reason = writ.Reason{Code: "evidence_subject_mismatch", Message: fmt.Sprintf("Evidence %s is about %s, and this check is about %s: they share no subject; required %s evidence about the check's subject is missing.", mismatched.Ref(), subjectList(mismatched.SubjectIDs), subjectList(req.SubjectIDs), kind)}
 	case best == nil && wrongProv != nil:
 		reason = writ.Reason{Code: "evidence_provenance", Message: fmt.Sprintf("Evidence %s is %s; %s evidence must be %s.", wrongProv.Ref(), wrongProv.Provenance, kind, provenanceList(e.accepts))}
 	case best == nil && unresolved != nil:
@@ -444,6 +452,9 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 	if reason.Code == "unresolvable" || strings.HasPrefix(reason.Code, "evidence_") && reason.Code != "evidence_from_future" && reason.Code != "evidence_wrong_tenant" {
 		step.Message = fmt.Sprintf("Have an issuer the tenant trusts submit current %s evidence to writ (POST /v1/evidence, or a signed item), cite it by its id or content address, and retry the check.", kind)
 	}
+	if reason.Code == "evidence_subject_mismatch" {
+		step.Message = fmt.Sprintf("Cite %s evidence about this check's subject (an item whose subject_ids include one of the check's), having an issuer the tenant trusts submit one if there is none, and retry the check.", kind)
+	}
 	if e.step != nil {
 		step = writ.Reason{Code: e.step.code, Message: e.step.message.render(v)}
 	}
@@ -455,8 +466,20 @@ func (e *evidenceCheck) apply(v *vars, req *writ.CheckRequest, now time.Time) Ap
 	if !slices.Contains(e.accepts, writ.ProvenanceClaimed) {
 		text = strings.TrimSuffix(text, ".") + ", " + provenanceList(e.accepts) + ", resolvable in this tenant's evidence store."
 	}
+	if mismatched != nil && best == nil {
+		text = strings.TrimSuffix(text, ".") + ", about one of the check's subjects (" + subjectList(req.SubjectIDs) + ")."
+	}
 	f.Changes = []writ.Condition{{Kind: writ.ConditionEvidence, Text: text, EvidenceKind: kind, MaxAge: e.req.MaxAgeText}}
 	return a
+}
+
+// subjectList renders subject ids for a diagnosis: "customer:cus_1,
+// order:ord_2", or "no subject" for none.
+func subjectList(ids []string) string {
+	if len(ids) == 0 {
+		return "no subject"
+	}
+	return strings.Join(ids, ", ")
 }
 
 func first(have, ev *writ.Evidence) *writ.Evidence {

@@ -366,9 +366,9 @@ func validEvidence(req *writ.CheckRequest, now time.Time) map[string]any {
 		if e.TenantID != "" && e.TenantID != req.TenantID {
 			continue
 		}
-		if e.Resolution == writ.ResolutionHashMismatch || e.Resolution == writ.ResolutionBadSignature ||
+		if e.Resolution == writ.ResolutionHashMismatch || e.Resolution == writ.ResolutionBadSignature || e.Resolution == writ.ResolutionSubjectMismatch ||
 			e.RevokedAt != nil && !e.RevokedAt.After(now) || e.ExpiresAt != nil && !now.Before(*e.ExpiresAt) {
-			continue // never let a tampered, forged, revoked or expired item speak
+			continue // never let a tampered, forged, revoked or expired item, or one about someone else, speak
 		}
 		var at time.Time
 		if e.ObservedAt != nil {

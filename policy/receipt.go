@@ -65,6 +65,7 @@ func (d *Decision) Receipt(r *Resolved, req *writ.CheckRequest, decisionID strin
 				rc.WhatWouldChangeThis = append(rc.WhatWouldChangeThis, c.Text)
 				rc.WhatWouldChangeThisConditions = append(rc.WhatWouldChangeThisConditions, c)
 			}
+			rc.WhatWouldChangeThis = append(rc.WhatWouldChangeThis, f.Awaits...)
 		}
 		if a.Verdict == e && f.MustNotRetry {
 			rc.MustNotRetrySameAction = true

@@ -23,7 +23,8 @@ import (
 // 403 problem+json and nothing is written; an item reads back by id and
 // by content address; the refund is allowed on the issued item and
 // refused on the made-up one (unresolvable), and on a revoked, expired,
-// other-tenant or tampered one, each with its diagnosis.
+// other-customer (evidence_subject_mismatch), other-tenant or tampered
+// one, each with its diagnosis.
 func TestEvidenceOverHTTP(t *testing.T) {
 	serverOnEachStore(t, func(t *testing.T, _ string, storeArgs []string) { testEvidenceOverHTTP(t, storeArgs) })
 }
@@ -154,13 +155,12 @@ func testEvidenceOverHTTP(t *testing.T, storeArgs []string) {
 		t.Errorf("refused submissions wrote %d records", after-before)
 	}
 
-	// The refund: allowed on the issued item, refused on anything else.
-	n := 0
+	// The refund of customer cus_77: allowed on the issued item about
+	// cus_77, refused on anything else.
 	refund := func(ev writ.Evidence) *writ.CheckRequest {
-		n++
 		req := readExample(t, "../../examples/refund/requests/refund-allow.json")
 		req.IdempotencyKey, req.TenantID, req.Actor = "", "", writ.Actor{}
-		req.SubjectIDs = []string{"customer:cus_" + string(rune('a'+n)), "order:ord_881"}
+		req.SubjectIDs = []string{"customer:cus_77", "order:ord_881"}
 		req.Evidence = []writ.Evidence{ev}
 		return req
 	}
@@ -183,11 +183,12 @@ func testEvidenceOverHTTP(t *testing.T, storeArgs []string) {
 		}
 	}
 
-	// A revoked, an expired and another tenant's item.
+	// A revoked, an expired, another customer's and another tenant's item.
 	earlier, expired := now.Add(-2*time.Hour), now.Add(-time.Hour)
 	for _, r := range []*writ.AddEvidenceRequest{
 		{TenantID: "acme", Kind: "identity_verification", ID: "idv_revoked", SubjectIDs: []string{"customer:cus_77"}, ObservedAt: &now},
 		{TenantID: "acme", Kind: "identity_verification", ID: "idv_expired", SubjectIDs: []string{"customer:cus_77"}, ObservedAt: &earlier, ExpiresAt: &expired},
+		{TenantID: "acme", Kind: "identity_verification", ID: "idv_cus_99", SubjectIDs: []string{"customer:cus_99"}, ObservedAt: &now},
 	} {
 		if _, err := idv.AddEvidence(ctx, r); err != nil {
 			t.Fatal(err)
@@ -212,6 +213,7 @@ func testEvidenceOverHTTP(t *testing.T, storeArgs []string) {
 		{"the made-up item (unresolvable)", writ.Evidence{Kind: "identity_verification", ID: "i_made_this_up", ObservedAt: &now}, "is not in this tenant's evidence store"},
 		{"a revoked item", writ.Evidence{Kind: "identity_verification", ID: "idv_revoked"}, "was revoked"},
 		{"an expired item", writ.Evidence{Kind: "identity_verification", ID: "idv_expired"}, "expired at"},
+		{"another customer's item", writ.Evidence{Kind: "identity_verification", ID: "idv_cus_99"}, "is about customer:cus_99, and this check is about customer:cus_77, order:ord_881: they share no subject"},
 		{"another tenant's item", writ.Evidence{Kind: "identity_verification", ID: "idv_globex"}, "is not in this tenant's evidence store"},
 		{"another tenant's item, named as such", writ.Evidence{Kind: "identity_verification", ID: "idv_globex", TenantID: "globex"}, "belongs to another tenant"},
 		{"a tampered citation", writ.Evidence{Kind: "identity_verification", ID: "idv_771", Hash: "sha256:" + strings.Repeat("0", 64)}, "does not match the stored item"},

@@ -1513,10 +1513,10 @@ export interface components {
             /** @description An issuer-signed item (a compact JWS over the item's canonical JSON, by a key the tenant registered), carried in. */
             jws?: string;
             /**
-             * @description Set by writ when it resolves the citation (a request that sets it is refused); the stored envelope pins it.
+             * @description Set by writ when it resolves the citation (a request that sets it is refused); the stored envelope pins it. subject_mismatch: the item is stored (or validly signed) but shares no subject id with the check.
              * @enum {string}
              */
-            resolution?: "resolved" | "unresolvable" | "hash_mismatch" | "bad_signature";
+            resolution?: "resolved" | "unresolvable" | "hash_mismatch" | "bad_signature" | "subject_mismatch";
             /**
              * @description Set by writ with resolution.
              * @enum {string}
@@ -1534,7 +1534,7 @@ export interface components {
              * @description Set by writ with resolution.
              */
             revoked_at?: string;
-            /** @description Set by writ with resolution, only when the check's spec takes a context field from evidence (context_from_evidence): the item's subjects. */
+            /** @description Set by writ with resolution, when the check's spec takes a context field from evidence (context_from_evidence) or the item is about none of the check's subjects (subject_mismatch): the item's subjects. */
             subject_ids?: string[];
         };
         /** @description An evidence item as stored: its content address is sha256: over its RFC 8785 form (docs/ledger-format.md, Evidence records). */
@@ -1956,6 +1956,36 @@ export interface components {
             /** Format: date-time */
             ended_at?: string;
             findings?: components["schemas"]["Reason"][];
+            transcript?: components["schemas"]["TranscriptEntry"];
+        };
+        /**
+         * @description An execution report's call in the tool transcript of its run or
+         *     session (docs/ledger-format.md §2.10): `head` is the SHA-256 of the
+         *     RFC 8785 form of `{call, prev, run, seq}`; `prev` is the head before
+         *     it ("" for seq 1).
+         */
+        TranscriptEntry: {
+            /** @description "run:<run_id>", "session:<session>" or "decision:<decision_id>". */
+            run: string;
+            seq: number;
+            prev: string;
+            head: string;
+            call: components["schemas"]["TranscriptCall"];
+        };
+        TranscriptCall: {
+            tool_call_id: string;
+            tool?: string;
+            decision_id: string;
+            /** @description The check record that permitted (or refused) the call. */
+            permit: string;
+            arguments_digest?: string;
+            result_digest?: string;
+            status: components["schemas"]["ExecutionStatus"];
+            error_code?: string;
+            /** Format: date-time */
+            started_at?: string;
+            /** Format: date-time */
+            ended_at?: string;
         };
         /** @enum {string} */
         ExecutionStatus: "succeeded" | "failed" | "not_executed";
