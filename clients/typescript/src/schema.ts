@@ -1956,6 +1956,36 @@ export interface components {
             /** Format: date-time */
             ended_at?: string;
             findings?: components["schemas"]["Reason"][];
+            transcript?: components["schemas"]["TranscriptEntry"];
+        };
+        /**
+         * @description An execution report's call in the tool transcript of its run or
+         *     session (docs/ledger-format.md §2.10): `head` is the SHA-256 of the
+         *     RFC 8785 form of `{call, prev, run, seq}`; `prev` is the head before
+         *     it ("" for seq 1).
+         */
+        TranscriptEntry: {
+            /** @description "run:<run_id>", "session:<session>" or "decision:<decision_id>". */
+            run: string;
+            seq: number;
+            prev: string;
+            head: string;
+            call: components["schemas"]["TranscriptCall"];
+        };
+        TranscriptCall: {
+            tool_call_id: string;
+            tool?: string;
+            decision_id: string;
+            /** @description The check record that permitted (or refused) the call. */
+            permit: string;
+            arguments_digest?: string;
+            result_digest?: string;
+            status: components["schemas"]["ExecutionStatus"];
+            error_code?: string;
+            /** Format: date-time */
+            started_at?: string;
+            /** Format: date-time */
+            ended_at?: string;
         };
         /** @enum {string} */
         ExecutionStatus: "succeeded" | "failed" | "not_executed";
