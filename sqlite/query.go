@@ -653,28 +653,72 @@ func (s *Store) EvidenceRecords(ctx context.Context, tenantID string, ids, addre
 	if len(ids) == 0 && len(addresses) == 0 {
 		return nil, nil
 	}
-	var b strings.Builder
-	args := []any{tenantID}
-	b.WriteString(`SELECT r.raw FROM idempotency i JOIN records r ON r.record_id = i.record_id AND r.tenant_id = i.tenant_id
-		WHERE i.tenant_id = ? AND i.key IN (''`)
+	args := make([]any, 0, 4+2*len(ids)+len(addresses))
+	args = append(args, tenantID)
 	for _, id := range ids {
-		b.WriteString(", ?, ?")
 		args = append(args, ledger.EvidenceClaim(id), ledger.EvidenceRevocationClaim(id))
 	}
-	b.WriteString(`) UNION ALL SELECT r.raw FROM blocks k JOIN records r ON r.record_id = k.record_id AND r.tenant_id = k.tenant_id
-		WHERE k.tenant_id = ? AND k.decision_key IN (?, ?) AND k.pack_hash = '' AND k.args_digest IN (''`)
 	args = append(args, tenantID, ledger.EvidenceBlockKey, ledger.EvidenceRevocationBlockKey)
 	for _, a := range addresses {
-		b.WriteString(", ?")
 		args = append(args, a)
 	}
-	b.WriteString(")")
-	rows, err := s.read.QueryContext(ctx, b.String(), args...)
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if st, perr := s.evidenceStmt(len(ids), len(addresses)); perr != nil {
+		return nil, perr
+	} else if st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = s.read.QueryContext(ctx, evidenceSQL(len(ids), len(addresses)), args...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read evidence: %w", err)
 	}
 	defer rows.Close()
 	return scanEvidence(rows)
+}
+
+// evidenceSQL reads the evidence and revocation records of n ids (by
+// their idempotency claims) and m content addresses (by their blocks).
+func evidenceSQL(n, m int) string {
+	var b strings.Builder
+	b.WriteString(`SELECT r.raw FROM idempotency i JOIN records r ON r.record_id = i.record_id AND r.tenant_id = i.tenant_id
+		WHERE i.tenant_id = ? AND i.key IN (''`)
+	b.WriteString(strings.Repeat(", ?, ?", n))
+	b.WriteString(`) UNION ALL SELECT r.raw FROM blocks k JOIN records r ON r.record_id = k.record_id AND r.tenant_id = k.tenant_id
+		WHERE k.tenant_id = ? AND k.decision_key IN (?, ?) AND k.pack_hash = '' AND k.args_digest IN (''`)
+	b.WriteString(strings.Repeat(", ?", m))
+	b.WriteString(")")
+	return b.String()
+}
+
+// maxEvidenceStmt is the most ids, and the most addresses, a check's
+// evidence read has a prepared statement for; a larger read (rare: a
+// check cites a handful of items) is parsed each time.
+const maxEvidenceStmt = 8
+
+// evidenceStmt returns the prepared evidence read of n ids and m
+// addresses, preparing it on first use, or nil for a read larger than
+// maxEvidenceStmt either way. Parsing the statement was most of what
+// resolving a check's evidence cost (BenchmarkCheckStorage's profile).
+func (s *Store) evidenceStmt(n, m int) (*sql.Stmt, error) {
+	if n > maxEvidenceStmt || m > maxEvidenceStmt {
+		return nil, nil
+	}
+	key := n*(maxEvidenceStmt+1) + m
+	s.evMu.Lock()
+	defer s.evMu.Unlock()
+	if st := s.evStmts[key]; st != nil {
+		return st, nil
+	}
+	st, err := s.read.Prepare(evidenceSQL(n, m))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: prepare evidence read: %w", err)
+	}
+	s.evStmts[key] = st
+	return st, nil
 }
 
 func scanEvidence(rows *sql.Rows) ([]writ.StoredRecord, error) {

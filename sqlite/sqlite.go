@@ -63,6 +63,10 @@ type Store struct {
 	// hashStmts are prepared reads of n tree hashes, by n (see ReadHashes).
 	hashMu    sync.Mutex
 	hashStmts map[int]*sql.Stmt
+	// evStmts are prepared evidence reads, by how many ids and
+	// addresses they read (see evidenceStmt).
+	evMu    sync.Mutex
+	evStmts [(maxEvidenceStmt + 1) * (maxEvidenceStmt + 1)]*sql.Stmt
 	// upper caches the upper levels of every tenant's tree (immutable).
 	upper upperCache
 	// hist are the history aggregates' statements (history.go).
@@ -265,6 +269,13 @@ func (s *Store) Close() error {
 		st.Close()
 	}
 	s.hashMu.Unlock()
+	s.evMu.Lock()
+	for _, st := range s.evStmts {
+		if st != nil {
+			st.Close()
+		}
+	}
+	s.evMu.Unlock()
 	var ckptErr error
 	if s.ckpt != nil {
 		ckptErr = s.ckpt.close()
