@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import unittest
+import uuid
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -40,27 +41,30 @@ class EvidenceStore(unittest.TestCase):
     def tearDownClass(cls) -> None:
         cls.srv.close()
 
-    def refund_citing(self, ref: str) -> writ.Receipt:
+    def refund_citing(self, ref: str, customer: str) -> writ.Receipt:
+        """A refund for customer citing ref: evidence counts only about the check's subjects."""
         req = refund_request("refund-allow")
+        req["subject_ids"] = [customer if s.startswith("customer:") else s for s in req["subject_ids"]]
         req["evidence"] = [{"kind": "identity_verification", "id": ref}]
         return self.agent.check(req)
 
     def test_submit_show_cite_revoke(self) -> None:
         observed = refund_request("refund-allow")["evidence"][0]["observed_at"]
-        stored = self.idv.submit_evidence("identity_verification", id="idv_py_1", subject_ids=["customer:cus_77"],
+        customer = "customer:cus_" + uuid.uuid4().hex[:10]
+        stored = self.idv.submit_evidence("identity_verification", id="idv_py_1", subject_ids=[customer],
                                           attributes={"method": "otp"}, observed_at=observed)
         self.assertEqual((stored["provenance"], stored["item"]["issuer"]), ("issued", IDV))
         self.assertTrue(stored["content_address"].startswith("sha256:"))
         for ref in ("idv_py_1", stored["content_address"]):
             got = self.agent.evidence(ref)
             self.assertEqual((got["item"]["id"], got["content_address"]), ("idv_py_1", stored["content_address"]))
-        r = self.refund_citing("idv_py_1")
+        r = self.refund_citing("idv_py_1", customer)
         self.assertEqual(r.outcome, "allow", f"the refund citing the issued item: {r.reasons}")
 
         revoked = self.idv.revoke_evidence("idv_py_1", "the document was reported stolen")
         self.assertEqual(revoked["revoked"]["reason"], "the document was reported stolen")
         self.assertEqual(self.agent.evidence("idv_py_1")["revoked"]["by"], IDV)
-        r = self.refund_citing("idv_py_1")
+        r = self.refund_citing("idv_py_1", customer)
         self.assertFalse(r.safe_to_execute)
         self.assertIn("was revoked", r.reasons[0].message)
 
