@@ -2,7 +2,7 @@
 // loopback: npm test. $WRIT_BIN names a built writ; without it one is built.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import * as writ from '../dist/index.js';
 import { startWrit, refundRequest, flakyProxy } from './writserver.mjs';
 
@@ -44,7 +44,10 @@ test('every outcome', async (t) => {
 
 test('evidence: an issuer stores an item, an agent cites it, a revocation refuses it', async () => {
   const observed = new Date(Date.now() - 60_000).toISOString();
-  const stored = await idv.submitEvidence({ kind: 'identity_verification', id: 'idv_ts_1', subject_ids: ['customer:cus_77'],
+  // Evidence counts only about the check's subjects: the refunds below
+  // name the customer the item is about.
+  const customer = 'customer:cus_' + randomBytes(5).toString('hex');
+  const stored = await idv.submitEvidence({ kind: 'identity_verification', id: 'idv_ts_1', subject_ids: [customer],
     attributes: { method: 'otp' }, observed_at: observed });
   assert.deepEqual([stored.provenance, stored.item.issuer], ['issued', IDV]);
   assert.match(stored.content_address, /^sha256:[0-9a-f]{64}$/);
@@ -52,7 +55,11 @@ test('evidence: an issuer stores an item, an agent cites it, a revocation refuse
     const got = await agent.evidence(ref);
     assert.deepEqual([got.item.id, got.content_address], ['idv_ts_1', stored.content_address]);
   }
-  const cite = (id) => agent.check(refundRequest('refund-allow', { evidence: [{ kind: 'identity_verification', id }] }));
+  const cite = (id) => {
+    const req = refundRequest('refund-allow', { evidence: [{ kind: 'identity_verification', id }] });
+    req.subject_ids = req.subject_ids.map((s) => (s.startsWith('customer:') ? customer : s));
+    return agent.check(req);
+  };
   const allowed = await cite('idv_ts_1');
   assert.equal(allowed.outcome, 'allow', JSON.stringify(allowed.reasons));
 
