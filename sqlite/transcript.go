@@ -13,45 +13,41 @@ import (
 // transcript run with seq below before (all when before is 0), in chain
 // order, through record_terms' key (ledger.TranscriptReader).
 func (s *Store) Transcript(ctx context.Context, tenantID, run string, before int64) ([]writ.StoredRecord, error) {
-	if before <= 0 {
-		before = math.MaxInt64
-	}
-	rows, err := s.read.QueryContext(ctx, `SELECT r.seq, r.raw FROM record_terms t
-		JOIN records r ON r.tenant_id = t.tenant_id AND r.seq = t.seq
-		WHERE t.tenant_id = ? AND t.term = ? AND t.value = ? AND t.seq < ?
-		ORDER BY t.seq`, tenantID, ledger.TermTranscript, run, before)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: read transcript: %w", err)
-	}
-	defer rows.Close()
-	page, err := ledger.ReadPage(rows, math.MaxInt)
-	if err != nil {
-		return nil, err
-	}
-	return page.Records, nil
+	return s.transcript(ctx, tenantID, run, before, false)
 }
 
 // TranscriptHead returns the record of the latest entry of the tenant's
 // tool transcript run with seq below before (of all when before is 0), or
 // nil (ledger.TranscriptReader).
 func (s *Store) TranscriptHead(ctx context.Context, tenantID, run string, before int64) (*writ.StoredRecord, error) {
+	recs, err := s.transcript(ctx, tenantID, run, before, true)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	return &recs[0], nil
+}
+
+// transcript reads the entries of a transcript run below before: all of
+// them in chain order, or only the latest.
+func (s *Store) transcript(ctx context.Context, tenantID, run string, before int64, latest bool) ([]writ.StoredRecord, error) {
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT r.seq, r.raw FROM record_terms t
+	query, limit := `SELECT r.seq, r.raw FROM record_terms t
 		JOIN records r ON r.tenant_id = t.tenant_id AND r.seq = t.seq
 		WHERE t.tenant_id = ? AND t.term = ? AND t.value = ? AND t.seq < ?
-		ORDER BY t.seq DESC LIMIT 1`, tenantID, ledger.TermTranscript, run, before)
+		ORDER BY t.seq`, math.MaxInt
+	if latest {
+		query, limit = query+" DESC LIMIT 1", 1
+	}
+	rows, err := s.read.QueryContext(ctx, query, tenantID, ledger.TermTranscript, run, before)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: read transcript head: %w", err)
+		return nil, fmt.Errorf("sqlite: read transcript: %w", err)
 	}
 	defer rows.Close()
-	page, err := ledger.ReadPage(rows, 1)
+	page, err := ledger.ReadPage(rows, limit)
 	if err != nil {
 		return nil, err
 	}
-	if len(page.Records) == 0 {
-		return nil, nil
-	}
-	return &page.Records[0], nil
+	return page.Records, nil
 }
