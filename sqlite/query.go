@@ -543,6 +543,9 @@ type readStmts struct {
 	// report and decisionRecords run on every execution report (the MCP
 	// gateway sends one after each allowed call).
 	report, decisionRecords *sql.Stmt
+	// transcript and transcriptHead run on every check in a run or
+	// session (its transcript's head) and every execution report.
+	transcript, transcriptHead *sql.Stmt
 }
 
 func (r *readStmts) prepare(db *sql.DB) error {
@@ -562,6 +565,8 @@ func (r *readStmts) prepare(db *sql.DB) error {
 		{&r.apiKey, keyColumns + ` WHERE k.key_id = ?`},
 		{&r.report, reportQuery},
 		{&r.decisionRecords, `SELECT seq, raw FROM records WHERE tenant_id = ? AND decision_id = ? ORDER BY seq LIMIT ?`},
+		{&r.transcript, transcriptQuery},
+		{&r.transcriptHead, transcriptQuery + ` DESC LIMIT 1`},
 	} {
 		st, err := db.Prepare(p.sql)
 		if err != nil {
@@ -574,7 +579,7 @@ func (r *readStmts) prepare(db *sql.DB) error {
 }
 
 func (r *readStmts) close() {
-	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt, r.treeHash, r.apiKey, r.report, r.decisionRecords} {
+	for _, st := range []*sql.Stmt{r.idempotent, r.blocked, r.record, r.receipt, r.treeHash, r.apiKey, r.report, r.decisionRecords, r.transcript, r.transcriptHead} {
 		if st != nil {
 			st.Close()
 		}

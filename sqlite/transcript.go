@@ -33,14 +33,11 @@ func (s *Store) transcript(ctx context.Context, tenantID, run string, before int
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	query, limit := `SELECT r.seq, r.raw FROM record_terms t
-		JOIN records r ON r.tenant_id = t.tenant_id AND r.seq = t.seq
-		WHERE t.tenant_id = ? AND t.term = ? AND t.value = ? AND t.seq < ?
-		ORDER BY t.seq`, math.MaxInt
+	st, limit := s.reads.transcript, math.MaxInt
 	if latest {
-		query, limit = query+" DESC LIMIT 1", 1
+		st, limit = s.reads.transcriptHead, 1
 	}
-	rows, err := s.read.QueryContext(ctx, query, tenantID, ledger.TermTranscript, run, before)
+	rows, err := st.QueryContext(ctx, tenantID, ledger.TermTranscript, run, before)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read transcript: %w", err)
 	}
@@ -51,3 +48,10 @@ func (s *Store) transcript(ctx context.Context, tenantID, run string, before int
 	}
 	return page.Records, nil
 }
+
+// transcriptQuery reads a transcript's entries below a seq in chain
+// order, through record_terms' key.
+const transcriptQuery = `SELECT r.seq, r.raw FROM record_terms t
+	JOIN records r ON r.tenant_id = t.tenant_id AND r.seq = t.seq
+	WHERE t.tenant_id = ? AND t.term = ? AND t.value = ? AND t.seq < ?
+	ORDER BY t.seq`
