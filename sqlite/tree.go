@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,23 +52,45 @@ func (s *Store) ReadHashes(ctx context.Context, tenantID string, indexes []int64
 	return out, nil
 }
 
+// maxHashRead is the most tree hashes one statement reads: a larger read
+// goes in chunks, so every statement hashesStmt prepares is one of at most
+// maxHashRead, each kept for the store's life. (A proof of a tree of 2^40
+// records needs 80 hashes at most, so a chunk is rare.)
+const maxHashRead = 64
+
 // readHashes reads tree hashes from the database, by index.
 func (s *Store) readHashes(ctx context.Context, tenantID string, indexes []int64) (map[int64]tlog.Hash, error) {
-	st, err := s.hashesStmt(len(indexes))
-	if err != nil {
-		return nil, err
+	found := make(map[int64]tlog.Hash, len(indexes))
+	args := make([]any, 0, min(len(indexes), maxHashRead)+1)
+	for chunk := range slices.Chunk(indexes, maxHashRead) {
+		st, err := s.hashesStmt(len(chunk))
+		if err != nil {
+			return nil, err
+		}
+		args = append(args[:0], tenantID)
+		for _, idx := range chunk {
+			args = append(args, idx)
+		}
+		if err := s.readHashChunk(ctx, st, tenantID, args, found); err != nil {
+			return nil, err
+		}
 	}
-	args := make([]any, 0, len(indexes)+1)
-	args = append(args, tenantID)
-	for _, idx := range indexes {
-		args = append(args, idx)
-	}
+	return found, nil
+}
+
+// readHashChunk runs one prepared read of tree hashes into found.
+func (s *Store) readHashChunk(ctx context.Context, st *sql.Stmt, tenantID string, args []any, found map[int64]tlog.Hash) error {
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: read tree hashes: %w", err)
+		return fmt.Errorf("sqlite: read tree hashes: %w", err)
 	}
 	defer rows.Close()
-	return ledger.ReadHashRows(rows, tenantID)
+	got, err := ledger.ReadHashRows(rows, tenantID)
+	if err != nil {
+		return err
+	}
+	maps.Copy(found, got)
+	return nil
 }
 
 // upperCache keeps the tree hashes of the upper levels in memory. Stored
@@ -110,7 +134,8 @@ func (c *upperCache) put(tenant string, idx int64, h tlog.Hash) {
 	c.m[upperKey{tenant, idx}] = h
 }
 
-// hashesStmt returns the prepared read of n tree hashes.
+// hashesStmt returns the prepared read of n tree hashes (1 ≤ n ≤
+// maxHashRead), preparing it on first use.
 func (s *Store) hashesStmt(n int) (*sql.Stmt, error) {
 	s.hashMu.Lock()
 	defer s.hashMu.Unlock()
@@ -125,9 +150,7 @@ func (s *Store) hashesStmt(n int) (*sql.Stmt, error) {
 	if s.hashStmts == nil {
 		s.hashStmts = map[int]*sql.Stmt{}
 	}
-	if len(s.hashStmts) < 128 {
-		s.hashStmts[n] = st
-	}
+	s.hashStmts[n] = st
 	return st, nil
 }
 
