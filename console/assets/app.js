@@ -543,6 +543,15 @@ async function recordPage(id) {
   loadStory(rec.decision_id, id, storyBox, receiptBox);
 }
 
+// unresolved says, for each way a cited item can fail to resolve
+// (writ.Resolution*), what an approver needs to know of it.
+const unresolved = {
+  unresolvable: 'not in the evidence store (the citation is the caller\'s word)',
+  hash_mismatch: 'stored, but not with the hash the check cites',
+  bad_signature: 'its issuer\'s signature does not verify',
+  subject_mismatch: 'stored, but about another subject than the check\'s',
+};
+
 // loadEvidence shows each evidence item a check cited, as its stored
 // request envelope pins it (GET /v1/records/{id}/envelope): the issuer,
 // the provenance, when it was observed and whether writ resolved it.
@@ -554,7 +563,7 @@ async function loadEvidence(id, box) {
   }
   const resolved = (e) => {
     if (!e.resolution) return h('span', { class: 'muted', title: 'resolution' }, 'not resolved (sealed before writ resolved evidence)');
-    if (e.resolution !== 'resolved') return h('span', { class: 'bad', title: `resolution: ${e.resolution}` }, `✗ not resolved: ${human(e.resolution)}`);
+    if (e.resolution !== 'resolved') return h('span', { class: 'bad', title: `resolution: ${e.resolution}` }, `✗ ${unresolved[e.resolution] || 'not resolved: ' + human(e.resolution)}`);
     if (e.revoked_at) return h('span', { class: 'bad', title: 'revoked_at' }, '✓ resolved, revoked ', timeEl(e.revoked_at));
     return h('span', { class: 'ok', title: 'resolution: resolved' }, '✓ resolved');
   };
