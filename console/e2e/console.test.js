@@ -839,6 +839,8 @@ test('a record shows each cited evidence item: issuer, provenance, observed at, 
   assert.match(idv, /^identity_verification:idv_e2e_issued · ✓ resolved · issued · issued by idv-service · observed (just now|\d+ s ago)$/);
   assert.match(order, /^order:ord_881 · ✗ not in the evidence store \(the citation is the caller's word\) · claimed · no issuer · observed /);
   assert.equal(await items.nth(0).locator('[title="provenance"]').textContent(), 'issued', 'the field name on hover');
+  await items.nth(1).scrollIntoViewIfNeeded();
+  await shot(page, 'record-evidence', false);
   await close(page);
 });
 
