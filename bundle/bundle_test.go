@@ -22,6 +22,8 @@ import (
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
 	"github.com/writhq/writ/ledger/verify"
+	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/sqlite"
 )
 
@@ -106,7 +108,7 @@ func TestExportRoundTrip(t *testing.T) {
 		}
 	}
 	// The pinned pack travels with the records.
-	if _, err := verify.LoadPinnedPack(ctx, b, packHashOf(t, l.st)); err != nil {
+	if _, err := pack.LoadPinned(ctx, b, packHashOf(t, l.st)); err != nil {
 		t.Errorf("the pinned pack does not load from the bundle: %v", err)
 	}
 	// The same ledger exported at the same time gives the same bytes.
@@ -142,7 +144,7 @@ func TestExportVerifiesIntact(t *testing.T) {
 		t.Errorf("verified %d records and %d checkpoints; want every example and a checkpoint", rep.Records, rep.Checkpoints)
 	}
 	// And the store itself agrees.
-	storeRep, err := verify.Verify(context.Background(), l.st, verify.VerifyOptions{Keys: l.ring, Rules: verify.NewRules(l.st)})
+	storeRep, err := verify.Verify(context.Background(), l.st, verify.VerifyOptions{Keys: l.ring, Rules: verify.NewRules(pinned.NewPacks(l.st))})
 	if err != nil || !storeRep.Intact() {
 		t.Fatalf("the store does not verify: %v %+v", err, storeRep)
 	}

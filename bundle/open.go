@@ -24,6 +24,7 @@ import (
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/verify"
+	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/record"
 )
 
@@ -502,7 +503,7 @@ func (b *Bundle) VerifyOptions() (verify.VerifyOptions, error) {
 	if err != nil {
 		return verify.VerifyOptions{}, err
 	}
-	return verify.VerifyOptions{Keys: ring, LedgerName: b.LedgerName(), Rules: verify.NewRules(b), RequireCheckpoints: true}, nil
+	return verify.VerifyOptions{Keys: ring, LedgerName: b.LedgerName(), Rules: verify.NewRules(pinned.NewPacks(b)), RequireCheckpoints: true}, nil
 }
 
 // Tenants lists the bundle's tenants in byte order.

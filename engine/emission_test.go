@@ -15,6 +15,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/verify"
+	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/replay"
 )
 
@@ -129,7 +130,7 @@ func codesOf(rc *writ.Receipt) []string {
 // find rec broken under rule, with a finding that contains want.
 func caught(t *testing.T, st ledger.Store, rec *writ.Record, rule, want string) {
 	t.Helper()
-	broken := verify.NewRules(st).CheckRecord(context.Background(), rec)
+	broken := verify.NewRules(pinned.NewPacks(st)).CheckRecord(context.Background(), rec)
 	if !slices.ContainsFunc(broken, func(b string) bool { return strings.HasPrefix(b, rule+": ") && strings.Contains(b, want) }) {
 		t.Errorf("the rules did not catch the broken %s rule (want a finding with %q); found %q", rule, want, broken)
 	}
@@ -143,7 +144,7 @@ func TestEmissionRules(t *testing.T) {
 	bothStores(t, func(t *testing.T, st ledger.Store) {
 		ctx := context.Background()
 		eng := emissionEngine(t, st)
-		rules := verify.NewRules(st)
+		rules := verify.NewRules(pinned.NewPacks(st))
 
 		// A check with its pins is allowed, and its record breaks no rule.
 		rc, allowed := checkOK(t, eng, ctx, opsCheck())

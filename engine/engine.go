@@ -28,6 +28,7 @@ import (
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/record"
 )
@@ -187,7 +188,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		for _, b := range blobs {
 			mem[b.Hash] = b.Data
 		}
-		e.rules = verify.NewRules(mem)
+		e.rules = verify.NewRules(pinned.NewPacks(mem))
 	}
 	if cfg.Keys != nil {
 		// Checkpoints state the tenant's API key revocations: a store

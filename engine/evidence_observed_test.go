@@ -10,6 +10,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/verify"
+	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/replay"
 )
 
@@ -115,7 +116,7 @@ func testObservedEvidence(t *testing.T, st ledger.Store) {
 	if pd := sr.Record.PolicyDecisions; len(pd) != 1 || len(pd[0].RuleIDs) != 1 || pd[0].RuleIDs[0] != "gateway_observation" {
 		t.Errorf("policy decisions = %+v, want rule gateway_observation", pd)
 	}
-	if broken := verify.NewRules(st).CheckRecord(ctx, &sr.Record); len(broken) > 0 {
+	if broken := verify.NewRules(pinned.NewPacks(st)).CheckRecord(ctx, &sr.Record); len(broken) > 0 {
 		t.Errorf("the observed item's record breaks rules: %v", broken)
 	}
 	got, err := eng.Evidence(ctx, "acme", local.ContentAddress)

@@ -24,6 +24,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/verify"
+	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/postgres"
 	"github.com/writhq/writ/record"
 	"github.com/writhq/writ/replay"
@@ -200,7 +201,7 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := verify.NewRules(st)
+	rules := verify.NewRules(pinned.NewPacks(st))
 	if broken := rules.CheckRecord(ctx, &sr.Record); len(broken) > 0 {
 		t.Errorf("the evidence record breaks rules: %v", broken)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/replay"
 	"github.com/writhq/writ/sqlite"
@@ -190,7 +191,7 @@ func TestLifecycleEndToEnd(t *testing.T) {
 		t.Errorf("the bad inputs moved the chain from %+v to %+v; want nothing written", head, after)
 	}
 
-	rep2, err := verify.Verify(ctx, st, verify.VerifyOptions{Rules: verify.NewRules(st)})
+	rep2, err := verify.Verify(ctx, st, verify.VerifyOptions{Rules: verify.NewRules(pinned.NewPacks(st))})
 	if err != nil || !rep2.Intact() {
 		t.Fatalf("Verify() = %+v, %v; want intact", rep2, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/replay"
 )
@@ -129,7 +130,7 @@ func TestScorecardFailedQueryable(t *testing.T) {
 
 			// The records keep the rules of their pinned pack, pass mark
 			// included.
-			rep, err := verify.Verify(ctx, st, verify.VerifyOptions{Rules: verify.NewRules(st)})
+			rep, err := verify.Verify(ctx, st, verify.VerifyOptions{Rules: verify.NewRules(pinned.NewPacks(st))})
 			if err != nil || !rep.Intact() || rep.Records < int64(len(checks)) {
 				t.Errorf("verify.Verify = %+v, %v; want intact", rep, err)
 			}

@@ -8,7 +8,7 @@
 //     (record.SplitSeal);
 //  2. fetches the pinned inputs and checks them against the record: the
 //     request envelope at replay.replay_packet_id (its digest must be that
-//     id) and the pack at lineage.pack_hash (verify.LoadPinnedPack, which
+//     id) and the pack at lineage.pack_hash (pack.LoadPinned, which
 //     checks the manifest and every file); then the approvals a check
 //     presented, the run events a step verdict was decided on, or the
 //     approval request an approval decision decided, as they stood before
@@ -462,7 +462,7 @@ func (p *pinned) contracts(lenient bool) (*acceptance.Contracts, error) {
 }
 
 // get returns the pinned pack of hash, rebuilt from blobs and checked by
-// verify.LoadPinnedPack, then compiled. An error is kept: the stored
+// pack.LoadPinned, then compiled. An error is kept: the stored
 // files do not change.
 func (c *packCache) get(ctx context.Context, blobs verify.BlobSource, hash string) (*pinned, error) {
 	c.mu.Lock()
@@ -473,7 +473,7 @@ func (c *packCache) get(ctx context.Context, blobs verify.BlobSource, hash strin
 	}
 	c.mu.Unlock()
 	e.once.Do(func() {
-		p, err := verify.LoadPinnedPack(ctx, blobs, hash)
+		p, err := pack.LoadPinned(ctx, blobs, hash)
 		if err != nil {
 			e.err = err
 			return

@@ -9,6 +9,7 @@ import (
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/verify"
+	"github.com/writhq/writ/pinned"
 )
 
 // BenchmarkInclusionProof proves records of a large existing ledger (its
@@ -68,7 +69,7 @@ func BenchmarkVerify(b *testing.B) {
 	}{
 		{"hash-only", verify.VerifyOptions{}},
 		{"signatures", verify.VerifyOptions{Keys: ring}},
-		{"full", verify.VerifyOptions{Keys: ring, Rules: verify.NewRules(s)}},
+		{"full", verify.VerifyOptions{Keys: ring, Rules: verify.NewRules(pinned.NewPacks(s))}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var records int64

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ/ledger/verify"
+	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/replay"
 )
 
@@ -59,7 +60,7 @@ func (m *Main) backtest(ctx context.Context, args []string) error {
 			return fmt.Errorf("the key ring %s has no keys to verify the ledger with: pass --keys DIR, or --hash-only", lf.keysDir())
 		}
 		opts.Verify.Keys = ring
-		opts.Verify.Rules = verify.NewRules(st)
+		opts.Verify.Rules = verify.NewRules(pinned.NewPacks(st))
 	}
 	rep, err := replay.Backtest(ctx, st, opts)
 	if err != nil {

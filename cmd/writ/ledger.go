@@ -11,6 +11,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger/verify"
+	"github.com/writhq/writ/pinned"
 )
 
 func (m *Main) ledger(ctx context.Context, args []string) error {
@@ -97,7 +98,7 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 			return err
 		}
 		opts.Ring = ring
-		opts.Rules = verify.NewRules(st)
+		opts.Rules = verify.NewRules(pinned.NewPacks(st))
 	}
 	start := time.Now()
 	opts.Now = start

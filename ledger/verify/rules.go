@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -9,12 +8,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
-	"testing/fstest"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger"
@@ -28,8 +24,17 @@ type BlobSource interface {
 	Blob(ctx context.Context, hash string) ([]byte, error)
 }
 
+// Packs serves the compiled packs that records pin (a *pinned.Packs):
+// Pinned returns the pack that hash pins, rebuilt from its stored files
+// and checked against hash, compiled, with the pack in Policy.Pack; or an
+// error saying why it cannot (not stored, invalid, another hash). The
+// rules ask it for every record, so it should keep what it compiled.
+type Packs interface {
+	Pinned(ctx context.Context, hash string) (*policy.Policy, error)
+}
+
 // Rules checks the decision record's validation rules against the pack
-// each record pins, which it rebuilds from the pinned pack's stored files:
+// each record pins, which packs serves compiled:
 //
 //   - schema: the record has every required field with the right type and
 //     no unknown one, and its outputs match the spec's outputs schema;
@@ -50,100 +55,13 @@ type BlobSource interface {
 //
 // The seal rule (hashes, signatures, key windows) is checked by Verify.
 type Rules struct {
-	blobs BlobSource
-	mu    sync.Mutex
-	packs map[string]*pinnedPack // loaded and compiled; a failed load is not kept
-	loads singleflight.Group
+	packs Packs
 }
 
-// NewRules returns the rule checker reading pinned packs from blobs.
-func NewRules(blobs BlobSource) *Rules {
-	return &Rules{blobs: blobs, packs: map[string]*pinnedPack{}}
-}
-
-// pinnedPack is a pinned pack and its compiled policy.
-type pinnedPack struct {
-	pack *pack.Pack
-	pol  *policy.Policy
-}
-
-// LoadPinnedPack rebuilds a pack from its stored manifest and files and
-// checks that it hashes to hash.
-func LoadPinnedPack(ctx context.Context, blobs BlobSource, hash string) (*pack.Pack, error) {
-	pp, err := loadPinned(ctx, blobs, hash)
-	if err != nil {
-		return nil, err
-	}
-	return pp.pack, nil
-}
-
-func loadPinned(ctx context.Context, blobs BlobSource, hash string) (*pinnedPack, error) {
-	manifest, err := blobs.Blob(ctx, hash)
-	if err != nil {
-		return nil, fmt.Errorf("pack %s is not stored: %w", hash, err)
-	}
-	fsys := fstest.MapFS{}
-	sc := bufio.NewScanner(bytes.NewReader(manifest))
-	for sc.Scan() {
-		fileHash, path, ok := strings.Cut(sc.Text(), "  ")
-		if !ok {
-			return nil, fmt.Errorf("pack %s: bad manifest line %q", hash, sc.Text())
-		}
-		data, err := blobs.Blob(ctx, fileHash)
-		if err != nil {
-			return nil, fmt.Errorf("pack %s: file %s is not stored: %w", hash, path, err)
-		}
-		fsys[path] = &fstest.MapFile{Data: data}
-	}
-	p, err := pack.LoadFS(fsys, "pinned:"+hash)
-	if err != nil {
-		return nil, err
-	}
-	if p.Hash != hash {
-		return nil, fmt.Errorf("pack rebuilt from its stored files hashes to %s, not %s", p.Hash, hash)
-	}
-	pol, err := policy.Compile(p)
-	if err != nil {
-		return nil, err
-	}
-	return &pinnedPack{pack: p, pol: pol}, nil
-}
-
-// pinned returns the pack a record pins, loading it once however many
-// records ask for it at the same time. Only a loaded pack is kept: a
-// failed load (a cancelled read, a transient store error) is a finding of
-// the records that asked during it, and the next record loads again. The
-// lock guards the map, never a read, so records of other packs are
-// checked while one pack loads.
-func (r *Rules) pinned(ctx context.Context, hash string) (*pinnedPack, error) {
-	r.mu.Lock()
-	p, ok := r.packs[hash]
-	r.mu.Unlock()
-	if ok {
-		return p, nil
-	}
-	ch := r.loads.DoChan(hash, func() (any, error) {
-		// Every record waiting for the pack shares this load, so it is not
-		// ended by the first caller's cancellation; each caller stops
-		// waiting when its own context ends.
-		p, err := loadPinned(context.WithoutCancel(ctx), r.blobs, hash)
-		if err != nil {
-			return nil, err
-		}
-		r.mu.Lock()
-		r.packs[hash] = p
-		r.mu.Unlock()
-		return p, nil
-	})
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, res.Err
-		}
-		return res.Val.(*pinnedPack), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+// NewRules returns the rule checker that takes the packs records pin
+// from packs.
+func NewRules(packs Packs) *Rules {
+	return &Rules{packs: packs}
 }
 
 var statuses = []writ.Status{writ.StatusDecided, writ.StatusDeferred, writ.StatusRejected, writ.StatusEscalated, writ.StatusInFlight, writ.StatusClosed}
@@ -242,12 +160,12 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 	if len(rec.PolicyDecisions) == 0 {
 		bad("policy", "the record lists no policy decision")
 	}
-	pp, err := r.pinned(ctx, l.PackHash)
+	pol, err := r.packs.Pinned(ctx, l.PackHash)
 	if err != nil {
 		bad("lineage", "pinned pack %s: %v", l.PackHash, err)
 		return out
 	}
-	p := pp.pack
+	p := pol.Pack
 	if p.ID() != l.PackVersion {
 		bad("lineage", "pack_version %s, but the pinned pack is %s", l.PackVersion, p.ID())
 	}
@@ -338,7 +256,7 @@ func (r *Rules) CheckRecord(ctx context.Context, rec *writ.Record) []string {
 			}
 		}
 	}
-	if compiled, ok := pp.pol.CompiledControls(rec.DecisionKey, rec.Replay.CompiledContextHash); ok {
+	if compiled, ok := pol.CompiledControls(rec.DecisionKey, rec.Replay.CompiledContextHash); ok {
 		checkCompiledControls(p, compiled, rec.ControlsActive, bad)
 	} else {
 		r.checkControls(p, spec, rec.ControlsActive, bad)

@@ -11,6 +11,7 @@ import (
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/pinned"
 )
 
 type memBlobs map[string][]byte
@@ -49,7 +50,7 @@ func goldenRecord(t *testing.T, name string) map[string]any {
 }
 
 func TestRules(t *testing.T) {
-	rules := verify.NewRules(refundBlobs(t))
+	rules := verify.NewRules(pinned.NewPacks(refundBlobs(t)))
 	tests := []struct {
 		name   string
 		record string
@@ -134,7 +135,7 @@ func (f *flakyBlobs) Blob(ctx context.Context, hash string) ([]byte, error) {
 // pinned pack is a finding of the record being checked, not of every
 // record of that pack checked after it.
 func TestRulesDoNotKeepAFailedPackRead(t *testing.T) {
-	rules := verify.NewRules(&flakyBlobs{memBlobs: refundBlobs(t), failures: 1})
+	rules := verify.NewRules(pinned.NewPacks(&flakyBlobs{memBlobs: refundBlobs(t), failures: 1}))
 	raw, _ := json.Marshal(goldenRecord(t, "refund-allow"))
 	if got := rules.Check(context.Background(), raw); !strings.Contains(strings.Join(got, "\n"), "lineage: pinned pack") {
 		t.Fatalf("Check while the pack cannot be read = %v, want a lineage finding", got)
@@ -168,7 +169,7 @@ func TestRulesReadPacksWithoutALock(t *testing.T) {
 	m := refundBlobs(t)
 	rec := goldenRecord(t, "refund-allow")
 	sb := &stalledBlobs{memBlobs: m, manifest: rec["lineage"].(map[string]any)["pack_hash"].(string), started: make(chan struct{}), release: make(chan struct{})}
-	rules := verify.NewRules(sb)
+	rules := verify.NewRules(pinned.NewPacks(sb))
 	raw, _ := json.Marshal(rec)
 	slow := make(chan []string)
 	go func() { slow <- rules.Check(context.Background(), raw) }()
