@@ -160,6 +160,12 @@ func checkRequest(r *route, caller Caller, p *mcp.CallToolParamsRaw, callID stri
 	if creq.SubjectIDs, err = r.listed.Subjects(args); err != nil {
 		return nil, nil, fmt.Errorf("%v; the call was not checked or forwarded", err)
 	}
+	// The outputs the call proposes are its arguments, as the manifest
+	// maps them: the spec's outputs_schema validates them as it would any
+	// caller's (a call with none is refused by a schema that needs some).
+	if creq.Outputs, err = r.listed.ProposedOutputs(args); err != nil {
+		return nil, nil, fmt.Errorf("%v; the call was not checked or forwarded", err)
+	}
 	if v, ok := meta[MetaApprovalID]; ok {
 		id, _ := v.(string)
 		if id == "" {

@@ -56,6 +56,7 @@ const (
 	RuleProvenance           = "provenance"            // a condition compares a provenance only with a provenance writ knows
 	RuleSessionBudget        = "session-budget"        // a tool_calls budget, which a fresh session resets, has an actor_tool_calls budget beside it
 	RuleEvidenceCapture      = "evidence-capture"      // a tool whose spec requires evidence another tool captures names subject_ids, so the gateway can cite it
+	RuleToolOutputs          = "tool-outputs"          // a tool's proposed outputs (tools.yaml outputs) can meet its spec's outputs_schema
 )
 
 // Finding is one problem (or, with severity info, one fact worth listing).
@@ -196,6 +197,7 @@ func lintPack(fsys fs.FS, dir string, p *pack.Pack, loadErr error) *Report {
 	l.provenances()
 	l.sessionBudgets()
 	l.captures()
+	l.toolOutputs()
 	l.workflowPolicies()
 	for _, w := range sortedWorkflows(p) {
 		g := newGraph(w)

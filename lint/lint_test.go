@@ -65,6 +65,7 @@ func TestGolden(t *testing.T) {
 		lint.RuleRetryCeiling, lint.RuleRetryStrategy, lint.RuleGraphRoot, lint.RuleGraphUnreachable,
 		lint.RuleGraphTerminal, lint.RuleGotoSelf, lint.RuleGraphCycle, lint.RuleGotoGuard, lint.RuleTemplate,
 		lint.RuleClaimedToolCall, lint.RuleProvenance, lint.RuleSessionBudget, lint.RuleEvidenceCapture,
+		lint.RuleToolOutputs,
 	} {
 		if !rules[rule] {
 			t.Errorf("rule %s has no fixture testdata/%s", rule, rule)

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -447,6 +448,13 @@ type Tool struct {
 	// stands for the call's argument name, a string or an integer (see
 	// Subjects). The gateway refuses a call whose arguments lack one.
 	SubjectIDs []string `yaml:"subject_ids"`
+	// Outputs are the proposed outputs of the tool's calls through the
+	// MCP gateway (the check's outputs, which the spec's outputs_schema
+	// validates): each output name maps to the argument whose value it
+	// is, its JSON type kept (see ProposedOutputs). The gateway refuses
+	// a call whose arguments lack one, so leaving an argument out cannot
+	// leave the schema unchecked.
+	Outputs map[string]string `yaml:"outputs"`
 	// Captures marks the tool's result as evidence: the MCP gateway
 	// stores it, observed, when a call succeeds.
 	Captures *Capture `yaml:"captures"`
@@ -507,6 +515,26 @@ func (t *Tool) Subjects(args map[string]any) ([]string, error) {
 			return nil, err
 		}
 		out = append(out, id)
+	}
+	return out, nil
+}
+
+// ProposedOutputs returns the outputs of a call of t with args: for each
+// output name of Outputs, the value of the argument it names, as the
+// call gave it. It returns an error naming the first output, in name
+// order, whose argument the call lacks, and nil when t names no outputs.
+func (t *Tool) ProposedOutputs(args map[string]any) (map[string]any, error) {
+	if len(t.Outputs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]any, len(t.Outputs))
+	for _, name := range slices.Sorted(maps.Keys(t.Outputs)) {
+		arg := t.Outputs[name]
+		v, ok := args[arg]
+		if !ok {
+			return nil, fmt.Errorf("the tool manifest proposes the call's output %s from argument %s, which the call does not give", name, arg)
+		}
+		out[name] = v
 	}
 	return out, nil
 }

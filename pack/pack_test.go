@@ -1,6 +1,7 @@
 package pack_test
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -124,6 +125,10 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"subject id naming a bad argument", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"customer:{a b}\"]\n"}, "{a b} is not an argument name"},
 		{"capture without subjects", map[string]string{"tools.yaml": okTools + "    captures: {kind: identity_verification}\n"}, "demo/tools.yaml:5: tool \"act\" captures identity_verification evidence but names no subject_ids"},
 		{"capture without a kind", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"c:{id}\"]\n    captures: {attributes: [x]}\n"}, "tools.0.captures: missing property 'kind'"},
+		{"outputs naming a bad argument", map[string]string{"tools.yaml": okTools + "    outputs: {amount: \"a b\"}\n"}, "tools.0.outputs.amount: 'a b' does not match pattern"},
+		{"outputs with an empty name", map[string]string{"tools.yaml": okTools + "    outputs: {\"\": amount}\n"}, "minLength: got 0, want 1"},
+		{"empty outputs", map[string]string{"tools.yaml": okTools + "    outputs: {}\n"}, "tools.0.outputs: minProperties"},
+		{"outputs naming a number", map[string]string{"tools.yaml": okTools + "    outputs: {amount: 3}\n"}, "tools.0.outputs.amount: got number, want string"},
 		{"capture's bad validity", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"c:{id}\"]\n    captures: {kind: idv, valid_for: a day}\n"}, "demo/tools.yaml:6: \"a day\" is not a positive duration"},
 		{"bad outputs schema", map[string]string{"specs/s.yaml": okSpec + "outputs_schema: {type: nonsense}\n"}, "demo/specs/s.yaml:5: outputs_schema"},
 		{"context from evidence without an attribute", map[string]string{"specs/s.yaml": okSpec + "context_from_evidence:\n  - {field: fraud_score, kind: fraud_assessment}\n"}, "context_from_evidence.0: missing property 'attribute'"},
@@ -209,6 +214,41 @@ func TestToolSubjects(t *testing.T) {
 	}
 	if got, err := (&pack.Tool{}).Subjects(map[string]any{"a": "b"}); got != nil || err != nil {
 		t.Errorf("Subjects of a tool with no subject_ids = %v, %v; want none", got, err)
+	}
+}
+
+// TestToolProposedOutputs: a tool's proposed outputs are the arguments
+// its outputs mapping names, their JSON types kept; an argument the call
+// lacks is an error, so that leaving it out cannot leave a spec's
+// outputs_schema unchecked.
+func TestToolProposedOutputs(t *testing.T) {
+	tool := &pack.Tool{Name: "pay", Outputs: map[string]string{"refund_amount_inr": "amount_inr", "order_id": "order_id", "lines": "lines"}}
+	for _, tc := range []struct {
+		args map[string]any
+		want map[string]any
+		err  string
+	}{
+		{
+			map[string]any{"amount_inr": float64(4200), "order_id": "ord_1", "lines": []any{"a"}, "note": "x"},
+			map[string]any{"refund_amount_inr": float64(4200), "order_id": "ord_1", "lines": []any{"a"}}, "",
+		},
+		{map[string]any{"amount_inr": "4200", "order_id": nil, "lines": false}, map[string]any{"refund_amount_inr": "4200", "order_id": nil, "lines": false}, ""},
+		{map[string]any{"order_id": "ord_1", "lines": []any{}}, nil, "output refund_amount_inr from argument amount_inr, which the call does not give"},
+		{map[string]any{}, nil, "output lines from argument lines"},
+	} {
+		got, err := tool.ProposedOutputs(tc.args)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ProposedOutputs(%v) = %v, %v; want an error saying %q", tc.args, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ProposedOutputs(%v) = %v, %v; want %v", tc.args, got, err, tc.want)
+		}
+	}
+	if got, err := (&pack.Tool{}).ProposedOutputs(map[string]any{"a": "b"}); got != nil || err != nil {
+		t.Errorf("ProposedOutputs of a tool with no outputs = %v, %v; want none", got, err)
 	}
 }
 
