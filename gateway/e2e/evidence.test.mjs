@@ -1,7 +1,8 @@
 // End-to-end test of evidence the gateway captures (docs/mcp.md,
-// "Evidence from tool results"): the refund example pack, with an
-// identity check whose result is identity_verification evidence,
-// behind `writ gateway`; a small MCP server written with the official
+// "Evidence from tool results" and "Proposed outputs"): the refund
+// example pack as it is (examples/refund: its identity check's result is
+// identity_verification evidence, and its refund's arguments are the
+// outputs its outputs_schema validates) behind `writ gateway`; a small MCP server written with the official
 // TypeScript SDK (idv-server.mjs) as the tools; the official SDK client
 // as the agent, with no code of writ's. The refund is refused until the
 // agent has checked the customer's identity, then allowed on the item the
@@ -40,46 +41,6 @@ after(() => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-// refundPack copies the refund example and adds what capture needs: the
-// identity check tool, whose result is evidence about the customer in
-// its arguments, its spec, and the refund's subject ids; and it drops
-// the refund spec's outputs_schema (below).
-function refundPack(dir) {
-  fs.cpSync(path.join(repo, 'examples', 'refund'), dir, { recursive: true });
-  const tools = path.join(dir, 'tools.yaml');
-  const before = fs.readFileSync(tools, 'utf8');
-  const after = before.replace('    decision_key: support.refund.execute\n',
-    '    decision_key: support.refund.execute\n    subject_ids: ["customer:{customer_id}", "order:{order_id}"]\n');
-  assert.notEqual(after, before, 'the refund example lists payments.issue_refund');
-  fs.writeFileSync(tools, after + [
-    '  - name: idv.check_identity',
-    '    description: Verifies a customer\'s identity with a one-time password.',
-    '    decision_key: support.identity.check',
-    '    approval_mode_ceiling: read_only',
-    '    subject_ids: ["customer:{customer_id}"]',
-    '    captures:',
-    '      kind: identity_verification',
-    '      attributes: [method, verified]',
-    '      valid_for: 24h',
-    '',
-  ].join('\n'));
-  // The spec's outputs_schema asks for the check's outputs, which an MCP
-  // call does not have: a call through the gateway is refused on it.
-  const spec = path.join(dir, 'specs', 'refund-execute.yaml');
-  const src = fs.readFileSync(spec, 'utf8');
-  const cut = src.replace(/^outputs_schema:\n(?:  .*\n)+/m, '');
-  assert.notEqual(cut, src, 'the refund spec has an outputs_schema');
-  fs.writeFileSync(spec, cut);
-  fs.writeFileSync(path.join(dir, 'specs', 'identity-check.yaml'), [
-    'decision_key: support.identity.check',
-    'version: 1.0.0',
-    'description: Verify a customer\'s identity.',
-    'action_class: identity_check',
-    'approval_mode: read_only',
-    '',
-  ].join('\n'));
-}
-
 function text(result) {
   return result.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
 }
@@ -104,8 +65,7 @@ function postgresSchema(t) {
 
 async function scenario(t, store) {
   const dir = fs.mkdtempSync(path.join(tmp, 'run-'));
-  const pack = path.join(dir, 'pack');
-  refundPack(pack);
+  const pack = path.join(repo, 'examples', 'refund');
   const data = path.join(dir, 'data');
   const refunds = path.join(dir, 'refunds.jsonl');
   const server = ['      command: node', `      args: [${JSON.stringify(path.join(here, 'idv-server.mjs'))}]`, `      env: {IDV_REFUNDS: ${JSON.stringify(refunds)}}`];
@@ -155,6 +115,11 @@ async function scenario(t, store) {
     assert.notEqual(result.isError, true, text(result));
     assert.match(text(result), /refunded 4200 INR on ord_881/);
     refundRecord = result._meta[RECORD_KEY];
+    // The spec's outputs_schema validates the outputs the call proposes
+    // (tools.yaml outputs): a refund in another currency is refused.
+    result = await client.callTool({ name: 'payments.issue_refund', arguments: { ...refund, currency: 'USD' } });
+    assert.equal(result.isError, true, text(result));
+    assert.match(text(result), /outputs\.currency/);
     // Another customer's refund does not ride on cus_77's check.
     result = await client.callTool({ name: 'payments.issue_refund', arguments: { ...refund, customer_id: 'cus_12' } });
     assert.equal(result.isError, true, text(result));
@@ -178,6 +143,7 @@ async function scenario(t, store) {
   const [rec] = records(storeArgs, 'get', refundRecord);
   assert.equal(rec.decision_key, 'support.refund.execute');
   assert.deepEqual(rec.subject_ids, ['customer:cus_77', 'order:ord_881']);
+  assert.deepEqual(rec.outputs, { currency: 'INR', order_id: 'ord_881', outcome: 'allow', refund_amount_inr: 4200 });
   assert.ok(rec.evidence_refs.includes(`identity_verification:${ev.outputs.item.id}#${ev.outputs.content_address}`),
     `the refund record cites ${rec.evidence_refs}, not the captured item`);
   const identity = records(storeArgs, 'list', '--json', '--decision-key', 'support.identity.check');
