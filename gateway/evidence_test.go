@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -13,37 +14,44 @@ import (
 	"github.com/writhq/writ/gateway"
 )
 
-// idvArgs are the arguments of the evidence tests' tools.
-type idvArgs struct {
+// refundArgs are the arguments of the refund example's tools. Currency
+// may be left out, as far as the tool's input schema goes, so that the
+// gateway's own refusal of a call lacking a mapped argument is what the
+// test sees.
+type refundArgs struct {
 	CustomerID string  `json:"customer_id"`
 	OrderID    string  `json:"order_id,omitempty"`
-	Amount     float64 `json:"amount,omitempty"`
+	AmountINR  float64 `json:"amount_inr,omitempty"`
+	Currency   string  `json:"currency,omitempty"`
 }
 
-// idvServer is the evidence tests' upstream: an identity check (a
-// customer named cus_fail fails it: isError) and a refund.
-func idvServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "idv", Version: "1"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "check_identity", Description: "Verify a customer's identity."}, func(ctx context.Context, req *mcp.CallToolRequest, a idvArgs) (*mcp.CallToolResult, any, error) {
-		if a.CustomerID == "cus_fail" {
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the customer did not pass verification"}}}, nil, nil
-		}
-		return nil, map[string]any{"customer_id": a.CustomerID, "verified": true, "method": "otp", "phone": "+91 98765 43210"}, nil
-	})
-	mcp.AddTool(s, &mcp.Tool{Name: "issue_refund", Description: "Issue a refund."}, func(ctx context.Context, req *mcp.CallToolRequest, a idvArgs) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded " + a.OrderID}}}, nil, nil
-	})
-	return s
-}
-
-func newEvidenceFixture(t *testing.T) *fixture {
+// newRefundFixture puts the gateway, with the refund example pack as it
+// is (examples/refund), in front of an identity check (a customer named
+// cus_fail fails it: isError) and a refund tool; refunds counts the
+// refunds that reached the tool.
+func newRefundFixture(t *testing.T) (*fixture, *atomic.Int32) {
 	t.Helper()
-	eng, st, pol := newEngine(t, "testdata/evidence-pack")
-	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "idv", Prefix: "idv."}, {Name: "pay", Prefix: "pay."}}}
+	refunds := new(atomic.Int32)
+	server := func() *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "idv-payments", Version: "1"}, nil)
+		mcp.AddTool(s, &mcp.Tool{Name: "check_identity", Description: "Verify a customer's identity."}, func(ctx context.Context, req *mcp.CallToolRequest, a refundArgs) (*mcp.CallToolResult, any, error) {
+			if a.CustomerID == "cus_fail" {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the customer did not pass verification"}}}, nil, nil
+			}
+			return nil, map[string]any{"customer_id": a.CustomerID, "verified": true, "method": "otp", "phone": "+91 98765 43210"}, nil
+		})
+		mcp.AddTool(s, &mcp.Tool{Name: "issue_refund", Description: "Issue a refund."}, func(ctx context.Context, req *mcp.CallToolRequest, a refundArgs) (*mcp.CallToolResult, any, error) {
+			refunds.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded " + a.OrderID}}}, nil, nil
+		})
+		return s
+	}
+	eng, st, pol := newEngine(t, "../examples/refund")
+	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "idv", Prefix: "idv."}, {Name: "payments", Prefix: "payments."}}}
 	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools,
 		Transport: func(ctx context.Context, u gateway.Upstream) (mcp.Transport, error) {
 			ct, stt := mcp.NewInMemoryTransports()
-			if _, err := idvServer().Connect(ctx, stt, nil); err != nil {
+			if _, err := server().Connect(ctx, stt, nil); err != nil {
 				return nil, err
 			}
 			return ct, nil
@@ -52,7 +60,7 @@ func newEvidenceFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(gw.Close)
-	return &fixture{eng: eng, store: st, gw: gw}
+	return &fixture{eng: eng, store: st, gw: gw}, refunds
 }
 
 // TestGatewayCapturesEvidence: an identity check's result is stored as
@@ -62,7 +70,7 @@ func newEvidenceFixture(t *testing.T) *fixture {
 // id: the gateway takes them for one, as it does stdio's.)
 func TestGatewayCapturesEvidence(t *testing.T) {
 	refund := func(customer string) map[string]any {
-		return map[string]any{"customer_id": customer, "order_id": "ord_881", "amount": 4200}
+		return map[string]any{"customer_id": customer, "order_id": "ord_881", "amount_inr": 4200, "currency": "INR"}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -76,7 +84,7 @@ func TestGatewayCapturesEvidence(t *testing.T) {
 		{name: "check failed", identity: []string{"cus_fail"}, customer: "cus_fail", want: "missing_identity_verification"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newEvidenceFixture(t)
+			f, _ := newRefundFixture(t)
 			cs := f.client(t, protocols[0])
 			var idvDecisions []string
 			for _, c := range tc.identity {
@@ -87,7 +95,7 @@ func TestGatewayCapturesEvidence(t *testing.T) {
 				id, _ := res.Meta[gateway.MetaDecisionID].(string)
 				idvDecisions = append(idvDecisions, id)
 			}
-			res := call(t, cs, "pay.issue_refund", refund(tc.customer))
+			res := call(t, cs, "payments.issue_refund", refund(tc.customer))
 			if tc.want != "" {
 				if !res.IsError {
 					t.Fatalf("refund(%s) allowed: %s; want refused with %s", tc.customer, text(res), tc.want)

@@ -5,59 +5,11 @@ import (
 	"maps"
 	"reflect"
 	"strings"
-	"sync/atomic"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/gateway"
 )
-
-// refundArgs are the arguments of the refund example's tools. Currency
-// may be left out, as far as the tool's input schema goes, so that the
-// gateway's own refusal of a call lacking a mapped argument is what the
-// test sees.
-type refundArgs struct {
-	CustomerID string  `json:"customer_id"`
-	OrderID    string  `json:"order_id,omitempty"`
-	AmountINR  float64 `json:"amount_inr,omitempty"`
-	Currency   string  `json:"currency,omitempty"`
-}
-
-// newRefundFixture puts the gateway, with the refund example pack as it
-// is (examples/refund), in front of an identity check and a refund tool;
-// refunds counts the refunds that reached the tool.
-func newRefundFixture(t *testing.T) (*fixture, *atomic.Int32) {
-	t.Helper()
-	refunds := new(atomic.Int32)
-	server := func() *mcp.Server {
-		s := mcp.NewServer(&mcp.Implementation{Name: "idv-payments", Version: "1"}, nil)
-		mcp.AddTool(s, &mcp.Tool{Name: "check_identity", Description: "Verify a customer's identity."}, func(ctx context.Context, req *mcp.CallToolRequest, a refundArgs) (*mcp.CallToolResult, any, error) {
-			return nil, map[string]any{"customer_id": a.CustomerID, "verified": true, "method": "otp"}, nil
-		})
-		mcp.AddTool(s, &mcp.Tool{Name: "issue_refund", Description: "Issue a refund."}, func(ctx context.Context, req *mcp.CallToolRequest, a refundArgs) (*mcp.CallToolResult, any, error) {
-			refunds.Add(1)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded " + a.OrderID}}}, nil, nil
-		})
-		return s
-	}
-	eng, st, pol := newEngine(t, "../examples/refund")
-	cfg := &gateway.Config{Tenant: tenant, Unlisted: gateway.UnlistedHide, Upstreams: []gateway.Upstream{{Name: "idv", Prefix: "idv."}, {Name: "payments", Prefix: "payments."}}}
-	gw, err := newGateway(context.Background(), gateway.Options{Config: cfg, Writ: eng, Tools: pol.Pack.Tools,
-		Transport: func(ctx context.Context, u gateway.Upstream) (mcp.Transport, error) {
-			ct, stt := mcp.NewInMemoryTransports()
-			if _, err := server().Connect(ctx, stt, nil); err != nil {
-				return nil, err
-			}
-			return ct, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Close)
-	return &fixture{eng: eng, store: st, gw: gw}, refunds
-}
 
 // TestGatewayProposesOutputs drives the refund example through the
 // gateway: the refund tool's outputs mapping (tools.yaml outputs) makes

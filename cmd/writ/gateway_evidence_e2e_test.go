@@ -15,7 +15,7 @@ import (
 
 // idvUpstreamEnv, set in a child's environment, makes the test binary an
 // MCP server over stdio with an identity check and a refund (the tools
-// of gateway/testdata/evidence-pack).
+// of examples/refund).
 const idvUpstreamEnv = "WRIT_TEST_MCP_IDV_UPSTREAM"
 
 // runTestIDVUpstream serves the identity check and the refund over stdio
@@ -27,7 +27,8 @@ func runTestIDVUpstream() {
 	type args struct {
 		CustomerID string  `json:"customer_id"`
 		OrderID    string  `json:"order_id,omitempty"`
-		Amount     float64 `json:"amount,omitempty"`
+		AmountINR  float64 `json:"amount_inr,omitempty"`
+		Currency   string  `json:"currency,omitempty"`
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "test-idv", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "check_identity", Description: "Verify a customer's identity."}, func(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
@@ -54,10 +55,10 @@ func TestGatewayRemoteCapturesEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pack := filepath.Join("..", "..", "gateway", "testdata", "evidence-pack")
+	pack := filepath.Join("..", "..", "examples", "refund")
 	up := "      command: " + strconvQuote(self) + "\n      env: {" + idvUpstreamEnv + ": \"1\"}\n"
 	config := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(config, []byte("upstreams:\n  - name: idv\n    prefix: idv.\n    stdio:\n"+up+"  - name: pay\n    prefix: pay.\n    stdio:\n"+up), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte("upstreams:\n  - name: idv\n    prefix: idv.\n    stdio:\n"+up+"  - name: payments\n    prefix: payments.\n    stdio:\n"+up), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -89,14 +90,14 @@ func TestGatewayRemoteCapturesEvidence(t *testing.T) {
 				}
 				return res
 			}
-			refund := map[string]any{"customer_id": "cus_77", "order_id": "ord_881", "amount": 4200}
-			if res := callTool("pay.issue_refund", refund); !res.IsError || !strings.Contains(textOf(res), "missing_identity_verification") {
+			refund := map[string]any{"customer_id": "cus_77", "order_id": "ord_881", "amount_inr": 4200, "currency": "INR"}
+			if res := callTool("payments.issue_refund", refund); !res.IsError || !strings.Contains(textOf(res), "missing_identity_verification") {
 				t.Fatalf("refund before the identity check = %q, want refused (missing_identity_verification)", textOf(res))
 			}
 			if res := callTool("idv.check_identity", map[string]any{"customer_id": "cus_77"}); res.IsError {
 				t.Fatalf("identity check = %q", textOf(res))
 			}
-			res := callTool("pay.issue_refund", refund)
+			res := callTool("payments.issue_refund", refund)
 			if !tc.allowed {
 				if !res.IsError || !strings.Contains(textOf(res), "missing_identity_verification") {
 					t.Errorf("refund with the gateway's key lacking the gateway role = %q, want refused", textOf(res))
