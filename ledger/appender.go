@@ -60,10 +60,16 @@ type Wait struct {
 	Queued   time.Time
 }
 
+// AppendStore is what an Appender needs of a store: committing a batch of
+// entries in one transaction, as Store.Append does (every Store is one).
+type AppendStore interface {
+	Append(ctx context.Context, entries []*Entry, seal SealFunc) error
+}
+
 // Appender group-commits entries: concurrent Appends that arrive while a
 // transaction is in flight share the next transaction and its sync.
 type Appender struct {
-	store Store
+	store AppendStore
 	cfg   AppenderConfig
 	queue chan *pending
 
@@ -88,7 +94,7 @@ type pending struct {
 }
 
 // NewAppender starts the commit loop over store.
-func NewAppender(store Store, cfg AppenderConfig) *Appender {
+func NewAppender(store AppendStore, cfg AppenderConfig) *Appender {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
 	}

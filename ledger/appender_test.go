@@ -15,9 +15,9 @@ import (
 )
 
 // gateStore is a store whose Append waits for the test to release it, so
-// the test controls exactly when commits happen.
+// the test controls exactly when commits happen. It has nothing but
+// Append: an Appender needs no other method (ledger.AppendStore).
 type gateStore struct {
-	ledger.Store
 	release chan struct{}
 	// started, when set, is sent the record IDs of each batch as it
 	// reaches the store, before the store waits for release.
