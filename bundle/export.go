@@ -333,7 +333,13 @@ func checkpointHead(ctx context.Context, st ledger.Store, t string, size int64, 
 	} else if writ.ErrorCode(err) != writ.ENOTFOUND {
 		return err
 	}
-	cp, err := ledger.SignCheckpoint(ctx, st, opts.Signer, opts.LedgerName, t, size, time.Now())
+	// The checkpoint commits to the tenant's revocations: a store that
+	// cannot list them gets no checkpoint, rather than one stating none.
+	keys, ok := st.(ledger.APIKeyLister)
+	if !ok {
+		return fmt.Errorf("bundle: tenant %s: the store (%T) does not list API keys, so a checkpoint could not state its revocations", t, st)
+	}
+	cp, err := ledger.SignCheckpoint(ctx, st, keys, opts.Signer, opts.LedgerName, t, size, time.Now())
 	if err != nil {
 		return fmt.Errorf("bundle: tenant %s: %w", t, err)
 	}

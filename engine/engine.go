@@ -193,7 +193,8 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Keys != nil {
 		// Checkpoints state the tenant's API key revocations: a store
 		// that cannot list them would sign checkpoints stating none.
-		if _, ok := cfg.Store.(ledger.APIKeyLister); !ok {
+		cps, ok := cfg.Store.(ledger.CheckpointStore)
+		if !ok {
 			return nil, fmt.Errorf("engine: the store (%T) does not list API keys, so the checkpoints Keys would sign could not state their revocations", cfg.Store)
 		}
 		if cfg.LedgerName == "" {
@@ -203,7 +204,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("engine: signing key: %w", err)
 		}
 		cfg.Appender.Seal = ledger.NewSeal(cfg.Keys)
-		e.checkpointer = ledger.NewCheckpointer(cfg.Store, cfg.Keys, cfg.LedgerName, cfg.Checkpoints, e.now, e.log)
+		e.checkpointer = ledger.NewCheckpointer(cps, cfg.Keys, cfg.LedgerName, cfg.Checkpoints, e.now, e.log)
 		cfg.Appender.OnCommit = e.checkpointer.Observe
 		var cpCtx context.Context
 		cpCtx, e.stopCP = context.WithCancel(context.Background())

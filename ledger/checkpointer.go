@@ -22,7 +22,7 @@ type CheckpointPolicy struct {
 // committed. It never holds up a check: checkpoints are issued after the
 // commit, from the immutable stored hashes.
 type Checkpointer struct {
-	store  Store
+	store  CheckpointStore
 	keys   KeySource
 	name   string
 	policy CheckpointPolicy
@@ -42,7 +42,7 @@ type pendingTenant struct {
 }
 
 // NewCheckpointer returns a checkpointer for the ledger named name.
-func NewCheckpointer(st Store, keys KeySource, name string, policy CheckpointPolicy, now func() time.Time, log *slog.Logger) *Checkpointer {
+func NewCheckpointer(st CheckpointStore, keys KeySource, name string, policy CheckpointPolicy, now func() time.Time, log *slog.Logger) *Checkpointer {
 	if policy.Every <= 0 {
 		policy.Every = 1000
 	}

@@ -40,8 +40,14 @@ func TreeHashes(seq int64, raw []byte, r tlog.HashReader) (first int64, hashes [
 	return tlog.StoredHashIndex(0, seq-1), hashes, nil
 }
 
+// HashStore reads a tenant's stored tree hashes, as Store.ReadHashes
+// does: what proofs and checkpoints are computed from.
+type HashStore interface {
+	ReadHashes(ctx context.Context, tenantID string, indexes []int64) ([]tlog.Hash, error)
+}
+
 // HashReader reads one tenant's stored tree hashes from a store.
-func HashReader(ctx context.Context, st Store, tenantID string) tlog.HashReader {
+func HashReader(ctx context.Context, st HashStore, tenantID string) tlog.HashReader {
 	return tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
 		return st.ReadHashes(ctx, tenantID, indexes)
 	})
@@ -125,26 +131,35 @@ type APIKeyLister interface {
 	APIKeys(ctx context.Context, tenantID string) ([]*auth.Key, error)
 }
 
+// CheckpointStore is what signing and issuing a checkpoint read and
+// write: the tenant's tree hashes and head, its checkpoints, and its API
+// keys, whose revocations a checkpoint commits to. Both stores are one. A
+// store that lists no API keys (a wrapper that embeds only Store) is not
+// one and does not compile as one, so no checkpoint can state that a
+// tenant has no revocations for want of a key store.
+type CheckpointStore interface {
+	HashStore
+	APIKeyLister
+	Tenants(ctx context.Context) ([]string, error)
+	Head(ctx context.Context, tenantID string) (Head, error)
+	PutCheckpoint(ctx context.Context, cp *Checkpoint) error
+	LatestCheckpoint(ctx context.Context, tenantID string) (*Checkpoint, error)
+}
+
 // SignCheckpoint computes the tenant's tree root at size from its stored
 // hashes and signs a checkpoint for it, which also commits to the
-// tenant's revocations placed before size (RevocationsBefore). st must
-// list API keys (APIKeyLister): a store that does not, such as a wrapper
-// that embeds only Store, is refused, since a checkpoint without a
-// revocations line states that there are none.
-func SignCheckpoint(ctx context.Context, st Store, signer note.Signer, ledgerName, tenantID string, size int64, now time.Time) (*Checkpoint, error) {
-	ks, ok := st.(APIKeyLister)
-	if !ok {
-		return nil, fmt.Errorf("checkpoint: the store (%T) does not list API keys, so a checkpoint of %s could not state its revocations", st, tenantID)
-	}
+// tenant's revocations placed before size (RevocationsBefore over
+// keys.APIKeys).
+func SignCheckpoint(ctx context.Context, st HashStore, keys APIKeyLister, signer note.Signer, ledgerName, tenantID string, size int64, now time.Time) (*Checkpoint, error) {
 	root, err := tlog.TreeHash(size, HashReader(ctx, st, tenantID))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: tree hash of %s at %d: %w", tenantID, size, err)
 	}
-	keys, err := ks.APIKeys(ctx, tenantID)
+	apiKeys, err := keys.APIKeys(ctx, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: revocations of %s: %w", tenantID, err)
 	}
-	text := CheckpointText(Origin(ledgerName, tenantID), size, root) + RevocationsBefore(keys, size).Line()
+	text := CheckpointText(Origin(ledgerName, tenantID), size, root) + RevocationsBefore(apiKeys, size).Line()
 	msg, err := note.Sign(&note.Note{Text: text}, signer)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: sign: %w", err)
@@ -167,7 +182,7 @@ func OpenCheckpoint(msg []byte, verifiers note.Verifiers) (origin string, size i
 // store refuses a second, different checkpoint of the same size, so the
 // log never signs two inconsistent checkpoints: every root is computed
 // from the same immutable stored hashes.
-func IssueCheckpoint(ctx context.Context, st Store, signer note.Signer, ledgerName, tenantID string, now time.Time) (*Checkpoint, error) {
+func IssueCheckpoint(ctx context.Context, st CheckpointStore, signer note.Signer, ledgerName, tenantID string, now time.Time) (*Checkpoint, error) {
 	head, err := st.Head(ctx, tenantID)
 	if err != nil {
 		return nil, err
@@ -182,7 +197,7 @@ func IssueCheckpoint(ctx context.Context, st Store, signer note.Signer, ledgerNa
 	if latest != nil && latest.Size >= head.Seq {
 		return latest, nil
 	}
-	cp, err := SignCheckpoint(ctx, st, signer, ledgerName, tenantID, head.Seq, now)
+	cp, err := SignCheckpoint(ctx, st, st, signer, ledgerName, tenantID, head.Seq, now)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +219,7 @@ type InclusionProof struct {
 
 // ProveInclusion builds the inclusion proof of the record at seq against
 // the tenant's tree at size, from stored hashes.
-func ProveInclusion(ctx context.Context, st Store, tenantID string, seq, size int64) (*InclusionProof, error) {
+func ProveInclusion(ctx context.Context, st HashStore, tenantID string, seq, size int64) (*InclusionProof, error) {
 	if seq < 1 || seq > size {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("record %d is not in a tree of size %d", seq, size)}
 	}
@@ -222,7 +237,7 @@ func ProveInclusion(ctx context.Context, st Store, tenantID string, seq, size in
 
 // ProveConsistency builds the proof that the tenant's tree at oldSize is a
 // prefix of its tree at size.
-func ProveConsistency(ctx context.Context, st Store, tenantID string, oldSize, size int64) (tlog.TreeProof, error) {
+func ProveConsistency(ctx context.Context, st HashStore, tenantID string, oldSize, size int64) (tlog.TreeProof, error) {
 	if oldSize < 1 || oldSize > size {
 		return nil, &writ.Error{Code: writ.EINVALID, Message: fmt.Sprintf("no consistency proof from size %d to %d", oldSize, size)}
 	}

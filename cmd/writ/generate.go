@@ -114,7 +114,11 @@ func (m *Main) generate(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := ledger.IssueCheckpoint(ctx, st, signer, lf.name, tenant, time.Now()); err != nil {
+		cps, ok := st.(ledger.CheckpointStore)
+		if !ok {
+			return fmt.Errorf("the store (%T) does not list API keys, so a checkpoint could not state its revocations", st)
+		}
+		if _, err := ledger.IssueCheckpoint(ctx, cps, signer, lf.name, tenant, time.Now()); err != nil {
 			return err
 		}
 	}

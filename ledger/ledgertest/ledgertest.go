@@ -129,6 +129,17 @@ func (s *sealRecorder) raw(recordID string) []byte {
 }
 
 // mustAppend appends entries in one transaction with ledger.Seal.
+// checkpointStore returns st as a ledger.CheckpointStore, which every
+// store that signs checkpoints must be.
+func checkpointStore(t *testing.T, st ledger.Store) ledger.CheckpointStore {
+	t.Helper()
+	cs, ok := st.(ledger.CheckpointStore)
+	if !ok {
+		t.Fatalf("the store (%T) is no ledger.CheckpointStore: it lists no API keys, so it cannot sign checkpoints", st)
+	}
+	return cs
+}
+
 func mustAppend(t *testing.T, st ledger.Store, entries ...*ledger.Entry) {
 	t.Helper()
 	if err := st.Append(t.Context(), entries, ledger.Seal); err != nil {

@@ -60,7 +60,7 @@ func (f *revocationFixture) revoke(t *testing.T, k *auth.Key, at time.Time) {
 // what it states of the revocations.
 func (f *revocationFixture) checkpoint(t *testing.T) (*ledger.Checkpoint, ledger.Revocations) {
 	t.Helper()
-	cp, err := ledger.IssueCheckpoint(t.Context(), f.st, f.signer, "writ", "acme", f.t0)
+	cp, err := ledger.IssueCheckpoint(t.Context(), checkpointStore(t, f.st), f.signer, "writ", "acme", f.t0)
 	if err != nil {
 		t.Fatalf("IssueCheckpoint = %v", err)
 	}

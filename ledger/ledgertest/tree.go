@@ -106,11 +106,11 @@ func testCheckpoints(t *testing.T, st ledger.Store) {
 	if cp, err := st.LatestCheckpoint(ctx, "acme"); err != nil || cp != nil {
 		t.Fatalf("LatestCheckpoint(empty) = %v, %v; want nil, nil", cp, err)
 	}
-	if _, err := ledger.IssueCheckpoint(ctx, st, signer, "writ", "acme", now); writ.ErrorCode(err) != writ.ENOTFOUND {
+	if _, err := ledger.IssueCheckpoint(ctx, checkpointStore(t, st), signer, "writ", "acme", now); writ.ErrorCode(err) != writ.ENOTFOUND {
 		t.Errorf("IssueCheckpoint(no records) = %v, want ENOTFOUND", err)
 	}
 	mustAppend(t, st, entries(records("acme", 1, 5)...)...)
-	cp5, err := ledger.IssueCheckpoint(ctx, st, signer, "writ", "acme", now)
+	cp5, err := ledger.IssueCheckpoint(ctx, checkpointStore(t, st), signer, "writ", "acme", now)
 	if err != nil {
 		t.Fatalf("IssueCheckpoint = %v", err)
 	}
@@ -118,12 +118,12 @@ func testCheckpoints(t *testing.T, st ledger.Store) {
 	if err != nil || origin != "writ/acme" || size != 5 || root != cp5.Root {
 		t.Errorf("OpenCheckpoint = %q %d %x %v, want writ/acme 5 %x", origin, size, root, err, cp5.Root)
 	}
-	again, err := ledger.IssueCheckpoint(ctx, st, signer, "writ", "acme", now.Add(time.Second))
+	again, err := ledger.IssueCheckpoint(ctx, checkpointStore(t, st), signer, "writ", "acme", now.Add(time.Second))
 	if err != nil || again.Size != 5 || string(again.Note) != string(cp5.Note) {
 		t.Errorf("IssueCheckpoint with no new records = %+v, %v; want the same checkpoint", again, err)
 	}
 	mustAppend(t, st, entries(records("acme", 6, 3)...)...)
-	cp8, err := ledger.IssueCheckpoint(ctx, st, signer, "writ", "acme", now.Add(2*time.Second))
+	cp8, err := ledger.IssueCheckpoint(ctx, checkpointStore(t, st), signer, "writ", "acme", now.Add(2*time.Second))
 	if err != nil || cp8.Size != 8 {
 		t.Fatalf("IssueCheckpoint after 3 more = %+v, %v", cp8, err)
 	}
