@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -510,8 +511,37 @@ func (d *differ) tools(old, new *pack.Pack) {
 				pin = Loosened
 			}
 			d.field(b.Pos, s, "definition_digest", a.DefinitionDigest, b.DefinitionDigest, pin)
+			// What the MCP gateway makes of a call: its subjects, the
+			// outputs it proposes and the evidence its result is. Each can
+			// let a call through or stop it, so they carry no direction:
+			// review them.
+			d.field(b.Pos, s, "subject_ids", list(a.SubjectIDs), list(b.SubjectIDs), "")
+			d.field(b.Pos, s, "outputs", outputsText(a.Outputs), outputsText(b.Outputs), "")
+			d.field(b.Pos, s, "captures", captureText(a.Captures), captureText(b.Captures), "")
 		}
 	}
+}
+
+// outputsText renders a tool's outputs mapping as "name: argument"
+// pairs in name order.
+func outputsText(m map[string]string) string {
+	pairs := make([]string, 0, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		pairs = append(pairs, name+": "+m[name])
+	}
+	return strings.Join(pairs, ", ")
+}
+
+// captureText renders what a tool's result is as evidence, or "".
+func captureText(c *pack.Capture) string {
+	if c == nil {
+		return ""
+	}
+	t := c.Kind + " [" + list(c.Attributes) + "]"
+	if c.ValidForText != "" {
+		t += " valid_for " + c.ValidForText
+	}
+	return t
 }
 
 func (d *differ) workflows(old, new *pack.Pack) {

@@ -129,3 +129,39 @@ func TestCELCostDirection(t *testing.T) {
 		}
 	}
 }
+
+// TestToolGatewayFields: a change to what the MCP gateway makes of a
+// tool's calls (subject_ids, outputs, captures) is reported, with no
+// direction, from the refund example to a copy that edits each.
+func TestToolGatewayFields(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../examples/refund")); err != nil {
+		t.Fatal(err)
+	}
+	tools := "tools:\n" +
+		"  - name: payments.issue_refund\n    decision_key: support.refund.execute\n    approval_mode_ceiling: destructive\n" +
+		"    subject_ids: [\"customer:{customer_id}\"]\n    outputs: {refund_amount_inr: amount, currency: currency, order_id: order_id}\n" +
+		"  - name: idv.check_identity\n    decision_key: support.identity.check\n    approval_mode_ceiling: read_only\n" +
+		"    subject_ids: [\"customer:{customer_id}\"]\n    captures: {kind: identity_verification, attributes: [method]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "tools.yaml"), []byte(tools), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := packdiff.Compare(load(t, "../examples/refund"), load(t, dir))
+	want := map[string][2]string{
+		"tool payments.issue_refund subject_ids": {"customer:{customer_id}, order:{order_id}", "customer:{customer_id}"},
+		"tool payments.issue_refund outputs":     {"currency: currency, order_id: order_id, refund_amount_inr: amount_inr", "currency: currency, order_id: order_id, refund_amount_inr: amount"},
+		"tool idv.check_identity captures":       {"identity_verification [method, verified] valid_for 24h", "identity_verification [method]"},
+	}
+	got := map[string][2]string{}
+	for _, c := range d.Changes {
+		if c.Direction != "" {
+			t.Errorf("%s %s: direction %s, want none", c.Subject, c.What, c.Direction)
+		}
+		got[c.Subject+" "+c.What] = [2]string{c.Old, c.New}
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("Compare: %s = %q, want %q", k, got[k], w)
+		}
+	}
+}
