@@ -106,39 +106,50 @@ func (b *Break) Error() string {
 // the committed entry before it). The zero Chains is ready to use.
 type Chains struct {
 	last map[string]*writ.TranscriptEntry
+	// hashed is, for a run whose latest entry's head did not recompute,
+	// the head its members hash to: the entry after it may chain on from
+	// either (a changed call keeps the old head's successor; a forged
+	// head the true one's).
+	hashed map[string]string
 }
 
 // Add checks e against the entries added before it: its head recomputed,
 // its seq one more than its run's latest (1 for a new run), its prev that
 // entry's head ("" for the first). A broken entry is returned as a
-// *Break and not kept: the run's next entry is checked against the last
-// good one, so one break is reported once.
+// *Break and still kept as its run's latest: the run's next entry is
+// checked against it (its prev may then be the head the broken entry
+// states or the one it hashes to), so one break (a changed call, a forged
+// head, a dropped or repeated entry) is reported once, not again at every
+// entry after it.
 func (c *Chains) Add(e *writ.TranscriptEntry) error {
 	if c.last == nil {
-		c.last = map[string]*writ.TranscriptEntry{}
+		c.last, c.hashed = map[string]*writ.TranscriptEntry{}, map[string]string{}
 	}
 	if e.Run == "" {
 		return &Break{Seq: e.Seq, Reason: "the entry names no transcript"}
 	}
+	l, lHashed := c.last[e.Run], c.hashed[e.Run]
+	c.last[e.Run] = e
+	delete(c.hashed, e.Run)
 	h, err := Head(e)
 	if err != nil {
 		return &Break{Run: e.Run, Seq: e.Seq, Reason: err.Error()}
 	}
 	if h != e.Head {
+		c.hashed[e.Run] = h
 		return &Break{Run: e.Run, Seq: e.Seq, Reason: fmt.Sprintf("its head is %s, but its run, seq, prev and call hash to %s", e.Head, h)}
 	}
 	var wantSeq int64 = 1
 	wantPrev := ""
-	if l := c.last[e.Run]; l != nil {
+	if l != nil {
 		wantSeq, wantPrev = l.Seq+1, l.Head
 	}
 	if e.Seq != wantSeq {
 		return &Break{Run: e.Run, Seq: e.Seq, Reason: fmt.Sprintf("seq %d follows seq %d; seqs are contiguous from 1", e.Seq, wantSeq-1)}
 	}
-	if e.Prev != wantPrev {
+	if e.Prev != wantPrev && (lHashed == "" || e.Prev != lHashed) {
 		return &Break{Run: e.Run, Seq: e.Seq, Reason: fmt.Sprintf("its prev is %q, but the head before it is %q", e.Prev, wantPrev)}
 	}
-	c.last[e.Run] = e
 	return nil
 }
 

@@ -31,34 +31,36 @@ func TestChainsCatchEveryBreak(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		tamper func(es []*writ.TranscriptEntry)
-		want   string // "" when the chain holds
+		tamper func(es []*writ.TranscriptEntry) []*writ.TranscriptEntry
+		want   string // the one break's reason; "" when the chain holds
 	}{
-		{"untouched", func([]*writ.TranscriptEntry) {}, ""},
-		{"a call changed", func(es []*writ.TranscriptEntry) { es[1].Call.Status = "failed" }, "hash to"},
-		{"a head forged", func(es []*writ.TranscriptEntry) { es[1].Head = es[0].Head }, "hash to"},
-		{"an entry dropped", func(es []*writ.TranscriptEntry) { es[1] = es[2] }, "seq 3 follows seq 1"},
-		{"moved to another run", func(es []*writ.TranscriptEntry) { es[2].Run = "run:r2" }, "hash to"},
+		{"untouched", func(es []*writ.TranscriptEntry) []*writ.TranscriptEntry { return es }, ""},
+		{"a call changed", func(es []*writ.TranscriptEntry) []*writ.TranscriptEntry { es[1].Call.Status = "failed"; return es }, "hash to"},
+		{"a head forged", func(es []*writ.TranscriptEntry) []*writ.TranscriptEntry { es[1].Head = es[0].Head; return es }, "hash to"},
+		{"an entry dropped", func(es []*writ.TranscriptEntry) []*writ.TranscriptEntry { return append(es[:1], es[2:]...) }, "seq 3 follows seq 1"},
+		{"an entry repeated", func(es []*writ.TranscriptEntry) []*writ.TranscriptEntry { return append(es[:2], es[1:]...) }, "seq 2 follows seq 2"},
+		{"moved to another run", func(es []*writ.TranscriptEntry) []*writ.TranscriptEntry { es[3].Run = "run:r2"; return es }, "hash to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			es := chain(t, "run:r1", 3)
-			tc.tamper(es)
+			es := tc.tamper(chain(t, "run:r1", 4))
 			var c transcript.Chains
-			var got error
+			var got []error
 			for _, e := range es {
-				if err := c.Add(e); err != nil && got == nil {
-					got = err
+				if err := c.Add(e); err != nil {
+					got = append(got, err)
 				}
 			}
 			if tc.want == "" {
-				if got != nil || c.Head("run:r1") != es[2].Head {
-					t.Fatalf("good chain: err %v, head %q want %q", got, c.Head("run:r1"), es[2].Head)
+				if len(got) != 0 || c.Head("run:r1") != es[3].Head {
+					t.Fatalf("good chain: breaks %v, head %q want %q", got, c.Head("run:r1"), es[3].Head)
 				}
 				return
 			}
+			// A break is reported once: the entries after it chain on
+			// from the broken one.
 			var b *transcript.Break
-			if !errors.As(got, &b) || !strings.Contains(b.Reason, tc.want) {
-				t.Fatalf("got %v, want a break saying %q", got, tc.want)
+			if len(got) != 1 || !errors.As(got[0], &b) || !strings.Contains(b.Reason, tc.want) {
+				t.Fatalf("Add over the tampered chain: breaks %v, want one saying %q", got, tc.want)
 			}
 		})
 	}
