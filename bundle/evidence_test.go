@@ -149,9 +149,9 @@ func evidenceLine(t *testing.T, lines [][]byte, prefix, marker string) int {
 }
 
 // rechain re-seals lines[from:] after the tampering of lines[from]: each
-// record re-hashed on the chain and re-signed with s, as an attacker
-// holding the signing key could. What is left to catch the change is
-// then the record rules.
+// record re-hashed on the chain at its line's seq and re-signed with s,
+// as an attacker holding the signing key could. What is left to catch the
+// change is then the record rules and what records cite.
 func rechain(t *testing.T, lines [][]byte, from int, s *keyring.Signer) {
 	t.Helper()
 	prev := writ.GenesisHash
@@ -160,11 +160,10 @@ func rechain(t *testing.T, lines [][]byte, from int, s *keyring.Signer) {
 	}
 	for i := from; i < len(lines); i++ {
 		raw := bytes.TrimSuffix(lines[i], []byte("\n"))
-		a := audit(t, raw)
 		start := bytes.Index(raw, []byte(`"audit":{"prev_hash":"`))
 		end := start + bytes.IndexByte(raw[start:], '}') + 1
 		pre := slices.Concat(raw[:start], []byte(`"audit":{"prev_hash":"","seq":0}`), raw[end:])
-		sealed, hash, err := record.SealPresealed(pre, record.Seal{Seq: a.Seq, PrevHash: prev, Sign: func(h string) (string, string, error) {
+		sealed, hash, err := record.SealPresealed(pre, record.Seal{Seq: int64(i + 1), PrevHash: prev, Sign: func(h string) (string, string, error) {
 			sig, err := s.SignMessage(record.SignatureMessage(h))
 			return s.KeyID(), base64.StdEncoding.EncodeToString(sig), err
 		}})
@@ -274,7 +273,7 @@ func TestEvidenceFixture(t *testing.T) {
 		{"the signed item's jws payload changed, the chain re-sealed", ledger.EvidenceKeyPrefix, signedJWS, signedJWS + "eyJhbGciOiJFZERTQSIsImtpZCI6Imlkdi0xIn0.", true,
 			[]string{verify.FindingRuleViolation}},
 		{"the revocation's item id changed, the chain re-sealed", ledger.EvidenceRevocationKeyPrefix, revoked, `"revokes":"`, true,
-			[]string{verify.FindingRuleViolation}},
+			[]string{verify.FindingEvidenceRevocationMismatch, verify.FindingRuleViolation}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -300,6 +299,93 @@ func TestEvidenceFixture(t *testing.T) {
 			for _, f := range rep.Findings {
 				if f.Kind == verify.FindingRuleViolation && !strings.Contains(f.Detail, "evidence") {
 					t.Errorf("rule_violation %q, want the evidence rule named", f.Detail)
+				}
+			}
+		})
+	}
+}
+
+// TestEvidenceRevocationCrossCheck: a revocation record whose item,
+// content address or superseded record does not match the evidence
+// record it supersedes, consistently within itself (so the record rules
+// pass) and with the chain and checkpoints re-sealed and re-signed, is
+// caught as evidence_revocation_mismatch, and only as that.
+func TestEvidenceRevocationCrossCheck(t *testing.T) {
+	base := readFixture(t, evidenceFixture)
+	ring := seededRing(t, "writ-fixture", 0x42, exampleClock.Add(-time.Hour))
+	signer, err := ring.Signer(exampleClock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type evRecord struct {
+		RecordID string         `json:"record_id"`
+		Outputs  map[string]any `json:"outputs"`
+	}
+	read := func(t *testing.T, line []byte) evRecord {
+		t.Helper()
+		var r evRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// replace replaces every old in line i with repl, at least once.
+	replace := func(t *testing.T, lines [][]byte, i int, old, repl string) {
+		t.Helper()
+		if !bytes.Contains(lines[i], []byte(old)) {
+			t.Fatalf("line %d holds no %q", i, old)
+		}
+		lines[i] = bytes.ReplaceAll(lines[i], []byte(old), []byte(repl))
+	}
+	cases := []struct {
+		name string
+		// edit changes the revocation's line rev; revoked and other are
+		// the lines of the revoked item's evidence record and of the
+		// signed item's.
+		edit   func(t *testing.T, lines [][]byte, rev, revoked, other int)
+		want   []string
+		detail string
+	}{
+		{"nothing changed, the chain re-sealed", func(t *testing.T, lines [][]byte, rev, revoked, other int) {}, nil, ""},
+		{"the revocation cites another content address", func(t *testing.T, lines [][]byte, rev, revoked, other int) {
+			// Every place the revocation states the address (outputs,
+			// evidence_refs, replay): the record itself stays consistent.
+			replace(t, lines, rev, read(t, lines[revoked]).Outputs["content_address"].(string), read(t, lines[other]).Outputs["content_address"].(string))
+		}, []string{verify.FindingEvidenceRevocationMismatch}, "seals content address"},
+		{"the revocation supersedes another item's record", func(t *testing.T, lines [][]byte, rev, revoked, other int) {
+			from, to := read(t, lines[revoked]).RecordID, read(t, lines[other]).RecordID
+			replace(t, lines, rev, `"supersedes":"`+from+`"`, `"supersedes":"`+to+`"`)
+			replace(t, lines, rev, `"record:`+from+`"`, `"record:`+to+`"`)
+		}, []string{verify.FindingEvidenceRevocationMismatch}, "seals item idv_772"},
+		{"the revocation supersedes a record the bundle does not hold", func(t *testing.T, lines [][]byte, rev, revoked, other int) {
+			from := read(t, lines[revoked]).RecordID
+			to := from[:len(from)-1] + "z"
+			replace(t, lines, rev, `"supersedes":"`+from+`"`, `"supersedes":"`+to+`"`)
+			replace(t, lines, rev, `"record:`+from+`"`, `"record:`+to+`"`)
+		}, []string{verify.FindingEvidenceRevocationMismatch}, "not an evidence record earlier in the tenant's chain"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := base.clone()
+			lines := a.lines("acme")
+			rev := evidenceLine(t, lines, ledger.EvidenceRevocationKeyPrefix, `"reason":"`)
+			revoked := evidenceLine(t, lines, ledger.EvidenceKeyPrefix, `"id":"idv_771"`)
+			other := evidenceLine(t, lines, ledger.EvidenceKeyPrefix, `"id":"idv_772"`)
+			c.edit(t, lines, rev, revoked, other)
+			rechain(t, lines, rev, signer)
+			setHead(t, a, "acme", audit(t, lines[len(lines)-1]).RecordHash)
+			a.setLines("acme", lines)
+			a.reseal(t, "acme", signer)
+			rep := verifyBundle(t, openBytes(t, a.bytes(t)))
+			if got := kinds(rep); !slices.Equal(got, c.want) {
+				t.Errorf("findings %v, want %v:", got, c.want)
+				for _, f := range rep.Findings {
+					t.Logf("  %s seq %d: %s", f.Kind, f.Seq, f.Detail)
+				}
+			}
+			for _, f := range rep.Findings {
+				if !strings.Contains(f.Detail, c.detail) {
+					t.Errorf("finding %s %q, want it to say %q", f.Kind, f.Detail, c.detail)
 				}
 			}
 		})

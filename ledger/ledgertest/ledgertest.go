@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) ledger.Store) {
 		{"Cosignatures", testCosignatures},
 		{"Classified", testClassified},
 		{"Transcripts", testTranscripts},
+		{"CrossRecordFindings", testCrossRecordFindings},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,17 +25,29 @@ const (
 	FindingRevocationsDropped = "revocations_dropped"
 )
 
-// citation is what one record states about approvals: the approval an
-// approval record grants, or those a check was allowed with.
+// citation is what one record states about other records of its chain:
+// the approval an approval record grants, or those a check was allowed
+// with; the evidence item an evidence record seals, or the one a
+// revocation revokes; the tool transcript entry an execution report
+// appends.
 type citation struct {
 	grant     *writ.Approval
 	cites     []writ.Approval
 	timestamp time.Time
+
+	evidence   *evidenceFact
+	revocation *revocationFact
+	transcript *transcriptFact
 }
 
-// citationOf reads a decoded record's approvals.
+// citationOf reads a decoded record's approvals, evidence and
+// transcript entry.
 func citationOf(rec *writ.Record) citation {
 	c := citation{timestamp: rec.Timestamp}
+	c.evidence, c.revocation = evidenceOf(rec)
+	if x := rec.Execution; x != nil && x.Transcript != nil {
+		c.transcript = &transcriptFact{entry: x.Transcript, chainHash: rec.Replay.ToolTranscriptChainHash, reportedFor: x.ReportedFor}
+	}
 	if strings.HasPrefix(rec.DecisionKey, "approval:") {
 		if rec.Status == writ.StatusDecided && len(rec.Approvals) == 1 {
 			c.grant = &rec.Approvals[0]
@@ -46,10 +58,12 @@ func citationOf(rec *writ.Record) citation {
 	return c
 }
 
-// citationOfRaw reads the approvals of a record not decoded otherwise; a
-// record naming no gate has none to read.
+// citationOfRaw reads what a record not decoded otherwise cites; a record
+// naming no gate, no transcript and not an evidence record has nothing
+// to read. (Records are canonical JSON: the members' bytes are these.)
 func citationOfRaw(raw []byte) citation {
-	if !bytes.Contains(raw, []byte(`"gate_id"`)) {
+	if !bytes.Contains(raw, []byte(`"gate_id"`)) && !bytes.Contains(raw, []byte(`"transcript":`)) &&
+		!bytes.Contains(raw, []byte(`"decision_key":"evidence`)) {
 		return citation{}
 	}
 	var rec writ.Record

@@ -22,6 +22,7 @@ import (
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/record"
+	"github.com/writhq/writ/transcript"
 )
 
 // Finding is one problem verification found.
@@ -278,8 +279,10 @@ type tenantVerifier struct {
 	checkpoints int
 	covered     int64 // the size of the largest checkpoint that verifies
 	valid       []validCheckpoint
-	stored      *storedHashes      // the store's tree hashes, compared as the tree grows
-	grants      map[grantKey]grant // the approvals granted by the records linked so far
+	stored      *storedHashes            // the store's tree hashes, compared as the tree grows
+	grants      map[grantKey]grant       // the approvals granted by the records linked so far
+	evidence    map[string]*evidenceFact // the evidence records linked so far, by record id
+	transcripts transcript.Chains        // the tool transcripts of the records linked so far
 }
 
 func (v *tenantVerifier) add(f Finding) {
@@ -609,6 +612,8 @@ func (v *tenantVerifier) link(c *checked) {
 	}
 	v.prev = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
 	v.checkCitations(c)
+	v.checkEvidenceRevocation(c)
+	v.checkTranscript(c)
 	// The tree has one leaf per record read, in the order read: a record
 	// out of place changes the roots, which the checkpoints then expose.
 	leaves := int64(len(v.hashes))
