@@ -391,3 +391,105 @@ func TestEvidenceRevocationCrossCheck(t *testing.T) {
 		})
 	}
 }
+
+// idvIssuers returns the evidence issuers of tenant acme with the IDV
+// issuer's public key made from seed (0x51 is the fixture's), as an
+// auditor's issuers file would give them.
+func idvIssuers(t *testing.T, seed byte) delegation.EvidenceIssuers {
+	t.Helper()
+	priv := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize))
+	pk, err := jwk.Import(priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk.Set(jwk.KeyIDKey, "idv-1")
+	pk.Set(jwk.AlgorithmKey, jwa.EdDSA())
+	set := jwk.NewSet()
+	set.AddKey(pk)
+	return delegation.EvidenceIssuers{"acme": {{Issuer: "idv.acme.example", Keys: set}}}
+}
+
+// TestEvidenceSignatures: verify-bundle given the issuer keys
+// (bundle.VerifyConfig.EvidenceIssuers, --evidence-issuers) verifies each
+// signed item's JWS: the fixture is intact with the IDV issuer's key, and
+// a signature changed (payload and kid kept, so the evidence rule passes,
+// the chain and checkpoints re-sealed) or checked against another key of
+// the same kid is bad_evidence_signature. Without the keys, signatures are
+// not checked and a notice says so.
+func TestEvidenceSignatures(t *testing.T) {
+	base := readFixture(t, evidenceFixture)
+	ring := seededRing(t, "writ-fixture", 0x42, exampleClock.Add(-time.Hour))
+	signer, err := ring.Signer(exampleClock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published, err := keyring.Publish("writ", ring.Keys(), exampleClock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := keyring.ParsePublished(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// forgeSignature changes the signed item's JWS signature (its third
+	// part) and re-seals the chain.
+	forgeSignature := func(t *testing.T) *archive {
+		a := base.clone()
+		lines := a.lines("acme")
+		i := evidenceLine(t, lines, ledger.EvidenceKeyPrefix, `"jws":"`)
+		j := bytes.Index(lines[i], []byte(`"jws":"`)) + len(`"jws":"`)
+		end := j + bytes.IndexByte(lines[i][j:], '"')
+		dot := j + bytes.LastIndexByte(lines[i][j:end], '.') + 1
+		// The first character of the signature, to another base64url one.
+		if lines[i][dot] == 'A' {
+			lines[i][dot] = 'B'
+		} else {
+			lines[i][dot] = 'A'
+		}
+		rechain(t, lines, i, signer)
+		setHead(t, a, "acme", audit(t, lines[len(lines)-1]).RecordHash)
+		a.setLines("acme", lines)
+		a.reseal(t, "acme", signer)
+		return a
+	}
+	cases := []struct {
+		name    string
+		bundle  func(t *testing.T) *archive
+		issuers delegation.EvidenceIssuers
+		want    []string // finding kinds
+		notice  bool     // unchecked_evidence_signatures
+	}{
+		{"the fixture, with the issuer's key", func(*testing.T) *archive { return base }, idvIssuers(t, 0x51), nil, false},
+		{"the fixture, without issuer keys", func(*testing.T) *archive { return base }, nil, nil, true},
+		{"the fixture, with another key of the same kid", func(*testing.T) *archive { return base }, idvIssuers(t, 0x52), []string{verify.FindingBadEvidenceSignature}, false},
+		{"the fixture, with no key of the tenant", func(*testing.T) *archive { return base }, delegation.EvidenceIssuers{}, []string{verify.FindingBadEvidenceSignature}, false},
+		{"a signature changed, re-sealed, with the issuer's key", forgeSignature, idvIssuers(t, 0x51), []string{verify.FindingBadEvidenceSignature}, false},
+		{"a signature changed, re-sealed, without issuer keys", forgeSignature, nil, nil, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := openBytes(t, c.bundle(t).bytes(t))
+			defer b.Close()
+			cfg := bundle.VerifyConfig{Trusted: trusted}
+			if c.issuers != nil {
+				cfg.EvidenceIssuers = c.issuers
+			}
+			rep, err := b.Verify(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := kinds(rep); !slices.Equal(got, c.want) {
+				t.Errorf("Verify(%s) findings %v, want %v:", c.name, got, c.want)
+				for _, f := range rep.Findings {
+					t.Logf("  %s seq %d: %s", f.Kind, f.Seq, f.Detail)
+				}
+			}
+			notice := slices.ContainsFunc(rep.Notices, func(f verify.Finding) bool {
+				return f.Kind == verify.FindingUncheckedEvidenceSignatures && strings.Contains(f.Detail, "1 signed evidence items")
+			})
+			if notice != c.notice {
+				t.Errorf("Verify(%s) notices %+v, want an unchecked_evidence_signatures notice: %v", c.name, rep.Notices, c.notice)
+			}
+		})
+	}
+}

@@ -29,6 +29,12 @@ type VerifyConfig struct {
 	// AllowUncovered reports records that no signed checkpoint covers as
 	// a notice instead of a finding.
 	AllowUncovered bool
+	// EvidenceIssuers are the issuer keys the auditor trusts for signed
+	// evidence items (delegation.LoadEvidenceIssuers): each signed item's
+	// JWS is verified with them. A bundle does not carry them (the
+	// tenant registered them with the server, outside the ledger); nil
+	// leaves the signatures unchecked, with a notice per tenant.
+	EvidenceIssuers verify.EvidenceSignatures
 }
 
 // Verify checks the bundle (verify.Verify with the bundle's ledger name
@@ -41,6 +47,7 @@ func (b *Bundle) Verify(ctx context.Context, cfg VerifyConfig) (*verify.Report, 
 		return nil, err
 	}
 	opts.RequireCheckpoints = !cfg.AllowUncovered
+	opts.EvidenceIssuers = cfg.EvidenceIssuers
 	source := KeysFromBundle
 	if t := cfg.Trusted; t != nil {
 		if t.LedgerName != b.LedgerName() {

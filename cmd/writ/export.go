@@ -128,12 +128,13 @@ func writeBundleFile(ctx context.Context, st ledger.Store, path string, opts bun
 // cosignatures of --min-witnesses of the given witnesses.
 // Exit status 0 means intact, 3 that problems were found.
 func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
-	const usage = "[--json] [--allow-uncovered] [--trusted-keys FILE | --trust-bundle-keys] [--witness KEYFILE]... [--min-witnesses N] FILE"
+	const usage = "[--json] [--allow-uncovered] [--trusted-keys FILE | --trust-bundle-keys] [--evidence-issuers FILE] [--witness KEYFILE]... [--min-witnesses N] FILE"
 	fs := m.flags("ledger verify-bundle", usage)
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	allowUncovered := fs.Bool("allow-uncovered", false, "report records that no signed checkpoint covers as a notice, not a finding")
 	trustedFile := fs.String("trusted-keys", "", "the operator's published keys (writ ledger keys publish): verify signatures against them, and keys.json too")
 	trustBundle := fs.Bool("trust-bundle-keys", false, "verify against the bundle's own keys.json and exit 0 if intact (without it, and without --trusted-keys, an intact bundle exits 4)")
+	issuersFile := fs.String("evidence-issuers", "", evidenceIssuersUsage)
 	var witnessKeys []witness.Key
 	fs.Func("witness", "a file holding a trusted witness's cosignature/v1 verifier key (repeatable); each tenant's newest checkpoint must carry valid cosignatures of --min-witnesses of them", func(path string) error {
 		k, err := witness.ReadKeyFile(path)
@@ -164,6 +165,11 @@ func (m *Main) ledgerVerifyBundle(ctx context.Context, args []string) error {
 			return fmt.Errorf("%s: %s", *trustedFile, writ.ErrorMessage(err))
 		}
 	}
+	issuers, err := loadEvidenceIssuers(*issuersFile)
+	if err != nil {
+		return err
+	}
+	cfg.EvidenceIssuers = issuers
 	switch {
 	case *minWitnesses != 0 && len(witnessKeys) == 0:
 		return usagef("--min-witnesses needs the witnesses' keys (--witness KEYFILE)")

@@ -4,12 +4,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
 )
 
 // runLedgerCmd runs a writ command in-process and returns its output, as
@@ -219,5 +223,61 @@ func TestVerifyBundleTrustTamper(t *testing.T) {
 		if code != exitFindings || !strings.Contains(stdout, tc.kind+"\t") || strings.Contains(stdout, "intact") {
 			t.Errorf("verify-bundle --trusted-keys %s: exit %d, want %d naming %s: %s%s", tc.fixture, code, exitFindings, tc.kind, stdout, stderr)
 		}
+	}
+}
+
+// TestVerifyBundleEvidenceIssuers runs writ ledger verify-bundle over
+// the evidence fixture (bundle's TestEvidenceFixture) with and without
+// --evidence-issuers: with the IDV issuer's key the signed item's JWS is
+// verified and the bundle is intact; with another key of the same kid it
+// is bad_evidence_signature; without the flag a notice says the
+// signature was not checked.
+func TestVerifyBundleEvidenceIssuers(t *testing.T) {
+	const fixture = "../../bundle/testdata/evidence.tar.gz"
+	dir := t.TempDir()
+	// issuers writes an issuers file naming the IDV issuer of tenant acme
+	// with the public key made from seed (0x51 is the fixture's).
+	issuers := func(seed byte) string {
+		priv := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, ed25519.SeedSize))
+		pk, err := jwk.Import(priv.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk.Set(jwk.KeyIDKey, "idv-1")
+		set := jwk.NewSet()
+		set.AddKey(pk)
+		jwks, err := json.Marshal(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("idv-%x", seed)
+		if err := os.WriteFile(filepath.Join(dir, name+".jwks.json"), jwks, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, name+".issuers.json")
+		conf := `{"tenants": {"acme": [{"issuer": "idv.acme.example", "jwks_file": "` + name + `.jwks.json"}]}}`
+		if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string // in stdout
+	}{
+		{"the issuer's key", []string{"--evidence-issuers", issuers(0x51)}, exitOK, "intact"},
+		{"another key of the kid", []string{"--evidence-issuers", issuers(0x52)}, exitFindings, "bad_evidence_signature\t"},
+		{"no issuer keys", nil, exitOK, "notice: unchecked_evidence_signatures"},
+	} {
+		args := append([]string{"ledger", "verify-bundle", "--trust-bundle-keys"}, tc.args...)
+		stdout, stderr, code := runLedgerCmd(t, append(args, fixture)...)
+		if code != tc.code || !strings.Contains(stdout, tc.want) {
+			t.Errorf("verify-bundle with %s: exit %d, want %d saying %q: %s%s", tc.name, code, tc.code, tc.want, stdout, stderr)
+		}
+	}
+	if _, stderr, code := runLedgerCmd(t, "ledger", "verify-bundle", "--trust-bundle-keys", "--evidence-issuers", filepath.Join(dir, "none.json"), fixture); code == exitOK || code == exitFindings {
+		t.Errorf("verify-bundle --evidence-issuers with no such file: exit %d, want an error: %s", code, stderr)
 	}
 }

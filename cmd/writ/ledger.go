@@ -8,6 +8,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/bundle"
+	"github.com/writhq/writ/delegation"
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger/verify"
@@ -69,7 +70,12 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 	hashOnly := fs.Bool("hash-only", false, "check only hashes, the chain, the tree and checkpoint roots (no signatures, rules or stored companions)")
 	requireCP := fs.Bool("require-checkpoint", false, "report records that no signed checkpoint covers as a finding (exit 3), not a notice")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the verification to this file")
+	issuersFile := fs.String("evidence-issuers", "", evidenceIssuersUsage)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	issuers, err := loadEvidenceIssuers(*issuersFile)
+	if err != nil {
 		return err
 	}
 	if *cpuProfile != "" {
@@ -99,6 +105,7 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		}
 		opts.Ring = ring
 		opts.Rules = verify.NewRules(pinned.NewPacks(st))
+		opts.EvidenceIssuers = issuers
 	}
 	start := time.Now()
 	opts.Now = start
@@ -113,6 +120,21 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 		return &findingsError{len(rep.Findings)}
 	}
 	return nil
+}
+
+const evidenceIssuersUsage = "the issuers of signed evidence items the auditor trusts, per tenant, in the format of writ serve --evidence-issuers: verify each signed item's JWS with their keys (without it, signatures are not checked, with a notice; docs/ledger-format.md §2.9)"
+
+// loadEvidenceIssuers reads an evidence issuers file for verification;
+// "" is none (a nil verify.EvidenceSignatures, not a typed nil).
+func loadEvidenceIssuers(path string) (verify.EvidenceSignatures, error) {
+	if path == "" {
+		return nil, nil
+	}
+	is, err := delegation.LoadEvidenceIssuers(path)
+	if err != nil {
+		return nil, err
+	}
+	return is, nil
 }
 
 // verifyingKeys opens the key ring in dir to verify a ledger with. An

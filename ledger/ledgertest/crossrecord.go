@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,17 @@ func evidenceRevocation(rec *writ.Record, kind, id, ca, supersedes, decisionID s
 	rec.Outputs = map[string]any{"revokes": id, "content_address": ca, "reason": "revoked"}
 	rec.EvidenceRefs = []string{kind + ":" + id + "#" + ca, "record:" + supersedes}
 	return NewEntry(rec)
+}
+
+// issuerStub verifies every JWS as signed by key k1 over the item it is
+// given, except the token "forged".
+type issuerStub struct{ item map[string]any }
+
+func (s issuerStub) Verify(tenantID, token string) (*writ.EvidenceItem, string, error) {
+	if token == "forged" {
+		return nil, "", writ.Errorf(writ.EFORBIDDEN, "signed evidence refused: the signature does not verify")
+	}
+	return &writ.EvidenceItem{TenantID: tenantID, Kind: s.item["kind"].(string), ID: s.item["id"].(string), SubjectIDs: []string{}, Attributes: map[string]any{}}, "k1", nil
 }
 
 // testCrossRecordFindings: what records state of each other, in chain
@@ -118,11 +130,25 @@ func testCrossRecordFindings(t *testing.T, st ledger.Store) {
 		evidenceRevocation(NewRecord("acme", 11), "identity_verification", "idv_2", ca, evID, evID),         // seq 11: another item
 		evidenceRevocation(NewRecord("acme", 12), "fraud_assessment", "idv_1", ca, evID, evID),              // seq 12: another kind
 	}
+	// Signed items (seq 13, 14): their JWS verified with the issuer keys
+	// given, or counted in a notice.
+	signedItem := map[string]any{"attributes": map[string]any{}, "id": "idv_3", "issuer": "", "kind": "identity_verification",
+		"observed_at": "0001-01-01T00:00:00Z", "subject_ids": []any{}, "tenant_id": "acme"}
+	signedCA, err := record.CanonicalDigest(signedItem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tok := range []string{"good", "forged"} {
+		e := evidenceEntry(NewRecord("acme", 13+i), "identity_verification", "idv_3", signedCA)
+		e.Record.Outputs["jws"], e.Record.Outputs["signed_by"] = tok, "k1"
+		entries = append(entries, e)
+	}
 	entries[5].Record.Execution.ReportedFor = "p_other"
 	if err := st.Append(ctx, entries, seal); err != nil {
 		t.Fatalf("Append = %v", err)
 	}
-	rep, err := verify.VerifyStore(ctx, st.(verify.Store), verify.StoreOptions{Ring: ring, Rules: noRules{}, Now: baseTime.Add(time.Hour)})
+	rep, err := verify.VerifyStore(ctx, st.(verify.Store), verify.StoreOptions{Ring: ring, Rules: noRules{}, Now: baseTime.Add(time.Hour),
+		EvidenceIssuers: issuerStub{signedItem}})
 	if err != nil {
 		t.Fatalf("VerifyStore = %v", err)
 	}
@@ -140,6 +166,7 @@ func testCrossRecordFindings(t *testing.T, st ledger.Store) {
 		{10, verify.FindingEvidenceRevocationMismatch, "not an evidence record earlier in the tenant's chain"},
 		{11, verify.FindingEvidenceRevocationMismatch, "seals item idv_1"},
 		{12, verify.FindingEvidenceRevocationMismatch, "an evidence record of kind identity_verification"},
+		{14, verify.FindingBadEvidenceSignature, "the JWS of identity_verification item idv_3: signed evidence refused"},
 	}
 	var got []finding
 	for _, f := range rep.Findings {
@@ -155,6 +182,21 @@ func testCrossRecordFindings(t *testing.T, st ledger.Store) {
 		if got[i].seq != want[i].seq || got[i].kind != want[i].kind || !strings.Contains(got[i].detail, want[i].detail) {
 			t.Errorf("VerifyStore finding %d = %+v, want %+v", i, got[i], want[i])
 		}
+	}
+	for _, n := range rep.Notices {
+		if n.Kind == verify.FindingUncheckedEvidenceSignatures {
+			t.Errorf("VerifyStore with issuer keys: notice %+v", n)
+		}
+	}
+	// Without issuer keys, the two signed items are a notice.
+	rep, err = verify.VerifyStore(ctx, st.(verify.Store), verify.StoreOptions{Ring: ring, Rules: noRules{}, Now: baseTime.Add(time.Hour)})
+	if err != nil {
+		t.Fatalf("VerifyStore = %v", err)
+	}
+	if len(rep.Findings) != len(want)-1 || !slices.ContainsFunc(rep.Notices, func(n verify.Finding) bool {
+		return n.Kind == verify.FindingUncheckedEvidenceSignatures && n.TenantID == "acme" && strings.Contains(n.Detail, "of 2 signed evidence items")
+	}) {
+		t.Errorf("VerifyStore without issuer keys: findings %+v, notices %+v; want the %d others and a notice of 2 unchecked signatures", rep.Findings, rep.Notices, len(want)-1)
 	}
 	// Hash-only verification reads no record's members: none of these.
 	hashOnly, err := verify.VerifyStore(ctx, st.(verify.Store), verify.StoreOptions{HashOnly: true})

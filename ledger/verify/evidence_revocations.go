@@ -18,6 +18,7 @@ const FindingEvidenceRevocationMismatch = "evidence_revocation_mismatch"
 // evidenceFact is what an evidence record seals, as a revocation names it.
 type evidenceFact struct {
 	tenant, kind, id, contentAddress, decisionID string
+	jws, signedBy                                string // a signed item's JWS and key id
 	seq                                          int64
 }
 
@@ -38,7 +39,9 @@ func evidenceOf(rec *writ.Record) (*evidenceFact, *revocationFact) {
 	if kind, ok := strings.CutPrefix(rec.DecisionKey, ledger.EvidenceKeyPrefix); ok {
 		item, _ := rec.Outputs["item"].(map[string]any)
 		id, _ := item["id"].(string)
-		return &evidenceFact{tenant: rec.TenantID, kind: kind, id: id, contentAddress: ca, decisionID: rec.DecisionID}, nil
+		tok, _ := rec.Outputs["jws"].(string)
+		kid, _ := rec.Outputs["signed_by"].(string)
+		return &evidenceFact{tenant: rec.TenantID, kind: kind, id: id, contentAddress: ca, decisionID: rec.DecisionID, jws: tok, signedBy: kid}, nil
 	}
 	return nil, nil
 }

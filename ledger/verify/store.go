@@ -53,6 +53,9 @@ type StoreOptions struct {
 	// Workers is the number of records checked in parallel (default
 	// GOMAXPROCS).
 	Workers int
+	// EvidenceIssuers verifies signed evidence items' signatures (see
+	// VerifyOptions); unused with HashOnly.
+	EvidenceIssuers EvidenceSignatures
 }
 
 // VerifyStore verifies everything a store keeps, as `writ ledger verify`
@@ -78,7 +81,7 @@ func VerifyStore(ctx context.Context, st Store, opts StoreOptions) (*Report, err
 		if opts.Rules == nil {
 			return nil, errors.New("verify: a full verification needs the record rules (or HashOnly)")
 		}
-		vopts.Keys, vopts.Rules = opts.Ring, opts.Rules
+		vopts.Keys, vopts.Rules, vopts.EvidenceIssuers = opts.Ring, opts.Rules, opts.EvidenceIssuers
 		// Two keys valid at once are a finding whatever signed.
 		keyFindings = VerifySigningKeys(opts.Ring.Keys(), nil)
 	}

@@ -113,6 +113,12 @@ type VerifyOptions struct {
 	// signed anchors them yet, so cutting them off the end of the chain
 	// would go unseen, but a live ledger always has some.
 	RequireCheckpoints bool
+	// EvidenceIssuers, when set, verifies the JWS of every signed
+	// evidence item with the issuer keys the auditor trusts for its
+	// tenant (bad_evidence_signature). Without it the signatures are not
+	// checked, and each tenant with signed items has a notice saying so
+	// (unchecked_evidence_signatures).
+	EvidenceIssuers EvidenceSignatures
 }
 
 // Report is the outcome of Verify.
@@ -173,6 +179,9 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 		rep.Checkpoints += tv.checkpoints
 		rep.Findings = append(rep.Findings, tv.findings...)
 		rep.Findings = append(rep.Findings, checkRevocationGrowth(t, tv.valid)...)
+		if tv.unsigned > 0 {
+			rep.Notices = append(rep.Notices, uncheckedSignatures(t, tv.unsigned))
+		}
 		if tv.n > tv.covered {
 			rep.Uncovered += tv.n - tv.covered
 			f := Finding{TenantID: t, Seq: tv.covered + 1, Kind: FindingUncovered,
@@ -283,6 +292,7 @@ type tenantVerifier struct {
 	grants      map[grantKey]grant       // the approvals granted by the records linked so far
 	evidence    map[string]*evidenceFact // the evidence records linked so far, by record id
 	transcripts transcript.Chains        // the tool transcripts of the records linked so far
+	unsigned    int64                    // signed evidence items whose signatures were not checked
 }
 
 func (v *tenantVerifier) add(f Finding) {
@@ -298,6 +308,9 @@ type checked struct {
 	recordID string
 	problems []Finding
 	cite     citation // the approvals the record grants or cites
+	// unverified: the record seals a signed evidence item whose
+	// signature was not checked (no issuer keys were given).
+	unverified bool
 }
 
 // pageSize is how many records verification asks the source for at once.
@@ -575,6 +588,9 @@ func (v *tenantVerifier) checkRecord(ctx context.Context, raw []byte) (c checked
 	for _, msg := range broken {
 		problem(FindingRuleViolation, "%s", msg)
 	}
+	if ev := c.cite.evidence; ev != nil && ev.jws != "" && !v.checkEvidenceSignature(&c, problem) {
+		c.unverified = true
+	}
 	return c
 }
 
@@ -612,6 +628,9 @@ func (v *tenantVerifier) link(c *checked) {
 	}
 	v.prev = ledger.Head{Seq: a.Seq, Hash: a.RecordHash}
 	v.checkCitations(c)
+	if c.unverified {
+		v.unsigned++
+	}
 	v.checkEvidenceRevocation(c)
 	v.checkTranscript(c)
 	// The tree has one leaf per record read, in the order read: a record
