@@ -1017,6 +1017,9 @@ func (l *loader) loadTools(p *Pack, rel string) {
 				}
 			}
 		}
+		if _, ok := t.Outputs["outcome"]; ok {
+			l.addf(l.pos(doc, ptr+"/outputs/outcome"), "tool %q: output outcome is writ's (the record's outcome), so a check may not propose it, and every call would be refused", t.Name)
+		}
 		if c := t.Captures; c != nil {
 			c.ValidFor = l.duration(doc, ptr+"/captures/valid_for", c.ValidForText)
 			if len(t.SubjectIDs) == 0 {

@@ -127,6 +127,7 @@ func TestLoadErrorsNameFileAndLine(t *testing.T) {
 		{"capture without a kind", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"c:{id}\"]\n    captures: {attributes: [x]}\n"}, "tools.0.captures: missing property 'kind'"},
 		{"outputs naming a bad argument", map[string]string{"tools.yaml": okTools + "    outputs: {amount: \"a b\"}\n"}, "tools.0.outputs.amount: 'a b' does not match pattern"},
 		{"outputs with an empty name", map[string]string{"tools.yaml": okTools + "    outputs: {\"\": amount}\n"}, "minLength: got 0, want 1"},
+		{"outputs proposing the outcome", map[string]string{"tools.yaml": okTools + "    outputs: {outcome: result}\n"}, "demo/tools.yaml:5: tool \"act\": output outcome is writ's"},
 		{"empty outputs", map[string]string{"tools.yaml": okTools + "    outputs: {}\n"}, "tools.0.outputs: minProperties"},
 		{"outputs naming a number", map[string]string{"tools.yaml": okTools + "    outputs: {amount: 3}\n"}, "tools.0.outputs.amount: got number, want string"},
 		{"capture's bad validity", map[string]string{"tools.yaml": okTools + "    subject_ids: [\"c:{id}\"]\n    captures: {kind: idv, valid_for: a day}\n"}, "demo/tools.yaml:6: \"a day\" is not a positive duration"},
