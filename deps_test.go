@@ -21,7 +21,7 @@ func TestLayering(t *testing.T) {
 		mod + "/acceptance": {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi", "go.opentelemetry.io/", "github.com/prometheus/", mod + "/telemetry"},
 		mod + "/workflow":   {"database/sql", "net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", "go.opentelemetry.io/", "github.com/prometheus/", mod + "/telemetry"}, // pure: replay rebuilds a verdict without an engine
 		mod + "/lint":       {"database/sql", "net/http", mod + "/engine", mod + "/ledger", mod + "/sqlite", mod + "/httpapi"},
-		mod + "/ledger":     {"database/sql", "net/http", "testing/fstest", mod + "/engine", mod + "/sqlite", mod + "/httpapi", mod + "/ledger/verify", mod + "/keyring"},
+		mod + "/ledger":     {"database/sql", "net/http", "testing/fstest", mod + "/engine", mod + "/sqlite", mod + "/httpapi", mod + "/ledger/verify", mod + "/keyring", mod + "/internal/sqlkit"},
 		// Verification reads a store or a bundle through the interfaces it
 		// declares: it is no engine, server or store.
 		mod + "/ledger/verify": {"database/sql", "net/http", "testing/fstest", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", mod + "/replay", mod + "/bundle", mod + "/pinned"},
@@ -39,6 +39,9 @@ func TestLayering(t *testing.T) {
 		// store or of HTTP routes. (database/sql comes in with
 		// client_golang's collectors package, unused.)
 		mod + "/telemetry": {mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi"},
+		// What the SQL stores share reads rows the stores hand it: no
+		// driver, engine or server.
+		mod + "/internal/sqlkit": {"net/http", mod + "/engine", mod + "/sqlite", mod + "/postgres", mod + "/httpapi", "github.com/jackc/", "modernc.org/"},
 		// Adapters stay apart.
 		mod + "/sqlite":  {"net/http", mod + "/httpapi", mod + "/engine"},
 		mod + "/httpapi": {"database/sql", mod + "/sqlite", mod + "/engine", mod + "/replay", mod + "/postgres", "github.com/pb33f/"},

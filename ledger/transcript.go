@@ -12,7 +12,7 @@ import (
 // (writ.Execution.Transcript) and is indexed by it in its append
 // transaction:
 //
-//   - record_terms under TermTranscript with the transcript's name, so a
+//   - record_terms under sqlkit.TermTranscript with the transcript's name, so a
 //     transcript is read in chain order through that index
 //     (TranscriptReader);
 //   - an idempotency claim of TranscriptClaim(run, seq) with the entry's

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -822,7 +823,7 @@ func (w *rows) addRecord(e *ledger.Entry, raw []byte) error {
 		w.subSeq = append(w.subSeq, rec.Audit.Seq)
 		w.subTs = append(w.subTs, ts)
 	}
-	for _, t := range ledger.RecordTerms(rec) {
+	for _, t := range sqlkit.RecordTerms(rec) {
 		w.termTerm = append(w.termTerm, t.Term)
 		w.termValue = append(w.termValue, t.Value)
 		w.termTenant = append(w.termTenant, rec.TenantID)
@@ -849,7 +850,7 @@ func (w *rows) addRecord(e *ledger.Entry, raw []byte) error {
 func (w *rows) addApprovals(e *ledger.Entry) error {
 	for _, a := range e.NewApprovals {
 		r := a.Request
-		doc, err := ledger.ApprovalJSON(r)
+		doc, err := sqlkit.ApprovalJSON(r)
 		if err != nil {
 			return fmt.Errorf("postgres: approval %s of record %s: %w", r.ApprovalID, e.Record.RecordID, err)
 		}
@@ -888,7 +889,7 @@ func (w *rows) addShadow(e *ledger.Entry) error {
 		return nil
 	}
 	d.RecordID = e.Record.RecordID
-	detail, err := ledger.ShadowDetail(d)
+	detail, err := sqlkit.ShadowDetail(d)
 	if err != nil {
 		return fmt.Errorf("postgres: shadow decision of record %s: %w", d.RecordID, err)
 	}

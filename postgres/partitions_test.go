@@ -15,6 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
 	"github.com/writhq/writ/ledger/verify"
@@ -182,7 +183,7 @@ func TestMigrationToTenantPartitions(t *testing.T) {
 	dsn := testSchema(t)
 	t.Parallel()
 	ctx := t.Context()
-	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	ms, err := sqlkit.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}

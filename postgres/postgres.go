@@ -50,6 +50,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -179,7 +180,7 @@ var migrationFiles embed.FS
 // version or another, never between two, and servers starting together
 // apply each migration once (the second waits, then finds nothing to do).
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	ms, err := sqlkit.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
 	"github.com/writhq/writ/ledger/verify"
@@ -118,7 +119,7 @@ func TestMigrationsConcurrent(t *testing.T) {
 		}
 		defer stores[i].Close()
 	}
-	ms, _ := ledger.ReadMigrations(migrationFiles, "migrations")
+	ms, _ := sqlkit.ReadMigrations(migrationFiles, "migrations")
 	var n, max int
 	if err := stores[0].pool.QueryRow(t.Context(), `SELECT count(*), max(version) FROM writ_migrations`).Scan(&n, &max); err != nil {
 		t.Fatal(err)
@@ -889,7 +890,7 @@ func TestMigrationPlacesRevocations(t *testing.T) {
 	dsn := testSchema(t)
 	t.Parallel()
 	ctx := t.Context()
-	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	ms, err := sqlkit.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}

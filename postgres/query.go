@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -26,7 +27,7 @@ func (s *Store) Record(ctx context.Context, tenantID, recordID string) (*writ.St
 	err := s.pool.QueryRow(ctx, `SELECT r.raw FROM record_ids x`+byID("r.raw")+`
 		WHERE x.record_id = $1 AND x.tenant_id = $2`, recordID, tenantID).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ledger.RecordNotFound(recordID)
+		return nil, sqlkit.RecordNotFound(recordID)
 	} else if err != nil {
 		return nil, fmt.Errorf("postgres: read record: %w", err)
 	}
@@ -39,7 +40,7 @@ func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte,
 	err := s.pool.QueryRow(ctx, `SELECT r.receipt FROM record_ids x`+byID("r.receipt")+`
 		WHERE x.record_id = $1 AND x.tenant_id = $2`, recordID, tenantID).Scan(&receipt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ledger.RecordNotFound(recordID)
+		return nil, sqlkit.RecordNotFound(recordID)
 	} else if err != nil {
 		return nil, fmt.Errorf("postgres: read receipt: %w", err)
 	}
@@ -53,7 +54,7 @@ func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte,
 // cut by seq, so records appended while a client pages through appear on
 // later pages and nothing is served twice.
 func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
-	after, limit, err := ledger.PageQuery(q)
+	after, limit, err := sqlkit.PageQuery(q)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 		return nil, fmt.Errorf("postgres: query records: %w", err)
 	}
 	defer rows.Close()
-	return ledger.ReadPage(rows, limit)
+	return sqlkit.ReadPage(rows, limit)
 }
 
 // timeFloorQuery selects the seq of the tenant's last time mark whose
@@ -174,14 +175,14 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, floor, ceiling int
 		// decision_key COLLATE "C", seq): byte order, where every key
 		// that begins with the prefix sorts from it to it followed by
 		// the greatest code point.
-		filters.WriteString(` AND r.decision_key COLLATE "C" >= ` + arg(q.DecisionKeyPrefix) + ` AND r.decision_key COLLATE "C" < ` + arg(ledger.PrefixEnd(q.DecisionKeyPrefix)))
+		filters.WriteString(` AND r.decision_key COLLATE "C" >= ` + arg(q.DecisionKeyPrefix) + ` AND r.decision_key COLLATE "C" < ` + arg(sqlkit.PrefixEnd(q.DecisionKeyPrefix)))
 	}
 	if q.SubjectPrefix != "" {
 		// A range of record_subjects_prefix (tenant_id, subject_id
 		// COLLATE "C"), read once: a record with two matching subjects
 		// is served once.
 		filters.WriteString(` AND r.seq IN (SELECT p.seq FROM record_subjects p WHERE p.tenant_id = r.tenant_id AND p.subject_id COLLATE "C" >= ` +
-			arg(q.SubjectPrefix) + ` AND p.subject_id COLLATE "C" < ` + arg(ledger.PrefixEnd(q.SubjectPrefix)) + `)`)
+			arg(q.SubjectPrefix) + ` AND p.subject_id COLLATE "C" < ` + arg(sqlkit.PrefixEnd(q.SubjectPrefix)) + `)`)
 	}
 	if q.DecisionKey != "" {
 		filters.WriteString(` AND r.decision_key = ` + arg(q.DecisionKey))
@@ -203,7 +204,7 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, floor, ceiling int
 	}
 	// record_terms' key (term, value, tenant_id, seq) serves a policy
 	// decision or an approver in chain order.
-	for _, t := range ledger.QueryTerms(q) {
+	for _, t := range sqlkit.QueryTerms(q) {
 		filters.WriteString(` AND r.seq IN (SELECT t.seq FROM record_terms t WHERE t.term = ` + arg(t.Term) +
 			` AND t.value = ` + arg(t.Value) + ` AND t.tenant_id = r.tenant_id)`)
 	}
@@ -379,7 +380,7 @@ func (s *Store) DecisionRecords(ctx context.Context, tenantID, decisionID string
 		return nil, fmt.Errorf("postgres: query records of decision: %w", err)
 	}
 	defer rows.Close()
-	page, err := ledger.ReadPage(rows, ledger.MaxStoryRecords)
+	page, err := sqlkit.ReadPage(rows, ledger.MaxStoryRecords)
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +403,7 @@ func (s *Store) InFlight(ctx context.Context, tenantID string, after int64, limi
 		return nil, fmt.Errorf("postgres: query records in flight: %w", err)
 	}
 	defer rows.Close()
-	page, err := ledger.ReadPage(rows, limit)
+	page, err := sqlkit.ReadPage(rows, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -14,7 +15,7 @@ import (
 // position, so decisions appended while a client pages through appear on
 // later pages. Decisions are written only by Append.
 func (s *Store) ShadowDecisions(ctx context.Context, q ledger.ShadowQuery) (*ledger.ShadowPage, error) {
-	after, limit, err := ledger.ShadowPageQuery(q)
+	after, limit, err := sqlkit.ShadowPageQuery(q)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +46,7 @@ func (s *Store) ShadowDecisions(ctx context.Context, q ledger.ShadowQuery) (*led
 		return nil, fmt.Errorf("postgres: query shadow decisions: %w", err)
 	}
 	defer rows.Close()
-	page, err := ledger.ReadShadows(rows, limit)
+	page, err := sqlkit.ReadShadows(rows, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/internal/sqlkit"
 )
 
 // Transcript returns the records of the entries of the tenant's tool
@@ -39,12 +39,12 @@ func (s *Store) transcript(ctx context.Context, tenantID, run string, before int
 	if latest {
 		query, limit = query+" DESC LIMIT 1", 1
 	}
-	rows, err := s.pool.Query(ctx, query, tenantID, ledger.TermTranscript, run, before)
+	rows, err := s.pool.Query(ctx, query, tenantID, sqlkit.TermTranscript, run, before)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read transcript: %w", err)
 	}
 	defer rows.Close()
-	page, err := ledger.ReadPage(rows, limit)
+	page, err := sqlkit.ReadPage(rows, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -48,7 +49,7 @@ func readHashes(ctx context.Context, q querier, tenantID string, indexes []int64
 		return nil, fmt.Errorf("postgres: read tree hashes: %w", err)
 	}
 	defer rows.Close()
-	return ledger.ReadHashRows(rows, tenantID)
+	return sqlkit.ReadHashRows(rows, tenantID)
 }
 
 // ScanHashes returns up to limit of a tenant's stored tree hashes from

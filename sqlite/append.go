@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -307,7 +308,7 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 			return fmt.Errorf("sqlite: insert subject of record %s: %w", rec.RecordID, err)
 		}
 	}
-	for _, t := range ledger.RecordTerms(rec) {
+	for _, t := range sqlkit.RecordTerms(rec) {
 		if _, err := w.term.ExecContext(ctx, tenant, t.Term, t.Value, seq); err != nil {
 			return fmt.Errorf("sqlite: insert %s of record %s: %w", t.Term, rec.RecordID, err)
 		}
@@ -345,7 +346,7 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 	}
 	for _, a := range e.NewApprovals {
 		r := a.Request
-		doc, err := ledger.ApprovalJSON(r)
+		doc, err := sqlkit.ApprovalJSON(r)
 		if err != nil {
 			return fmt.Errorf("sqlite: approval %s of record %s: %w", r.ApprovalID, rec.RecordID, err)
 		}
@@ -362,7 +363,7 @@ func (w *writeStmts) insert(ctx context.Context, e *ledger.Entry, raw []byte) er
 	}
 	if d := e.Shadow; d != nil {
 		d.RecordID = rec.RecordID
-		detail, err := ledger.ShadowDetail(d)
+		detail, err := sqlkit.ShadowDetail(d)
 		if err != nil {
 			return fmt.Errorf("sqlite: shadow decision of record %s: %w", rec.RecordID, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -18,7 +19,7 @@ import (
 // the events it shows. Requests are written only by Append.
 
 // withEvents wraps a query of approval_requests (selecting pos, tenant_id,
-// approval_id, request) into the rows ledger.ReadApprovals reads: each
+// approval_id, request) into the rows sqlkit.ReadApprovals reads: each
 // request joined with its events, in the order of order.
 func withEvents(requests, order string) string {
 	return `SELECT a.pos, a.request, coalesce(e.seq, 0), coalesce(e.kind, ''), coalesce(e.actor, ''), coalesce(e.reason, ''),
@@ -41,7 +42,7 @@ func (s *Store) Approval(ctx context.Context, tenantID, approvalID string, now t
 		return nil, err
 	}
 	if len(page.Approvals) == 0 {
-		return nil, ledger.ApprovalNotFound(approvalID)
+		return nil, sqlkit.ApprovalNotFound(approvalID)
 	}
 	return &page.Approvals[0], nil
 }
@@ -50,7 +51,7 @@ func (s *Store) Approval(ctx context.Context, tenantID, approvalID string, now t
 // order; see ledger.ApprovalStore. Pages are cut by insertion position,
 // so requests created while a client pages through appear on later pages.
 func (s *Store) Approvals(ctx context.Context, q writ.ApprovalQuery, now time.Time) (*writ.ApprovalPage, error) {
-	after, limit, err := ledger.ApprovalPageQuery(q)
+	after, limit, err := sqlkit.ApprovalPageQuery(q)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func (s *Store) approvals(ctx context.Context, limit int, now time.Time, query s
 		return nil, fmt.Errorf("sqlite: query approvals: %w", err)
 	}
 	defer rows.Close()
-	page, err := ledger.ReadApprovals(rows, limit, now)
+	page, err := sqlkit.ReadApprovals(rows, limit, now)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -24,7 +25,7 @@ func (s *Store) Record(ctx context.Context, tenantID, recordID string) (*writ.St
 	var raw []byte
 	err := s.reads.record.QueryRowContext(ctx, recordID, tenantID).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ledger.RecordNotFound(recordID)
+		return nil, sqlkit.RecordNotFound(recordID)
 	} else if err != nil {
 		return nil, fmt.Errorf("sqlite: read record: %w", err)
 	}
@@ -36,7 +37,7 @@ func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte,
 	var receipt []byte
 	err := s.reads.receipt.QueryRowContext(ctx, recordID, tenantID).Scan(&receipt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ledger.RecordNotFound(recordID)
+		return nil, sqlkit.RecordNotFound(recordID)
 	} else if err != nil {
 		return nil, fmt.Errorf("sqlite: read receipt: %w", err)
 	}
@@ -51,7 +52,7 @@ func (s *Store) Receipt(ctx context.Context, tenantID, recordID string) ([]byte,
 // client pages through appear on later pages (in chain order) or not at
 // all (newest first), and nothing is served twice.
 func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPage, error) {
-	after, limit, err := ledger.PageQuery(q)
+	after, limit, err := sqlkit.PageQuery(q)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func (s *Store) Records(ctx context.Context, q writ.RecordQuery) (*writ.RecordPa
 		return nil, fmt.Errorf("sqlite: query records: %w", err)
 	}
 	defer rows.Close()
-	return ledger.ReadPage(rows, limit)
+	return sqlkit.ReadPage(rows, limit)
 }
 
 // narrowRange is the most records a time range may hold for Records to
@@ -104,7 +105,7 @@ var narrowRange = 10000 // a variable so that tests can take every route
 // are the range's, but for those of a clock stepped back.
 func (s *Store) narrowTimeRange(ctx context.Context, q writ.RecordQuery) (bool, error) {
 	if q.To.IsZero() || q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" ||
-		q.DecisionKeyPrefix != "" || q.SubjectPrefix != "" || q.ApprovalMode != "" || len(ledger.QueryTerms(q)) > 0 {
+		q.DecisionKeyPrefix != "" || q.SubjectPrefix != "" || q.ApprovalMode != "" || len(sqlkit.QueryTerms(q)) > 0 {
 		return false, nil
 	}
 	from, to := int64(math.MinInt64), int64(math.MaxInt64)
@@ -218,7 +219,7 @@ func (s *Store) prefixRange(ctx context.Context, q writ.RecordQuery) (prefixRout
 	}
 	count := func(query, prefix string) (int, error) {
 		var n int
-		err := s.read.QueryRowContext(ctx, query, q.TenantID, prefix, ledger.PrefixEnd(prefix), narrowRange+1).Scan(&n)
+		err := s.read.QueryRowContext(ctx, query, q.TenantID, prefix, sqlkit.PrefixEnd(prefix), narrowRange+1).Scan(&n)
 		if err != nil {
 			return 0, fmt.Errorf("sqlite: query records: %w", err)
 		}
@@ -245,7 +246,7 @@ func (s *Store) prefixRange(ctx context.Context, q writ.RecordQuery) (prefixRout
 // serves in chain order.
 func exactFilter(q writ.RecordQuery) bool {
 	return q.SubjectID != "" || q.DecisionKey != "" || q.Status != "" || q.TraceID != "" ||
-		q.ApprovalMode != "" || len(ledger.QueryTerms(q)) > 0
+		q.ApprovalMode != "" || len(sqlkit.QueryTerms(q)) > 0
 }
 
 // recordsQuery builds the SQL of a record query: q's filters, records after
@@ -322,7 +323,7 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefi
 		// seq): every key that begins with the prefix sorts, byte by
 		// byte, from it to it followed by the greatest code point.
 		sb.WriteString(` AND ` + unindexed + `r.decision_key >= ? AND ` + unindexed + `r.decision_key < ?`)
-		args = append(args, q.DecisionKeyPrefix, ledger.PrefixEnd(q.DecisionKeyPrefix))
+		args = append(args, q.DecisionKeyPrefix, sqlkit.PrefixEnd(q.DecisionKeyPrefix))
 	}
 	if q.SubjectPrefix != "" {
 		// A range of record_subjects' key (tenant_id, subject_id, seq),
@@ -331,7 +332,7 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefi
 		// matching subjects is served once. Read in seq order, the list
 		// leads the plan; walking the chain, it is a membership test.
 		sb.WriteString(` AND ` + unindexed + `r.seq IN (SELECT p.seq FROM record_subjects p WHERE p.tenant_id = ? AND p.subject_id >= ? AND p.subject_id < ?)`)
-		args = append(args, q.TenantID, q.SubjectPrefix, ledger.PrefixEnd(q.SubjectPrefix))
+		args = append(args, q.TenantID, q.SubjectPrefix, sqlkit.PrefixEnd(q.SubjectPrefix))
 	}
 	if q.DecisionKey != "" {
 		sb.WriteString(` AND r.decision_key = ?`)
@@ -359,7 +360,7 @@ func recordsQuery(q writ.RecordQuery, after int64, limit int, byTime bool, prefi
 	}
 	// record_terms' key (tenant_id, term, value, seq) serves a policy
 	// decision or an approver in chain order.
-	for _, t := range ledger.QueryTerms(q) {
+	for _, t := range sqlkit.QueryTerms(q) {
 		sb.WriteString(` AND r.seq IN (SELECT t.seq FROM record_terms t WHERE t.tenant_id = ? AND t.term = ? AND t.value = ?)`)
 		args = append(args, q.TenantID, t.Term, t.Value)
 	}
@@ -621,7 +622,7 @@ func (s *Store) DecisionRecords(ctx context.Context, tenantID, decisionID string
 		return nil, fmt.Errorf("sqlite: query records of decision: %w", err)
 	}
 	defer rows.Close()
-	page, err := ledger.ReadPage(rows, ledger.MaxStoryRecords)
+	page, err := sqlkit.ReadPage(rows, ledger.MaxStoryRecords)
 	if err != nil {
 		return nil, err
 	}
@@ -644,7 +645,7 @@ func (s *Store) InFlight(ctx context.Context, tenantID string, after int64, limi
 		return nil, fmt.Errorf("sqlite: query records in flight: %w", err)
 	}
 	defer rows.Close()
-	page, err := ledger.ReadPage(rows, limit)
+	page, err := sqlkit.ReadPage(rows, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ/internal/durable"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 	sqlitedrv "modernc.org/sqlite" // also registers the "sqlite" driver, which the read pool uses
 )
@@ -290,7 +291,7 @@ var migrationFiles embed.FS
 // one transaction: a database is at one known version or another, never
 // between two.
 func migrate(db *sql.DB) (err error) {
-	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	ms, err := sqlkit.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return err
 	}

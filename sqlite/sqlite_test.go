@@ -16,6 +16,7 @@ import (
 
 	"github.com/writhq/writ"
 	"github.com/writhq/writ/auth"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/keyring"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/ledgertest"
@@ -204,7 +205,7 @@ func TestReopen(t *testing.T) {
 		}
 		versions = append(versions, v)
 	}
-	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	ms, err := sqlkit.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1047,7 +1048,7 @@ func TestMigrationPlacesRevocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	ms, err := sqlkit.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1098,7 +1099,7 @@ func TestMigrationMarksTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	ms, err := sqlkit.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1165,7 +1166,7 @@ func TestMigrationTimeLows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := ledger.ReadMigrations(migrationFiles, "migrations")
+	ms, err := sqlkit.ReadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}

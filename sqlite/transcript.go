@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"github.com/writhq/writ"
-	"github.com/writhq/writ/ledger"
+	"github.com/writhq/writ/internal/sqlkit"
 )
 
 // Transcript returns the records of the entries of the tenant's tool
@@ -37,12 +37,12 @@ func (s *Store) transcript(ctx context.Context, tenantID, run string, before int
 	if latest {
 		st, limit = s.reads.transcriptHead, 1
 	}
-	rows, err := st.QueryContext(ctx, tenantID, ledger.TermTranscript, run, before)
+	rows, err := st.QueryContext(ctx, tenantID, sqlkit.TermTranscript, run, before)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read transcript: %w", err)
 	}
 	defer rows.Close()
-	page, err := ledger.ReadPage(rows, limit)
+	page, err := sqlkit.ReadPage(rows, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -85,7 +86,7 @@ func (s *Store) readHashChunk(ctx context.Context, st *sql.Stmt, tenantID string
 		return fmt.Errorf("sqlite: read tree hashes: %w", err)
 	}
 	defer rows.Close()
-	got, err := ledger.ReadHashRows(rows, tenantID)
+	got, err := sqlkit.ReadHashRows(rows, tenantID)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 )
 
@@ -67,11 +68,11 @@ func wantOpen(t *testing.T, st ledger.Store, tenant, gate, digest string, now ti
 // sameRequest fails unless got holds the immutable fields of want.
 func sameRequest(t *testing.T, call string, got, want *writ.ApprovalRequest) {
 	t.Helper()
-	g, err := ledger.ApprovalJSON(got)
+	g, err := sqlkit.ApprovalJSON(got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ledger.ApprovalJSON(want)
+	w, err := sqlkit.ApprovalJSON(want)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writhq/writ"
+	"github.com/writhq/writ/internal/sqlkit"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/record"
@@ -31,7 +32,7 @@ type Tamperer interface {
 	// SetApprovalEventReason replaces the reason of an approval event.
 	SetApprovalEventReason(t *testing.T, tenantID, approvalID string, seq int64, reason string)
 	// SetApprovalRequest replaces the stored document of an approval
-	// request (as ledger.ApprovalJSON encodes it).
+	// request (as sqlkit.ApprovalJSON encodes it).
 	SetApprovalRequest(t *testing.T, tenantID, approvalID string, doc []byte)
 	// SetShadowOutcome replaces the outcome of the shadow decision stored
 	// beside a record.
@@ -237,7 +238,7 @@ func RunTamper(t *testing.T, open func(t *testing.T) (ledger.Store, Tamperer)) {
 		{"ApprovalRequest", func(t *testing.T, tm Tamperer, f *storedFixture) {
 			r := *f.records[0].NewApprovals[0].Request
 			r.Allowance = 100
-			doc, err := ledger.ApprovalJSON(&r)
+			doc, err := sqlkit.ApprovalJSON(&r)
 			if err != nil {
 				t.Fatal(err)
 			}
