@@ -122,7 +122,7 @@ func (m *Main) ledgerVerify(ctx context.Context, args []string) error {
 	return nil
 }
 
-const evidenceIssuersUsage = "the issuers of signed evidence items the auditor trusts, per tenant, in the format of writ serve --evidence-issuers: verify each signed item's JWS with their keys (without it, signatures are not checked, with a notice; docs/ledger-format.md §2.9)"
+const evidenceIssuersUsage = "the issuers of signed evidence items the auditor trusts, per tenant, in the format of writ serve --evidence-issuers: verify each signed item's JWS with their keys (without it, signatures are not checked, with a notice; docs/ledger-format.md §2.10)"
 
 // loadEvidenceIssuers reads an evidence issuers file for verification;
 // "" is none (a nil verify.EvidenceSignatures, not a typed nil).

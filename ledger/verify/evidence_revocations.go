@@ -12,7 +12,7 @@ import (
 // superseded record is not an evidence record earlier in its tenant's
 // chain, or is one of another kind or tenant, another decision, or
 // another item (id or content address) than the revocation names
-// (docs/ledger-format.md §2.9, §7.5).
+// (docs/ledger-format.md §2.10, §7.5).
 const FindingEvidenceRevocationMismatch = "evidence_revocation_mismatch"
 
 // evidenceFact is what an evidence record seals, as a revocation names it.

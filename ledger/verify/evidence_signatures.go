@@ -7,7 +7,7 @@ import (
 	"github.com/writhq/writ/record"
 )
 
-// Finding kinds of signed evidence items (docs/ledger-format.md §2.9).
+// Finding kinds of signed evidence items (docs/ledger-format.md §2.10).
 const (
 	// FindingBadEvidenceSignature: a signed evidence item whose JWS does
 	// not verify under the issuer keys given to verification

@@ -9,7 +9,7 @@ import (
 )
 
 // FindingTranscriptBroken: an execution report's tool transcript entry
-// (execution.transcript, docs/ledger-format.md §2.10) that does not chain
+// (execution.transcript, docs/ledger-format.md §2.11) that does not chain
 // onto the entries of its transcript before it in the tenant's chain: its
 // head does not recompute, its seq is not one more than the run's
 // previous entry's (1 for the first), its prev is not that entry's head,

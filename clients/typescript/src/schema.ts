@@ -1960,7 +1960,7 @@ export interface components {
         };
         /**
          * @description An execution report's call in the tool transcript of its run or
-         *     session (docs/ledger-format.md §2.10): `head` is the SHA-256 of the
+         *     session (docs/ledger-format.md §2.11): `head` is the SHA-256 of the
          *     RFC 8785 form of `{call, prev, run, seq}`; `prev` is the head before
          *     it ("" for seq 1).
          */
