@@ -144,7 +144,7 @@ func TestExportVerifiesIntact(t *testing.T) {
 		t.Errorf("verified %d records and %d checkpoints; want every example and a checkpoint", rep.Records, rep.Checkpoints)
 	}
 	// And the store itself agrees.
-	storeRep, err := verify.Verify(context.Background(), l.st, verify.VerifyOptions{Keys: l.ring, Rules: verify.NewRules(pinned.NewPacks(l.st))})
+	storeRep, err := verify.Verify(context.Background(), l.st, verify.VerifyOptions{Keys: l.ring, Rules: verify.NewRules(pinned.NewPacks(l.st)), Hashes: l.st, Revocations: l.st})
 	if err != nil || !storeRep.Intact() {
 		t.Fatalf("the store does not verify: %v %+v", err, storeRep)
 	}
@@ -596,7 +596,7 @@ func TestPagingTamperedLargeBundle(t *testing.T) {
 			b := openBytes(t, a.bytes(t))
 			done := make(chan *verify.Report, 1)
 			go func() {
-				rep, err := verify.Verify(ctx, b, verify.VerifyOptions{})
+				rep, err := verify.Verify(ctx, b, verify.VerifyOptions{Revocations: b})
 				if err != nil {
 					t.Error(err)
 				}

@@ -503,7 +503,7 @@ func (b *Bundle) VerifyOptions() (verify.VerifyOptions, error) {
 	if err != nil {
 		return verify.VerifyOptions{}, err
 	}
-	return verify.VerifyOptions{Keys: ring, LedgerName: b.LedgerName(), Rules: verify.NewRules(pinned.NewPacks(b)), RequireCheckpoints: true}, nil
+	return verify.VerifyOptions{Keys: ring, LedgerName: b.LedgerName(), Rules: verify.NewRules(pinned.NewPacks(b)), Revocations: b, RequireCheckpoints: true}, nil
 }
 
 // Tenants lists the bundle's tenants in byte order.

@@ -336,7 +336,7 @@ func verifyLedger(tb testing.TB, f *fixture) {
 	if err != nil || len(findings) != 0 {
 		tb.Errorf("VerifyStored = %+v, %v; want no findings", findings, err)
 	}
-	rep, err := verify.Verify(ctx, f.store, verify.VerifyOptions{})
+	rep, err := verify.Verify(ctx, f.store, verify.VerifyOptions{Hashes: f.store, Revocations: f.store})
 	if err != nil || !rep.Intact() {
 		tb.Errorf("verify.Verify = %+v, %v; want intact", rep, err)
 	}

@@ -191,7 +191,7 @@ func TestLifecycleEndToEnd(t *testing.T) {
 		t.Errorf("the bad inputs moved the chain from %+v to %+v; want nothing written", head, after)
 	}
 
-	rep2, err := verify.Verify(ctx, st, verify.VerifyOptions{Rules: verify.NewRules(pinned.NewPacks(st))})
+	rep2, err := verify.Verify(ctx, st, verify.VerifyOptions{Rules: verify.NewRules(pinned.NewPacks(st)), Hashes: st, Revocations: st})
 	if err != nil || !rep2.Intact() {
 		t.Fatalf("Verify() = %+v, %v; want intact", rep2, err)
 	}

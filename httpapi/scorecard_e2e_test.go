@@ -130,7 +130,7 @@ func TestScorecardFailedQueryable(t *testing.T) {
 
 			// The records keep the rules of their pinned pack, pass mark
 			// included.
-			rep, err := verify.Verify(ctx, st, verify.VerifyOptions{Rules: verify.NewRules(pinned.NewPacks(st))})
+			rep, err := verify.Verify(ctx, st, verify.VerifyOptions{Rules: verify.NewRules(pinned.NewPacks(st)), Hashes: st, Revocations: st.(verify.RevocationSource)})
 			if err != nil || !rep.Intact() || rep.Records < int64(len(checks)) {
 				t.Errorf("verify.Verify = %+v, %v; want intact", rep, err)
 			}

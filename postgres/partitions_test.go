@@ -310,7 +310,7 @@ func TestMigrationToTenantPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := verify.Verify(ctx, st, verify.VerifyOptions{})
+	rep, err := verify.Verify(ctx, st, verify.VerifyOptions{Hashes: st, Revocations: st})
 	if err != nil || !rep.Intact() || rep.Records != int64(len(recs)+1) {
 		t.Errorf("Verify() = %+v, %v; want intact over %d records", rep, err, len(recs)+1)
 	}

@@ -129,7 +129,10 @@ func Backtest(ctx context.Context, st BacktestStore, opts BacktestOptions) (*Bac
 		rep.To = &opts.To
 	}
 
-	vr, err := verify.Verify(ctx, tenantSource{st, opts.TenantID}, opts.Verify)
+	src := tenantSource{st, opts.TenantID}
+	vopts := opts.Verify
+	vopts.Hashes = src // the tenant's stored tree hashes, compared with its records'
+	vr, err := verify.Verify(ctx, src, vopts)
 	if err != nil {
 		return nil, fmt.Errorf("verify tenant %s: %w", opts.TenantID, err)
 	}

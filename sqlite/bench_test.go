@@ -67,9 +67,9 @@ func BenchmarkVerify(b *testing.B) {
 		name string
 		opts verify.VerifyOptions
 	}{
-		{"hash-only", verify.VerifyOptions{}},
-		{"signatures", verify.VerifyOptions{Keys: ring}},
-		{"full", verify.VerifyOptions{Keys: ring, Rules: verify.NewRules(pinned.NewPacks(s))}},
+		{"hash-only", verify.VerifyOptions{Hashes: s, Revocations: s}},
+		{"signatures", verify.VerifyOptions{Keys: ring, Hashes: s, Revocations: s}},
+		{"full", verify.VerifyOptions{Keys: ring, Rules: verify.NewRules(pinned.NewPacks(s)), Hashes: s, Revocations: s}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var records int64

@@ -1001,7 +1001,7 @@ func TestVerifyAcrossPages(t *testing.T) {
 	}
 	want := []string{"hash_mismatch@100", "hash_mismatch@2100", "missing_record@3001", "hash_mismatch@4150", "tree_hash_mismatch@100"}
 	for _, workers := range []int{1, 4} {
-		rep, err := verify.Verify(t.Context(), s, verify.VerifyOptions{Workers: workers})
+		rep, err := verify.Verify(t.Context(), s, verify.VerifyOptions{Workers: workers, Hashes: s, Revocations: s})
 		if err != nil {
 			t.Fatalf("Verify(%d workers) = %v", workers, err)
 		}

@@ -521,6 +521,20 @@ func (s servedRecords) Checkpoints(context.Context, string) ([]*ledger.Checkpoin
 	return nil, nil
 }
 
+// Head is the tenant's last record served, as a bundle's head is its
+// last record.
+func (s servedRecords) Head(_ context.Context, tenant string) (ledger.Head, error) {
+	recs := s[tenant]
+	if len(recs) == 0 {
+		return ledger.Head{}, nil
+	}
+	var last struct{ Audit writ.Audit }
+	if err := json.Unmarshal(recs[len(recs)-1], &last); err != nil {
+		return ledger.Head{}, err
+	}
+	return ledger.Head{Seq: last.Audit.Seq, Hash: last.Audit.RecordHash}, nil
+}
+
 // TestTwoServersOnePostgres runs two writ servers on one PostgreSQL
 // database, sharing the signing key ring and the binding key, with
 // clients appending to the same tenant through both at once; afterwards

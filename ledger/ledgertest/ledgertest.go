@@ -130,6 +130,17 @@ func (s *sealRecorder) raw(recordID string) []byte {
 }
 
 // mustAppend appends entries in one transaction with ledger.Seal.
+// revocationSource returns st as the API keys verification checks
+// checkpoints' revocations against, which every store must keep.
+func revocationSource(t *testing.T, st ledger.Store) verify.RevocationSource {
+	t.Helper()
+	rs, ok := st.(verify.RevocationSource)
+	if !ok {
+		t.Fatalf("the store (%T) keeps no API keys", st)
+	}
+	return rs
+}
+
 // checkpointStore returns st as a ledger.CheckpointStore, which every
 // store that signs checkpoints must be.
 func checkpointStore(t *testing.T, st ledger.Store) ledger.CheckpointStore {

@@ -69,7 +69,8 @@ type StoreOptions struct {
 // the findings of all of them; an error reading the store is an error,
 // never a shorter report.
 func VerifyStore(ctx context.Context, st Store, opts StoreOptions) (*Report, error) {
-	vopts := VerifyOptions{LedgerName: opts.LedgerName, RequireCheckpoints: opts.RequireCheckpoints, Workers: opts.Workers}
+	vopts := VerifyOptions{LedgerName: opts.LedgerName, RequireCheckpoints: opts.RequireCheckpoints, Workers: opts.Workers,
+		Hashes: st, Revocations: st}
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}

@@ -60,21 +60,25 @@ const (
 	FindingUncoveredRevocations   = "uncovered_revocations"    // API key revocations that no valid signed checkpoint commits to yet
 )
 
-// Source is what verification reads: a store, or an exported bundle.
+// Source is what verification reads: a store, or an exported bundle. Its
+// chain head is required: verification holds the chain to the head read
+// before it and the one read after it.
 type Source interface {
 	Tenants(ctx context.Context) ([]string, error)
 	Chain(ctx context.Context, tenantID string, after int64, limit int) ([]json.RawMessage, error)
 	Checkpoints(ctx context.Context, tenantID string) ([]*ledger.Checkpoint, error)
+	HeadSource
 }
 
-// HeadSource is a Source that also knows each tenant's chain head (a store
-// does; a bundle's head is its last record).
+// HeadSource knows each tenant's chain head (a store does; a bundle's
+// head is its last record).
 type HeadSource interface {
 	Head(ctx context.Context, tenantID string) (ledger.Head, error)
 }
 
-// HashScanner is a Source that keeps tree hashes (a store): verification
-// then compares them with the tree it recomputes from the records.
+// HashScanner keeps tree hashes (a store): verification given one
+// (VerifyOptions.Hashes) compares them with the tree it recomputes from
+// the records.
 type HashScanner interface {
 	ScanHashes(ctx context.Context, tenantID string, from int64, limit int) ([]tlog.Hash, error)
 }
@@ -107,6 +111,15 @@ type VerifyOptions struct {
 	// signatures in place of Keys (trusted keys may be published per
 	// tenant). It must not return nil.
 	KeysFor func(tenant string) (KeyVerifier, error)
+	// Hashes, when set, are the source's stored tree hashes, compared with
+	// the tree recomputed from the records (a store's; VerifyStore sets
+	// it). Nil skips the comparison: it is the caller's statement, never
+	// a capability looked for on the source.
+	Hashes HashScanner
+	// Revocations, when set, are the source's API keys, against which the
+	// revocations each valid checkpoint commits to are checked (a store's;
+	// VerifyStore sets it). Nil skips the check.
+	Revocations RevocationSource
 	// RequireCheckpoints makes records that no valid signed checkpoint
 	// covers (those after the tenant's largest checkpoint that verifies)
 	// a finding, uncovered_records. Without it they are a notice: nothing
@@ -147,8 +160,8 @@ func (r *Report) Intact() bool { return len(r.Findings) == 0 }
 // its validation rules; the Merkle tree recomputed from the records
 // against stored tree hashes (when src keeps them) and against every
 // checkpoint, each checkpoint's signature, and the checkpoints' mutual
-// consistency; and, when src keeps API keys (RevocationSource), the
-// revocations each valid checkpoint commits to against those stored. It
+// consistency; and, with opts.Revocations, the revocations each valid
+// checkpoint commits to against those stored. It
 // reports one finding per problem and stops only on an error reading src.
 func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error) {
 	if opts.LedgerName == "" {
@@ -196,7 +209,7 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 			}
 		}
 	}
-	if rs, ok := src.(RevocationSource); ok {
+	if rs := opts.Revocations; rs != nil {
 		if err := verifyRevocations(ctx, rs, valid, opts, rep); err != nil {
 			return nil, err
 		}
@@ -204,8 +217,8 @@ func Verify(ctx context.Context, src Source, opts VerifyOptions) (*Report, error
 	return rep, nil
 }
 
-// RevocationSource is a Source that keeps API keys (a store): Verify then
-// checks what each valid checkpoint states of the tenant's revocations
+// RevocationSource keeps API keys (a store): Verify given one
+// (VerifyOptions.Revocations) checks what each valid checkpoint states of the tenant's revocations
 // against the stored revocations placed before its size.
 type RevocationSource interface {
 	APIKeySource
@@ -345,17 +358,12 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 	// the first head is stored, and none is stored beyond the second;
 	// records appended while the chain is read (a commit that lands after
 	// its server was killed, on PostgreSQL) fall between the two.
-	hs, hasHead := v.src.(HeadSource)
-	var before ledger.Head
-	if hasHead {
-		h, err := hs.Head(ctx, v.tenant)
-		if err != nil {
-			return err
-		}
-		before = h
+	before, err := v.src.Head(ctx, v.tenant)
+	if err != nil {
+		return err
 	}
 	var atBefore ledger.Head // the linked record at before.Seq, once reached
-	if sc, ok := v.src.(HashScanner); ok {
+	if sc := v.opts.Hashes; sc != nil {
 		v.stored = &storedHashes{src: sc, tenant: v.tenant}
 		defer v.stored.stop()
 	}
@@ -399,7 +407,7 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 		}
 		for i := range c.out {
 			v.link(&c.out[i])
-			if hasHead && v.prev.Seq == before.Seq {
+			if v.prev.Seq == before.Seq {
 				atBefore = v.prev
 			}
 		}
@@ -412,21 +420,19 @@ func (v *tenantVerifier) run(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if hasHead {
-		after, err := hs.Head(ctx, v.tenant)
-		if err != nil {
-			return err
-		}
-		switch {
-		case v.prev.Seq < before.Seq || (before.Seq > 0 && atBefore.Hash != before.Hash):
-			// Records the head already covered are gone, or not these.
-			v.add(Finding{Seq: before.Seq, Kind: FindingMissingRecord,
-				Detail: fmt.Sprintf("the chain head is seq %d (%s) but the last stored record is seq %d (%s)", before.Seq, before.Hash, v.prev.Seq, v.prev.Hash)})
-		case v.prev.Seq > after.Seq || (v.prev.Seq == after.Seq && v.prev.Hash != after.Hash):
-			// Records beyond the head, or a head that names another record.
-			v.add(Finding{Seq: after.Seq, Kind: FindingMissingRecord,
-				Detail: fmt.Sprintf("the chain head is seq %d (%s) but the last stored record is seq %d (%s)", after.Seq, after.Hash, v.prev.Seq, v.prev.Hash)})
-		}
+	after, err := v.src.Head(ctx, v.tenant)
+	if err != nil {
+		return err
+	}
+	switch {
+	case v.prev.Seq < before.Seq || (before.Seq > 0 && atBefore.Hash != before.Hash):
+		// Records the head already covered are gone, or not these.
+		v.add(Finding{Seq: before.Seq, Kind: FindingMissingRecord,
+			Detail: fmt.Sprintf("the chain head is seq %d (%s) but the last stored record is seq %d (%s)", before.Seq, before.Hash, v.prev.Seq, v.prev.Hash)})
+	case v.prev.Seq > after.Seq || (v.prev.Seq == after.Seq && v.prev.Hash != after.Hash):
+		// Records beyond the head, or a head that names another record.
+		v.add(Finding{Seq: after.Seq, Kind: FindingMissingRecord,
+			Detail: fmt.Sprintf("the chain head is seq %d (%s) but the last stored record is seq %d (%s)", after.Seq, after.Hash, v.prev.Seq, v.prev.Hash)})
 	}
 	if v.stored != nil {
 		if err := v.stored.compare(ctx, v.hashes, true); err != nil {
@@ -864,9 +870,11 @@ func noteText(msg []byte) string {
 }
 
 // VerifyChains checks every tenant's chain in st: each record's hash and
-// each link. It is Verify without keys, rules or checkpoints' signatures.
+// each link, and its stored tree hashes. It is Verify without keys,
+// rules, checkpoints' signatures or revocations (VerifyStore checks
+// them).
 func VerifyChains(ctx context.Context, st ledger.Store) ([]Finding, int64, error) {
-	rep, err := Verify(ctx, st, VerifyOptions{})
+	rep, err := Verify(ctx, st, VerifyOptions{Hashes: st})
 	if err != nil {
 		return nil, 0, err
 	}
