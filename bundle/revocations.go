@@ -39,11 +39,14 @@ func revocationsName(tenant string) string { return tenantsDir + tenant + "/" + 
 
 // exportRevocations returns the revocations of tenant t that a bundle of
 // its chain up to head carries: those placed at or before head, by key
-// id. A store that keeps no API keys has none.
+// id. A store that cannot list its API keys is refused, not taken to have
+// revoked none: a bundle without a revocation its checkpoints state would
+// fail verification, and one of a ledger whose checkpoints state none
+// would hide them.
 func exportRevocations(ctx context.Context, st ledger.Store, t string, head int64) ([]Revocation, error) {
 	rs, ok := st.(verify.RevocationSource)
 	if !ok {
-		return nil, nil
+		return nil, fmt.Errorf("bundle: the store (%T) cannot list its API keys, so the bundle could not carry %s's revocations", st, t)
 	}
 	keys, err := rs.APIKeys(ctx, t)
 	if err != nil {

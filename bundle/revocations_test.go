@@ -134,3 +134,23 @@ func TestRevocationsInBundle(t *testing.T) {
 		}
 	}
 }
+
+// withoutKeys is a store that has every method of ledger.Store and no
+// others: it cannot list its API keys.
+type withoutKeys struct{ ledger.Store }
+
+// TestExportRefusesAStoreWithoutKeys: an export from a store that cannot
+// list its API keys is refused, not written as if no key had been
+// revoked (a bundle that silently drops revocations fails open).
+func TestExportRefusesAStoreWithoutKeys(t *testing.T) {
+	ring := seededRing(t, "writ", 1, time.Date(2026, 5, 9, 9, 0, 0, 0, time.UTC))
+	st := buildRefundLedger(t, ring, newSeededReader(2), refundRequests(t)[:1])
+	var buf bytes.Buffer
+	_, err := bundle.ExportWith(t.Context(), withoutKeys{st}, &buf, bundle.Options{Keys: ring.Keys(), LedgerName: "writ"})
+	if err == nil || !strings.Contains(err.Error(), "cannot list its API keys") {
+		t.Fatalf("ExportWith(a store without API keys) = %v, want it refused", err)
+	}
+	if _, err := bundle.ExportWith(t.Context(), st, &buf, bundle.Options{Keys: ring.Keys(), LedgerName: "writ"}); err != nil {
+		t.Fatalf("ExportWith(the store itself) = %v", err)
+	}
+}
