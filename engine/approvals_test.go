@@ -193,8 +193,11 @@ func TestApprovalStaleBindings(t *testing.T) {
 	changedArgs := highValue(t)
 	changedArgs.Arguments["amount_inr"] = 16000.0
 	changedArgs.Outputs["refund_amount_inr"] = 16000.0
+	// Another identity verification of the customer, as good as the one
+	// approved on, but another fact.
+	verifyCustomers(t, h.eng, "acme", exampleClock, "cus_77")
 	changedEvidence := highValue(t)
-	changedEvidence.Evidence[0].Hash = "sha256:ffff"
+	changedEvidence.Evidence[0] = writ.Evidence{Kind: "identity_verification", ID: idvOf("cus_77", exampleClock)}
 
 	for _, tt := range []struct {
 		name string
@@ -247,6 +250,7 @@ func TestApprovalStaleUnderNewBundleRevision(t *testing.T) {
 		return &harness{eng: eng, store: st}
 	}
 	h := start(dir, 7)
+	storeOnFile(t, h.eng, dir)
 	req := highValue(t)
 	_, a := askApproval(t, h, req)
 	decideApproval(t, h, a.ApprovalID, writ.ApprovalApproved, "user_finance_lead_77")

@@ -88,6 +88,15 @@ func testContextFromEvidence(t *testing.T, st ledger.Store) {
 			t.Fatal(err)
 		}
 	}
+	// The refund's identity verification (idv_771, which the example
+	// request cites) is on file from the IDV service: a refund accepts
+	// only evidence writ resolves.
+	idv := writ.WithPrincipal(ctx, &writ.Principal{TenantID: "acme", KeyID: "key_idv", Subject: "idv.acme.example", Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
+	verified := exampleClock.Add(-20 * time.Minute)
+	if _, err := eng.AddEvidence(idv, &writ.AddEvidenceRequest{TenantID: "acme", Kind: "identity_verification", ID: "idv_771",
+		SubjectIDs: []string{"customer:cus_77"}, Attributes: map[string]any{"method": "otp"}, ObservedAt: &verified}); err != nil {
+		t.Fatal(err)
+	}
 	add("fa_low", "customer:cus_77", 0.05, exampleClock.Add(-2*time.Hour))
 	add("fa_high", "customer:cus_77", 0.93, exampleClock.Add(-time.Hour))
 	add("fa_other", "customer:cus_12", 0.01, exampleClock.Add(-time.Minute))

@@ -27,7 +27,7 @@ func TestObservedEvidence(t *testing.T) {
 
 func testObservedEvidence(t *testing.T, st ledger.Store) {
 	ctx := context.Background()
-	eng, err := engine.New(ctx, engine.Config{Policy: compile(t, strictRefundPack(t)), Store: st, BindingKey: testBindingKey,
+	eng, err := engine.New(ctx, engine.Config{Policy: compile(t, example("refund")), Store: st, BindingKey: testBindingKey,
 		Now: func() time.Time { return exampleClock }, Random: newSeededReader(11)})
 	if err != nil {
 		t.Fatal(err)

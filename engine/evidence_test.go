@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,29 +76,6 @@ func testStore(t testing.TB, name string) ledger.Store {
 	return st
 }
 
-// strictRefundPack is the refund example whose identity verification
-// must be issued or observed (what the mutating default will be).
-func strictRefundPack(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(example("refund"))); err != nil {
-		t.Fatal(err)
-	}
-	spec := filepath.Join(dir, "specs", "refund-execute.yaml")
-	b, err := os.ReadFile(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.Replace(string(b), "  - kind: identity_verification\n", "  - kind: identity_verification\n    provenance: [issued, observed]\n", 1)
-	if s == string(b) {
-		t.Fatal("the refund spec has no identity_verification requirement to make strict")
-	}
-	if err := os.WriteFile(spec, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 type signer struct {
 	kid  string
 	priv jwk.Key
@@ -159,7 +135,7 @@ func testEvidenceResolution(t *testing.T, st ledger.Store) {
 	idvKey, forger := newSigner(t, "idv-1"), newSigner(t, "idv-1")
 	set := jwk.NewSet()
 	set.AddKey(idvKey.pub)
-	eng, err := engine.New(ctx, engine.Config{Policy: compile(t, strictRefundPack(t)), Store: st, BindingKey: testBindingKey,
+	eng, err := engine.New(ctx, engine.Config{Policy: compile(t, example("refund")), Store: st, BindingKey: testBindingKey,
 		Now: func() time.Time { return exampleClock }, Random: newSeededReader(7),
 		EvidenceIssuers: delegation.EvidenceIssuers{"acme": {{Issuer: "idv.acme.example", Keys: set}}}})
 	if err != nil {

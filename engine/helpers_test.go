@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/packtest"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/sqlite"
 )
@@ -48,6 +50,10 @@ type harness struct {
 	eng   *engine.Engine
 	store *sqlite.Store
 	dir   string
+	// onFile counts, per tenant, the records that put the pack's on-file
+	// evidence in the store before the test began (see storeOnFile);
+	// count leaves them out.
+	onFile map[string]int64
 }
 
 // newHarness starts an engine on a fresh SQLite store with the pack in
@@ -60,6 +66,16 @@ func newHarness(t testing.TB, packDir string, opts ...func(*engine.Config)) *har
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The pack's on-file evidence goes in first, through an engine of its
+	// own on the plain store, so that a test's options (a failing or
+	// stalling store, another clock) meet the test's checks only.
+	seeder, err := engine.New(context.Background(), engine.Config{Policy: pol, Store: st, BindingKey: testBindingKey,
+		Now: func() time.Time { return exampleClock }, Random: newSeededReader(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onFile := storeOnFile(t, seeder, packDir)
+	seeder.Close()
 	cfg := engine.Config{Policy: pol, Store: st, BindingKey: testBindingKey, Now: func() time.Time { return exampleClock }, Random: newSeededReader(1)}
 	for _, o := range opts {
 		o(&cfg)
@@ -72,7 +88,38 @@ func newHarness(t testing.TB, packDir string, opts ...func(*engine.Config)) *har
 		eng.Close()
 		st.Close()
 	})
-	return &harness{eng: eng, store: st, dir: dir}
+	return &harness{eng: eng, store: st, dir: dir, onFile: onFile}
+}
+
+// storeOnFile puts the evidence the pack's tests keep on file (the
+// top-level evidence_store of its tests/*.yaml) in eng's store, submitted
+// by each item's issuer as writ test does, so that the example requests
+// cite evidence writ resolves: a mutating spec's requirement accepts
+// nothing else. It returns the records it sealed, per tenant.
+func storeOnFile(t testing.TB, eng *engine.Engine, packDir string) map[string]int64 {
+	t.Helper()
+	p, err := pack.Load(packDir)
+	if err != nil {
+		t.Fatalf("pack.Load(%s): %v", packDir, err)
+	}
+	files, err := pack.LoadTests(packDir, p)
+	if err != nil {
+		// A test's own variant of a pack may break its tests: nothing on file.
+		t.Logf("no evidence on file: pack.LoadTests(%s): %v", packDir, err)
+		return nil
+	}
+	sealed := map[string]int64{}
+	for _, f := range files {
+		for _, te := range f.EvidenceStore {
+			n, err := packtest.StoreEvidence(context.Background(), eng, "acme", te)
+			if err != nil {
+				t.Fatalf("evidence %s on file in %s: %v", te.ID, packDir, err)
+			}
+			tenant := cmp.Or(te.TenantID, "acme")
+			sealed[tenant] += int64(n)
+		}
+	}
+	return sealed
 }
 
 func compile(t testing.TB, dir string) *policy.Policy {
@@ -114,7 +161,7 @@ func (h *harness) count(t testing.TB, tenant string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return head.Seq
+	return head.Seq - h.onFile[tenant]
 }
 
 // verify checks every chain in the store.

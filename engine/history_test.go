@@ -37,7 +37,34 @@ func refund(t testing.TB, tenant, customer string, n int, now time.Time) *writ.C
 		req.Evidence[i].TenantID = tenant
 		req.Evidence[i].ObservedAt = &observed
 	}
+	if customer != "" {
+		// The customer's own identity verification of the day, which
+		// verifyCustomers put on file.
+		req.Evidence[0] = writ.Evidence{Kind: "identity_verification", ID: idvOf(customer, now), TenantID: tenant}
+	}
 	return req
+}
+
+// idvOf names the identity verification of customer on now's day.
+func idvOf(customer string, now time.Time) string {
+	return "idv_" + customer + "_" + now.UTC().Format("20060102")
+}
+
+// verifyCustomers has the IDV service submit an identity verification
+// of each customer in tenant, observed a minute before now, as item
+// idvOf(customer, now): the evidence refund cites that day, since a
+// refund accepts only evidence writ resolves.
+func verifyCustomers(t testing.TB, eng *engine.Engine, tenant string, now time.Time, customers ...string) {
+	t.Helper()
+	idv := writ.WithPrincipal(context.Background(), &writ.Principal{TenantID: tenant, KeyID: "key_idv_" + tenant, Subject: "idv." + tenant + ".example",
+		Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
+	observed := now.Add(-time.Minute)
+	for _, c := range customers {
+		if _, err := eng.AddEvidence(idv, &writ.AddEvidenceRequest{TenantID: tenant, Kind: "identity_verification", ID: idvOf(c, now),
+			SubjectIDs: []string{"customer:" + c}, ObservedAt: &observed}); err != nil && writ.ErrorCode(err) != writ.ECONFLICT { // ECONFLICT: on file already
+			t.Fatalf("verify %s of %s: %v", c, tenant, err)
+		}
+	}
 }
 
 // replayAll replays every record of the tenant and wants each equal.
@@ -75,6 +102,8 @@ func TestRefundVelocity(t *testing.T) {
 		}
 		return rc
 	}
+	verifyCustomers(t, h.eng, "acme", clk.Now(), "cus_1", "cus_2")
+	verifyCustomers(t, h.eng, "globex", clk.Now(), "cus_1")
 	for i := range 3 {
 		if rc := check(refund(t, "acme", "cus_1", i, clk.Now())); rc.Outcome != writ.OutcomeAllow {
 			t.Fatalf("refund %d of cus_1: outcome %s (%+v), want allow", i+1, rc.Outcome, rc.Reasons)
@@ -104,14 +133,17 @@ func TestRefundVelocity(t *testing.T) {
 	}
 	// The first refund (3 h ago) leaves the window 24 h after it.
 	clk.Add(21 * time.Hour)
+	verifyCustomers(t, h.eng, "acme", clk.Now(), "cus_1") // yesterday's verification is stale
 	if rc := check(refund(t, "acme", "cus_1", 6, clk.Now())); rc.Outcome != writ.OutcomeAllow {
 		t.Errorf("refund of cus_1 24 h after the first: %s %+v, want allow", rc.Outcome, rc.Reasons)
 	}
 	if rc := check(refund(t, "acme", "cus_1", 7, clk.Now())); rc.Outcome != writ.OutcomeGoalFailTerminal {
 		t.Errorf("next refund of cus_1: %s %+v, want denied (3 in the window again)", rc.Outcome, rc.Reasons)
 	}
+	// A refund naming no customer has no customer's identity verified
+	// either (missing_identity_verification beside the velocity rule).
 	rc = check(refund(t, "acme", "", 8, clk.Now()))
-	if rc.SafeToExecute || len(rc.Reasons) != 1 || !strings.Contains(rc.Reasons[0].Message, "could not be evaluated") {
+	if rc.SafeToExecute || len(rc.Reasons) != 2 || !strings.Contains(rc.Reasons[0].Message, "could not be evaluated") || rc.Reasons[1].Code != "missing_identity_verification" {
 		t.Errorf("refund naming no customer: %s %+v, want denied, failing closed", rc.Outcome, rc.Reasons)
 	}
 	h.verify(t)
@@ -138,6 +170,7 @@ func raceRefunds(t *testing.T, engines []*engine.Engine, n int) map[writ.Outcome
 	outcomes := map[writ.Outcome]int{}
 	var wg sync.WaitGroup
 	start := make(chan struct{})
+	verifyCustomers(t, engines[0], "acme", exampleClock, "cus_race")
 	for i := range n {
 		wg.Go(func() {
 			<-start
@@ -165,6 +198,7 @@ func TestHistoryChangedIsADiff(t *testing.T) {
 	h := newHarness(t, example("refund"))
 	ctx := context.Background()
 	var last *writ.Receipt
+	verifyCustomers(t, h.eng, "acme", exampleClock, "cus_1")
 	for i := range 3 {
 		rc, err := h.eng.Check(ctx, refund(t, "acme", "cus_1", i, exampleClock))
 		if err != nil || rc.Outcome != writ.OutcomeAllow {
@@ -213,6 +247,7 @@ func TestExecutedFilter(t *testing.T) {
 	h := newHarness(t, dir)
 	ctx := context.Background()
 	var decisions []string
+	verifyCustomers(t, h.eng, "acme", exampleClock, "cus_1")
 	for i := range 4 {
 		rc, err := h.eng.Check(ctx, refund(t, "acme", "cus_1", i, exampleClock))
 		if err != nil || rc.Outcome != writ.OutcomeAllow {

@@ -30,6 +30,7 @@ func TestMeteredToolCalls(t *testing.T) {
 	}
 	// One customer per refund, so that the velocity rule stays quiet.
 	session := func(n int, sess string, u *writ.Usage) *writ.CheckRequest {
+		verifyCustomers(t, h.eng, "acme", exampleClock, fmt.Sprintf("cus_%s_%d", sess, n))
 		req := refund(t, "acme", fmt.Sprintf("cus_%s_%d", sess, n), n, exampleClock)
 		req.IdempotencyKey = fmt.Sprintf("ik_%s_%d", sess, n)
 		req.InputsRefs.Session = sess
@@ -143,6 +144,7 @@ func TestSessionHole(t *testing.T) {
 	n := 0
 	in := func(sess string) *writ.CheckRequest {
 		n++
+		verifyCustomers(t, h.eng, "acme", exampleClock, fmt.Sprintf("cus_%d", n))
 		req := refund(t, "acme", fmt.Sprintf("cus_%d", n), n, exampleClock)
 		req.InputsRefs.Session = sess
 		return req

@@ -43,6 +43,7 @@ const (
 	RuleMutatingVerification = "mutating-verification" // mutating steps carry evidence and required tool calls
 	RuleExemption            = "exemption"             // exemptions from the rule above, listed
 	RuleClaimedToolCall      = "claimed-tool-call"     // a required tool call that counts claimed calls (observed: false)
+	RuleClaimedEvidence      = "claimed-evidence"      // an evidence requirement of a mutating spec that accepts claimed evidence
 	RuleRetryCeiling         = "retry-ceiling"         // retry budgets within the policies' maxBudget
 	RuleRetryStrategy        = "retry-strategy"        // retry strategies among the policies' allowedStrategies
 	RuleGraphRoot            = "graph-root"            // exactly one root
@@ -198,6 +199,7 @@ func lintPack(fsys fs.FS, dir string, p *pack.Pack, loadErr error) *Report {
 	l.sessionBudgets()
 	l.captures()
 	l.toolOutputs()
+	l.claimedEvidence()
 	l.workflowPolicies()
 	for _, w := range sortedWorkflows(p) {
 		g := newGraph(w)

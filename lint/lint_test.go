@@ -64,7 +64,7 @@ func TestGolden(t *testing.T) {
 		lint.RuleSchema, lint.RuleCEL, lint.RuleMutatingVerification, lint.RuleExemption,
 		lint.RuleRetryCeiling, lint.RuleRetryStrategy, lint.RuleGraphRoot, lint.RuleGraphUnreachable,
 		lint.RuleGraphTerminal, lint.RuleGotoSelf, lint.RuleGraphCycle, lint.RuleGotoGuard, lint.RuleTemplate,
-		lint.RuleClaimedToolCall, lint.RuleProvenance, lint.RuleSessionBudget, lint.RuleEvidenceCapture,
+		lint.RuleClaimedToolCall, lint.RuleClaimedEvidence, lint.RuleProvenance, lint.RuleSessionBudget, lint.RuleEvidenceCapture,
 		lint.RuleToolOutputs,
 	} {
 		if !rules[rule] {

@@ -57,6 +57,9 @@ func (l *linter) workflowPolicies() {
 		}
 	}
 	for _, e := range wp.Exemptions {
+		if e.DecisionKey != "" {
+			continue // a spec's exemption: claimedEvidence checks it
+		}
 		w := l.p.Workflows[e.Workflow]
 		if w == nil {
 			// An exemption may name the workflow at its version.

@@ -1138,20 +1138,18 @@ func sortedBundles(p *Pack) []*Bundle {
 	return out
 }
 
-// MutatingEvidenceDefault turns on the default that evidence of a
-// mutating action class must be issued or observed. It is off until the
-// example packs and their tests carry resolvable evidence (issue 32);
-// a requirement's own provenance list applies either way.
-const MutatingEvidenceDefault = false
-
 // AcceptedProvenance returns the provenances evidence must have to
-// satisfy requirement r of spec s: r's own list, else the default (not
-// claimed for a mutating action class).
+// satisfy requirement r of spec s: r's own list, else the default. The
+// default for a mutating action class is issued or observed, never
+// claimed: a citation writ cannot resolve is the caller's word, and the
+// caller is the party being governed (issue 32). A requirement that
+// truly takes the caller's word writes claimed out, and lint's
+// claimed-evidence rule reports it.
 func (p *Pack) AcceptedProvenance(s *Spec, r *EvidenceRequirement) []string {
 	if len(r.Provenance) > 0 {
 		return r.Provenance
 	}
-	if MutatingEvidenceDefault && p.WorkflowPolicies.Mutating(s.ActionClass) {
+	if p.WorkflowPolicies.Mutating(s.ActionClass) {
 		return []string{"issued", "observed"}
 	}
 	return []string{"issued", "observed", "claimed"}

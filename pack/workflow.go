@@ -151,12 +151,16 @@ type WorkflowPolicies struct {
 	Pos Pos `yaml:"-"`
 }
 
-// Exemption exempts one mutating step from the verification requirement.
+// Exemption exempts one mutating step from the verification requirement
+// (Workflow and Step), or one mutating spec from the rule that its
+// evidence requirements do not accept claimed evidence (DecisionKey).
+// Exactly one of the two shapes is written, with its Reason.
 type Exemption struct {
-	Workflow string `yaml:"workflow" json:"workflow"`
-	Step     string `yaml:"step" json:"step"`
-	Reason   string `yaml:"reason" json:"reason"`
-	Pos      Pos    `yaml:"-" json:"-"`
+	Workflow    string `yaml:"workflow" json:"workflow,omitempty"`
+	Step        string `yaml:"step" json:"step,omitempty"`
+	DecisionKey string `yaml:"decision_key" json:"decision_key,omitempty"`
+	Reason      string `yaml:"reason" json:"reason"`
+	Pos         Pos    `yaml:"-" json:"-"`
 }
 
 // MutatingActionClasses are the seed's mutating action classes: a step of
@@ -178,6 +182,21 @@ func (p *WorkflowPolicies) Mutating(actionClass string) bool {
 // mutating by default, issue 31).
 func (p *WorkflowPolicies) DeclaredMutating(actionClass string) bool {
 	return p != nil && slices.Contains(p.MutatingActionClasses, actionClass)
+}
+
+// SpecExemption returns the exemption of the spec with decision key
+// key, or nil: a written reason for a mutating spec's evidence
+// requirement to accept claimed evidence (lint's claimed-evidence rule).
+func (p *WorkflowPolicies) SpecExemption(key string) *Exemption {
+	if p == nil {
+		return nil
+	}
+	for _, e := range p.Exemptions {
+		if e.DecisionKey != "" && e.DecisionKey == key {
+			return e
+		}
+	}
+	return nil
 }
 
 // ExemptionFor returns the exemption of a workflow's step, or nil. An

@@ -718,6 +718,10 @@ func (d *differ) workflowPolicies(old, new *pack.Pack) {
 	ex := func(es []*pack.Exemption) map[string]*pack.Exemption {
 		m := map[string]*pack.Exemption{}
 		for _, e := range es {
+			if e.DecisionKey != "" {
+				m["spec "+e.DecisionKey] = e
+				continue
+			}
 			m[e.Workflow+"/"+e.Step] = e
 		}
 		return m

@@ -110,7 +110,7 @@ class RefundPack(unittest.TestCase):
         ]
         for name, outcome, mode, terminal, status in cases:
             with self.subTest(name):
-                r = self.agent.check(refund_request(name))
+                r = self.agent.check(self.srv.refund_request(name))
                 got = (r.outcome, r.disposition.mode, r.human_review_terminal)
                 self.assertEqual(got, (outcome, mode, terminal), f"check({name}) = {got}")
                 self.assertEqual(r.safe_to_execute, outcome in ("allow", "allow_with_warning"))
@@ -118,14 +118,14 @@ class RefundPack(unittest.TestCase):
                 rec = self.auditor.record(r.record_id)
                 self.assertEqual(rec["status"], status)
                 self.assertEqual(rec["decision_id"], r.decision_id)
-        up = self.agent.check(refund_request("refund-return-in-transit-upstream-replan"))
+        up = self.agent.check(self.srv.refund_request("refund-return-in-transit-upstream-replan"))
         self.assertEqual(up.routing.return_to_node, "returns_intake")
         self.assertEqual([x.code for x in up.reasons], ["return_not_received"])
 
     def test_guard_blocked_raises_with_the_receipt(self) -> None:
         calls = []
 
-        facts = refund_request("refund-exceeds-order-goal-fail")
+        facts = self.srv.refund_request("refund-exceeds-order-goal-fail")
         del facts["arguments"]
 
         @self.agent.guard("payments.issue_refund", request=lambda *args, **kwargs: facts)
@@ -144,7 +144,7 @@ class RefundPack(unittest.TestCase):
         self.assertEqual([x["kind"] for x in story["records"]], ["check"])
 
     def test_guard_allowed_runs_and_reports(self) -> None:
-        base = refund_request("refund-allow")
+        base = self.srv.refund_request("refund-allow")
         args = base.pop("arguments")
         traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -170,7 +170,7 @@ class RefundPack(unittest.TestCase):
         self.assertEqual(story["records"][1]["record"]["tool_lineage"][0]["tool_result_id"], "rf_881")
 
     def test_guard_reports_a_failed_tool(self) -> None:
-        req = refund_request("refund-allow")
+        req = self.srv.refund_request("refund-allow")
 
         class PaymentsDown(Exception):
             pass
@@ -183,7 +183,7 @@ class RefundPack(unittest.TestCase):
         self.assertEqual(story["records"][1]["record"]["execution"]["error"]["code"], "PaymentsDown")
 
     def test_execution_report(self) -> None:
-        r = self.agent.check(refund_request("refund-allow"))
+        r = self.agent.check(self.srv.refund_request("refund-allow"))
         self.assertTrue(r.safe_to_execute)
         self.assertTrue(r.report_required)
         ack = self.agent.report_execution(r.decision_id, "succeeded", result={"refund_id": "rf_9"},
@@ -197,8 +197,8 @@ class RefundPack(unittest.TestCase):
         self.assertEqual(cm.exception.status, 409)
 
     def test_retract_feedback_links_erase(self) -> None:
-        blocked = self.agent.check(refund_request("refund-exceeds-order-goal-fail"))
-        allowed = self.agent.check(refund_request("refund-allow"))
+        blocked = self.agent.check(self.srv.refund_request("refund-exceeds-order-goal-fail"))
+        allowed = self.agent.check(self.srv.refund_request("refund-allow"))
         ack = self.auditor.retract(blocked.record_id, "decided on a stale order total")
         self.assertEqual((ack["kind"], ack["about"], ack["decision_id"], ack["status"]),
                          ("retraction", blocked.record_id, blocked.decision_id, "CLOSED"))
@@ -230,7 +230,7 @@ class RefundPack(unittest.TestCase):
         self.assertEqual(rec["actor"]["id"], DPO)
 
     def test_approval_flow_with_the_guard_waiting(self) -> None:
-        base = refund_request("refund-high-value-human-review")
+        base = self.srv.refund_request("refund-high-value-human-review")
         args = base.pop("arguments")
         ran = []
 
@@ -282,7 +282,7 @@ class RefundPack(unittest.TestCase):
         return any(str(amount) in r.message for r in a.reasons)
 
     def test_approval_denied_then_resume(self) -> None:
-        req = refund_request("refund-high-value-human-review")
+        req = self.srv.refund_request("refund-high-value-human-review")
         r = self.agent.check(req)
         self.assertTrue(r.awaits_approval)
         denied = self.finance.deny(r.approval_ids[0], "not this one")
@@ -292,7 +292,7 @@ class RefundPack(unittest.TestCase):
         self.assertIn("approval_denied", [x.code for x in again.reasons])
 
     def test_resume_wait_in_vain(self) -> None:
-        req = refund_request("refund-high-value-human-review")
+        req = self.srv.refund_request("refund-high-value-human-review")
         r = self.agent.check(req)
         again = self.agent.resume(r.decision_id, req, wait=1)
         self.assertEqual((again.repeated, again.safe_to_execute), ("still_waiting", False))
@@ -305,15 +305,15 @@ class RefundPack(unittest.TestCase):
         self.assertEqual([(e.field, e.message) for e in p.errors], [("tenant_id", "must be a string, not a number")])
 
         with self.assertRaises(writ.Unauthenticated):
-            writ.Client(self.srv.url, "wk_not_a_key").check(refund_request("refund-allow"))
+            writ.Client(self.srv.url, "wk_not_a_key").check(self.srv.refund_request("refund-allow"))
         with self.assertRaises(writ.Forbidden) as cm2:
-            self.finance.check(refund_request("refund-allow"))
+            self.finance.check(self.srv.refund_request("refund-allow"))
         self.assertEqual(cm2.exception.code, "forbidden")
         with self.assertRaises(writ.NotFound):
             self.auditor.decision("dec_does_not_exist")
 
         # The same idempotency key with other arguments is a conflict.
-        req = refund_request("refund-allow", idempotency_key="ik_conflict_" + os.urandom(4).hex())
+        req = self.srv.refund_request("refund-allow", idempotency_key="ik_conflict_" + os.urandom(4).hex())
         first = self.agent.check(req)
         self.assertTrue(first.safe_to_execute)
         self.assertEqual(self.agent.check(req).repeated, "idempotent")
@@ -327,7 +327,7 @@ class RefundPack(unittest.TestCase):
         self.addCleanup(proxy.close)
         slept = []
         c = writ.Client(proxy.url, self.srv.tokens[AGENT], sleep=slept.append)
-        r = c.check(refund_request("refund-allow"))
+        r = c.check(self.srv.refund_request("refund-allow"))
         self.assertTrue(r.safe_to_execute)
         self.assertEqual(slept, [2.0], "waited what Retry-After said")
         self.assertEqual(proxy.seen, ["503 /v1/check", "200 /v1/check"])
@@ -338,7 +338,7 @@ class RefundPack(unittest.TestCase):
         slept = []
         c = writ.Client(proxy.url, self.srv.tokens[AGENT], sleep=slept.append, max_retries=2)
         with self.assertRaises(writ.Unavailable) as cm:
-            c.check(refund_request("refund-allow"))
+            c.check(self.srv.refund_request("refund-allow"))
         self.assertEqual((cm.exception.status, cm.exception.receipt), (503, None))
         self.assertEqual(slept, [1.0, 1.0])
         self.assertEqual(len(proxy.seen), 3)

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "framework_stubs"))
 sys.path.insert(0, os.path.join(PY, "examples", "frameworks"))
 
 import writ  # noqa: E402
-from writserver import REPO, WritServer, refund_request  # noqa: E402
+from writserver import REPO, WritServer  # noqa: E402
 
 import agents  # noqa: E402  (the stand-in)
 import langgraph_refund  # noqa: E402
@@ -36,9 +36,12 @@ from temporalio.exceptions import ApplicationError  # noqa: E402
 AGENT, FINANCE, AUDITOR = "agt_support_service", "user_finance_lead_77", "auditor_olga"
 
 
-def facts_of(example: str, amount: int) -> dict:
-    """The check's facts (actor, subjects, evidence, context, outputs) from a refund example."""
-    r = refund_request(example)
+def facts_of(srv: WritServer, example: str, amount: int) -> dict:
+    """The check's facts (actor, subjects, evidence, context, outputs) from a refund example.
+
+    Its identity verification is on file with srv, submitted by the IDV service.
+    """
+    r = srv.refund_request(example)
     for k in ("tool", "arguments", "tool_call_id"):
         r.pop(k, None)
     r["outputs"] = {"refund_amount_inr": amount, "currency": "INR", "order_id": "ord_881"}
@@ -87,14 +90,14 @@ class Frameworks(unittest.TestCase):
 
     def test_langgraph_allowed(self) -> None:
         g, issued = self.graph([4200])
-        out = g.invoke({"facts": facts_of("refund-allow", 4200)})
+        out = g.invoke({"facts": facts_of(self.srv, "refund-allow", 4200)})
         self.assertEqual(g.trail, ["returns_intake", "support_agent", "writ_check", "issue_refund"])
         self.assertEqual(issued, [args(4200)])
         self.assertEqual(self.kinds(out["receipt"]["decision_id"]), ["check", "execution_report"])
 
     def test_langgraph_human_review_interrupts(self) -> None:
         g, issued = self.graph([15000])
-        paused = g.invoke({"facts": facts_of("refund-high-value-human-review", 15000)})
+        paused = g.invoke({"facts": facts_of(self.srv, "refund-high-value-human-review", 15000)})
         [pause] = paused["__interrupt__"]
         self.assertEqual((issued, pause["target_hint"]), ([], "finance_approvers"))
         self.finance.approve(pause["approval_ids"][0], "order history checked")
@@ -106,7 +109,7 @@ class Frameworks(unittest.TestCase):
 
     def test_langgraph_upstream_replan_reroutes(self) -> None:
         g, issued = self.graph([4200, 4200])
-        g.invoke({"facts": facts_of("refund-return-in-transit-upstream-replan", 4200)})
+        g.invoke({"facts": facts_of(self.srv, "refund-return-in-transit-upstream-replan", 4200)})
         self.assertEqual(g.trail, ["returns_intake", "support_agent", "writ_check",
                                    "returns_intake", "support_agent", "writ_check", "issue_refund"])
         self.assertEqual(len(issued), 1)
@@ -115,7 +118,7 @@ class Frameworks(unittest.TestCase):
 
     def test_openai_agents_allowed(self) -> None:
         issued = []
-        refund = openai_agents_refund.GovernedRefund(self.agent, facts_of("refund-allow", 4200),
+        refund = openai_agents_refund.GovernedRefund(self.agent, facts_of(self.srv, "refund-allow", 4200),
                                                      lambda a: issued.append(a) or {"refund_id": "rf_1"})
         res = asyncio.run(agents.run_tool_call(refund.tool, "call_a", args(4200)))
         self.assertEqual(res.interruptions, [])
@@ -124,7 +127,7 @@ class Frameworks(unittest.TestCase):
 
     def test_openai_agents_human_review(self) -> None:
         issued = []
-        refund = openai_agents_refund.GovernedRefund(self.agent, facts_of("refund-high-value-human-review", 15000),
+        refund = openai_agents_refund.GovernedRefund(self.agent, facts_of(self.srv, "refund-high-value-human-review", 15000),
                                                      lambda a: issued.append(a) or {"refund_id": "rf_2"})
         res = asyncio.run(agents.run_tool_call(refund.tool, "call_h", args(15000)))
         self.assertEqual((len(res.interruptions), issued), (1, []))
@@ -137,7 +140,7 @@ class Frameworks(unittest.TestCase):
 
     def test_openai_agents_blocked_answers_the_receipt(self) -> None:
         refund = openai_agents_refund.GovernedRefund(
-            self.agent, facts_of("refund-return-in-transit-upstream-replan", 4200), lambda a: self.fail("ran"))
+            self.agent, facts_of(self.srv, "refund-return-in-transit-upstream-replan", 4200), lambda a: self.fail("ran"))
         res = asyncio.run(agents.run_tool_call(refund.tool, "call_u", args(4200)))
         self.assertIn('"mode": "upstream_replan"', res.final_output)
         self.assertIn('"return_to_node": "returns_intake"', res.final_output)
@@ -151,13 +154,13 @@ class Frameworks(unittest.TestCase):
 
     def test_temporal_allowed(self) -> None:
         issued = []
-        out = asyncio.run(self.workflow(issued).run(facts_of("refund-allow", 4200), args(4200)))
+        out = asyncio.run(self.workflow(issued).run(facts_of(self.srv, "refund-allow", 4200), args(4200)))
         self.assertEqual((out["status"], out["result"]), ("refunded", {"refund_id": "rf_t"}))
         self.assertEqual(self.kinds(out["decision_id"]), ["check", "execution_report"])
 
     def test_temporal_waits_for_the_approval(self) -> None:
         issued, out = [], {}
-        facts = facts_of("refund-high-value-human-review", 15000)
+        facts = facts_of(self.srv, "refund-high-value-human-review", 15000)
         wf = self.workflow(issued)
         t = threading.Thread(target=lambda: out.update(asyncio.run(wf.run(facts, args(15000)))))
         t.start()
@@ -170,10 +173,10 @@ class Frameworks(unittest.TestCase):
         self.assertEqual(self.kinds(out["decision_id"]), ["check", "approval_decision", "check", "execution_report"])
 
     def test_temporal_replan_and_terminal(self) -> None:
-        out = asyncio.run(self.workflow([]).run(facts_of("refund-return-in-transit-upstream-replan", 4200), args(4200)))
+        out = asyncio.run(self.workflow([]).run(facts_of(self.srv, "refund-return-in-transit-upstream-replan", 4200), args(4200)))
         self.assertEqual((out["status"], out["return_to_node"]), ("returned", "returns_intake"))
         with self.assertRaises(ApplicationError) as cm:
-            asyncio.run(self.workflow([]).run(facts_of("refund-exceeds-order-goal-fail", 20000), args(20000)))
+            asyncio.run(self.workflow([]).run(facts_of(self.srv, "refund-exceeds-order-goal-fail", 20000), args(20000)))
         self.assertEqual((cm.exception.type, cm.exception.non_retryable), ("terminal_block", True))
 
 

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import writ  # noqa: E402
 from flaky_proxy import FlakyProxy  # noqa: E402
-from writserver import WritServer, refund_request  # noqa: E402
+from writserver import WritServer  # noqa: E402
 
 AGENT, FINANCE, AUDITOR = "agt_support_service", "user_finance_lead_77", "auditor_olga"
 
@@ -43,7 +43,7 @@ class Production(unittest.TestCase):
     # ---- never lose a result -------------------------------------------
 
     def test_writ_killed_mid_tool_raises_report_failed_and_the_outbox_keeps_the_report(self) -> None:
-        base = refund_request("refund-allow")
+        base = self.srv.refund_request("refund-allow")
         args = base.pop("arguments")
         outbox = writ.FileOutbox(os.path.join(self.tmp, "outbox.jsonl"))
         refunds: List[int] = []
@@ -79,7 +79,7 @@ class Production(unittest.TestCase):
 
     def test_an_agent_crash_mid_tool_is_reported_from_the_outbox(self) -> None:
         path = os.path.join(self.tmp, "outbox.jsonl")
-        req = refund_request("refund-allow")
+        req = self.srv.refund_request("refund-allow")
         p = self.agent.permit(req, outbox=writ.FileOutbox(path))
         p.__enter__()  # the tool starts ... and the agent dies before __exit__
         decision_id = p.receipt.decision_id if p.receipt else ""
@@ -96,7 +96,7 @@ class Production(unittest.TestCase):
         proxy = FlakyProxy(self.srv.url, fail=100, retry_after="0", only="/execution")
         try:
             agent = writ.Client(proxy.url, self.srv.tokens[AGENT], sleep=lambda s: None)
-            base = refund_request("refund-allow")
+            base = self.srv.refund_request("refund-allow")
             args = base.pop("arguments")
 
             @agent.guard("payments.issue_refund", request=base)
@@ -114,7 +114,7 @@ class Production(unittest.TestCase):
     # ---- async ------------------------------------------------------------
 
     def test_an_async_tool_that_raises_is_reported_failed(self) -> None:
-        base = refund_request("refund-allow")
+        base = self.srv.refund_request("refund-allow")
         args = base.pop("arguments")
 
         @self.agent.guard("payments.issue_refund", request=base)
@@ -137,7 +137,7 @@ class Production(unittest.TestCase):
         self.assertEqual(story["records"][-1]["record"]["execution"]["error"]["code"], "RuntimeError")
 
     def test_an_async_tool_is_awaited_before_its_report(self) -> None:
-        base = refund_request("refund-allow")
+        base = self.srv.refund_request("refund-allow")
         args = base.pop("arguments")
         client = writ.AsyncClient(self.srv.url, self.srv.tokens[AGENT])
 
@@ -147,11 +147,11 @@ class Production(unittest.TestCase):
             return {"refund_id": "rf_async"}
 
         self.assertEqual(asyncio.run(issue_refund(**args)), {"refund_id": "rf_async"})
-        r = asyncio.run(client.check(refund_request("refund-missing-idv-local-replan")))
+        r = asyncio.run(client.check(self.srv.refund_request("refund-missing-idv-local-replan")))
         self.assertEqual(r.disposition.mode, "local_replan")
 
     def test_a_sync_function_returning_a_coroutine_is_not_reported_succeeded(self) -> None:
-        base = refund_request("refund-allow")
+        base = self.srv.refund_request("refund-allow")
         args = base.pop("arguments")
 
         async def later() -> str:
@@ -177,7 +177,7 @@ class Production(unittest.TestCase):
 
     def test_the_clients_own_pending_store_reuses_the_approval_by_default(self) -> None:
         # No pending= anywhere: the client's in-memory store is the guard's.
-        base = refund_request("refund-high-value-human-review")
+        base = self.srv.refund_request("refund-high-value-human-review")
         args = base.pop("arguments")
 
         @self.agent.guard("payments.issue_refund", request=base)
@@ -192,7 +192,7 @@ class Production(unittest.TestCase):
         self.assertIsInstance(self.agent.pending, writ.MemoryPendingStore)
 
     def test_a_guard_timeout_then_a_second_call_reuses_the_approval(self) -> None:
-        base = refund_request("refund-high-value-human-review")
+        base = self.srv.refund_request("refund-high-value-human-review")
         args = base.pop("arguments")
         pending = writ.MemoryPendingStore()
         ran: List[int] = []
@@ -218,7 +218,7 @@ class Production(unittest.TestCase):
         self.assertEqual(story["state"]["execution"], "succeeded")
 
     def test_a_restored_run_resumes_the_same_decision(self) -> None:
-        base = refund_request("refund-high-value-human-review")
+        base = self.srv.refund_request("refund-high-value-human-review")
         args = base.pop("arguments")
         path = os.path.join(self.tmp, "pending.json")
 
@@ -240,7 +240,7 @@ class Production(unittest.TestCase):
             {"tool": "payments.issue_refund", **base, "arguments": args}))), None, "settled, so forgotten")
 
     def test_withdraw(self) -> None:
-        base = refund_request("refund-high-value-human-review")
+        base = self.srv.refund_request("refund-high-value-human-review")
         args = base.pop("arguments")
         pending = writ.MemoryPendingStore()
 

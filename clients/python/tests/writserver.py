@@ -21,6 +21,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Optional, Tuple
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+# IDV is the refund example's identity verification service: an issuer
+# key of the tenant, which every keyed server of the refund pack has.
+IDV = "idv.acme.example"
 _bin: Optional[str] = None
 _lock = threading.Lock()
 
@@ -48,6 +51,8 @@ class WritServer:
     ``keys`` maps a subject to its roles; each key is created with
     `writ keys create` before the server starts, and its token is in
     ``tokens[subject]``. Without keys the server runs in development mode.
+    A keyed server of the refund pack also has the IDV service's issuer
+    key (``tokens[IDV]``), which :meth:`refund_request` submits with.
     """
 
     def __init__(self, pack: str = "examples/refund", keys: Optional[Dict[str, str]] = None,
@@ -56,7 +61,10 @@ class WritServer:
         self.data = os.path.join(self.tmp, "data")
         self.tenant = tenant
         self.tokens: Dict[str, str] = {}
-        for subject, roles in (keys or {}).items():
+        keys = dict(keys or {})
+        if keys and pack == "examples/refund":
+            keys.setdefault(IDV, "issuer")
+        for subject, roles in keys.items():
             # An agent key is an orchestrator's: it acts for the agents
             # the example requests name (docs/trust.md).
             acts = ["--actor-type", "SERVICE", "--acts-for", "AGENT:*"] if "agent" in roles else []
@@ -84,6 +92,31 @@ class WritServer:
             raise RuntimeError(f"writ serve did not start: {err}")
         # Keep reading stdout so the server never blocks on a full pipe.
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+
+    def refund_request(self, name: str, **over: Any) -> Dict[str, Any]:
+        """:func:`refund_request`, its identity verification a fact writ resolves.
+
+        A refund is a mutating action, so writ accepts only evidence it can
+        resolve: the IDV service submits, with its issuer key, a fresh
+        identity verification about the request's (new) customer, and the
+        request cites it by id, as an agent does once the customer is
+        verified. A request that cites none is returned as it is.
+        """
+        r = refund_request(name, **over)
+        if IDV not in self.tokens:
+            return r
+        import writ  # the client under test; the test modules put it on the path
+
+        idv = writ.Client(self.url, self.tokens[IDV])
+        customers = [s for s in r.get("subject_ids", []) if s.startswith("customer:")]
+        for i, e in enumerate(r.get("evidence", [])):
+            if e.get("kind") != "identity_verification":
+                continue
+            stored = idv.submit_evidence("identity_verification", id="idv_" + uuid.uuid4().hex[:12],
+                                         subject_ids=customers, attributes=e.get("attributes"),
+                                         observed_at=e["observed_at"])
+            r["evidence"][i] = {"kind": "identity_verification", "id": stored["item"]["id"]}
+        return r
 
     def kill(self) -> None:
         """Kills `writ serve` (SIGKILL) and waits for it: writ is down."""

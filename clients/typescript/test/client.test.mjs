@@ -31,7 +31,7 @@ test('every outcome', async (t) => {
   ];
   for (const [name, outcome, mode, terminal, status] of cases) {
     await t.test(name, async () => {
-      const r = await agent.check(refundRequest(name));
+      const r = await agent.check(await srv.refundRequest(name));
       assert.deepEqual([r.outcome, r.disposition.mode, r.human_review_terminal], [outcome, mode, terminal], `check(${name})`);
       assert.equal(r.safe_to_execute, outcome.startsWith('allow'));
       assert.ok(r.metadata.record_id, 'every receipt names its durable record');
@@ -79,7 +79,7 @@ test('evidence: an issuer stores an item, an agent cites it, a revocation refuse
 });
 
 test('a blocked call throws Blocked with the receipt, and the tool never runs', async () => {
-  const { arguments: _a, ...base } = refundRequest('refund-exceeds-order-goal-fail');
+  const { arguments: _a, ...base } = await srv.refundRequest('refund-exceeds-order-goal-fail');
   const calls = [];
   const issueRefund = agent.guard('payments.issue_refund', (args) => { calls.push(args); return { refund_id: 'rf_1' }; },
     { request: base });
@@ -94,7 +94,7 @@ test('a blocked call throws Blocked with the receipt, and the tool never runs', 
 });
 
 test('an allowed call runs and is reported, in the caller\'s trace', async () => {
-  const { arguments: args, ...base } = refundRequest('refund-allow');
+  const { arguments: args, ...base } = await srv.refundRequest('refund-allow');
   const traceId = createHash('sha256').update(String(Math.random())).digest('hex').slice(0, 32);
   const tracing = new writ.Client(srv.url, { apiKey: srv.tokens[AGENT], traceparent: () => `00-${traceId}-00f067aa0ba902b7-01` });
   const issueRefund = tracing.guard('payments.issue_refund', async (a) => ({ refund_id: 'rf_881', amount_inr: a.amount_inr }),
@@ -121,7 +121,7 @@ test('an allowed call runs and is reported, in the caller\'s trace', async () =>
 });
 
 test('an execution report, its repeat and a conflicting one', async () => {
-  const r = await agent.check(refundRequest('refund-allow'));
+  const r = await agent.check(await srv.refundRequest('refund-allow'));
   assert.equal(r.metadata.execution_report, 'required');
   const ack = await agent.reportExecution(r.decision_id, { status: 'succeeded', result: { refund_id: 'rf_9' }, tool_result_id: 'tr_121' });
   assert.deepEqual([ack.status, ack.execution, ack.findings, ack.repeated], ['CLOSED', 'succeeded', [], undefined]);
@@ -131,7 +131,7 @@ test('an execution report, its repeat and a conflicting one', async () => {
 });
 
 test('an approval flow end to end: the guard waits, the approver approves, the tool runs', async () => {
-  const { arguments: args, ...base } = refundRequest('refund-high-value-human-review');
+  const { arguments: args, ...base } = await srv.refundRequest('refund-high-value-human-review');
   const ran = [];
   const issueRefund = agent.guard('payments.issue_refund', (a) => { ran.push(a.amount_inr); return { refund_id: 'rf_15000' }; },
     { request: base, wait: '2m' });
@@ -155,7 +155,7 @@ test('an approval flow end to end: the guard waits, the approver approves, the t
 });
 
 test('resume: a denied approval is terminal, a wait in vain is still_waiting', async () => {
-  const req = refundRequest('refund-high-value-human-review');
+  const req = await srv.refundRequest('refund-high-value-human-review');
   const r = await agent.check(req);
   assert.ok(writ.awaitsApproval(r));
   const vain = await agent.resume(r.decision_id, req, { wait: '1s' });
@@ -171,10 +171,10 @@ test('problems surface as typed errors carrying the problem', async () => {
   assert.ok(err instanceof writ.Invalid, `got ${err}`);
   assert.deepEqual([err.status, err.code, err.problem.type], [400, 'invalid', 'urn:writ:problem:invalid']);
   assert.deepEqual(err.problem.errors, [{ field: 'tenant_id', message: 'must be a string, not a number' }]);
-  await assert.rejects(new writ.Client(srv.url, { apiKey: 'wk_not_a_key' }).check(refundRequest('refund-allow')), writ.Unauthenticated);
-  await assert.rejects(finance.check(refundRequest('refund-allow')), writ.Forbidden);
+  await assert.rejects(new writ.Client(srv.url, { apiKey: 'wk_not_a_key' }).check(await srv.refundRequest('refund-allow')), writ.Unauthenticated);
+  await assert.rejects(finance.check(await srv.refundRequest('refund-allow')), writ.Forbidden);
   await assert.rejects(auditor.decision('dec_does_not_exist'), writ.NotFound);
-  const req = refundRequest('refund-allow', { idempotency_key: writ.newIdempotencyKey() });
+  const req = await srv.refundRequest('refund-allow', { idempotency_key: writ.newIdempotencyKey() });
   assert.equal((await agent.check(req)).safe_to_execute, true);
   assert.equal((await agent.check(req)).metadata.repeated, 'idempotent');
   const other = { ...req, arguments: { ...req.arguments, amount_inr: 4100 }, outputs: { ...req.outputs, refund_amount_inr: 4100 } };
@@ -186,7 +186,7 @@ test('a 503 is retried after its Retry-After', async () => {
   try {
     const slept = [];
     const c = new writ.Client(proxy.url, { apiKey: srv.tokens[AGENT], sleep: async (s) => { slept.push(s); } });
-    const r = await c.check(refundRequest('refund-allow'));
+    const r = await c.check(await srv.refundRequest('refund-allow'));
     assert.equal(r.safe_to_execute, true);
     assert.deepEqual(slept, [2]);
     assert.deepEqual(proxy.seen, ['503 /v1/check', '200 /v1/check']);
@@ -198,7 +198,7 @@ test('a 503 that persists is Unavailable with the problem', async () => {
   try {
     const slept = [];
     const c = new writ.Client(proxy.url, { apiKey: srv.tokens[AGENT], maxRetries: 2, sleep: async (s) => { slept.push(s); } });
-    const err = await c.check(refundRequest('refund-allow')).catch((e) => e);
+    const err = await c.check(await srv.refundRequest('refund-allow')).catch((e) => e);
     assert.ok(err instanceof writ.Unavailable, `got ${err}`);
     assert.deepEqual([err.status, err.receipt, slept], [503, undefined, [1, 1]]);
   } finally { await proxy.close(); }

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as writ from '../dist/index.js';
 import { FileOutbox, FilePendingStore } from '../dist/node.js';
-import { startWrit, refundRequest, faultProxy } from './writserver.mjs';
+import { startWrit, faultProxy } from './writserver.mjs';
 
 const AGENT = 'agt_support_service', FINANCE = 'user_finance_lead_77', AUDITOR = 'auditor_olga';
 const keys = { [AGENT]: 'agent', [FINANCE]: 'approver', [AUDITOR]: 'auditor' };
@@ -31,16 +31,17 @@ after(async () => {
 
 const digest = (json) => 'sha256:' + createHash('sha256').update(json).digest('hex');
 
-// split separates a refund pack example into the guard's tool, arguments and parts.
-function split(name) {
-  const { tool, arguments: args, ...parts } = refundRequest(name);
+// split separates a refund pack example into the guard's tool, arguments
+// and parts, its identity verification on file with server.
+async function split(name, server = srv) {
+  const { tool, arguments: args, ...parts } = await server.refundRequest(name);
   return { tool, args, parts };
 }
 
 test('writ killed while the tool runs: ReportFailed carries the result and the decision', async () => {
   const doomed = await startWrit({ keys });
   const c = new writ.Client(doomed.url, { apiKey: doomed.tokens[AGENT] });
-  const { tool, args, parts } = split('refund-allow');
+  const { tool, args, parts } = await split('refund-allow', doomed);
   const ran = [];
   const issueRefund = c.guard(tool, async (a) => {
     ran.push(a.amount_inr);
@@ -70,7 +71,7 @@ test('every other way a report fails after the tool ran is ReportFailed, and its
       const proxy = await faultProxy(srv.url, { match: /\/execution$/, fault });
       try {
         const c = new writ.Client(proxy.url, { apiKey: srv.tokens[AGENT], ...copts });
-        const { tool, args, parts } = split('refund-allow');
+        const { tool, args, parts } = await split('refund-allow');
         const ctl = new AbortController();
         const ran = [];
         const issueRefund = c.guard(tool, async (a) => {
@@ -98,7 +99,7 @@ test('transport failures are typed, never a raw TypeError or DOMException', asyn
     const gone = await startWrit({ keys });
     const url = gone.url;
     await gone.close();
-    const err = await new writ.Client(url, { apiKey: 'wk_x' }).check(refundRequest('refund-allow')).catch((e) => e);
+    const err = await new writ.Client(url, { apiKey: 'wk_x' }).check(await srv.refundRequest('refund-allow')).catch((e) => e);
     assert.ok(err instanceof writ.Unreachable && err instanceof writ.TransportError && err instanceof writ.WritError, `got ${err}`);
     assert.match(err.message, /ECONNREFUSED/);
   });
@@ -106,10 +107,10 @@ test('transport failures are typed, never a raw TypeError or DOMException', asyn
     const proxy = await faultProxy(srv.url, { match: /^\/v1\/check$/, fault: 'hang' });
     try {
       const c = new writ.Client(proxy.url, { apiKey: srv.tokens[AGENT], timeout: 0.5 });
-      const err = await c.check(refundRequest('refund-allow')).catch((e) => e);
+      const err = await c.check(await srv.refundRequest('refund-allow')).catch((e) => e);
       assert.ok(err instanceof writ.Timeout, `got ${err}`);
       assert.equal(err.seconds, 0.5);
-      const err2 = await agent.check(refundRequest('refund-allow'), { timeout: 0 }).catch((e) => e);
+      const err2 = await agent.check(await srv.refundRequest('refund-allow'), { timeout: 0 }).catch((e) => e);
       assert.ok(err2 instanceof writ.Timeout, `a call's own timeout: got ${err2}`);
     } finally { await proxy.close(); }
   });
@@ -118,12 +119,12 @@ test('transport failures are typed, never a raw TypeError or DOMException', asyn
     try {
       const c = new writ.Client(proxy.url, { apiKey: srv.tokens[AGENT] });
       const ctl = new AbortController();
-      const pending = c.check(refundRequest('refund-allow'), { signal: ctl.signal }).catch((e) => e);
+      const pending = c.check(await srv.refundRequest('refund-allow'), { signal: ctl.signal }).catch((e) => e);
       ctl.abort();
       const err = await pending;
       assert.ok(err instanceof writ.Aborted, `got ${err}`);
       assert.equal(err.cause?.name, 'AbortError');
-      const before = await agent.check(refundRequest('refund-allow'), { signal: AbortSignal.abort() }).catch((e) => e);
+      const before = await agent.check(await srv.refundRequest('refund-allow'), { signal: AbortSignal.abort() }).catch((e) => e);
       assert.ok(before instanceof writ.Aborted, `got ${before}`);
       // Every method takes the signal last.
       const gone = { signal: AbortSignal.abort() };
@@ -135,7 +136,7 @@ test('transport failures are typed, never a raw TypeError or DOMException', asyn
         () => agent.reportExecution('dec_x', { status: 'succeeded' }, gone), () => agent.resume('dec_x', {}, gone)]) {
         await assert.rejects(call(), writ.Aborted, String(call));
       }
-      const { tool, args, parts } = split('refund-allow');
+      const { tool, args, parts } = await split('refund-allow');
       const ran = [];
       const g = c.guard(tool, (a) => { ran.push(a); return 'x'; }, { request: parts });
       const ctl2 = new AbortController();
@@ -150,7 +151,7 @@ test('transport failures are typed, never a raw TypeError or DOMException', asyn
 test('a wait over 5m is refused before any request', async () => {
   const sent = [];
   const c = new writ.Client(srv.url, { apiKey: srv.tokens[AGENT], fetch: (u, init) => { sent.push(String(u)); return fetch(u, init); } });
-  const { tool, args, parts } = split('refund-high-value-human-review');
+  const { tool, args, parts } = await split('refund-high-value-human-review');
   const ran = [];
   const g = c.guard(tool, (a) => { ran.push(a); return 'x'; }, { request: parts, wait: '10m' });
   const err = await g(args).catch((e) => e);
@@ -158,7 +159,7 @@ test('a wait over 5m is refused before any request', async () => {
   assert.equal(err.field, 'wait');
   assert.match(err.message, /over writ's maximum, 5m/);
   for (const bad of ['10m', '5m1s', 'soon', '-1s', '1d']) {
-    await assert.rejects(c.resume('dec_x', refundRequest('refund-allow'), { wait: bad }), writ.InvalidArgument, bad);
+    await assert.rejects(c.resume('dec_x', await srv.refundRequest('refund-allow'), { wait: bad }), writ.InvalidArgument, bad);
   }
   await assert.rejects(c.decision(''), writ.InvalidArgument);
   assert.deepEqual([sent, ran], [[], []], 'no request was sent and no tool ran');
@@ -173,7 +174,7 @@ async function pendingFor(decisionId) {
 }
 
 test('a guard that stopped waiting, called again, reuses the approval instead of opening another', async () => {
-  const { tool, args, parts } = split('refund-high-value-human-review');
+  const { tool, args, parts } = await split('refund-high-value-human-review');
   const ran = [];
   const issueRefund = agent.guard(tool, (a) => { ran.push(a.amount_inr); return { refund_id: 'rf_reused' }; },
     { request: parts, wait: '1s' });
@@ -203,7 +204,7 @@ test('a guard that stopped waiting, called again, reuses the approval instead of
 
 test('the pending approval survives a restart in a FilePendingStore', async () => {
   const file = path.join(tmp, 'pending.json');
-  const { tool, args, parts } = split('refund-high-value-human-review');
+  const { tool, args, parts } = await split('refund-high-value-human-review');
   const run = () => ({ refund_id: 'rf_restart' });
   const before = new writ.Client(srv.url, { apiKey: srv.tokens[AGENT], pending: new FilePendingStore(file) });
   const first = await before.guard(tool, run, { request: parts })(args).catch((e) => e);
@@ -222,7 +223,7 @@ test('the pending approval survives a restart in a FilePendingStore', async () =
 
 test('the agent crashes after its tool ran: the outbox replays the report on start', async () => {
   const journal = path.join(tmp, 'outbox.jsonl');
-  const req = refundRequest('refund-allow');
+  const req = await srv.refundRequest('refund-allow');
   const child = await new Promise((resolve) => {
     execFile(process.execPath, [path.join(import.meta.dirname, 'crash-agent.mjs'), srv.url, srv.tokens[AGENT], journal, JSON.stringify(req)],
       (error, stdout) => resolve({ error, stdout }));
@@ -246,7 +247,7 @@ test('the agent crashes after its tool ran: the outbox replays the report on sta
 test('a tool begun but never finished is an unknown outcome: replay does not guess it', async () => {
   const journal = path.join(tmp, 'unknown.jsonl');
   const outbox = new FileOutbox(journal);
-  const r = await agent.check(refundRequest('refund-allow'));
+  const r = await agent.check(await srv.refundRequest('refund-allow'));
   await outbox.begin({ decision_id: r.decision_id, started_at: new Date().toISOString() });
   const c = new writ.Client(srv.url, { apiKey: srv.tokens[AGENT], outbox });
   const replay = await c.replayOutbox();
@@ -257,7 +258,7 @@ test('a tool begun but never finished is an unknown outcome: replay does not gue
 });
 
 test('an agent withdraws the approval it no longer needs', async () => {
-  const { tool, args, parts } = split('refund-high-value-human-review');
+  const { tool, args, parts } = await split('refund-high-value-human-review');
   const ran = [];
   const issueRefund = agent.guard(tool, (a) => { ran.push(a); return 'x'; }, { request: parts });
   const blocked = await issueRefund(args).catch((e) => e);

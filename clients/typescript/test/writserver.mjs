@@ -8,6 +8,8 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 
+/** IDV is the refund example's identity verification service, an issuer. */
+export const IDV = 'idv.acme.example';
 export const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
 let bin = process.env.WRIT_BIN;
@@ -30,6 +32,9 @@ export async function startWrit({ pack = 'examples/refund', keys = {}, tenant = 
   const tmp = mkdtempSync(path.join(tmpdir(), 'writ-ts-test-'));
   const data = path.join(tmp, 'data');
   const tokens = {};
+  // A keyed server of the refund pack has the IDV service's issuer key,
+  // which refundRequest submits identity verifications with.
+  if (Object.keys(keys).length > 0 && pack === 'examples/refund' && !(IDV in keys)) keys = { ...keys, [IDV]: 'issuer' };
   for (const [subject, roles] of Object.entries(keys)) {
     // An agent key is an orchestrator's: it acts for the agents the
     // example requests name (docs/trust.md).
@@ -53,6 +58,28 @@ export async function startWrit({ pack = 'examples/refund', keys = {}, tenant = 
   });
   return {
     url, tokens,
+    /**
+     * refundRequest is the module's refundRequest, its identity
+     * verification a fact writ resolves: a refund is a mutating action,
+     * so writ accepts only evidence it can resolve. The IDV service
+     * submits, with its issuer key, a fresh identity verification about
+     * the request's (new) customer, and the request cites it by id, as an
+     * agent does once the customer is verified.
+     */
+    async refundRequest(name, over = {}) {
+      const r = refundRequest(name, over);
+      if (!tokens[IDV]) return r;
+      const customers = r.subject_ids.filter((s) => s.startsWith('customer:'));
+      for (const [i, e] of (r.evidence ?? []).entries()) {
+        if (e.kind !== 'identity_verification') continue;
+        const item = { kind: e.kind, id: 'idv_' + randomBytes(6).toString('hex'), subject_ids: customers, attributes: e.attributes, observed_at: e.observed_at };
+        const res = await fetch(url + '/v1/evidence', { method: 'POST', body: JSON.stringify(item),
+          headers: { authorization: 'Bearer ' + tokens[IDV], 'content-type': 'application/json' } });
+        if (!res.ok) throw new Error(`POST /v1/evidence: ${res.status} ${await res.text()}`);
+        r.evidence[i] = { kind: e.kind, id: item.id };
+      }
+      return r;
+    },
     /** Stops writ (SIGTERM; 'SIGKILL' to kill it) and removes its data. */
     async close(signal = 'SIGTERM') {
       if (proc.exitCode !== null || proc.signalCode !== null) return;
