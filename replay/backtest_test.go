@@ -21,17 +21,24 @@ import (
 func refundHistory(t *testing.T, h *harness, amounts ...float64) []string {
 	t.Helper()
 	var ids []string
+	customers := []string{"customer:cus_77"}
+	for i := range amounts {
+		customers = append(customers, fmt.Sprintf("customer:cus_%d", i))
+	}
+	h.verify(t, customers...)
 	for i, a := range amounts {
 		req := refund(t, "refund-allow")
 		req.IdempotencyKey = ""
 		// One customer each: the example allows 3 refunds per customer a day.
 		req.SubjectIDs = []string{fmt.Sprintf("customer:cus_%d", i), "order:ord_881"}
+		req.Evidence[0] = writ.Evidence{Kind: "identity_verification", ID: "idv_" + req.SubjectIDs[0]}
 		req.Arguments["amount_inr"], req.Outputs["refund_amount_inr"] = a, a
 		ids = append(ids, h.check(t, req).Metadata.RecordID)
 		h.clk.Add(time.Minute)
 	}
 	req := refund(t, "refund-high-value-human-review")
 	req.IdempotencyKey = ""
+	req.Evidence[0] = writ.Evidence{Kind: "identity_verification", ID: "idv_customer:cus_77"}
 	rc := h.check(t, req)
 	h.clk.Add(time.Minute)
 	if _, err := h.eng.DecideApproval(context.Background(), &writ.DecideApprovalRequest{TenantID: "acme", ApprovalID: rc.Metadata.ApprovalIDs[0],
@@ -72,8 +79,9 @@ func TestBacktestLowerApprovalThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
-	if rep.Records != 7 || rep.Decided != 6 || rep.Changed != 3 || rep.Skipped[replay.KindApprovalDecision] != 1 || len(rep.Findings) != 0 || rep.Excluded != 0 {
-		t.Fatalf("report = %s\nwant 7 records, 6 decided, 3 changed, 1 approval decision skipped, no findings", b)
+	// Besides the evidence records (skipped: they decide nothing).
+	if rep.Records != 7+h.evidence || rep.Decided != 6 || rep.Changed != 3 || rep.Skipped[replay.KindApprovalDecision] != 1 || rep.Skipped[replay.KindEvidence] != h.evidence || len(rep.Findings) != 0 || rep.Excluded != 0 {
+		t.Fatalf("report = %s\nwant 7 records, 6 decided, 3 changed, 1 approval decision skipped, no findings, besides %d evidence records skipped", b, h.evidence)
 	}
 	tr := transitions(rep)
 	up := tr["allow → replan_required"]
@@ -129,16 +137,18 @@ func TestBacktestReadsVerifiedHistoryOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
-	if rep.Records != 6 || rep.Excluded != 2 || rep.Decided != 3 {
-		t.Fatalf("report = %s\nwant 6 records, 2 excluded, 3 decided", b)
+	if rep.Records != 6+h.evidence || rep.Excluded != 2 || rep.Decided != 3 {
+		t.Fatalf("report = %s\nwant 6 records, 2 excluded, 3 decided, besides %d evidence records", b, h.evidence)
 	}
 	named, bySeq := map[string]string{}, map[int64][]string{}
 	for _, f := range rep.Findings {
 		named[f.RecordID], bySeq[f.Seq] = f.Kind, append(bySeq[f.Seq], f.Kind)
 	}
-	// The record that no longer parses is named by its seq only.
-	if !slices.Contains(bySeq[1], verify.FindingHashMismatch) || named[ids[1]] != verify.FindingHashMismatch || named[ids[2]] != replay.ClassTamper {
-		t.Errorf("findings = %+v, want hash_mismatch for seq 1 and %s, tamper_detected for %s", rep.Findings, ids[1], ids[2])
+	// The record that no longer parses (the first refund, after the
+	// evidence records) is named by its seq only.
+	first := int64(h.evidence) + 1
+	if !slices.Contains(bySeq[first], verify.FindingHashMismatch) || named[ids[1]] != verify.FindingHashMismatch || named[ids[2]] != replay.ClassTamper {
+		t.Errorf("findings = %+v, want hash_mismatch for seq %d and %s, tamper_detected for %s", rep.Findings, first, ids[1], ids[2])
 	}
 	if up := transitions(rep)["allow → replan_required"]; up == nil || up.Count != 1 || up.Examples[0] != ids[3] {
 		t.Errorf("allow → replan_required = %+v, want only the 9,999 INR refund", up)
@@ -158,7 +168,8 @@ func TestBacktestWindow(t *testing.T) {
 		wantSkipped int
 	}{
 		{"from the third refund", replay.BacktestOptions{From: exampleClock.Add(2 * time.Minute)}, 5, 2, 1},
-		{"before the third refund", replay.BacktestOptions{To: exampleClock.Add(2 * time.Minute)}, 2, 1, 0},
+		// The evidence on file and the customers' verifications came first.
+		{"before the third refund", replay.BacktestOptions{To: exampleClock.Add(2 * time.Minute)}, 2 + h.evidence, 1, 0},
 		{"refunds only", replay.BacktestOptions{DecisionKey: "support.refund.execute"}, 6, 3, 0},
 		{"another decision key", replay.BacktestOptions{DecisionKey: "approval:GATE_FINANCE_APPROVAL"}, 1, 0, 1},
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/writhq/writ/engine"
 	"github.com/writhq/writ/ledger"
 	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/packtest"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/postgres"
 	"github.com/writhq/writ/replay"
@@ -62,6 +63,9 @@ type harness struct {
 	store ledger.Store
 	dir   string // the SQLite store's directory
 	clk   *clock
+	// evidence is the number of evidence records the harness sealed: the
+	// pack's on-file evidence (newHarnessOn) and verify's items.
+	evidence int
 }
 
 // newHarness starts an engine under the pack in packDir on a fresh
@@ -88,6 +92,22 @@ func newHarnessOn(t testing.TB, packDir string, st ledger.Store) *harness {
 		Now: h.clk.Now, Random: &seededReader{r: rand.NewChaCha8([32]byte{7})}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The evidence the pack's tests keep on file (their evidence_store),
+	// submitted by each item's issuer as writ test does: the example
+	// requests cite it, and a refund accepts only evidence writ resolves.
+	if p, err := pack.Load(packDir); err == nil {
+		if files, err := pack.LoadTests(packDir, p); err == nil {
+			for _, f := range files {
+				for _, te := range f.EvidenceStore {
+					n, err := packtest.StoreEvidence(context.Background(), h.eng, "acme", te)
+					if err != nil {
+						t.Fatalf("evidence %s on file: %v", te.ID, err)
+					}
+					h.evidence += n
+				}
+			}
+		}
 	}
 	t.Cleanup(func() {
 		h.eng.Close()
@@ -172,6 +192,23 @@ func readRequest(t testing.TB, path string) *writ.CheckRequest {
 
 func refund(t testing.TB, name string) *writ.CheckRequest {
 	return readRequest(t, example("refund", "requests", name+".json"))
+}
+
+// verify has the IDV service submit an identity verification of each
+// subject, observed a minute before the harness's clock, as item
+// idv_<subject>: a refund accepts only evidence writ resolves.
+func (h *harness) verify(t testing.TB, subjects ...string) {
+	t.Helper()
+	idv := writ.WithPrincipal(context.Background(), &writ.Principal{TenantID: "acme", KeyID: "key_idv", Subject: "idv.acme.example",
+		Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
+	observed := h.clk.Now().Add(-time.Minute)
+	for _, s := range subjects {
+		if _, err := h.eng.AddEvidence(idv, &writ.AddEvidenceRequest{TenantID: "acme", Kind: "identity_verification", ID: "idv_" + s,
+			SubjectIDs: []string{s}, ObservedAt: &observed}); err != nil {
+			t.Fatalf("verify %s: %v", s, err)
+		}
+		h.evidence++
+	}
 }
 
 // check runs a check and returns its record id.

@@ -33,8 +33,8 @@ func TestExamplesReplayEqual(t *testing.T) {
 				h.clk.Add(time.Second)
 			}
 			sum := replayTenant(t, h.store, "acme")
-			if sum.Records != int64(len(files)) || sum.Equal != sum.Records {
-				t.Errorf("replayed %d records, %d equal; want %d, all equal", sum.Records, sum.Equal, len(files))
+			if sum.Records != int64(len(files)+h.evidence) || sum.Equal != sum.Records {
+				t.Errorf("replayed %d records, %d equal; want %d, all equal", sum.Records, sum.Equal, len(files)+h.evidence)
 			}
 		})
 		requests += len(files)
@@ -159,8 +159,8 @@ func approvalFlow(t *testing.T, h *harness) *harness {
 func TestApprovalFlowReplaysEqual(t *testing.T) {
 	h := approvalFlow(t, newHarness(t, example("refund")))
 	sum := replayTenant(t, h.store, "acme")
-	if sum.Records != 9 || sum.Kinds[replay.KindApprovalDecision] != 2 || sum.Kinds[replay.KindCheck] != 7 {
-		t.Errorf("replayed %d records, kinds %v; want 9: 7 checks, 2 approval decisions", sum.Records, sum.Kinds)
+	if sum.Records != int64(9+h.evidence) || sum.Kinds[replay.KindApprovalDecision] != 2 || sum.Kinds[replay.KindCheck] != 7 {
+		t.Errorf("replayed %d records, kinds %v; want 9: 7 checks, 2 approval decisions, besides %d evidence records", sum.Records, sum.Kinds, h.evidence)
 	}
 	// The redeemed check carries its approval, and replays with it.
 	page, err := h.store.Records(context.Background(), writ.RecordQuery{TenantID: "acme", DecisionKey: "support.refund.execute", Status: writ.StatusInFlight})
@@ -183,8 +183,8 @@ func TestRecordAndTrace(t *testing.T) {
 
 	rp := replay.New(h.store, replay.Options{})
 	res, err := rp.Record(ctx, "acme", rc.Metadata.RecordID)
-	if err != nil || res.Status != replay.StatusEqual || res.Kind != replay.KindCheck || res.Seq != 1 {
-		t.Errorf("Record(%s) = %+v, %v; want replay_equal, a check at seq 1", rc.Metadata.RecordID, res, err)
+	if err != nil || res.Status != replay.StatusEqual || res.Kind != replay.KindCheck || res.Seq != int64(h.evidence)+1 {
+		t.Errorf("Record(%s) = %+v, %v; want replay_equal, a check at seq %d (after the evidence on file)", rc.Metadata.RecordID, res, err, h.evidence+1)
 	}
 	if _, err := rp.Record(ctx, "other", rc.Metadata.RecordID); writ.ErrorCode(err) != writ.ENOTFOUND {
 		t.Errorf("Record of another tenant: %v, want not found", err)
