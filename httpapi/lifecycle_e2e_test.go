@@ -18,6 +18,7 @@ import (
 	"github.com/writhq/writ/httpapi"
 	"github.com/writhq/writ/ledger/verify"
 	"github.com/writhq/writ/pack"
+	"github.com/writhq/writ/packtest"
 	"github.com/writhq/writ/pinned"
 	"github.com/writhq/writ/policy"
 	"github.com/writhq/writ/replay"
@@ -230,5 +231,29 @@ func newEngine(tb testing.TB, dir string, now func() time.Time) (*engine.Engine,
 		eng.Close()
 		st.Close()
 	})
+	putOnFile(tb, eng, dir)
 	return eng, st
+}
+
+// putOnFile puts the evidence the pack's tests keep on file (their
+// evidence_store) in eng's store, submitted by each item's issuer as writ
+// test does: the example requests cite it, and a refund accepts only
+// evidence writ resolves.
+func putOnFile(tb testing.TB, eng *engine.Engine, dir string) {
+	tb.Helper()
+	p, err := pack.Load(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	files, err := pack.LoadTests(dir, p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range files {
+		for _, te := range f.EvidenceStore {
+			if _, err := packtest.StoreEvidence(context.Background(), eng, "acme", te); err != nil {
+				tb.Fatalf("evidence %s on file: %v", te.ID, err)
+			}
+		}
+	}
 }
