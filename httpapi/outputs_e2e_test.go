@@ -41,6 +41,7 @@ func TestCheckOutputsSchemaFailsClosed(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { eng.Close() })
+			putOnFile(t, eng, filepath.Join("..", "examples", "refund"))
 			srv := validated(t, httptest.NewServer(httpapi.NewServer(eng, httpapi.Config{Ledger: eng})))
 			t.Cleanup(srv.Close)
 			c := httpapi.NewClient(srv.URL, httpapi.WithHTTPClient(srv.Client()))
