@@ -89,7 +89,7 @@ func (m *Main) bench(ctx context.Context, args []string) error {
 	token := m.Getenv("WRIT_API_KEY")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: *conc, MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc}, Timeout: 30 * time.Second}
 	if *mix {
-		mx := &mixer{client: client, base: base, token: token, runTag: runTag, tenant: *tenant, check: req}
+		mx := &mixer{client: client, base: base, token: token, issuerToken: m.Getenv("WRIT_ISSUER_KEY"), runTag: runTag, tenant: *tenant, check: req}
 		if mx.tenant == "" {
 			mx.tenant = req.TenantID
 		}

@@ -28,11 +28,16 @@ import (
 // records (no filter, a status, the last 30 s, in turn), the pending
 // approvals and the records in flight. Each HTTP request is timed under
 // its kind: check, approve, report, records, approvals, in_flight.
-// Evidence is stamped with the time of the check, so that the pack sees
-// it fresh, and each check names subjects and a session of its own.
+// Each check names subjects and a session of its own; each evidence item
+// it cites is first put on file about those subjects, observed now (a
+// POST /v1/evidence, timed as evidence), as an issuer would before the
+// agent acts, so that a pack that accepts no claimed evidence decides
+// on it. The items go with $WRIT_ISSUER_KEY (a key with the role
+// issuer), or with no key and the issuer "writ-bench" against a server in
+// development mode.
 
 // mixKinds are the kinds of requests of a mixed load, in report order.
-var mixKinds = []string{"check", "approve", "report", "records", "approvals", "in_flight"}
+var mixKinds = []string{"evidence", "check", "approve", "report", "records", "approvals", "in_flight"}
 
 // mixResult is the outcome of a mixed load.
 type mixResult struct {
@@ -59,8 +64,11 @@ type mixLatency struct {
 
 // mixer sends the operations of a mixed load.
 type mixer struct {
-	client          *http.Client
-	base, token     string
+	client      *http.Client
+	base, token string
+	// issuerToken submits the evidence checks cite ("" in development
+	// mode, where the item names its issuer).
+	issuerToken     string
 	runTag          string
 	tenant          string
 	check, approval *writ.CheckRequest
@@ -128,11 +136,11 @@ func (mx *mixer) operation(ctx context.Context, n int64, res *mixResult) {
 	switch n % 10 {
 	case 4:
 		if mx.approval == nil {
-			mx.do(ctx, res, "check", http.MethodPost, "/v1/check", mx.checkBody(mx.check, n), nil)
+			mx.do(ctx, res, "check", http.MethodPost, "/v1/check", mx.checkBody(ctx, res, mx.check, n), nil)
 			return
 		}
 		var rc receiptIDs
-		if !mx.do(ctx, res, "check", http.MethodPost, "/v1/check", mx.checkBody(mx.approval, n), &rc) {
+		if !mx.do(ctx, res, "check", http.MethodPost, "/v1/check", mx.checkBody(ctx, res, mx.approval, n), &rc) {
 			return
 		}
 		if len(rc.Metadata.ApprovalIDs) == 0 {
@@ -143,7 +151,7 @@ func (mx *mixer) operation(ctx context.Context, n int64, res *mixResult) {
 		mx.do(ctx, res, "approve", http.MethodPost, "/v1/approvals/"+url.PathEscape(rc.Metadata.ApprovalIDs[0])+"/approve", body, nil)
 	case 5:
 		var rc receiptIDs
-		if !mx.do(ctx, res, "check", http.MethodPost, "/v1/check", mx.checkBody(mx.check, n), &rc) {
+		if !mx.do(ctx, res, "check", http.MethodPost, "/v1/check", mx.checkBody(ctx, res, mx.check, n), &rc) {
 			return
 		}
 		if !rc.SafeToExecute {
@@ -163,7 +171,7 @@ func (mx *mixer) operation(ctx context.Context, n int64, res *mixResult) {
 	case 8:
 		mx.do(ctx, res, "in_flight", http.MethodGet, "/v1/decisions/in_flight?limit=50&tenant_id="+t, nil, nil)
 	default:
-		mx.do(ctx, res, "check", http.MethodPost, "/v1/check", mx.checkBody(mx.check, n), nil)
+		mx.do(ctx, res, "check", http.MethodPost, "/v1/check", mx.checkBody(ctx, res, mx.check, n), nil)
 	}
 }
 
@@ -176,25 +184,25 @@ type receiptIDs struct {
 	} `json:"metadata"`
 }
 
-// checkBody makes check n of req: benchBody's, with its evidence observed
-// now, and subjects and a session of its own (so a per-subject or
-// per-session limit of the pack, such as the refund pack's refunds per
-// customer and session budget, does not trip).
-func (mx *mixer) checkBody(req *writ.CheckRequest, n int64) []byte {
+// checkBody makes check n of req: benchBody's, with subjects and a
+// session of its own (so a per-subject or per-session limit of the pack,
+// such as the refund pack's refunds per customer and session budget, does
+// not trip), citing evidence put on file for it (fileEvidence).
+func (mx *mixer) checkBody(ctx context.Context, res *mixResult, req *writ.CheckRequest, n int64) []byte {
 	r := *req
+	tag := "_" + mx.runTag + "_" + strconv.FormatInt(n, 10)
 	r.SubjectIDs = make([]string, len(req.SubjectIDs))
 	for i, s := range req.SubjectIDs {
-		r.SubjectIDs[i] = s + "_" + mx.runTag + "_" + strconv.FormatInt(n, 10)
+		r.SubjectIDs[i] = s + tag
 	}
 	if req.InputsRefs != nil && req.InputsRefs.Session != "" {
 		refs := *req.InputsRefs
-		refs.Session += "_" + mx.runTag + "_" + strconv.FormatInt(n, 10)
+		refs.Session += tag
 		r.InputsRefs = &refs
 	}
-	now := time.Now().UTC()
 	r.Evidence = slices.Clone(req.Evidence)
 	for i := range r.Evidence {
-		r.Evidence[i].ObservedAt = &now
+		r.Evidence[i] = mx.fileEvidence(ctx, res, r.Evidence[i], r.SubjectIDs, tag)
 	}
 	body, err := benchBody(&r, mx.runTag, n)
 	if err != nil {
@@ -203,9 +211,34 @@ func (mx *mixer) checkBody(req *writ.CheckRequest, n int64) []byte {
 	return body
 }
 
-// do sends one request of kind and, if into is not nil, decodes the answer
-// into it. It reports whether the answer was a success.
+// fileEvidence puts an item like the cited ev on file about subjects,
+// observed now, under ev's id with tag, and returns the citation of it
+// (by id, without a hash or version, which the stored item settles). A
+// failed submission counts as an error of kind evidence; the check then
+// cites an item writ cannot resolve, and is decided so.
+func (mx *mixer) fileEvidence(ctx context.Context, res *mixResult, ev writ.Evidence, subjects []string, tag string) writ.Evidence {
+	now := time.Now().UTC()
+	item := map[string]any{"tenant_id": mx.tenant, "kind": ev.Kind, "id": ev.ID + tag, "subject_ids": subjects, "observed_at": now.Format(time.RFC3339Nano)}
+	if len(ev.Attributes) > 0 {
+		item["attributes"] = ev.Attributes
+	}
+	if mx.issuerToken == "" {
+		item["issuer"] = "writ-bench"
+	}
+	body, _ := json.Marshal(item)
+	mx.doAs(ctx, res, mx.issuerToken, "evidence", http.MethodPost, "/v1/evidence", body, nil)
+	return writ.Evidence{Kind: ev.Kind, ID: ev.ID + tag, TenantID: ev.TenantID, ObservedAt: &now}
+}
+
+// do sends one request of kind with the mixer's key and, if into is not
+// nil, decodes the answer into it. It reports whether the answer was a
+// success.
 func (mx *mixer) do(ctx context.Context, res *mixResult, kind, method, path string, body []byte, into any) bool {
+	return mx.doAs(ctx, res, mx.token, kind, method, path, body, into)
+}
+
+// doAs is do with the key token ("" for none).
+func (mx *mixer) doAs(ctx context.Context, res *mixResult, token, kind, method, path string, body []byte, into any) bool {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -218,8 +251,8 @@ func (mx *mixer) do(ctx context.Context, res *mixResult, kind, method, path stri
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
 	}
-	if mx.token != "" {
-		hreq.Header.Set("Authorization", "Bearer "+mx.token)
+	if token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+token)
 	}
 	t0 := time.Now()
 	resp, err := mx.client.Do(hreq)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os/exec"
 	"testing"
+
+	"github.com/writhq/writ/httpapi"
 )
 
 // TestBenchMix runs `writ bench --mix` against a real server with the
@@ -11,6 +13,7 @@ import (
 // answered with success, and none fails.
 func TestBenchMix(t *testing.T) {
 	srv := startServer(t, t.TempDir(), "../../examples/refund")
+	fileIDV(t, httpapi.NewClient(srv.url), "acme", "idv.acme.example")
 	seen := map[string]int{}
 	// Every kind comes up in the first ten operations of a run; a slow
 	// machine gets more runs to send them.

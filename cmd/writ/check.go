@@ -48,37 +48,14 @@ func (m *Main) check(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pol, err := loadPolicy(*packDir)
-	if err != nil {
-		return err
-	}
 	if *storeURL != "" && *data == "" {
 		return usagef("check --store needs --data DIR holding the shared signing keys and binding key")
 	}
-	dir := *data
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "writ-check-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	}
-	st, err := openStore(dir, *storeURL)
+	eng, done, err := m.localEngine(ctx, *packDir, *data, *storeURL, clock)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	log, _ := m.logger("error")
-	keys, _, err := m.openSigningKeys(defaultKeysDir(dir), clock(), log)
-	if err != nil {
-		return err
-	}
-	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Now: clock, Logger: log, Keys: keys}, dir, "")
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
+	defer done()
 	rc, err := eng.Check(ctx, req)
 	if rc != nil {
 		if perr := m.printJSON(rc); perr != nil {
@@ -86,6 +63,53 @@ func (m *Main) check(ctx context.Context, args []string) error {
 		}
 	}
 	return err
+}
+
+// localEngine opens an engine of the pack in packDir over the ledger in
+// data (a temporary one, discarded, when data is ""), for the commands
+// that decide or store without a server (check, evidence submit --data).
+// done closes it.
+func (m *Main) localEngine(ctx context.Context, packDir, data, storeURL string, clock func() time.Time) (_ *engine.Engine, _ func(), err error) {
+	pol, err := loadPolicy(packDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cleanup []func()
+	done := func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			done()
+		}
+	}()
+	dir := data
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "writ-check-")
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanup = append(cleanup, func() { os.RemoveAll(tmp) })
+		dir = tmp
+	}
+	st, err := openStore(dir, storeURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = append(cleanup, func() { st.Close() })
+	log, _ := m.logger("error")
+	keys, _, err := m.openSigningKeys(defaultKeysDir(dir), clock(), log)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := openEngine(ctx, engine.Config{Policy: pol, Store: st, Now: clock, Logger: log, Keys: keys}, dir, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = append(cleanup, func() { eng.Close() })
+	return eng, done, nil
 }
 
 // readRequest reads a check request and decodes it as the server would.

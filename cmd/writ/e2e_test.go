@@ -193,6 +193,18 @@ func TestServeEveryOutcome(t *testing.T) {
 	for _, packDir := range []string{"../../examples/refund", "../../examples/wf-2302"} {
 		srv := startServer(t, t.TempDir(), packDir)
 		c := httpapi.NewClient(srv.url)
+		filed := 0
+		if filepath.Base(packDir) == "refund" {
+			// The identity verifications the refunds cite, on file: the
+			// one they call fresh, and the stale one as old as it says.
+			fileIDV(t, c, "acme", "idv.acme.example")
+			old := time.Date(2026, 5, 7, 8, 0, 0, 0, time.UTC)
+			if _, err := c.AddEvidence(ctx, &writ.AddEvidenceRequest{TenantID: "acme", Kind: "identity_verification", ID: "idv_770",
+				SubjectIDs: []string{"customer:cus_77"}, ObservedAt: &old, Issuer: "idv.acme.example"}); err != nil {
+				t.Fatal(err)
+			}
+			filed = 2
+		}
 		files, _ := filepath.Glob(filepath.Join(packDir, "requests", "*.json"))
 		var ids []string
 		for _, f := range files {
@@ -223,11 +235,14 @@ func TestServeEveryOutcome(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page.Records) != len(ids) {
-			t.Fatalf("GET /v1/records returned %d records, want %d", len(page.Records), len(ids))
+		if len(page.Records) != filed+len(ids) {
+			t.Fatalf("GET /v1/records returned %d records, want %d evidence records and %d checks", len(page.Records), filed, len(ids))
 		}
 		var raws []json.RawMessage
-		for i, r := range page.Records {
+		for _, r := range page.Records[:filed] {
+			raws = append(raws, r.Raw)
+		}
+		for i, r := range page.Records[filed:] {
 			if r.Record.RecordID != ids[i] || r.Record.Audit.RecordHash == "" || r.Record.Audit.PrevHash == "" {
 				t.Errorf("record %d = %s with audit %+v, want %s with record_hash and prev_hash", i, r.Record.RecordID, r.Record.Audit, ids[i])
 			}

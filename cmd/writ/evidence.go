@@ -36,8 +36,12 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
 func (m *Main) evidenceSubmit(ctx context.Context, args []string) error {
-	fs := m.flags("evidence submit", "--kind K [--id ID] [--subject S]... [--attr NAME=VALUE]... [--observed-at T] [--expires-at T] [--server URL] | --jws FILE")
+	fs := m.flags("evidence submit", "--kind K [--id ID] [--subject S]... [--attr NAME=VALUE]... [--observed-at T] [--expires-at T] [--server URL | --data DIR --pack DIR] | --jws FILE")
 	sf := m.addServerFlags(fs)
+	data := fs.String("data", "", "store the item in the local ledger in DIR instead of on a server, as writ check --data decides there (needs --pack, --tenant and --issuer)")
+	packDir := fs.String("pack", "", "with --data: the pack whose redaction rules the item is stored under")
+	storeURL := fs.String("store", "", "with --data: "+storeUsage)
+	nowFlag := fs.String("now", "", "with --data: store as of this time (RFC 3339) instead of the clock, as writ check --now decides")
 	kind := fs.String("kind", "", "the item's kind, e.g. identity_verification (required unless --jws)")
 	id := fs.String("id", "", "the item's id (default: writ assigns ev_…)")
 	var subjects, attrs stringList
@@ -53,6 +57,14 @@ func (m *Main) evidenceSubmit(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("evidence submit takes no arguments, got %q", fs.Args())
+	}
+	clock := time.Now
+	if *nowFlag != "" {
+		t, err := time.Parse(time.RFC3339, *nowFlag)
+		if err != nil {
+			return usagef("bad --now %q: want RFC 3339, like 2026-05-09T09:31:42Z", *nowFlag)
+		}
+		clock = func() time.Time { return t }
 	}
 	req := &writ.AddEvidenceRequest{TenantID: *sf.tenant, Kind: *kind, ID: *id, Issuer: *issuer}
 	if *jwsFile != "" {
@@ -85,7 +97,7 @@ func (m *Main) evidenceSubmit(ctx context.Context, args []string) error {
 				req.Attributes[name] = paramValue(text)
 			}
 		}
-		at := time.Now().UTC()
+		at := clock().UTC()
 		if *observed != "" {
 			t, err := time.Parse(time.RFC3339Nano, *observed)
 			if err != nil {
@@ -102,7 +114,21 @@ func (m *Main) evidenceSubmit(ctx context.Context, args []string) error {
 			req.ExpiresAt = &t
 		}
 	}
-	se, err := m.client(sf).AddEvidence(ctx, req)
+	var svc writ.EvidenceService = m.client(sf)
+	if *data != "" {
+		if *packDir == "" {
+			return usagef("evidence submit --data needs --pack DIR")
+		}
+		eng, done, err := m.localEngine(ctx, *packDir, *data, *storeURL, clock)
+		if err != nil {
+			return err
+		}
+		defer done()
+		svc = eng
+	} else if *packDir != "" || *storeURL != "" || *nowFlag != "" {
+		return usagef("evidence submit: --pack, --store and --now go with --data")
+	}
+	se, err := svc.AddEvidence(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -202,6 +202,7 @@ func TestRedirectedIdempotencyKeyIsNeverServed(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	srv := startServer(t, data, "../../examples/refund")
 	c := httpapi.NewClient(srv.url)
+	fileIDV(t, c, "acme", "idv.acme.example")
 	blocked := freshRefund(t, "refund-exceeds-order-goal-fail")
 	blocked.IdempotencyKey = "refund-o-1-second"
 	allowed := freshRefund(t, "refund-allow")

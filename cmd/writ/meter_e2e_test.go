@@ -45,6 +45,7 @@ func testMeterKeys(t *testing.T, data string, storeArgs []string) {
 	agent := key("agt_real", "agent")
 	meter := key("gateway", "agent,meter", "--actor-type", "SERVICE", "--acts-for", "AGENT:agt_*")
 	auditor := key("auditor_olga", "auditor")
+	idv := key("idv.acme.example", "issuer")
 
 	pack := filepath.Join(data, "refund")
 	if err := os.CopyFS(pack, os.DirFS("../../examples/refund")); err != nil {
@@ -74,6 +75,7 @@ func testMeterKeys(t *testing.T, data string, storeArgs []string) {
 		req.TenantID, req.Actor = "", writ.Actor{Type: writ.ActorAgent, ID: "agt_real"}
 		req.SubjectIDs[0] = "customer:cus_m" + string(rune('a'+n)) // one customer each: the velocity rule stays quiet
 		req.Usage = &writ.Usage{CostUSDCents: cost}
+		citeIDV(t, clientFor(srv.url, idv), req, "")
 		return req
 	}
 
@@ -89,8 +91,8 @@ func testMeterKeys(t *testing.T, data string, storeArgs []string) {
 		t.Errorf("check with no usage = %+v, %v; want blocked", rc, err)
 	}
 	// Setting the provenance is refused, and writes nothing.
-	before := records()
 	req = refund(1)
+	before := records()
 	req.Usage.Provenance = writ.ProvenanceIssued
 	if _, err := clientFor(srv.url, agent).Check(ctx, req); writ.ErrorCode(err) != writ.EFORBIDDEN {
 		t.Errorf("check setting usage.provenance = %v, want 403", err)

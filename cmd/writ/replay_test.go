@@ -15,6 +15,21 @@ import (
 )
 
 // refundRequest writes the refund-allow example with another amount.
+// fileIDVOffline puts on file in the local ledger in data, as of the
+// refund examples' morning, the identity verifications they cite:
+// idv_771, observed 21 minutes before they decide, and idv_770, two days
+// old (writ evidence submit --data).
+func fileIDVOffline(t *testing.T, data string) {
+	t.Helper()
+	for _, item := range [][2]string{{"idv_771", "2026-05-09T09:10:00Z"}, {"idv_770", "2026-05-07T08:00:00Z"}} {
+		if _, stderr, code := runLedgerCmd(t, "evidence", "submit", "--data", data, "--pack", "../../examples/refund", "--now", "2026-05-09T09:20:00Z",
+			"--tenant", "acme", "--issuer", "idv.acme.example", "--kind", "identity_verification", "--id", item[0], "--subject", "customer:cus_77",
+			"--attr", "method=otp", "--observed-at", item[1]); code != 0 {
+			t.Fatalf("writ evidence submit --data %s: exit %d: %s", item[0], code, stderr)
+		}
+	}
+}
+
 func refundRequest(t *testing.T, dir string, amount float64) string {
 	t.Helper()
 	data, err := os.ReadFile("../../examples/refund/requests/refund-allow.json")
@@ -41,6 +56,7 @@ func refundRequest(t *testing.T, dir string, amount float64) string {
 // replay exit 3 and say tamper_detected.
 func TestReplayCommand(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
+	fileIDVOffline(t, data)
 	reqs, _ := filepath.Glob("../../examples/refund/requests/*.json")
 	for _, r := range reqs {
 		if _, stderr, code := runLedgerCmd(t, "check", "--request", r, "--data", data, "--now", "2026-05-09T09:31:42Z"); code != 0 {
@@ -48,7 +64,7 @@ func TestReplayCommand(t *testing.T) {
 		}
 	}
 	stdout, stderr, code := runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--all")
-	if code != 0 || !strings.Contains(stdout, "replayed 11 records of tenant acme") || !strings.Contains(stdout, "11 replay_equal, 0 diff, 0 error") {
+	if code != 0 || !strings.Contains(stdout, "replayed 13 records of tenant acme") || !strings.Contains(stdout, "13 replay_equal, 0 diff, 0 error") {
 		t.Fatalf("writ replay --all: exit %d\n%s%s", code, stdout, stderr)
 	}
 	list, _, _ := runLedgerCmd(t, "records", "list", "--data", data, "--tenant", "acme", "--json")
@@ -132,7 +148,8 @@ func TestReplayCommand(t *testing.T) {
 		RecordID string `json:"record_id"`
 		TraceID  string `json:"trace_id"`
 	}
-	if err := json.Unmarshal([]byte(strings.SplitN(list, "\n", 2)[0]), &first); err != nil {
+	// The first check: the two records before it put the evidence on file.
+	if err := json.Unmarshal([]byte(strings.SplitN(list, "\n", 4)[2]), &first); err != nil {
 		t.Fatal(err)
 	}
 	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--json", first.RecordID)
@@ -141,7 +158,7 @@ func TestReplayCommand(t *testing.T) {
 		t.Errorf("writ replay --json %s: exit %d, %+v (%v)\n%s", first.RecordID, code, res, err, stdout)
 	}
 	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--trace", first.TraceID)
-	if code != 0 || !strings.Contains(stdout, first.RecordID+" (check support.refund.execute, seq 1): replay_equal") {
+	if code != 0 || !strings.Contains(stdout, first.RecordID+" (check support.refund.execute, seq 3): replay_equal") {
 		t.Errorf("writ replay --trace: exit %d\n%s", code, stdout)
 	}
 	// A what-if: under a pack whose threshold is 4,000 INR, the 4,200 INR
@@ -156,7 +173,7 @@ func TestReplayCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--pack", cand, "--all")
-	if code != exitFindings || !strings.Contains(stdout, `outputs.outcome: "allow" → "replan_required"`) || !strings.Contains(stdout, "records by class of difference: changed_policy 11") {
+	if code != exitFindings || !strings.Contains(stdout, `outputs.outcome: "allow" → "replan_required"`) || !strings.Contains(stdout, "records by class of difference: changed_policy 13") {
 		t.Errorf("writ replay --pack: exit %d\n%s", code, stdout)
 	}
 	for _, args := range [][]string{
@@ -189,7 +206,7 @@ func TestReplayCommand(t *testing.T) {
 	}
 	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--all")
 	if code != exitFindings || !strings.Contains(stdout, "diff [tamper_detected]") || !strings.Contains(stdout, `outputs.currency: "EUR" → "INR"`) ||
-		!strings.Contains(stdout, "10 replay_equal, 1 diff, 0 error") {
+		!strings.Contains(stdout, "12 replay_equal, 1 diff, 0 error") {
 		t.Errorf("writ replay --all of a changed record: exit %d, want %d\n%s", code, exitFindings, stdout)
 	}
 	stdout, _, code = runLedgerCmd(t, "replay", "--data", data, "--tenant", "acme", "--all", "--json")
@@ -197,7 +214,7 @@ func TestReplayCommand(t *testing.T) {
 		Results []replay.Result `json:"results"`
 		Summary replay.Summary  `json:"summary"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &all); err != nil || code != exitFindings || len(all.Results) != 1 || all.Summary.Diff != 1 || all.Summary.Equal != 10 {
+	if err := json.Unmarshal([]byte(stdout), &all); err != nil || code != exitFindings || len(all.Results) != 1 || all.Summary.Diff != 1 || all.Summary.Equal != 12 {
 		t.Errorf("writ replay --all --json: exit %d, %+v (%v)\n%s", code, all, err, stdout)
 	}
 }
@@ -224,6 +241,7 @@ func TestGenerateReplayable(t *testing.T) {
 func TestBacktestCommand(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
+	fileIDVOffline(t, data)
 	for _, amount := range []float64{4200, 6000, 9999, 12000} {
 		if _, stderr, code := runLedgerCmd(t, "check", "--request", refundRequest(t, dir, amount), "--pack", "../../examples/refund", "--data", data, "--now", "2026-05-09T09:31:42Z"); code != 0 {
 			t.Fatalf("writ check: exit %d: %s", code, stderr)
@@ -239,7 +257,7 @@ func TestBacktestCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	stdout, stderr, code := runLedgerCmd(t, "backtest", "--data", data, "--tenant", "acme", "--pack", cand)
-	if code != 0 || !strings.Contains(stdout, "4 records: 4 decided again, 2 with another outcome") ||
+	if code != 0 || !strings.Contains(stdout, "6 records: 4 decided again, 2 with another outcome") ||
 		!strings.Contains(stdout, "fires POLICY_RETURNS_V1@1.0.0:R_HIGH_VALUE_REQUIRES_APPROVAL (2)") {
 		t.Errorf("writ backtest: exit %d\n%s%s", code, stdout, stderr)
 	}

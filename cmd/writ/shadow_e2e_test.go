@@ -36,6 +36,7 @@ func TestShadowPackOverHTTP(t *testing.T) {
 	data := t.TempDir()
 	srv := startServerArgs(t, "--data", data, "--pack", "../../examples/refund", "--shadow-pack", cand)
 	c := httpapi.NewClient(srv.url)
+	fileIDV(t, c, "acme", "idv.acme.example")
 	var allowed string
 	for _, name := range []string{"refund-allow", "refund-high-value-human-review", "refund-account-frozen-goal-fail"} {
 		rc, err := c.Check(context.Background(), freshRefund(t, name))

@@ -97,8 +97,10 @@ func newTenantWorld(t *testing.T) *tenantWorld {
 			w.tokens[tenant+"/"+role], w.ids[tenant+"/"+role] = keyFor(t, w.data, tenant, subject, role)
 		}
 	}
+	idv, _ := keyFor(t, w.data, "acme", "idv.acme.example", "issuer")
 	w.srv = startServer(t, w.data, "../../examples/refund")
 	ctx := context.Background()
+	fileIDV(t, clientFor(w.srv.url, idv), "acme", "")
 	agent := clientFor(w.srv.url, w.tokens["acme/agent"])
 	rc, err := agent.Check(ctx, freshRefund(t, "refund-high-value-human-review"))
 	if err != nil {
@@ -463,6 +465,7 @@ func TestApprovalWebhookOverHTTP(t *testing.T) {
 		t.Fatalf("serve without the webhook secret: %v\n%s", err, out)
 	}
 	srv := startServerEnv(t, []string{"WRIT_TEST_WEBHOOK_SECRET=" + secret}, "--data", data, "--pack", packDir)
+	fileIDV(t, httpapi.NewClient(srv.url), "acme", "idv.acme.example")
 	rc, err := httpapi.NewClient(srv.url).Check(context.Background(), freshRefund(t, "refund-high-value-human-review"))
 	if err != nil {
 		t.Fatal(err)
@@ -527,5 +530,39 @@ func TestApprovalsCommandLine(t *testing.T) {
 	}
 	if out, err := run(fin, "deny", "--reason", "changed my mind", w.approvalID); err == nil || !strings.Contains(out, "already approved") {
 		t.Errorf("deny after approval: %v\n%s; want a conflict", err, out)
+	}
+}
+
+// fileIDV puts on file, through c, the identity verification the refund
+// examples cite (idv_771, about customer:cus_77, observed when freshRefund
+// says): c is an issuer key's client (issuer ""), or any client of a
+// server in development mode, which takes the issuer's name. A refund accepts no
+// evidence that is only the caller's word (docs/trust.md), so every
+// server that is to allow one has it on file first.
+func fileIDV(t *testing.T, c *httpapi.Client, tenant, issuer string) {
+	t.Helper()
+	_, err := c.AddEvidence(context.Background(), &writ.AddEvidenceRequest{TenantID: tenant, Kind: "identity_verification", ID: "idv_771",
+		SubjectIDs: []string{"customer:cus_77"}, Attributes: map[string]any{"method": "otp"}, ObservedAt: &observed, Issuer: issuer})
+	if err != nil {
+		t.Fatalf("put idv_771 on file: %v", err)
+	}
+}
+
+// citeIDV puts on file, through c (as fileIDV), an identity verification
+// about the customer req refunds (its first subject), and makes req cite
+// it in place of idv_771: for tests whose refunds name customers of their
+// own.
+func citeIDV(t *testing.T, c *httpapi.Client, req *writ.CheckRequest, issuer string) {
+	t.Helper()
+	id := "idv_" + strings.TrimPrefix(req.SubjectIDs[0], "customer:")
+	_, err := c.AddEvidence(context.Background(), &writ.AddEvidenceRequest{TenantID: "acme", Kind: "identity_verification", ID: id,
+		SubjectIDs: []string{req.SubjectIDs[0]}, Attributes: map[string]any{"method": "otp"}, ObservedAt: &observed, Issuer: issuer})
+	if err != nil && writ.ErrorCode(err) != writ.ECONFLICT { // a customer refunded twice has it already
+		t.Fatalf("put %s on file: %v", id, err)
+	}
+	for i := range req.Evidence {
+		if req.Evidence[i].Kind == "identity_verification" {
+			req.Evidence[i].ID = id
+		}
 	}
 }

@@ -55,6 +55,7 @@ func testTrustMatrix(t *testing.T, data string, storeArgs []string) {
 	orch, orchID := key("acme", "orchestrator", "agent", "--actor-type", "SERVICE", "--acts-for", "AGENT:agt_*")
 	globex, _ := key("globex", "agt_real", "agent")
 	auditorTok, _ := key("acme", "auditor_olga", "auditor")
+	idvTok, _ := key("acme", "idv.acme.example", "issuer")
 
 	// The tenant trusts one issuer of delegation tokens; globex another.
 	idp, forger, globexIdP := newIdP(t, "idp-1"), newIdP(t, "idp-1"), newIdP(t, "g-1")
@@ -81,6 +82,7 @@ func testTrustMatrix(t *testing.T, data string, storeArgs []string) {
 	}
 	srv := startServerArgs(t, append([]string{"--pack", refundPack, "--delegation-issuers", issuers}, storeArgs...)...)
 	auditor := clientFor(srv.url, auditorTok)
+	fileIDV(t, clientFor(srv.url, idvTok), "acme", "")
 	records := func() int {
 		t.Helper()
 		page, err := auditor.Records(ctx, writ.RecordQuery{TenantID: "acme", Limit: 1000})
@@ -227,6 +229,7 @@ func testTrustMatrix(t *testing.T, data string, storeArgs []string) {
 		req := refund("refund-allow", writ.Actor{Type: writ.ActorAgent, ID: agent})
 		req.SubjectIDs[0] = "customer:" + customer // one customer each: the velocity rule stays quiet
 		req.InputsRefs.Session = session
+		citeIDV(t, clientFor(srv.url, idvTok), req, "")
 		return req
 	}
 	budgeted := func(customer, session string) *writ.CheckRequest { return budgetedAs("agt_budget", customer, session) }

@@ -46,6 +46,7 @@ func TestWithdrawApprovalOverHTTP(t *testing.T) {
 func testWithdraw(t *testing.T, srv *server, ledgerArgs, replayArgs []string) {
 	ctx := context.Background()
 	c := httpapi.NewClient(srv.url)
+	fileIDV(t, c, "acme", "idv.acme.example")
 	req := freshRefund(t, "refund-high-value-human-review")
 	req.TenantID = "acme"
 	rc, err := c.Check(ctx, req)
