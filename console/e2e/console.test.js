@@ -219,7 +219,13 @@ before(async () => {
   keys.bot = createKey('support-bot', 'agent');
   keys.sam = createKey('sam', 'agent,approver');
   keys.ada = createKey('ada', 'admin');
+  keys.idv = createKey('idv.acme.example', 'issuer');
   server = await startServer();
+  // The identity service's verification that the refunds cite: a refund
+  // accepts no evidence that is only the agent's word.
+  const idv = await call('POST', '/v1/evidence', keys.idv, { kind: 'identity_verification', id: 'idv_771', subject_ids: ['customer:cus_77'],
+    attributes: { method: 'otp' }, observed_at: fresh });
+  assert.equal(idv.status, 201, JSON.stringify(idv.body));
   browser = await chromium.launch({
     executablePath: process.env.WRIT_CHROMIUM || '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',

@@ -87,7 +87,8 @@ class RefundPack(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.srv = WritServer("examples/refund", keys={AGENT: "agent", FINANCE: "approver", AUDITOR: "auditor", DPO: "admin"})
+        cls.srv = WritServer("examples/refund", keys={AGENT: "agent", FINANCE: "approver", AUDITOR: "auditor", DPO: "admin",
+                                                      IDV: "issuer"})
         cls.agent = writ.Client(cls.srv.url, cls.srv.tokens[AGENT])
         cls.finance = writ.Client(cls.srv.url, cls.srv.tokens[FINANCE])
         cls.auditor = writ.Client(cls.srv.url, cls.srv.tokens[AUDITOR])
@@ -348,8 +349,9 @@ class RefundPack(unittest.TestCase):
         import subprocess
 
         script = os.path.join(os.path.dirname(__file__), "..", "examples", "refund_agent.py")
-        env = dict(os.environ, WRIT_URL=self.srv.url, WRIT_API_KEY=self.srv.tokens[AGENT])
+        env = dict(os.environ, WRIT_URL=self.srv.url, WRIT_API_KEY=self.srv.tokens[AGENT], WRIT_ISSUER_KEY=self.srv.tokens[IDV])
         out = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, check=True).stdout
+        self.assertRegex(out, r"identity service: customer:cus_\w+ verified \(idv_\w+, issued\)")
         self.assertIn("allowed, executed and reported: rf_", out)
         self.assertIn("blocked: replan_required / upstream_replan: return_not_received", out)
         self.assertIn("route back to: returns_intake", out)

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { Command, MemorySaver } from '@langchain/langgraph';
 import { FakeListChatModel } from '@langchain/core/utils/testing';
 import { Client } from '@writhq/writ-client';
-import { startWrit, refundRequest, faultProxy } from '../test/writserver.mjs';
+import { startWrit, faultProxy } from '../test/writserver.mjs';
 import { governedRefundGraph } from './dist/langgraph.js';
 
 let srv, agent, finance, auditor;
@@ -19,8 +19,9 @@ after(async () => { await srv?.close(); });
 
 // scenario builds the graph with a scripted model that proposes the
 // refunds of `amounts` in turn, and the facts of a refund pack example.
-function scenario(example, amounts, client = agent) {
-  const { tool, arguments: _a, ...facts } = refundRequest(example);
+async function scenario(example, amounts, client = agent) {
+  // The identity service verifies the customer first (srv.refundRequest).
+  const { tool, arguments: _a, ...facts } = await srv.refundRequest(example);
   const model = new FakeListChatModel({
     responses: amounts.map((amount) => JSON.stringify({ tool, arguments: { order_id: 'ord_881', amount_inr: amount, currency: 'INR' } })),
   });
@@ -42,7 +43,7 @@ function scenario(example, amounts, client = agent) {
 const config = (id) => ({ configurable: { thread_id: id } });
 
 test('an allowed tool is executed and reported', async () => {
-  const s = scenario('refund-allow', [4200]);
+  const s = await scenario('refund-allow', [4200]);
   const out = await s.graph.invoke(s.input, config('allow'));
   assert.deepEqual(out.trail, ['returns_intake', 'support_agent', 'writ_check', 'issue_refund']);
   assert.deepEqual(s.issued, [{ order_id: 'ord_881', amount_inr: 4200, currency: 'INR' }]);
@@ -53,7 +54,7 @@ test('an allowed tool is executed and reported', async () => {
 });
 
 test('human review is an interrupt(); approving in writ and resuming runs the tool', async () => {
-  const s = scenario('refund-high-value-human-review', [15000]);
+  const s = await scenario('refund-high-value-human-review', [15000]);
   const paused = await s.graph.invoke(s.input, config('review'));
   const [pause] = paused.__interrupt__ ?? [];
   assert.ok(pause, 'the graph paused');
@@ -72,7 +73,7 @@ test('human review is an interrupt(); approving in writ and resuming runs the to
 });
 
 test('an upstream replan is a Command back to routing.return_to_node', async () => {
-  const s = scenario('refund-return-in-transit-upstream-replan', [4200, 4200]);
+  const s = await scenario('refund-return-in-transit-upstream-replan', [4200, 4200]);
   const out = await s.graph.invoke(s.input, config('upstream'));
   assert.deepEqual(out.trail, ['returns_intake', 'support_agent', 'writ_check',
     'returns_intake', 'support_agent', 'writ_check', 'issue_refund']);
@@ -82,7 +83,7 @@ test('an upstream replan is a Command back to routing.return_to_node', async () 
 });
 
 test('a terminal block ends the graph with the receipt', async () => {
-  const s = scenario('refund-exceeds-order-goal-fail', [20000]);
+  const s = await scenario('refund-exceeds-order-goal-fail', [20000]);
   const out = await s.graph.invoke(s.input, config('deny'));
   assert.deepEqual(out.trail, ['returns_intake', 'support_agent', 'writ_check']);
   assert.equal(out.writ.receipt.disposition.mode, 'terminal_block');
@@ -93,7 +94,7 @@ test('a report writ does not take: the tool node keeps the result and the report
   const proxy = await faultProxy(srv.url, { match: /\/execution$/, fault: '500' });
   t.after(() => proxy.close());
   const quiet = t.mock.method(console, 'error', () => {});
-  const s = scenario('refund-allow', [4200], new Client(proxy.url, { apiKey: srv.tokens.agt_support_service }));
+  const s = await scenario('refund-allow', [4200], new Client(proxy.url, { apiKey: srv.tokens.agt_support_service }));
   const out = await s.graph.invoke(s.input, config('unreported'));
   assert.deepEqual(out.trail, ['returns_intake', 'support_agent', 'writ_check', 'issue_refund']);
   assert.deepEqual([out.writ.result, s.issued.length], [{ refund_id: 'rf_1' }, 1]);

@@ -9,7 +9,7 @@ import { FilePendingStore } from '@writhq/writ-client/node';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startWrit, refundRequest, faultProxy } from '../test/writserver.mjs';
+import { startWrit, faultProxy } from '../test/writserver.mjs';
 import { refundTool, approveInWrit, rejectInWrit, approvalOf } from './dist/openai-agents.js';
 import { scriptedModel, toolResults } from './scripted-model.mjs';
 
@@ -27,8 +27,9 @@ after(async () => { await srv?.close(); });
 // refundAgent is a support agent whose one tool, issue_refund, is governed
 // by writ. `example` names the refund pack's request the check is built
 // from (its evidence, context and subjects); the model picks the arguments.
-function refundAgent(script, example, wait, facts, client = agentKey, onReportFailed) {
-  const { actor, subject_ids, evidence, context, inputs_refs } = facts ?? refundRequest(example);
+async function refundAgent(script, example, wait, facts, client = agentKey, onReportFailed) {
+  // The identity service verifies the customer first (srv.refundRequest).
+  const { actor, subject_ids, evidence, context, inputs_refs } = facts ?? await srv.refundRequest(example);
   const issued = [];
   const issueRefund = refundTool(client, { actor, subject_ids, evidence, context, inputs_refs },
     async (input) => { issued.push(input); return { refund_id: `rf_${issued.length}`, ...input }; }, { wait, onReportFailed });
@@ -40,7 +41,7 @@ function refundAgent(script, example, wait, facts, client = agentKey, onReportFa
 const refund = (id, amount) => ({ call: 'issue_refund', id, args: { order_id: 'ord_881', amount_inr: amount, currency: 'INR' } });
 
 test('an allowed tool is executed and reported', async () => {
-  const a = refundAgent([refund('call_a', 4200), { say: 'Refunded.' }], 'refund-allow');
+  const a = await refundAgent([refund('call_a', 4200), { say: 'Refunded.' }], 'refund-allow');
   const result = await run(a.agent, 'Please refund order ord_881.');
   assert.equal(result.finalOutput, 'Refunded.');
   assert.deepEqual(result.interruptions ?? [], []);
@@ -54,7 +55,7 @@ test('an allowed tool is executed and reported', async () => {
 });
 
 test('human review pauses the run; approving in writ resumes it', async () => {
-  const a = refundAgent([refund('call_h', 15000), { say: 'Refunded after approval.' }], 'refund-high-value-human-review');
+  const a = await refundAgent([refund('call_h', 15000), { say: 'Refunded after approval.' }], 'refund-high-value-human-review');
   let result = await run(a.agent, 'Refund 15,000 INR on ord_881.');
   assert.equal(result.interruptions.length, 1, 'the run paused for approval');
   const pause = result.interruptions[0];
@@ -74,7 +75,7 @@ test('human review pauses the run; approving in writ resumes it', async () => {
 });
 
 test('a replan answers the model the receipt instead of running the tool', async () => {
-  const a = refundAgent([refund('call_u', 4200), { say: 'Handing back to returns intake.' }],
+  const a = await refundAgent([refund('call_u', 4200), { say: 'Handing back to returns intake.' }],
     'refund-return-in-transit-upstream-replan');
   const result = await run(a.agent, 'Refund ord_881.');
   assert.deepEqual(result.interruptions ?? [], []);
@@ -86,7 +87,7 @@ test('a replan answers the model the receipt instead of running the tool', async
 });
 
 test('rejecting in writ denies the approval and the tool never runs', async () => {
-  const a = refundAgent([refund('call_r', 15000), { say: 'The refund was refused.' }], 'refund-high-value-human-review');
+  const a = await refundAgent([refund('call_r', 15000), { say: 'The refund was refused.' }], 'refund-high-value-human-review');
   let result = await run(a.agent, 'Refund 15,000 INR on ord_881.');
   const [pause] = result.interruptions;
   const approvalId = await approvalOf(a.issueRefund, pause);
@@ -98,7 +99,7 @@ test('rejecting in writ denies the approval and the tool never runs', async () =
 });
 
 test('approving only in the SDK is not enough: writ still blocks', async () => {
-  const a = refundAgent([refund('call_s', 15000), { say: 'Still waiting for finance.' }], 'refund-high-value-human-review', '1s');
+  const a = await refundAgent([refund('call_s', 15000), { say: 'Still waiting for finance.' }], 'refund-high-value-human-review', '1s');
   let result = await run(a.agent, 'Refund 15,000 INR on ord_881.');
   const [pause] = result.interruptions;
   result.state.approve(pause); // no approval in writ
@@ -114,14 +115,14 @@ test('a run state restored in another process, the tool\'s memory lost, resumes 
   // Each process's client keeps pending approvals in the same file.
   const durable = () => new Client(srv.url, { apiKey: srv.tokens.agt_support_service, pending: new FilePendingStore(path.join(dir, 'pending.json')) });
   const script = [refund('call_restore', 15000), { say: 'Refunded after approval.' }];
-  const first = refundAgent(script, 'refund-high-value-human-review', undefined, undefined, durable());
+  const first = await refundAgent(script, 'refund-high-value-human-review', undefined, undefined, durable());
   const paused = await run(first.agent, 'Refund 15,000 INR on ord_881.');
   const [pause] = paused.interruptions;
   const decisionId = first.issueRefund.writ.receipt('call_restore').decision_id;
   const saved = paused.state.toString(); // what the application persists
 
   // Another process: a new tool (no call-id map), a new model that goes on from the pause.
-  const again = refundAgent(script, 'refund-high-value-human-review', undefined, first.facts, durable());
+  const again = await refundAgent(script, 'refund-high-value-human-review', undefined, first.facts, durable());
   again.model.skip(1);
   const state = await RunState.fromString(again.agent, saved);
   const [restored] = state.getInterruptions();
@@ -143,7 +144,7 @@ test('a report writ does not take: the model still gets the result, and the repo
   const proxy = await faultProxy(srv.url, { match: /\/execution$/, fault: '500' });
   t.after(() => proxy.close());
   const failed = [];
-  const a = refundAgent([refund('call_f', 4200), { say: 'Refunded.' }], 'refund-allow', undefined, undefined,
+  const a = await refundAgent([refund('call_f', 4200), { say: 'Refunded.' }], 'refund-allow', undefined, undefined,
     new Client(proxy.url, { apiKey: srv.tokens.agt_support_service }), (e) => failed.push(e));
   const result = await run(a.agent, 'Please refund order ord_881.');
   assert.equal(result.finalOutput, 'Refunded.');
