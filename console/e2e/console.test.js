@@ -104,6 +104,22 @@ async function call(method, p, key, body, base = server.url) {
 
 const check = (key, body) => call('POST', '/v1/check', key, body);
 
+// fileIDV puts on file, at the server at base, the identity verification
+// the refunds cite (idv_771, about customer:cus_77, observed fresh): with
+// an issuer key, or with none on a server in development mode, where the
+// item names its tenant and issuer. A refund accepts no evidence that is
+// only the agent's word.
+async function fileIDV(base, key) {
+  const item = { kind: 'identity_verification', id: 'idv_771', subject_ids: ['customer:cus_77'], attributes: { method: 'otp' }, observed_at: fresh };
+  const res = key ? await call('POST', '/v1/evidence', key, item, base)
+    : await (async () => {
+      const r = await fetch(base + '/v1/evidence', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ ...item, tenant_id: 'acme', issuer: 'idv.acme.example' }) });
+      return { status: r.status, body: await r.json() };
+    })();
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+}
+
 // page opens a fresh browser context (no cookies) at the console.
 async function newPage(width = 1440, height = 900) {
   const ctx = await browser.newContext({ viewport: { width, height } });
@@ -221,11 +237,7 @@ before(async () => {
   keys.ada = createKey('ada', 'admin');
   keys.idv = createKey('idv.acme.example', 'issuer');
   server = await startServer();
-  // The identity service's verification that the refunds cite: a refund
-  // accepts no evidence that is only the agent's word.
-  const idv = await call('POST', '/v1/evidence', keys.idv, { kind: 'identity_verification', id: 'idv_771', subject_ids: ['customer:cus_77'],
-    attributes: { method: 'otp' }, observed_at: fresh });
-  assert.equal(idv.status, 201, JSON.stringify(idv.body));
+  await fileIDV(server.url, keys.idv);
   browser = await chromium.launch({
     executablePath: process.env.WRIT_CHROMIUM || '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
@@ -588,6 +600,7 @@ test('an auditor reads the shadow pack\'s outcome transitions', async () => {
   const dir = path.join(tmp, 'shadow');
   const agent = createKey('support-bot', 'agent', dir);
   const auditor = createKey('olga', 'auditor', dir);
+  const idv = createKey('idv.acme.example', 'issuer', dir);
   const proc = spawn(bin, ['serve', '--pack', 'examples/refund', '--shadow-pack', cand, '--data', dir, '--addr', '127.0.0.1:0', '--checkpoint-interval', '200ms', '--log-level', 'warn'],
     { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
   const url = await new Promise((resolve, reject) => {
@@ -597,6 +610,7 @@ test('an auditor reads the shadow pack\'s outcome transitions', async () => {
   });
   const srv = { proc, url };
   try {
+    await fileIDV(url, idv);
     const small = request({ idempotency_key: 'ik_e2e_shadow_1', arguments: { amount_inr: 4200 } });
     small.outputs = { ...small.outputs, refund_amount_inr: 4200 };
     const allowed = await call('POST', '/v1/check', agent, small, url);
@@ -631,6 +645,7 @@ test('development mode: sign in with a tenant and a name, no key, and approve', 
   const dir = path.join(tmp, 'dev'); // no API keys: development mode
   const srv = await startServer('examples/refund', dir);
   try {
+    await fileIDV(srv.url);
     const res = await fetch(srv.url + '/v1/check', { method: 'POST', headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ ...request({ idempotency_key: 'ik_e2e_dev' }), tenant_id: 'acme' }) });
     const asked = await res.json();
