@@ -58,6 +58,13 @@ func TestVelocityTwoServers(t *testing.T) {
 		engines, stores = append(engines, eng), append(stores, st)
 	}
 	observed := now.Add(-time.Minute)
+	// The identity verification the refunds cite, on file: a refund
+	// accepts no evidence that is only the caller's word.
+	ictx := writ.WithPrincipal(ctx, &writ.Principal{TenantID: "acme", KeyID: "key_idv", Subject: "idv.acme.example", Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
+	if _, err := engines[0].AddEvidence(ictx, &writ.AddEvidenceRequest{TenantID: "acme", Kind: "identity_verification", ID: "idv_1",
+		SubjectIDs: []string{"customer:cus_race"}, ObservedAt: &observed}); err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	outcomes := map[writ.Outcome]int{}
 	var wg sync.WaitGroup

@@ -77,6 +77,12 @@ func TestSeedQueriesAfterWorkload(t *testing.T) {
 		goldens[n] = g
 	}
 	n := 0
+	// filed are the evidence records check puts on file, and when.
+	type filedAt struct {
+		recordID string
+		at       time.Time
+	}
+	var filed []filedAt
 	// check sends one of the example's requests at time at, its evidence
 	// observed a minute before, as a customer of its own (so no history
 	// aggregate of one check reaches another).
@@ -99,10 +105,24 @@ func TestSeedQueriesAfterWorkload(t *testing.T) {
 			}
 		}
 		obs := at.Add(-time.Minute)
+		clock.Store(at.UnixNano())
+		// The identity service's verification of that customer, on file
+		// and cited: a refund accepts no evidence that is only the
+		// caller's word.
+		idv := fmt.Sprintf("idv_seed_%d", n)
+		ictx := writ.WithPrincipal(ctx, &writ.Principal{TenantID: "acme", KeyID: "key_idv", Subject: "idv.acme.example", Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
+		se, err := eng.AddEvidence(ictx, &writ.AddEvidenceRequest{TenantID: "acme", Kind: "identity_verification", ID: idv,
+			SubjectIDs: []string{fmt.Sprintf("customer:cus_seed_%d", n)}, Attributes: map[string]any{"method": "otp"}, ObservedAt: &obs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		filed = append(filed, filedAt{se.RecordID, at})
 		for i := range req.Evidence {
 			req.Evidence[i].ObservedAt = &obs
+			if req.Evidence[i].Kind == "identity_verification" {
+				req.Evidence[i].ID, req.Evidence[i].Version = idv, ""
+			}
 		}
-		clock.Store(at.UnixNano())
 		rc, err := eng.Check(ctx, &req)
 		if err != nil {
 			t.Fatalf("Check(%s) = %v", name, err)
@@ -241,6 +261,11 @@ func TestSeedQueriesAfterWorkload(t *testing.T) {
 		ids = append(ids, s.recordID)
 	}
 	ids = append(ids, annotations...)
+	for _, f := range filed { // the identity verifications of the 30 days
+		if f.at.After(time.Now().Add(-30 * 24 * time.Hour)) {
+			ids = append(ids, f.recordID)
+		}
+	}
 	var sampled int
 	for _, id := range ids {
 		if replay.Sampled(id, rate) {

@@ -51,6 +51,21 @@ func serveRefund(t testing.TB, tp trace.TracerProvider, observe func(ledger.Comm
 		t.Fatal(err)
 	}
 	clock := time.Date(2026, 5, 9, 9, 31, 42, 0, time.UTC) // the examples' time
+	// The identity verification the examples cite, on file as the pack's
+	// tests keep it (a refund accepts no evidence that is only the
+	// caller's word), through an engine of its own, so that the engine
+	// under test observes and traces only what the test sends.
+	pre, err := engine.New(context.Background(), engine.Config{Policy: pol, Store: st, BindingKey: bytes.Repeat([]byte{0x5a}, 32), Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := time.Date(2026, 5, 9, 9, 10, 0, 0, time.UTC)
+	idv := writ.WithPrincipal(context.Background(), &writ.Principal{TenantID: "acme", KeyID: "key_idv", Subject: "idv.acme.example", Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
+	if _, err := pre.AddEvidence(idv, &writ.AddEvidenceRequest{TenantID: "acme", Kind: "identity_verification", ID: "idv_771",
+		SubjectIDs: []string{"customer:cus_77"}, Attributes: map[string]any{"method": "otp"}, ObservedAt: &observed}); err != nil {
+		t.Fatal(err)
+	}
+	pre.Close()
 	cfg := engine.Config{Policy: pol, Store: st, BindingKey: bytes.Repeat([]byte{0x5a}, 32), Now: func() time.Time { return clock }}
 	cfg.Appender.Observe = observe
 	cfg.TracerProvider = tp
