@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,6 +68,13 @@ func BenchmarkCheckHistory(b *testing.B) {
 			clk := newClock(exampleClock)
 			h := newHarness(b, refundPackVariant(b, n), func(c *engine.Config) { c.Now = clk.Now })
 			base := refund(b, "acme", "x", 0, exampleClock)
+			// Each customer's identity verification, on file before the
+			// clock starts: a refund accepts only evidence writ resolves.
+			customers := make([]string, b.N)
+			for i := range customers {
+				customers[i] = fmt.Sprintf("c_%d", i+1)
+			}
+			verifyCustomers(b, h.eng, "acme", exampleClock, customers...)
 			var seq atomic.Int64
 			b.SetParallelism(32)
 			b.ReportAllocs()
@@ -78,6 +86,8 @@ func BenchmarkCheckHistory(b *testing.B) {
 					req.IdempotencyKey = fmt.Sprintf("ik-%d", n)
 					req.Arguments = map[string]any{"order_id": fmt.Sprintf("ord_%d", n), "amount_inr": 4200.0, "currency": "INR"}
 					req.SubjectIDs = []string{fmt.Sprintf("customer:c_%d", n), "order:x"}
+					req.Evidence = slices.Clone(base.Evidence)
+					req.Evidence[0].ID = idvOf(fmt.Sprintf("c_%d", n), exampleClock)
 					inputs := *base.InputsRefs
 					inputs.Session = fmt.Sprintf("sess_%d", n)
 					req.InputsRefs = &inputs

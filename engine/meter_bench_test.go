@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,6 +53,14 @@ func BenchmarkCheckUnmetered(b *testing.B) {
 func benchmarkRefunds(b *testing.B, packDir string) {
 	h := newHarness(b, packDir)
 	base := refund(b, "acme", "cus", 0, exampleClock)
+	// Each check refunds a customer of its own, whose identity
+	// verification is on file before the clock starts: a refund accepts
+	// only evidence writ resolves.
+	customers := make([]string, b.N)
+	for i := range customers {
+		customers[i] = fmt.Sprintf("cus_%d", i+1)
+	}
+	verifyCustomers(b, h.eng, "acme", exampleClock, customers...)
 	var seq, callers atomic.Int64
 	b.SetParallelism(16)
 	before := cpuTime(b)
@@ -65,6 +74,8 @@ func benchmarkRefunds(b *testing.B, packDir string) {
 			req.Arguments = map[string]any{"order_id": fmt.Sprintf("ord_%d", n), "amount_inr": 4200.0, "currency": "INR"}
 			req.Outputs = map[string]any{"order_id": fmt.Sprintf("ord_%d", n), "refund_amount_inr": 4200.0, "currency": "INR"}
 			req.SubjectIDs = []string{fmt.Sprintf("customer:cus_%d", n), fmt.Sprintf("order:ord_%d", n)}
+			req.Evidence = slices.Clone(base.Evidence)
+			req.Evidence[0].ID = idvOf(fmt.Sprintf("cus_%d", n), exampleClock)
 			in := *base.InputsRefs
 			in.Session = fmt.Sprintf("sess_%d_%d", caller, i/10)
 			req.InputsRefs = &in

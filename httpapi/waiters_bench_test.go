@@ -35,6 +35,8 @@ func BenchmarkIdleWaiters(b *testing.B) {
 	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}
 	c := httpapi.NewClient(srv.URL, httpapi.WithHTTPClient(&http.Client{Transport: tr}))
 
+	observed := now().Add(-20 * time.Minute)
+	idv := writ.WithPrincipal(ctx, &writ.Principal{TenantID: "acme", KeyID: "key_idv", Subject: "idv.acme.example", Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
 	for range b.N {
 		reqs := make([]*writ.CheckRequest, n)
 		blocked := make([]*writ.Receipt, n)
@@ -45,6 +47,23 @@ func BenchmarkIdleWaiters(b *testing.B) {
 			req.Arguments["amount_inr"] = 15000.0 + float64(i) // one approval each
 			// one customer each: the velocity rule allows 3 refunds a day
 			req.SubjectIDs = []string{"customer:cus_" + strconv.Itoa(i), "order:ord_881"}
+			// and a session each: the refund's tool_calls budget counts a
+			// session's checks, and a thousand in one would exceed it
+			refs := *req.InputsRefs
+			refs.Session = "sess_w_" + strconv.Itoa(i)
+			req.InputsRefs = &refs
+			// and that customer's identity verification, on file (a refund
+			// accepts only evidence writ resolves)
+			id := "idv_w_" + strconv.Itoa(i)
+			if _, err := eng.AddEvidence(idv, &writ.AddEvidenceRequest{TenantID: "acme", Kind: "identity_verification", ID: id,
+				SubjectIDs: []string{req.SubjectIDs[0]}, ObservedAt: &observed}); err != nil && writ.ErrorCode(err) != writ.ECONFLICT {
+				b.Fatal(err)
+			}
+			for j := range req.Evidence {
+				if req.Evidence[j].Kind == "identity_verification" {
+					req.Evidence[j].ID, req.Evidence[j].Version = id, ""
+				}
+			}
 			reqs[i] = req
 			if blocked[i], err = c.Check(ctx, req); err != nil || len(blocked[i].Metadata.ApprovalIDs) != 1 {
 				b.Fatalf("Check(%d) = %+v, %v", i, blocked[i], err)

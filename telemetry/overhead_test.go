@@ -32,10 +32,10 @@ import (
 // (docs/operations.md, "Overhead").
 func BenchmarkCheckOverhead(b *testing.B) {
 	b.Run("off", func(b *testing.B) {
-		_, srv := serveRefund(b, nil, nil,
+		eng, srv := serveRefund(b, nil, nil,
 			func(e *engine.Engine) writ.Service { return e },
 			func(s *httpapi.Server) http.Handler { return s })
-		benchChecks(b, srv.URL, srv.Client())
+		benchChecks(b, eng, srv.URL, srv.Client())
 	})
 	b.Run("on", func(b *testing.B) {
 		recv := otlptest.NewReceiver(false)
@@ -63,7 +63,7 @@ func BenchmarkCheckOverhead(b *testing.B) {
 		eng, srv := serveRefund(b, tp, func(c ledger.Commit) { m.ObserveCommit(c); commits.Observe(c) },
 			func(e *engine.Engine) writ.Service { return telemetry.Service(e, m) },
 			func(s *httpapi.Server) http.Handler { return telemetry.HTTPHandler(s) })
-		benchChecks(b, srv.URL, srv.Client())
+		benchChecks(b, eng, srv.URL, srv.Client())
 	})
 }
 
@@ -74,10 +74,21 @@ func BenchmarkCheckOverhead(b *testing.B) {
 // every later check would be answered from the blocked action's first
 // answer, neither decided nor appended. A check answered anything but a
 // fresh allow fails the benchmark.
-func benchChecks(b *testing.B, url string, hc *http.Client) {
+func benchChecks(b *testing.B, eng *engine.Engine, url string, hc *http.Client) {
 	body := example(b, "refund-allow")
-	if !bytes.Contains(body, []byte(`"customer:cus_77"`)) {
-		b.Fatal("the refund-allow example no longer names customer:cus_77")
+	if !bytes.Contains(body, []byte(`"customer:cus_77"`)) || !bytes.Contains(body, []byte(`"idv_771"`)) {
+		b.Fatal("the refund-allow example no longer names customer:cus_77 and cites idv_771")
+	}
+	// Each customer's identity verification, on file before the clock
+	// starts: a refund accepts only evidence writ resolves.
+	observed := time.Date(2026, 5, 9, 9, 10, 0, 0, time.UTC)
+	idv := writ.WithPrincipal(context.Background(), &writ.Principal{TenantID: "acme", KeyID: "key_idv", Subject: "idv.acme.example", Roles: []writ.Role{writ.RoleIssuer}, ActorType: writ.ActorService})
+	for i := 1; i <= b.N; i++ {
+		n := strconv.FormatInt(int64(i), 36)
+		if _, err := eng.AddEvidence(idv, &writ.AddEvidenceRequest{TenantID: "acme", Kind: "identity_verification", ID: "idv_" + n,
+			SubjectIDs: []string{"customer:cus_" + n}, ObservedAt: &observed}); err != nil && writ.ErrorCode(err) != writ.ECONFLICT {
+			b.Fatal(err)
+		}
 	}
 	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 	var seq atomic.Int64
@@ -90,6 +101,7 @@ func benchChecks(b *testing.B, url string, hc *http.Client) {
 			n := strconv.FormatInt(seq.Add(1), 36)
 			req := bytes.Replace(body, []byte(`"ik_2x9k4j7m1q8w0p3z"`), []byte(`"ik_`+n+`"`), 1)
 			req = bytes.Replace(req, []byte(`"customer:cus_77"`), []byte(`"customer:cus_`+n+`"`), 1)
+			req = bytes.Replace(req, []byte(`"idv_771"`), []byte(`"idv_`+n+`"`), 1)
 			resp, err := hc.Post(url+"/v1/check", "application/json", bytes.NewReader(req))
 			if err != nil {
 				b.Error(err)
